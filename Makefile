@@ -1,0 +1,86 @@
+# The course's commands. `make help` lists them.
+#
+# Python: the course's own .venv when there is one; otherwise python3 when it already has
+# torch, triton and pyyaml (a GPU machine with no network); otherwise a .venv is made and filled
+# from requirements.txt (CPU torch and Triton's interpreter) the first time a target needs it.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PUZZLE ?=
+FILE ?=
+DIR ?= submissions
+ARGS ?=
+
+HAVE_SYSTEM := $(shell python3 -c "import torch, triton, yaml" >/dev/null 2>&1 && echo yes)
+HAVE_SYSTEM_DEV := $(shell python3 -c "import torch, triton, yaml, pytest, nbclient, nbformat, ipykernel, matplotlib, xdist" >/dev/null 2>&1 && echo yes)
+VENV_PY := .venv/bin/python
+
+ifneq ($(wildcard $(VENV_PY)),)
+  PY := $(VENV_PY)
+  DEV_PY := $(VENV_PY)
+else
+  PY := $(if $(HAVE_SYSTEM),python3,$(VENV_PY))
+  DEV_PY := $(if $(HAVE_SYSTEM_DEV),python3,$(VENV_PY))
+endif
+
+.PHONY: help check solutions notebooks test lint lab env env-dev hint progress grade doctor html bench
+
+help: ## list the targets
+	@echo "Triton puzzles: make <target> [PUZZLE=N] [FILE=path]"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(VENV_PY):
+	@echo "Setting up .venv (CPU torch + Triton's interpreter; about a minute, once)..."
+	python3 -m venv .venv
+	.venv/bin/python -m pip install --quiet --upgrade pip
+	.venv/bin/python -m pip install --quiet -r requirements.txt
+
+.venv/.dev: requirements-dev.txt requirements.txt | $(VENV_PY)
+	.venv/bin/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+env: $(if $(filter $(VENV_PY),$(PY)),$(VENV_PY))
+
+env-dev: $(if $(filter $(VENV_PY),$(DEV_PY)),.venv/.dev)
+
+check: env ## grade one puzzle: make check PUZZLE=N [FILE=path.py|notebook.ipynb]
+	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make check PUZZLE=1 (see the table in README.md)."; exit 2; fi
+	@$(PY) -m checks $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
+
+solutions: env ## grade every answer key (must pass) and known-wrong kernel (must fail)
+	@$(PY) -m checks.answer_key $(ARGS)
+
+notebooks: env ## regenerate notebooks/*.ipynb and the README table from their sources
+	@$(PY) -m checks.build
+
+test: env-dev ## run the test suite (what CI runs)
+	$(DEV_PY) -m checks.build --check
+	$(DEV_PY) -m ruff check checks solutions tests
+	$(DEV_PY) -m pytest -n 2 -q $(ARGS)
+
+lint: env-dev ## ruff over the code
+	$(DEV_PY) -m ruff check checks solutions tests
+
+lab: env-dev ## open the notebooks in JupyterLab (installs it into .venv the first time)
+	@$(DEV_PY) -c "import jupyterlab" 2>/dev/null || $(DEV_PY) -m pip install --quiet jupyterlab
+	$(DEV_PY) -m jupyter lab notebooks/
+
+hint: env ## show the next hint for a puzzle: make hint PUZZLE=N
+	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make hint PUZZLE=1."; exit 2; fi
+	@$(PY) -m checks.hints $(PUZZLE)
+
+progress: env ## your table of puzzles: passed or not, best GPU ratio
+	@$(PY) -m checks.progress
+
+grade: env ## instructors: grade a folder of submissions: make grade DIR=submissions/
+	@$(PY) -m checks.classroom "$(DIR)" $(ARGS)
+
+doctor: env ## check this machine: versions, GPU or interpreter, the numpy pitfall, a tiny kernel
+	@$(PY) -m checks.doctor
+
+html: env-dev ## render the notebooks to HTML under build/html for reading without Jupyter
+	@$(DEV_PY) -m checks.html
+
+bench: env ## GPU: the answer key against torch over a sweep of sizes (table, CSV, plots)
+	@$(PY) -m checks.bench $(ARGS)

@@ -1,0 +1,328 @@
+"""The grading process: loads one submission and runs every case of one puzzle.
+
+Started by `checks.sandbox` as `python -m checks.child JOB.json EVENTS.jsonl`. It writes one JSON
+object per line to EVENTS (progress, then the verdict), so that the parent can show progress and
+still give a verdict when this process hangs or dies.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from checks import verdict as V
+from checks.environment import NUMPY_PITFALL_TEXT, Machine, detect
+
+
+class Events:
+    def __init__(self, path: str) -> None:
+        self._f = open(path, "a", encoding="utf-8")
+
+    def emit(self, event: str, **data: Any) -> None:
+        self._f.write(json.dumps({"event": event, **data}) + "\n")
+        self._f.flush()
+
+
+def load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, list[str]]:
+    """One line for the exception and the lines of the learner's own code it passed through."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    root = chain[-1]
+    text = f"{type(root).__name__}: {root}".strip()
+    if NUMPY_PITFALL_TEXT in str(exc) or NUMPY_PITFALL_TEXT in text:
+        return text, ["This is the Triton-interpreter/numpy incompatibility: run `pip install 'numpy<2.4'` and check again."]
+    where: list[str] = []
+    for link in reversed(chain):
+        for frame in traceback.extract_tb(link.__traceback__):
+            shown = names.get(str(Path(frame.filename).resolve()))
+            if shown:
+                entry = f"{shown}, line {frame.lineno}: {(frame.line or '').strip()}"
+                if entry not in where:
+                    where.append(entry)
+    return text, where[-4:]
+
+
+def describe_inputs(inputs: dict[str, Any]) -> str:
+    import torch
+
+    from checks.memory import describe_tensor
+
+    parts = []
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor):
+            parts.append(describe_tensor(name, value))
+        elif isinstance(value, float):
+            parts.append(f"{name}={value:.4g}")
+        else:
+            parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
+class Grader:
+    def __init__(self, job: dict[str, Any], events: Events, machine: Machine) -> None:
+        from checks.puzzles import spec_module
+        from checks.registry import get_puzzle
+
+        self.job = job
+        self.events = events
+        self.machine = machine
+        self.puzzle = get_puzzle(job["puzzle"])
+        self.spec = spec_module(self.puzzle)
+        self.names = {str(Path(k).resolve()): v for k, v in job["names"].items()}
+        self.own_files = set(self.names)
+        self.seed = int(job["seed"])
+
+    # -- one call of the learner's function, watched -------------------------------------------
+    def call(self, fn, inputs: dict[str, Any], arena, skip: bool = False):
+        import torch
+
+        from checks.tracking import Tracker, guard_allocations, watch_launches
+
+        tracker = Tracker(self.own_files, skip=skip)
+        with watch_launches(tracker), guard_allocations(arena):
+            result = fn(*inputs.values())
+        if self.machine.device == "cuda":
+            torch.cuda.synchronize()
+        return result, tracker
+
+    def draw(self, case: dict[str, Any], index: int):
+        import torch
+
+        from checks.memory import Arena
+
+        gen = torch.Generator(device=self.machine.device)
+        gen.manual_seed(self.seed + index)
+        arena = Arena(self.machine.device, gen)
+        inputs = self.spec.make_inputs(case, arena)
+        expected = self.spec.reference(inputs)
+        return arena, inputs, expected
+
+    def check_case(self, fn, index: int, case: dict[str, Any]) -> V.CaseResult:
+        arena, inputs, expected = self.draw(case, index)
+        result = V.CaseResult(index, describe_inputs(inputs), passed=False)
+        arena.freeze_inputs()
+        start = time.perf_counter()
+        try:
+            returned, tracker = self.call(fn, inputs, arena)
+        except NotImplementedError as exc:
+            result.problem = f"Your code still raises NotImplementedError ({exc})."
+            result.raised = True
+            result.stub = True
+            return result
+        except Exception as exc:  # noqa: BLE001 - any error in learner code is a verdict
+            text, where = explain_exception(exc, self.names)
+            result.problem = f"Your code raised {text}"
+            result.details = where
+            result.raised = True
+            return result
+        finally:
+            result.seconds = time.perf_counter() - start
+        problem = self.inspect(returned, tracker, arena, expected, result)
+        if problem:
+            result.problem = problem
+        else:
+            result.passed = True
+        return result
+
+    def inspect(self, returned, tracker, arena, expected, result: V.CaseResult) -> str:
+        """The first thing wrong with one call, or '' when it is right."""
+        import torch
+
+        from checks.compare import compare
+
+        if not tracker.own_launches:
+            others = sorted({launch.kernel for launch in tracker.launches})
+            extra = f" (it launched only kernels defined elsewhere: {', '.join(others)})" if others else ""
+            return (
+                f"Your function launched none of your own Triton kernels{extra}: compute the answer in a "
+                "@triton.jit kernel that your function launches with kernel[grid](...)."
+            )
+        for entry in arena.inputs():
+            changed = entry.changed()
+            if changed:
+                before, after, first_after = entry.guard_damage()
+                if before or after:
+                    where = f"{after} elements past its end" if after else f"{before} elements before its start"
+                    return f"Your code wrote outside the input {entry.label} ({where}): a store is missing its mask or uses the wrong offsets."
+                return f"Your code changed its input {entry.label} ({changed} elements): write results to a new tensor, never into an input."
+        for entry in arena.allocated():
+            before, after, first_after = entry.guard_damage()
+            if before or after:
+                if after:
+                    start = "right after its last element" if first_after == 0 else f"{first_after} elements after its end"
+                    where = f"{after} elements past its end, starting {start}"
+                else:
+                    where = f"{before} elements before its start"
+                return (
+                    f"Your code wrote outside {entry.label} ({where}): a store is missing its mask, "
+                    "or its offsets run past the tensor."
+                )
+        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        names = ", ".join(e.name for e in expected)
+        if len(outputs) != len(expected):
+            what = f"a {type(returned).__name__}" if not isinstance(returned, (tuple, list)) else f"{len(outputs)} values"
+            return f"Your function returned {what}; it must return {len(expected)} tensor(s): {names}."
+        for out, exp in zip(outputs, expected):
+            if not isinstance(out, torch.Tensor):
+                return f"Your function returned {type(out).__name__} for {exp.name}; return a torch tensor."
+            if out.device.type != exp.value.device.type:
+                return f"{exp.name} is on {out.device}; return it on the inputs' device ({exp.value.device})."
+            if tuple(out.shape) != tuple(exp.value.shape):
+                return f"{exp.name} has shape {tuple(out.shape)}; expected {tuple(exp.value.shape)}."
+            if out.dtype != exp.dtype:
+                return f"{exp.name} is {out.dtype}; expected {exp.dtype}: convert in the kernel before the store (x.to(...))."
+            if exp.contiguous and not out.is_contiguous():
+                return f"{exp.name} has strides {tuple(out.stride())}; the puzzle asks for a contiguous result, so allocate it with torch.empty(shape)."
+        for out, exp in zip(outputs, expected):
+            atol, rtol = self.puzzle.tolerance_for(exp.name)
+            mismatch = compare(exp.name, out, exp.value, atol, rtol, exp.dims)
+            if mismatch:
+                result.details = mismatch.lines
+                self.save_picture(mismatch, exp, result.description)
+                return mismatch.headline
+        return ""
+
+    def save_picture(self, mismatch, exp, description: str) -> None:
+        import torch
+
+        folder = self.job.get("artifacts")
+        if not folder or self.job.get("picture_saved"):
+            return
+        path = Path(folder) / f"puzzle{self.puzzle.number:02d}_errors.pt"
+        torch.save({"error": mismatch.error, "bad": mismatch.bad, "dims": exp.dims, "name": exp.name,
+                    "case": description}, path)
+        self.job["picture_saved"] = str(path)
+
+    def kernels_matter(self, fn, case: dict[str, Any]) -> bool:
+        """Re-run the first case with the learner's kernels switched off: the answer must break."""
+        from checks.compare import compare
+
+        arena, inputs, expected = self.draw(case, 0)
+        try:
+            returned, _ = self.call(fn, inputs, arena, skip=True)
+        except Exception:  # noqa: BLE001 - breaking without its kernels is the expected outcome
+            return True
+        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        for out, exp in zip(outputs, expected):
+            atol, rtol = self.puzzle.tolerance_for(exp.name)
+            if compare(exp.name, out, exp.value, atol, rtol, exp.dims) is not None:
+                return True
+        return False
+
+    # -- the whole submission ------------------------------------------------------------------
+    def run(self) -> V.Verdict:
+        v = V.Verdict(self.puzzle.number, V.FAILED, "", mode=self.machine.mode, device=self.machine.name, seed=self.seed)
+        path = Path(self.job["file"])
+        try:
+            module = load_module(path, "submission")
+        except Exception as exc:  # noqa: BLE001
+            text, where = explain_exception(exc, self.names)
+            v.status = V.ERROR
+            v.details = [f"Loading your code raised {text}"] + where
+            v.summary = "Your code did not load: fix the error above and check again."
+            return v
+        missing = [name for name in self.puzzle.defines if not callable(getattr(module, name, None))]
+        if missing:
+            v.status = V.ERROR
+            v.summary = f"Your code does not define {', '.join(missing)}: keep the function name from the stub."
+            return v
+        fn = getattr(module, self.puzzle.name)
+        cases = self.puzzle.cases["gpu" if self.machine.mode == "gpu" else "cpu"]
+        only = self.job.get("cases")
+        for index, case in enumerate(cases):
+            if only is not None and index not in only:
+                continue
+            self.events.emit("case_start", index=index, total=len(cases))
+            result = self.check_case(fn, index, case)
+            if result.raised:
+                v.status = V.ERROR
+            if result.stub:
+                label = next(iter(self.names.values()), "your code")
+                v.summary = (
+                    f"Your code is still the stub: fill in the FILL ME IN parts of {label} "
+                    "(save the notebook if you grade it from a terminal), then check again."
+                )
+                return v
+            self.events.emit("case", **result.__dict__)
+            v.cases.append(result)
+            if self.machine.mode == "gpu" and not result.passed and v.status == V.ERROR:
+                break  # after a CUDA error the context may be unusable
+        failed = [c for c in v.cases if not c.passed]
+        if not v.cases:
+            v.status = V.ERROR
+            v.summary = "No case was selected, so nothing was graded: leave out the case filter."
+            return v
+        if failed:
+            first = failed[0]
+            v.summary = (
+                f"{len(failed)} of {len(v.cases)} cases failed; start with case {first.index + 1} "
+                f"({first.description}): {first.problem}"
+            )
+            if v.status != V.ERROR:
+                v.status = V.FAILED
+            v.picture_data = self.job.get("picture_saved", "")
+            return v
+        if (only is None or 0 in only) and not self.kernels_matter(fn, cases[0]):
+            v.status = V.FAILED
+            v.summary = (
+                "Your function returns the right answer even when its Triton kernels are switched off, so "
+                "torch (not your kernel) computed it: do the arithmetic inside the kernel."
+            )
+            return v
+        v.status = V.PASSED
+        v.summary = f"all {len(v.cases)} cases match the reference."
+        if self.machine.mode == "gpu" and self.job.get("time", True):
+            from checks.timing import time_submission
+
+            v.timings = time_submission(self.puzzle, self.spec, fn, self.job.get("solution_file"))
+            bar = v.timings.get("bar_failed")
+            if bar:
+                v.status = V.FAILED
+                v.summary = bar
+            else:
+                v.summary += " " + v.timings.get("summary", "")
+        return v
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    job = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    events = Events(args[1])
+    machine = detect(force_interpreter=bool(job.get("interpret")))
+    events.emit("machine", mode=machine.mode, device=machine.name, torch=machine.torch_version,
+                triton=machine.triton_version, numpy=machine.numpy_version)
+    start = time.perf_counter()
+    if machine.problem:
+        v = V.Verdict(job["puzzle"], V.ENVIRONMENT, machine.problem, mode=machine.mode, device=machine.name)
+    else:
+        try:
+            v = Grader(job, events, machine).run()
+        except Exception as exc:  # noqa: BLE001 - a grader bug must still end in a verdict
+            v = V.Verdict(job["puzzle"], V.INTERNAL, (
+                f"The grader itself failed ({type(exc).__name__}: {exc}); this is a bug in the course, "
+                "not in your code: please report it with the output above."), mode=machine.mode, device=machine.name)
+            v.details = traceback.format_exc().splitlines()[-8:]
+    v.seconds = time.perf_counter() - start
+    events.emit("verdict", **json.loads(v.to_json()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""`python -m checks N [--file F] [--solution] [--json]`: grade one puzzle.
+
+Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from checks import verdict as V
+from checks.registry import UnknownPuzzle, get_puzzle, load_puzzles
+from checks.sandbox import grade
+from checks.source import SubmissionError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # exit 2 with one clear line, as argparse does, plus usage
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    numbers = ", ".join(str(p.number) for p in load_puzzles())
+    p = _Parser(prog="python -m checks", description="Grade one puzzle of the Triton course.")
+    p.add_argument("puzzle", type=int, help=f"the puzzle number ({numbers})")
+    p.add_argument("--file", type=Path, help="grade this .py file or notebook instead of notebooks/NN_*.ipynb")
+    p.add_argument("--solution", action="store_true", help="grade the bundled answer key")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.add_argument("--timeout", type=float, help="seconds for the whole submission (default: the puzzle's, 120)")
+    p.add_argument("--seed", type=int, help="draw the same inputs as an earlier run")
+    p.add_argument("--interpret", action="store_true", help="use Triton's CPU interpreter even on a GPU")
+    p.add_argument("--no-time", action="store_true", help="on a GPU, skip the timing")
+    p.add_argument("--picture", type=Path, help="on failure, save a picture of where the output is wrong here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        puzzle = get_puzzle(args.puzzle)
+    except UnknownPuzzle as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.file is not None and args.solution:
+        print("Give either --file or --solution, not both.", file=sys.stderr)
+        return 2
+    try:
+        verdict = grade(
+            puzzle, args.file, solution=args.solution, timeout=args.timeout, seed=args.seed,
+            interpret=args.interpret, time_it=not args.no_time,
+            progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
+        )
+    except SubmissionError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.json:
+        print(verdict.to_json())
+    else:
+        shown = bool(verdict.mode)
+        print(V.format_verdict(verdict, puzzle.title, cases_shown=shown))
+    return 0 if verdict.passed else 1

@@ -1,0 +1,58 @@
+"""What the grading machine can do, and the known ways it can be broken."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+NUMPY_PITFALL_TEXT = "only 0-dimensional arrays can be converted to Python scalars"
+
+
+def _version(text: str) -> tuple[int, int]:
+    nums = [int(x) for x in re.findall(r"\d+", text)[:2]]
+    return (nums + [0, 0])[0], (nums + [0, 0])[1]
+
+
+def numpy_pitfall(triton_version: str, numpy_version: str) -> str | None:
+    """Triton's interpreter before 3.9 breaks on numpy 2.4 and newer; say how to fix it."""
+    if _version(triton_version) < (3, 9) and _version(numpy_version) >= (2, 4):
+        return (
+            f"Triton {triton_version}'s CPU interpreter does not work with numpy {numpy_version} "
+            "(it fails with 'only 0-dimensional arrays can be converted to Python scalars'). "
+            "Install an older numpy with `pip install 'numpy<2.4'` (or run `make check`, which uses the "
+            "course's own .venv with matching versions), then check again."
+        )
+    return None
+
+
+@dataclass
+class Machine:
+    mode: str  # "gpu" or "interpreter"
+    device: str  # torch device string for tensors
+    name: str  # what to print: the GPU's name or "CPU (Triton interpreter)"
+    torch_version: str
+    triton_version: str
+    numpy_version: str
+    problem: str | None = None
+
+
+def detect(force_interpreter: bool = False) -> Machine:
+    """Decide GPU or interpreter. Must run before anything imports triton."""
+    import numpy
+    import torch
+
+    interpret = force_interpreter or os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton
+    except ImportError as exc:
+        return Machine("interpreter", "cpu", "CPU", torch.__version__, "missing", numpy.__version__,
+                       f"Triton is not installed ({exc}); run `make check`, which sets up a .venv with it.")
+    if interpret:
+        machine = Machine("interpreter", "cpu", "CPU (Triton interpreter)", torch.__version__,
+                          triton.__version__, numpy.__version__)
+        machine.problem = numpy_pitfall(triton.__version__, numpy.__version__)
+        return machine
+    return Machine("gpu", "cuda", torch.cuda.get_device_name(), torch.__version__, triton.__version__, numpy.__version__)

@@ -1,0 +1,49 @@
+"""One module per puzzle: how to draw its inputs and what the right answer is.
+
+Each module defines
+
+    make_inputs(case, arena) -> dict       the call's arguments, in order (tensors from the arena)
+    reference(inputs) -> list[Expected]    each output: name, value (float32/float64), dtype, dims
+    baseline(inputs) -> Callable           the torch operation the GPU timing compares with
+    work(inputs) -> Work                   bytes moved and flops done, for GB/s and TFLOPS
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from checks.registry import Puzzle
+
+
+@dataclass
+class Expected:
+    """One output the learner's function must return."""
+
+    name: str
+    value: torch.Tensor  # the reference, in float32 or float64
+    dtype: torch.dtype  # the dtype the learner must return
+    dims: tuple[str, ...]  # a word for each dimension, used to say where values are wrong
+    contiguous: bool = False  # whether the contract asks for a contiguous result
+
+
+@dataclass
+class Work:
+    bytes: float
+    flops: float = 0.0
+
+
+def spec_module(puzzle: Puzzle) -> ModuleType:
+    return importlib.import_module(f"checks.puzzles.p{puzzle.number:02d}_{puzzle.slug}")
+
+
+def tensor_items(inputs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
+    return [(k, v) for k, v in inputs.items() if isinstance(v, torch.Tensor)]
+
+
+BaselineFn = Callable[[], Any]

@@ -1,0 +1,156 @@
+"""Turn solutions into learner stubs, and pull a learner's code out of a notebook or a file.
+
+A solution marks what the learner must write with nbgrader-style markers::
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+        ### BEGIN SOLUTION
+        pid = tl.program_id(axis=0)
+        ...
+        ### END SOLUTION
+
+`make_stub` replaces each marked block with "FILL ME IN (roughly N lines)" and a body that
+compiles (`pass` in a kernel, `raise NotImplementedError` in a host function), so one file is
+both the answer key and the source of the notebook's stub cell.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+# The first line of a notebook's graded cell. The grader finds the cell by it.
+STUB_MARKER = "# Puzzle {number}: your code (this whole cell is graded)"
+_MARKER_RE = re.compile(r"^\s*#\s*Puzzle\s+(\d+):\s*your code", re.IGNORECASE)
+# Put in front of the graded cell's code, on its first line, so line numbers stay those of the cell.
+PREAMBLE = "import math, torch, triton, triton.language as tl  # "
+
+
+class SubmissionError(Exception):
+    """The submission cannot be read: the message says what to do about it."""
+
+
+def _code_lines(lines: list[str]) -> int:
+    return sum(1 for line in lines if line.strip() and not line.strip().startswith("#"))
+
+
+def _enclosing_def(lines: list[str], index: int, indent: int) -> tuple[str, bool]:
+    """Name of the function a block sits in, and whether that function is a Triton kernel."""
+    for j in range(index - 1, -1, -1):
+        text = lines[j]
+        stripped = text.lstrip()
+        if stripped.startswith("def ") and len(text) - len(stripped) < indent:
+            name = stripped[4:].split("(")[0]
+            k = j - 1
+            while k >= 0 and lines[k].lstrip().startswith("@"):
+                if "triton.jit" in lines[k] or "triton.autotune" in lines[k] or "triton.heuristics" in lines[k]:
+                    return name, True
+                k -= 1
+            return name, False
+    return "", False
+
+
+def make_stub(source: str, number: int) -> str:
+    """The learner's version of a solution: every marked block replaced by a FILL ME IN."""
+    lines = source.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.strip() != BEGIN:
+            if line.strip() == END:
+                raise ValueError(f"line {i + 1}: {END} without {BEGIN}")
+            out.append(line)
+            i += 1
+            continue
+        indent = len(line) - len(line.lstrip())
+        pad = " " * indent
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != END:
+            if lines[j].strip() == BEGIN:
+                raise ValueError(f"line {j + 1}: nested {BEGIN}")
+            j += 1
+        if j == len(lines):
+            raise ValueError(f"line {i + 1}: {BEGIN} without {END}")
+        body = lines[i + 1 : j]
+        name, is_kernel = _enclosing_def(lines, i, indent)
+        out.append(f"{pad}# FILL ME IN (roughly {_code_lines(body)} lines)")
+        if indent and is_kernel:
+            out.append(f"{pad}pass")
+        elif indent:
+            out.append(f'{pad}raise NotImplementedError("Puzzle {number}: fill in {name}")')
+        i = j + 1
+    return "\n".join(out) + "\n"
+
+
+def strip_markers(source: str) -> str:
+    """The answer key as a learner reads it: the solution with its marker lines removed."""
+    return "\n".join(line for line in source.splitlines() if line.strip() not in (BEGIN, END)) + "\n"
+
+
+def module_body(source: str) -> str:
+    """A solution file without its module docstring (the notebook tells that story instead)."""
+    text = source.lstrip()
+    for quote in ('"""', "'''"):
+        if text.startswith(quote):
+            end = text.find(quote, 3)
+            if end != -1:
+                return text[end + 3 :].lstrip("\n")
+    return text
+
+
+def stub_cell(solution_source: str, number: int) -> str:
+    """The notebook's graded cell: the marker line, then the stubbed solution body."""
+    body = make_stub(module_body(solution_source), number)
+    return STUB_MARKER.format(number=number) + "\n" + body.rstrip("\n")
+
+
+def answer_cell(solution_source: str, number: int) -> str:
+    """The graded cell filled in with the answer key (what tests put into notebooks)."""
+    body = strip_markers(module_body(solution_source))
+    return STUB_MARKER.format(number=number) + "\n" + body.rstrip("\n")
+
+
+def cell_source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def graded_cells(cells: list[str], number: int) -> list[str]:
+    """The cells (given as source text) whose first non-blank line is this puzzle's marker."""
+    found = []
+    for text in cells:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        match = _MARKER_RE.match(first)
+        if match and int(match.group(1)) == number:
+            found.append(text)
+    return found
+
+
+def notebook_code(path: Path, number: int) -> str:
+    """The graded cell(s) of a notebook file, joined, ready to be written out as a module."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SubmissionError(f"Could not read {path} as a notebook ({exc}); save it from Jupyter and try again.") from exc
+    cells = [cell_source(c) for c in data.get("cells", []) if c.get("cell_type") == "code"]
+    found = graded_cells(cells, number)
+    if not found:
+        marker = STUB_MARKER.format(number=number)
+        raise SubmissionError(
+            f"No code cell in {path} starts with the line '{marker}'; put that line back at the top of "
+            "the cell with your code (or grade a .py file with FILE=...)."
+        )
+    return as_module(found)
+
+
+def as_module(cells: list[str]) -> str:
+    """Join graded cells into one module; the preamble goes on line 1 so cell line numbers hold."""
+    first, *rest = cells
+    text = PREAMBLE + first
+    for extra in rest:
+        text += "\n" + PREAMBLE + extra
+    return text + "\n"

@@ -1,0 +1,112 @@
+"""The grader's answer, as data (for --json, progress and class reports) and as text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# status values
+PASSED = "passed"
+FAILED = "failed"  # ran, and a case was wrong
+ERROR = "error"  # the submission raised, or could not be loaded
+TIMEOUT = "timeout"
+CRASHED = "crashed"  # the child process died (segfault, CUDA fault, killed for memory)
+ENVIRONMENT = "environment"  # the machine cannot grade (the numpy pitfall, no triton, ...)
+NOT_READY = "not-ready"  # the puzzle is listed but not written yet
+INTERNAL = "internal"  # the grader itself broke: never the learner's fault
+
+
+@dataclass
+class CaseResult:
+    index: int
+    description: str
+    passed: bool
+    seconds: float = 0.0
+    problem: str = ""  # one line: what is wrong
+    raised: bool = False  # the learner's code raised an exception
+    stub: bool = False  # ... and it was the stub's NotImplementedError
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    puzzle: int
+    status: str
+    summary: str  # one sentence: what happened and what to do next
+    mode: str = ""  # "gpu" or "interpreter"
+    device: str = ""
+    seed: int | None = None
+    cases: list[CaseResult] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    timings: dict[str, Any] = field(default_factory=dict)
+    output: str = ""  # the tail of what the submission printed, when it failed
+    picture_data: str = ""  # a .pt file with the failing case's error map, when there is one
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        cases = [CaseResult(**c) for c in data.pop("cases", [])]
+        return cls(cases=cases, **data)
+
+
+def header(puzzle: int, title: str, mode: str, device: str) -> str:
+    head = f"Puzzle {puzzle}" + (f" ({title})" if title else "")
+    if mode == "gpu":
+        return f"{head}: graded on {device}"
+    if mode:
+        return f"{head}: graded in Triton's CPU interpreter (small sizes; speed is not graded)"
+    return head
+
+
+def case_line(case: CaseResult) -> str:
+    mark = "ok  " if case.passed else "FAIL"
+    return f"  [{mark}] case {case.index + 1}: {case.description}  ({case.seconds:.2f} s)"
+
+
+def progress_printer(number: int, title: str) -> Callable[[dict[str, Any]], None]:
+    """Print the grader's events as they come: the header, then one line per finished case."""
+
+    def show(event: dict[str, Any]) -> None:
+        if event["event"] == "machine":
+            print(header(number, title, event["mode"], event["device"]), flush=True)
+        elif event["event"] == "case":
+            print(case_line(CaseResult(**{k: v for k, v in event.items() if k != "event"})), flush=True)
+
+    return show
+
+
+def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> str:
+    """The terminal report: one line per case, the first failure in detail, then the summary.
+
+    With cases_shown, the header and case lines were already printed as progress.
+    """
+    out: list[str] = [] if cases_shown else [header(v.puzzle, title, v.mode, v.device)]
+    failed = [c for c in v.cases if not c.passed]
+    if not cases_shown:
+        out += [case_line(c) for c in v.cases]
+    if failed:
+        first = failed[0]
+        out.append(f"  Case {first.index + 1} in detail: {first.problem}")
+        out += [f"    {line}" for line in first.details]
+    out += [f"  {line}" for line in v.details]
+    if v.timings.get("table"):
+        out.append("")
+        out += [f"  {line}" for line in v.timings["table"]]
+    if v.output and not v.passed:
+        out.append("  What your code printed (last lines):")
+        out += [f"    | {line}" for line in v.output.rstrip().splitlines()[-15:]]
+    out.append("")
+    word = {PASSED: "PASSED", FAILED: "FAILED", ERROR: "FAILED", TIMEOUT: "FAILED", CRASHED: "FAILED"}.get(v.status, "NOT GRADED")
+    out.append(f"{word}: {v.summary}")
+    if v.seed is not None and not v.passed and v.cases:
+        out.append(f"(inputs drawn with --seed {v.seed}; pass it to check again on the same inputs)")
+    return "\n".join(out)
