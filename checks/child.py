@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from checks import verdict as V
-from checks.environment import NUMPY_PITFALL_TEXT, Machine, detect
+from checks.environment import NUMPY_PITFALL_TEXT, Machine, autotune_without_benchmarks, detect
 
 
 class Events:
@@ -195,19 +195,22 @@ class Grader:
             mismatch = compare(exp.name, out, exp.value, atol, rtol, exp.dims)
             if mismatch:
                 result.details = mismatch.lines
-                self.save_picture(mismatch, exp, result.description)
+                self.save_picture(mismatch, exp, result.description, tracker)
                 return mismatch.headline
         return ""
 
-    def save_picture(self, mismatch, exp, description: str) -> None:
+    def save_picture(self, mismatch, exp, description: str, tracker) -> None:
         import torch
 
         folder = self.job.get("artifacts")
         if not folder or self.job.get("picture_saved"):
             return
         path = Path(folder) / f"puzzle{self.puzzle.number:02d}_errors.pt"
+        blocks: dict[str, int] = {}
+        for launch in tracker.own_launches:
+            blocks.update(launch.blocks)
         torch.save({"error": mismatch.error, "bad": mismatch.bad, "dims": exp.dims, "name": exp.name,
-                    "case": description}, path)
+                    "case": description, "headline": mismatch.headline, "blocks": blocks}, path)
         self.job["picture_saved"] = str(path)
 
     def kernels_matter(self, fn, case: dict[str, Any]) -> bool:
@@ -309,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     events.emit("machine", mode=machine.mode, device=machine.name, torch=machine.torch_version,
                 triton=machine.triton_version, numpy=machine.numpy_version)
     start = time.perf_counter()
+    if machine.mode == "interpreter" and not machine.problem:
+        autotune_without_benchmarks()
     if machine.problem:
         v = V.Verdict(job["puzzle"], V.ENVIRONMENT, machine.problem, mode=machine.mode, device=machine.name)
     else:

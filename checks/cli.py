@@ -1,15 +1,22 @@
 """`python -m checks N [--file F] [--solution] [--json]`: grade one puzzle.
 
 Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error.
+
+The verdict of a learner's submission is recorded in the progress file (`make progress`, see
+`checks.progress`); runs of the course's own solutions are not. With --picture PATH a failure
+with wrong or unwritten values is also drawn to PATH (see `checks.picture`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
+
+from checks import progress
 from checks import verdict as V
-from checks.registry import UnknownPuzzle, get_puzzle, load_puzzles
+from checks.registry import ROOT, UnknownPuzzle, get_puzzle, load_puzzles
 from checks.sandbox import grade
 from checks.source import SubmissionError
 
@@ -45,18 +52,39 @@ def main(argv: list[str] | None = None) -> int:
     if args.file is not None and args.solution:
         print("Give either --file or --solution, not both.", file=sys.stderr)
         return 2
-    try:
-        verdict = grade(
-            puzzle, args.file, solution=args.solution, timeout=args.timeout, seed=args.seed,
-            interpret=args.interpret, time_it=not args.no_time,
-            progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
-        )
-    except SubmissionError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
+        try:
+            verdict = grade(
+                puzzle, args.file, solution=args.solution, timeout=args.timeout, seed=args.seed,
+                interpret=args.interpret, time_it=not args.no_time,
+                artifacts=Path(pictures) if args.picture else None,
+                progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
+            )
+        except SubmissionError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        note = ""
+        if args.picture:
+            from checks.picture import draw_verdict
+
+            _, note = draw_verdict(verdict, args.picture)
+            verdict.picture_data = ""  # the error map lived in a temporary folder; the PNG is what stays
+    if _is_learners(args):
+        progress.record(verdict)
     if args.json:
         print(verdict.to_json())
     else:
         shown = bool(verdict.mode)
         print(V.format_verdict(verdict, puzzle.title, cases_shown=shown))
+    if note:
+        print(note, file=sys.stderr if args.json else sys.stdout)
     return 0 if verdict.passed else 1
+
+
+def _is_learners(args: argparse.Namespace) -> bool:
+    """Whether this run graded the learner's own work (progress is recorded only for that)."""
+    if args.solution:
+        return False
+    if args.file is None:
+        return True
+    return not args.file.resolve().is_relative_to(ROOT / "solutions")  # the course's own answer keys and wrong kernels

@@ -117,6 +117,12 @@ def compare(
             f"(allowed error {_fmt(atol + rtol * abs(float(e[where])))})"
         )
         n_nan = int(torch.isnan(y[bad]).sum())
+        n_outside = int(is_poison(yours_cpu, "input")[bad].sum())
+        if n_outside:
+            lines.append(
+                f"{n_outside} wrong elements hold the marker the grader puts around your inputs: the kernel "
+                "read outside an input (check offsets, strides and load masks)."
+            )
         if n_nan:
             lines.append(f"{n_nan} of the wrong elements are NaN or inf" if n_nan < n_bad else "every wrong element is NaN or inf")
         else:

@@ -56,3 +56,16 @@ def detect(force_interpreter: bool = False) -> Machine:
         machine.problem = numpy_pitfall(triton.__version__, numpy.__version__)
         return machine
     return Machine("gpu", "cuda", torch.cuda.get_device_name(), torch.__version__, triton.__version__, numpy.__version__)
+
+
+def autotune_without_benchmarks() -> None:
+    """In the interpreter, let @triton.autotune pick its first config instead of timing them all.
+
+    Timing needs a GPU; without this an autotuned kernel with several configs cannot run on a CPU.
+    """
+    from triton.runtime.autotuner import Autotuner
+
+    def first_config_wins(self, *args, config=None, **kwargs):
+        return [float(self.configs.index(config))] if config in self.configs else [0.0]
+
+    Autotuner._bench = first_config_wins

@@ -7,13 +7,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
+from checks import hints, progress
 from checks import verdict as V
-from checks.registry import get_puzzle
+from checks.environment import autotune_without_benchmarks
+from checks.registry import ROOT, Puzzle, get_puzzle
 from checks.sandbox import grade
 from checks.source import as_module, graded_cells, notebook_code
-
-_hints_shown: dict[int, int] = {}
 
 
 def setup() -> str:
@@ -24,6 +26,7 @@ def setup() -> str:
         print(f"GPU: {torch.cuda.get_device_name()} (torch {torch.__version__})")
         return "cuda"
     os.environ["TRITON_INTERPRET"] = "1"
+    autotune_without_benchmarks()
     print(f"No CUDA GPU: kernels run in Triton's CPU interpreter (torch {torch.__version__}). "
           "Everything works, only slower; speed is not graded.")
     return "cpu"
@@ -44,7 +47,11 @@ def _ran_cells(number: int) -> list[str]:
 
 
 def check(number: int, timeout: float | None = None) -> None:
-    """Grade puzzle `number` in a separate process and print the report."""
+    """Grade puzzle `number` in a separate process and print the report.
+
+    The verdict is recorded for `make progress`; when values are wrong or never written, a
+    picture of where is drawn below the report (and saved in notebooks/.check_pictures/).
+    """
     puzzle = get_puzzle(number)
     cells = _ran_cells(number)
     if cells:
@@ -52,20 +59,41 @@ def check(number: int, timeout: float | None = None) -> None:
     else:
         print(f"The graded cell has not been run in this session: grading the saved {puzzle.notebook.name}.")
         source = (notebook_code(puzzle.notebook, number), f"your graded cell in {puzzle.notebook.name}")
-    verdict = grade(puzzle, timeout=timeout, source=source, progress=V.progress_printer(number, puzzle.title))
-    print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
+    with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
+        verdict = grade(puzzle, timeout=timeout, source=source, artifacts=Path(pictures),
+                        progress=V.progress_printer(number, puzzle.title))
+        print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
+        if verdict.picture_data:
+            _show_picture(verdict, picture_folder(puzzle) / f"{puzzle.stem}.png")
+    progress.record(verdict)
+
+
+def picture_folder(puzzle: Puzzle) -> Path:
+    """Where check() keeps the last picture of each puzzle: beside the notebook, git-ignored."""
+    return puzzle.notebook.parent / ".check_pictures"
+
+
+def _show_picture(verdict: V.Verdict, png: Path) -> None:
+    from checks.picture import draw_verdict
+
+    drawn, note = draw_verdict(verdict, png)
+    if drawn is None:
+        print(note)
+        return
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        print(note)
+        return
+    if get_ipython() is None:
+        print(note)
+        return
+    shown = drawn.relative_to(ROOT) if drawn.resolve().is_relative_to(ROOT) else drawn
+    print(f"Where the output is wrong (saved as {shown}):")
+    display(Image(filename=str(drawn)))
 
 
 def hint(number: int) -> None:
-    """Show the next hint for a puzzle (one more each call)."""
-    puzzle = get_puzzle(number)
-    if not puzzle.hints:
-        print(f"Puzzle {number} has no hints yet.")
-        return
-    shown = min(_hints_shown.get(number, 0) + 1, len(puzzle.hints))
-    _hints_shown[number] = shown
-    for i in range(shown):
-        print(f"Hint {i + 1} of {len(puzzle.hints)}: {puzzle.hints[i]}")
-    if shown == len(puzzle.hints):
-        print("That was the last hint.")
-
+    """Show the next hint for a puzzle (one more each call; `make hint PUZZLE=N` shares the count)."""
+    print("\n".join(hints.reveal(number)))

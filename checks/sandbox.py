@@ -112,9 +112,29 @@ def run_child(job: dict[str, Any], timeout: float, workdir: Path, progress: Prog
             "changes or is far too large (a `while` in a kernel, a grid of the wrong size)."), **base)
     code = proc.returncode
     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-    return V.Verdict(status=V.CRASHED, summary=(
-        f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: check "
-        "your masks and offsets."), **base)
+    failed = [c for c in cases if not c.passed]
+    if failed:
+        first = failed[0]
+        summary = (
+            f"The grading process died{where} ({how}), after {len(failed)} case(s) had already failed; "
+            f"start with case {first.index + 1} ({first.description}): {first.problem}"
+        )
+    elif code >= 0:
+        summary = (
+            f"Your code ended the grading process{where} ({how}) before it could give a verdict: "
+            "remove any exit(), sys.exit() or os._exit() call from your submission."
+        )
+    elif code == -signal.SIGKILL:
+        summary = (
+            f"The grading process was killed{where} (signal SIGKILL), most likely for using too much memory: "
+            "check the sizes you allocate and your grid."
+        )
+    else:
+        summary = (
+            f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: "
+            "check your masks, offsets and strides."
+        )
+    return V.Verdict(status=V.CRASHED, summary=summary, **base)
 
 
 def _kill(proc: subprocess.Popen) -> None:

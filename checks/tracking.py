@@ -23,6 +23,7 @@ from checks.memory import Arena, poisonable
 class Launch:
     kernel: str
     filename: str
+    blocks: dict[str, int] = field(default_factory=dict)  # BLOCK_* constants passed by keyword
 
 
 @dataclass
@@ -66,7 +67,8 @@ def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
     def wrap(original: Callable) -> Callable:
         @functools.wraps(original)
         def run(self, *args, **kwargs):
-            launch = Launch(getattr(getattr(self, "fn", None), "__name__", "?"), _source_file(self))
+            blocks = {k: int(v) for k, v in kwargs.items() if k.startswith("BLOCK") and isinstance(v, int)}
+            launch = Launch(getattr(getattr(self, "fn", None), "__name__", "?"), _source_file(self), blocks)
             tracker.launches.append(launch)
             if tracker.skip and tracker.own(launch):
                 return None

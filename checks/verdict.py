@@ -93,9 +93,9 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     failed = [c for c in v.cases if not c.passed]
     if not cases_shown:
         out += [case_line(c) for c in v.cases]
-    if failed:
+    if failed and failed[0].details:
         first = failed[0]
-        out.append(f"  Case {first.index + 1} in detail: {first.problem}")
+        out.append(f"  Where case {first.index + 1} goes wrong:")
         out += [f"    {line}" for line in first.details]
     out += [f"  {line}" for line in v.details]
     if v.timings.get("table"):

@@ -12,10 +12,14 @@ from checks.puzzles import BaselineFn, Expected, Work
 
 def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
     m, n, k = case["M"], case["N"], case["K"]
-    return {
-        "a": make_input(arena, (m, k), torch.float16, "a", case.get("layout_a", "contiguous")),
-        "b": make_input(arena, (k, n), torch.float16, "b", case.get("layout_b", "contiguous")),
-    }
+    a = make_input(arena, (m, k), torch.float16, "a", case.get("layout_a", "contiguous"))
+    b = make_input(arena, (k, n), torch.float16, "b", case.get("layout_b", "contiguous"))
+    # An offset makes every product positive on average, so sums grow with K: this is where a
+    # float16 accumulator visibly loses digits.
+    offset = case.get("offset", 0.0)
+    a.add_(offset)
+    b.add_(offset)
+    return {"a": a, "b": b}
 
 
 def reference(inputs: dict[str, Any]) -> list[Expected]:

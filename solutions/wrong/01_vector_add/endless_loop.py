@@ -1,4 +1,4 @@
-"""Wrong: a loop in the kernel whose counter never moves, so it never ends.
+"""Wrong: a loop in the kernel whose counter never moves (its step is a loaded 0), so it never ends.
 
 expect: time limit
 """
@@ -12,9 +12,10 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
     acc = tl.load(x_ptr + offsets, mask=mask)
-    i = 0
-    while i < 1:
-        acc += 0.0
+    step = tl.load(x_ptr) * 0.0  # meant to be 1.0: the counter below never reaches its bound
+    i = 0.0
+    while i < 1.0:
+        i += step
     tl.store(out_ptr + offsets, acc + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
 

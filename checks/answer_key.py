@@ -1,0 +1,130 @@
+"""`make solutions`: every answer key must pass, every known-wrong kernel must fail; one table.
+
+On a GPU the answer keys are graded (and timed) one at a time, alone on the device; the
+known-wrong kernels are then graded several at a time (`--jobs`), without timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checks import verdict as V
+from checks.registry import Puzzle, load_puzzles
+from checks.sandbox import grade
+
+
+@dataclass
+class Row:
+    puzzle: Puzzle
+    key: V.Verdict | None = None
+    wrong_total: int = 0
+    wrong_rejected: int = 0
+    surprises: list[str] = field(default_factory=list)
+
+
+def expectation(path: Path) -> str:
+    match = re.search(r"^expect:\s*(.+)$", path.read_text(encoding="utf-8"), re.MULTILINE)
+    return match.group(1).strip() if match else ""
+
+
+def check_wrong(puzzle: Puzzle, path: Path) -> str:
+    """'' when the known-wrong kernel is rejected for its stated reason, else what went wrong."""
+    expected = expectation(path)
+    timeout = 30 if "time limit" in expected else None
+    verdict = grade(puzzle, path, timeout=timeout, time_it=False)
+    report = V.format_verdict(verdict)
+    if verdict.passed:
+        return f"{path.name} PASSED but must fail"
+    if verdict.status in (V.INTERNAL, V.ENVIRONMENT):
+        return f"{path.name}: {verdict.summary}"
+    if expected and expected.lower() not in report.lower():
+        return f"{path.name} failed without '{expected}': {verdict.summary}"
+    return ""
+
+
+def fmt_ms(ms: float | None) -> str:
+    return f"{ms:.4f}" if ms is not None else "-"
+
+
+def table(rows: list[Row]) -> list[str]:
+    lines = [
+        "| # | puzzle | answer key | cases | key ms | baseline | baseline ms | speed vs baseline | wrong kernels rejected |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        p, key = row.puzzle, row.key
+        if key is None:
+            lines.append(f"| {p.number} | {p.slug} | planned | - | - | - | - | - | - |")
+            continue
+        ms = key.timings.get("ms", {}) if key.timings else {}
+        base_name = p.bench.get("baseline", "torch")
+        ratio = key.timings.get("ratio_vs_baseline") if key.timings else None
+        lines.append(
+            f"| {p.number} | {p.slug} | {'pass' if key.passed else key.status.upper()} | {len(key.cases)} | "
+            f"{fmt_ms(ms.get('yours'))} | {base_name} | {fmt_ms(ms.get(base_name))} | "
+            f"{f'{ratio:.2f}x' if ratio else '-'} | {row.wrong_rejected}/{row.wrong_total} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m checks.answer_key", description=__doc__.splitlines()[0])
+    parser.add_argument("--puzzle", type=int, action="append", help="only these puzzles (repeatable)")
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 2), help="known-wrong kernels graded at once")
+    parser.add_argument("--out", type=Path, help="also write the table and the device line to this markdown file")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    rows = [Row(p) for p in load_puzzles() if not args.puzzle or p.number in args.puzzle]
+    device = ""
+    for row in rows:
+        if not row.puzzle.ready:
+            print(f"puzzle {row.puzzle.number:>2} {row.puzzle.slug}: planned, skipped", flush=True)
+            continue
+        row.key = grade(row.puzzle, solution=True)
+        device = device or (row.key.device if row.key.mode else "")
+        word = "passed" if row.key.passed else "FAILED"
+        extra = " " + row.key.timings["summary"] if row.key.timings.get("summary") else ""
+        print(f"puzzle {row.puzzle.number:>2} {row.puzzle.slug}: answer key {word} ({row.key.seconds:.1f} s){extra}", flush=True)
+        if not row.key.passed:
+            row.surprises.append(f"answer key: {row.key.summary}")
+    jobs = [(row, path) for row in rows if row.key is not None for path in sorted(row.puzzle.wrong_dir.glob("*.py"))]
+    for row, _ in jobs:
+        row.wrong_total += 1
+    print(f"grading {len(jobs)} known-wrong kernels, {args.jobs} at a time ...", flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(lambda job: check_wrong(job[0].puzzle, job[1]), jobs))
+    for (row, _), problem in zip(jobs, results):
+        if problem:
+            row.surprises.append(problem)
+        else:
+            row.wrong_rejected += 1
+    lines = table(rows)
+    print()
+    print("\n".join(lines))
+    surprises = [f"puzzle {row.puzzle.number}: {s}" for row in rows for s in row.surprises]
+    for line in surprises:
+        print("  " + line)
+    ok = not surprises
+    elapsed = time.monotonic() - start
+    verdict = "every answer key passed and every known-wrong kernel was rejected" if ok else f"{len(surprises)} problem(s)"
+    print(f"\n{'OK' if ok else 'NOT OK'}: {verdict} ({elapsed:.0f} s on {device or 'this machine'}).")
+    if args.out:
+        import torch
+        import triton
+
+        when = datetime.date.today().isoformat()
+        head = f"`make solutions` on {device}, torch {torch.__version__}, triton {triton.__version__}, {when}:"
+        args.out.write_text("\n".join([head, "", *lines, "", *surprises]) + "\n", encoding="utf-8")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

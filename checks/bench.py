@@ -1,0 +1,781 @@
+"""`python -m checks.bench [--quick] [--out DIR] [--only 4,9] [--budget SECONDS]`: the answer keys against torch.
+
+On a CUDA GPU, times the answer key of every ready puzzle against its torch baseline over a sweep
+of sizes (triton.testing.do_bench, median, fresh random inputs) and writes
+
+    DIR/bench/results.csv     one row per (puzzle, series, size)
+    DIR/bench/*.png           GB/s or TFLOPS against size, answer keys beside their baselines
+    DIR/BENCHMARKS.md         the GPU, versions and date, the course's speed targets (met or
+                              missed), and every result
+
+DIR is the repository root unless --out says otherwise. Each puzzle runs in its own process, with
+a share of the time budget (default 540 s for the whole sweep), so that a size that runs out of
+memory, faults or hangs becomes a failed row instead of ending the benchmark. The sizes a target
+needs are measured first. Without a CUDA GPU it says so and exits 1.
+
+The writers (`format_table`, `write_csv`, `write_plots`, `markdown_report`) are pure functions of
+the rows, tested on fake rows without a GPU (tests/test_bench.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import importlib.util
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checks.registry import ROOT, Puzzle, load_puzzles
+from checks.timing import Peaks, gbps, roofline_share, speed_ratio, tflops
+
+NO_GPU = "The benchmark needs a CUDA GPU, and this machine has none: run `make bench` on a machine with one."
+DEFAULT_BUDGET_S = 540.0
+DEVICE_TIMEOUT_S = 90.0
+# The most seconds each puzzle's process may take; the overall budget may give it less.
+CAPS_S = {1: 40, 2: 40, 3: 60, 4: 90, 5: 60, 6: 45, 7: 45, 8: 150, 9: 180, 10: 150}
+RESERVE_S = 20.0  # kept back for every puzzle still to run, so that a slow one cannot starve the rest
+ATTENTION_B, ATTENTION_H = 4, 32
+
+
+# -- what to measure -------------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    """One measurement to take: a puzzle's answer key and its baseline at one size."""
+
+    puzzle: int
+    series: str  # what varies besides the size: "fp32", "D=64 causal", "b transposed", ...
+    size: str  # the size in words: "n=2^28", "4096x4096", "N=16384"
+    x: float  # the size as a number, for the plots' x axis
+    params: dict[str, Any] = field(default_factory=dict)
+    target: bool = False  # a course target needs it: measured first
+
+
+@dataclass
+class Row:
+    """One result. Times in milliseconds; None where nothing was measured."""
+
+    puzzle: int
+    slug: str
+    series: str
+    size: str
+    x: float
+    status: str = "ok"  # "ok", or what went wrong ("failed: out of memory", "not run: ...")
+    key_ms: float | None = None
+    baseline: str = ""
+    baseline_ms: float | None = None
+    bytes: float = 0.0
+    flops: float = 0.0
+    check: str = ""  # the answer key's output against the baseline's: "ok" or how far apart
+    roofline: float | None = None  # the answer key's share of the roofline, 0..1
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.key_ms is not None
+
+    @property
+    def metric(self) -> str:
+        return "TFLOPS" if self.flops else "GB/s"
+
+    def rate(self, ms: float | None) -> float | None:
+        if ms is None or ms <= 0:
+            return None
+        return tflops(self.flops, ms) if self.flops else gbps(self.bytes, ms)
+
+    @property
+    def key_rate(self) -> float | None:
+        return self.rate(self.key_ms)
+
+    @property
+    def baseline_rate(self) -> float | None:
+        return self.rate(self.baseline_ms)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.key_ms is None or self.baseline_ms is None or self.key_ms <= 0:
+            return None
+        return speed_ratio(self.baseline_ms, self.key_ms)
+
+
+def _pow2(n: int) -> str:
+    return f"n=2^{int(math.log2(n))}" if n & (n - 1) == 0 else f"n={n}"
+
+
+def attention_flops(B: int, H: int, N: int, D: int, causal: bool, backward: bool = False) -> float:
+    """4*B*H*N^2*D for the two matmuls of a forward pass; half of it when causal, x2.5 for a backward."""
+    flops = 4.0 * B * H * N * N * D
+    if causal:
+        flops /= 2
+    if backward:
+        flops *= 2.5
+    return flops
+
+
+def smoke_plan(number: int) -> list[Point]:
+    """Tiny sizes that check the benchmark's plumbing (in the interpreter without a GPU); no target needs them."""
+    if number == 1:
+        return [Point(1, "fp32", "n=3000", 3000, {"n": 3000})]
+    if number == 2:
+        return [Point(2, layout, "40x40", 1600, {"side": 40, "transposed": layout != "contiguous"})
+                for layout in ("contiguous", "b transposed")]
+    if number in (3, 4):
+        return [Point(number, "fp16", "40x40x40", 40, {"side": 40})]
+    if number == 5:
+        return [Point(5, dtype, "8x100", 100, {"M": 8, "N": 100, "dtype": dtype}) for dtype in ("fp32", "fp16")]
+    if number in (6, 7):
+        return [Point(number, "fp32", "4x5000", 5000, {"M": 4, "N": 5000, "dtype": "fp32"})]
+    causals = {8: [False], 9: [False, True], 10: [True]}.get(number, [])
+    return [Point(number, "D=32" + (" causal" if causal else ""), "N=100", 100,
+                  {"B": 1, "H": 2, "N": 100, "D": 32, "causal": causal}) for causal in causals]
+
+
+def plan(number: int, quick: bool = False, smoke: bool = False) -> list[Point]:
+    """The sizes one puzzle is measured at, the target sizes first."""
+    if smoke:
+        return smoke_plan(number)
+    points: list[Point] = []
+    if number == 1:
+        for n in [1 << 24, 1 << 28] if quick else [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]:
+            points.append(Point(1, "fp32", _pow2(n), n, {"n": n}, target=n == 1 << 28))
+    elif number == 2:
+        for side in [4096, 8192] if quick else [1024, 2048, 4096, 8192]:
+            points.append(Point(2, "contiguous", f"{side}x{side}", side * side, {"side": side, "transposed": False}))
+        for side in [8192] if quick else [4096, 8192]:
+            points.append(Point(2, "b transposed", f"{side}x{side}", side * side, {"side": side, "transposed": True}))
+    elif number in (3, 4):
+        for side in [1024, 4096] if quick else [512, 1024, 2048, 4096]:
+            points.append(Point(number, "fp16", f"{side}x{side}x{side}", side, {"side": side}, target=side == 4096))
+    elif number == 5:
+        for dtype in ("fp32", "fp16"):
+            for n in [1024, 4096, 16384] if quick else [512, 1024, 2048, 4096, 8192, 16384]:
+                points.append(Point(5, dtype, f"4096x{n}", n, {"M": 4096, "N": n, "dtype": dtype}, target=n == 4096))
+    elif number in (6, 7):
+        shapes = [(4096, 32768), (64, 1 << 20)]
+        if not quick:
+            shapes = [(4096, 8192), (4096, 32768), (1024, 1 << 17), (64, 1 << 20)]
+        for m, n in shapes:
+            points.append(Point(number, "fp32", f"{m}x{n}", n, {"M": m, "N": n, "dtype": "fp32"},
+                                target=(m, n) == (4096, 32768)))
+    elif number in (8, 9, 10):
+        sizes = [4096, 16384] if quick else [1024, 2048, 4096, 8192, 16384]
+        causals = {8: [False], 9: [False, True], 10: [True]}[number]
+        for d in (64, 128):
+            for causal in causals:
+                series = f"D={d}" + (" causal" if causal else "")
+                for n in sizes:
+                    params = {"B": ATTENTION_B, "H": ATTENTION_H, "N": n, "D": d, "causal": causal}
+                    points.append(Point(number, series, f"N={n}", n, params, target=n == 16384 and number != 8))
+    return sorted(points, key=lambda p: not p.target)  # stable: targets first, then the sweep in order
+
+
+# -- the course's speed targets --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    label: str
+    puzzle: int
+    series: str
+    size: str
+    kind: str  # "ratio": answer key / baseline speed; "tflops": the answer key's rate
+    value: float
+
+    @property
+    def requirement(self) -> str:
+        return f">= {self.value:g}x" if self.kind == "ratio" else f">= {self.value:g} TFLOPS"
+
+
+TARGETS = [
+    Target("vector add vs torch.add, 2^28 fp32", 1, "fp32", "n=2^28", "ratio", 0.95),
+    Target("softmax vs torch.softmax, 4096x4096 fp32", 5, "fp32", "4096x4096", "ratio", 1.0),
+    Target("softmax vs torch.softmax, 4096x4096 fp16", 5, "fp16", "4096x4096", "ratio", 1.0),
+    Target("online softmax vs torch.softmax, 4096x32768 fp32", 7, "fp32", "4096x32768", "ratio", 1.0),
+    Target("matmul_fast vs cuBLAS, 4096^3 fp16", 4, "fp16", "4096x4096x4096", "ratio", 0.9),
+    Target("FA2 forward, N=16384, D=64", 9, "D=64", "N=16384", "tflops", 424),
+    Target("FA2 forward causal, N=16384, D=64", 9, "D=64 causal", "N=16384", "tflops", 391),
+    Target("FA2 forward vs SDPA flash, N=16384, D=64", 9, "D=64", "N=16384", "ratio", 1.3),
+    Target("FA2 forward causal vs SDPA flash, N=16384, D=64", 9, "D=64 causal", "N=16384", "ratio", 1.3),
+    Target("FA2 forward, N=16384, D=128", 9, "D=128", "N=16384", "tflops", 512),
+    Target("FA2 forward causal, N=16384, D=128", 9, "D=128 causal", "N=16384", "tflops", 508),
+    Target("FA2 backward causal vs SDPA flash, N=16384, D=64", 10, "D=64 causal", "N=16384", "ratio", 1.0),
+    Target("FA2 backward causal vs SDPA flash, N=16384, D=128", 10, "D=128 causal", "N=16384", "ratio", 1.0),
+]
+
+
+def find_row(rows: list[Row], puzzle: int, series: str, size: str) -> Row | None:
+    return next((r for r in rows if (r.puzzle, r.series, r.size) == (puzzle, series, size)), None)
+
+
+def evaluate(target: Target, rows: list[Row]) -> tuple[str, str, str]:
+    """(measured, ratio vs baseline, 'met' / 'missed' / 'not measured') for one target."""
+    row = find_row(rows, target.puzzle, target.series, target.size)
+    if row is None or not row.ok:
+        return (row.status if row is not None else "-"), "-", "not measured"
+    ratio = row.ratio
+    ratio_text = f"{ratio:.2f}x {row.baseline}" if ratio is not None else "-"
+    rate = row.key_rate
+    measured = f"{rate:.1f} {row.metric}" if rate is not None else "-"
+    value = ratio if target.kind == "ratio" else (rate if row.flops else None)
+    if value is None:
+        return measured, ratio_text, "not measured"
+    return measured, ratio_text, "met" if value >= target.value else "missed"
+
+
+# -- writers (pure functions of the rows) ----------------------------------------------------------
+
+CSV_COLUMNS = ["puzzle", "slug", "series", "size", "x", "status", "key_ms", "baseline", "baseline_ms", "ratio",
+               "metric", "key_rate", "baseline_rate", "roofline", "bytes", "flops", "check"]
+
+
+def _num(value: float | None, digits: int = 4) -> str:
+    return "" if value is None else f"{value:.{digits}g}"
+
+
+def csv_record(row: Row) -> dict[str, str]:
+    return {
+        "puzzle": str(row.puzzle), "slug": row.slug, "series": row.series, "size": row.size, "x": f"{row.x:g}",
+        "status": row.status, "key_ms": _num(row.key_ms, 6), "baseline": row.baseline,
+        "baseline_ms": _num(row.baseline_ms, 6), "ratio": _num(row.ratio), "metric": row.metric,
+        "key_rate": _num(row.key_rate, 5), "baseline_rate": _num(row.baseline_rate, 5),
+        "roofline": _num(row.roofline, 3), "bytes": f"{row.bytes:g}", "flops": f"{row.flops:g}", "check": row.check,
+    }
+
+
+def write_csv(rows: list[Row], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(csv_record(row))
+    return path
+
+
+def _cells(row: Row) -> list[str]:
+    key_rate, base_rate, ratio = row.key_rate, row.baseline_rate, row.ratio
+    return [
+        str(row.puzzle), row.slug, row.series, row.size,
+        f"{row.key_ms:.4f}" if row.key_ms is not None else "-",
+        row.baseline or "-",
+        f"{row.baseline_ms:.4f}" if row.baseline_ms is not None else "-",
+        f"{ratio:.2f}x" if ratio is not None else "-",
+        f"{key_rate:.1f}" if key_rate is not None else "-",
+        f"{base_rate:.1f}" if base_rate is not None else "-",
+        row.metric,
+        f"{100 * row.roofline:.0f}%" if row.roofline is not None else "-",
+        row.status if row.status != "ok" else (row.check or "ok"),
+    ]
+
+
+TABLE_HEADER = ["#", "puzzle", "series", "size", "key ms", "baseline", "base ms", "ratio", "key", "base", "unit",
+                "roofline", "status"]
+
+
+def format_table(rows: list[Row]) -> str:
+    """A fixed-width text table, one line per row."""
+    body = [TABLE_HEADER] + [_cells(r) for r in rows]
+    widths = [max(len(line[i]) for line in body) for i in range(len(TABLE_HEADER))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in body)
+
+
+def _md_table(header: list[str], lines: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in lines]
+    return out
+
+
+def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str]) -> str:
+    """BENCHMARKS.md: the machine, the targets (met or missed), every result, the plots."""
+    lines = [
+        "# Benchmarks",
+        "",
+        "The answer keys against their torch baselines, written by `make bench` (`python -m checks.bench`). "
+        "Times are medians of `triton.testing.do_bench` on fresh random inputs; ratios are the baseline's time "
+        "over the answer key's (above 1: the answer key is faster). The roofline share compares with the copy "
+        "bandwidth and matmul rate measured below.",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    for name in ("gpu", "date", "torch", "triton", "cuda", "python", "command"):
+        if meta.get(name):
+            lines.append(f"| {name if name != 'gpu' else 'GPU'} | {meta[name]} |")
+    peaks = meta.get("peaks")
+    if peaks:
+        lines.append(f"| device-to-device copy | {peaks['copy_gbps']:.0f} GB/s (bytes read + written) |")
+        lines.append(f"| float16 torch.matmul {peaks['matmul_side']}^3 | {peaks['matmul_tflops']:.0f} TFLOPS |")
+    lines += ["", "## Targets", ""]
+    target_lines = []
+    for t in TARGETS:
+        measured, ratio, verdict = evaluate(t, rows)
+        target_lines.append([t.label, t.requirement, measured, ratio, verdict])
+    lines += _md_table(["target", "requirement", "measured", "ratio vs baseline", "met"], target_lines)
+    met = sum(1 for line in target_lines if line[-1] == "met")
+    lines += ["", f"{met} of {len(TARGETS)} targets met."]
+    lines += ["", "## Results", ""]
+    header = ["#", "puzzle", "series", "size", "answer key ms", "baseline", "baseline ms", "ratio",
+              "answer key rate", "baseline rate", "unit", "roofline", "status"]
+    lines += _md_table(header, [_cells(r) for r in rows])
+    notes = meta.get("notes") or []
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in notes]
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{Path(p).stem.replace('_', ' ')}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+# The plots: (file name, title, [(puzzles, series to draw or None for all)], one panel per entry).
+PLOTS: list[tuple[str, str, list[tuple[str, tuple[int, ...], list[str] | None]]]] = [
+    ("vector_add", "Vector add, float32", [("", (1,), None)]),
+    ("matrix_add", "Matrix add, float32", [("", (2,), None)]),
+    ("matmul", "Matmul, float16 (M = N = K)", [("", (3, 4), None)]),
+    ("softmax", "Softmax, 4096 rows", [("float32", (5,), ["fp32"]), ("float16", (5,), ["fp16"])]),
+    ("softmax_long_rows", "Softmax over long rows, float32", [("", (6, 7), None)]),
+    ("attention_fwd", "Attention forward, float16, B=4, H=32",
+     [("D=64", (8, 9), ["D=64"]), ("D=64 causal", (9,), ["D=64 causal"]),
+      ("D=128", (8, 9), ["D=128"]), ("D=128 causal", (9,), ["D=128 causal"])]),
+    ("attention_bwd", "Attention backward, float16, B=4, H=32",
+     [("D=64 causal", (10,), ["D=64 causal"]), ("D=128 causal", (10,), ["D=128 causal"])]),
+]
+X_LABELS = {1: "elements", 2: "elements (M x N)", 3: "M = N = K", 4: "M = N = K", 5: "row length N",
+            6: "row length N", 7: "row length N", 8: "sequence length N", 9: "sequence length N",
+            10: "sequence length N"}
+
+
+def write_plots(rows: list[Row], folder: Path, names: dict[int, str] | None = None) -> list[Path]:
+    """One PNG per family of puzzles with measured rows; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = names or {}
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, title, panels in PLOTS:
+        panel_rows = [[r for r in rows if r.ok and r.puzzle in puzzles and (series is None or r.series in series)]
+                      for _, puzzles, series in panels]
+        if not any(panel_rows):
+            continue
+        cols = min(len(panels), 2)
+        nrows = math.ceil(len(panels) / cols)
+        fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 4.2 * nrows), squeeze=False)
+        for ax, (subtitle, _, _), chosen in zip(axes.flat, panels, panel_rows, strict=False):
+            _draw_panel(ax, chosen, names)
+            ax.set_title(subtitle or title, fontsize=10)
+        for ax in list(axes.flat)[len(panels):]:
+            ax.set_visible(False)
+        if any(subtitle for subtitle, _, _ in panels):
+            fig.suptitle(title)
+        fig.tight_layout()
+        path = folder / f"{stem}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _draw_panel(ax, rows: list[Row], names: dict[int, str]) -> None:
+    if not rows:
+        ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+        return
+    several_series = len({r.series for r in rows}) > 1
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for r in sorted(rows, key=lambda r: r.x):
+        suffix = f" ({r.series})" if several_series else ""
+        key_label = f"{r.puzzle}: {names.get(r.puzzle, r.slug)}{suffix}"
+        lines.setdefault(key_label, []).append((r.x, r.key_rate or float("nan")))
+        if r.baseline_ms is not None:
+            base_label = f"{r.baseline}{suffix}"
+            points = lines.setdefault(base_label, [])
+            if all(x != r.x for x, _ in points):
+                points.append((r.x, r.baseline_rate or float("nan")))
+    for label, points in lines.items():
+        style = "--" if not label[0].isdigit() else "-"
+        ax.plot([p[0] for p in points], [p[1] for p in points], style, marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(X_LABELS.get(rows[0].puzzle, "size"))
+    ax.set_ylabel(rows[0].metric)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The CSV, the plots and BENCHMARKS.md under `out`; returns their paths."""
+    folder = out / "bench"
+    csv_path = write_csv(rows, folder / "results.csv")
+    names = {p.number: p.slug for p in load_puzzles()}
+    plots = write_plots(rows, folder, names)
+    report = out / "BENCHMARKS.md"
+    report.write_text(markdown_report(rows, meta, [f"bench/{p.name}" for p in plots]), encoding="utf-8")
+    return {"csv": csv_path, "plots": plots, "markdown": report}
+
+
+# -- measuring (in a child process, on the GPU) ----------------------------------------------------
+
+
+@dataclass
+class Setup:
+    """How to time one point: the answer key's call, the baseline's, and the work they do."""
+
+    key: Callable[[], Any]
+    baseline: Callable[[], Any]
+    baseline_name: str
+    nbytes: float
+    flops: float = 0.0
+    tolerance: float = 1e-3  # largest |key - baseline| / max |baseline| still called "ok"
+    context: Callable[[], Any] | None = None  # a context manager the baseline runs inside
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sdpa_context(q, k, v, causal: bool, scale: float):
+    """The flash backend of scaled_dot_product_attention when it runs on these inputs, else the default."""
+    import contextlib
+
+    import torch.nn.functional as F
+
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(q[:, :, :128], k[:, :, :128], v[:, :, :128], is_causal=causal, scale=scale)
+        return (lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)), "sdpa flash"
+    except (ImportError, RuntimeError):
+        return contextlib.nullcontext, "sdpa (flash backend unavailable)"
+
+
+def make_setup(point: Point, keys: dict[int, Any], gen, device: str = "cuda") -> Setup:
+    """Draw the inputs of one point and wrap the calls to time."""
+    import torch
+    import torch.nn.functional as F
+
+    p, number = point.params, point.puzzle
+    fn = keys[number]
+    randn = lambda *shape, dtype=torch.float32: torch.randn(*shape, generator=gen, device=device, dtype=dtype)
+    if number == 1:
+        x, y = randn(p["n"]), randn(p["n"])
+        return Setup(lambda: fn(x, y), lambda: torch.add(x, y), "torch.add", 12.0 * p["n"], tolerance=1e-6)
+    if number == 2:
+        side = p["side"]
+        a = randn(side, side)
+        b = randn(side, side).t() if p["transposed"] else randn(side, side)
+        return Setup(lambda: fn(a, b), lambda: torch.add(a, b), "torch.add", 12.0 * side * side, tolerance=1e-6)
+    if number in (3, 4):
+        s = p["side"]
+        a, b = randn(s, s, dtype=torch.float16), randn(s, s, dtype=torch.float16)
+        return Setup(lambda: fn(a, b), lambda: torch.matmul(a, b), "torch.matmul", 6.0 * s * s, 2.0 * s**3,
+                     tolerance=1e-2)
+    if number in (5, 6, 7):
+        dtype = torch.float16 if p["dtype"] == "fp16" else torch.float32
+        x = randn(p["M"], p["N"], dtype=dtype)
+        return Setup(lambda: fn(x), lambda: torch.softmax(x, dim=-1), "torch.softmax",
+                     2.0 * x.numel() * x.element_size(), tolerance=1e-2 if dtype == torch.float16 else 1e-4)
+    B, H, N, D, causal = p["B"], p["H"], p["N"], p["D"], p["causal"]
+    q, k, v = (randn(B, H, N, D, dtype=torch.float16) for _ in range(3))
+    scale = 1.0 / math.sqrt(D)
+    context, name = _sdpa_context(q, k, v, causal, scale)
+    nbytes = 4.0 * B * H * N * D * 2
+    if number == 8:
+        return Setup(lambda: fn(q, k, v, scale),
+                     lambda: F.scaled_dot_product_attention(q, k, v, scale=scale), name, nbytes,
+                     attention_flops(B, H, N, D, False), 2e-2, context)
+    if number == 9:
+        return Setup(lambda: fn(q, k, v, causal, scale)[0],
+                     lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale), name, nbytes,
+                     attention_flops(B, H, N, D, causal), 2e-2, context)
+    o, lse = keys[9](q, k, v, causal, scale)
+    do = randn(B, H, N, D, dtype=torch.float16)
+    qr, kr, vr = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    with context():
+        out = F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal, scale=scale)
+    return Setup(lambda: fn(q, k, v, o, lse, do, causal, scale),
+                 lambda: torch.autograd.grad(out, (qr, kr, vr), do, retain_graph=True),
+                 name, 2.0 * nbytes, attention_flops(B, H, N, D, causal, backward=True), 5e-2, context)
+
+
+def compare_outputs(key_out: Any, base_out: Any, tolerance: float) -> str:
+    """'ok' when every output is within tolerance x its largest magnitude of the baseline's."""
+
+    mine = list(key_out) if isinstance(key_out, (tuple, list)) else [key_out]
+    theirs = list(base_out) if isinstance(base_out, (tuple, list)) else [base_out]
+    worst = 0.0
+    for a, b in zip(mine, theirs, strict=False):
+        if a.shape != b.shape:
+            return f"shape {tuple(a.shape)}, baseline {tuple(b.shape)}"
+        scale = float(b.float().abs().max().clamp_min(1e-30))
+        err = float((a.float() - b.float()).abs().max()) / scale
+        worst = max(worst, err if not math.isnan(err) else math.inf)
+    return "ok" if worst <= tolerance else f"differs from baseline (max rel err {worst:.2g})"
+
+
+def _cpu_ms(fn: Callable[[], Any], runs: int = 3) -> float:
+    """Median wall-clock milliseconds of a few runs: the smoke test's stand-in for do_bench."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def measure(point: Point, keys: dict[int, Any], slug: str, warmup: int, rep: int, device: str = "cuda") -> Row:
+    """Time one point: the answer key, then the baseline; any failure becomes the row's status."""
+    import contextlib
+
+    import torch
+
+    from checks.timing import bench_ms
+
+    timer = (lambda fn: bench_ms(fn, warmup, rep)) if device == "cuda" else _cpu_ms
+    row = Row(point.puzzle, slug, point.series, point.size, point.x)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(hash((point.puzzle, point.series, point.size)) % (1 << 31))
+    setup = None
+    try:
+        setup = make_setup(point, keys, gen, device)
+        row.baseline, row.bytes, row.flops = setup.baseline_name, setup.nbytes, setup.flops
+        context = setup.context or contextlib.nullcontext
+        key_out = setup.key()  # compiles and autotunes before the clock starts
+        with context():
+            base_out = setup.baseline()
+        row.check = compare_outputs(key_out, base_out, setup.tolerance)
+        del key_out, base_out
+        row.key_ms = timer(setup.key)
+        with context():
+            row.baseline_ms = timer(setup.baseline)
+    except torch.cuda.OutOfMemoryError:
+        row.status = "failed: out of memory"
+    except Exception as exc:  # noqa: BLE001 - any failure is a row, not the end of the benchmark
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        row.status = f"failed: {text[:160]}"
+    finally:
+        del setup
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return row
+
+
+def run_child(job: dict[str, Any]) -> int:
+    """The child process: measure the device, or one puzzle's points, appending JSON lines to job['out']."""
+    import torch
+
+    out = open(job["out"], "a", encoding="utf-8")
+
+    def emit(record: dict[str, Any]) -> None:
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+
+    device = job["device"]
+    if job["kind"] == "device":
+        import triton
+
+        from checks.timing import measure_peaks
+
+        meta = {
+            "gpu": torch.cuda.get_device_name() if device == "cuda" else "CPU (Triton interpreter)",
+            "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda or "",
+            "python": sys.version.split()[0],
+        }
+        if device == "cuda":
+            try:
+                meta["peaks"] = asdict(measure_peaks())
+            except Exception as exc:  # noqa: BLE001
+                meta["peaks_error"] = f"{type(exc).__name__}: {exc}"
+        emit({"meta": meta})
+        return 0
+    keys = {number: getattr(_load(Path(path), f"answer_key_{number}"), name)
+            for number, (path, name) in ((int(k), v) for k, v in job["keys"].items())}
+    number, slug = job["puzzle"], job["slug"]
+    for data in job["points"]:
+        point = Point(**data)
+        row = measure(point, keys, slug, job["warmup"], job["rep"], device)
+        emit({"row": asdict(row)})
+        print(f"  {progress_line(row)}", flush=True)
+        if device == "cuda" and row.status.startswith("failed") and not row.status.endswith("out of memory"):
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - the CUDA context is gone: the rest cannot run here
+                print(f"  puzzle {number}: the CUDA context broke; its remaining sizes are not run", flush=True)
+                return 3
+    return 0
+
+
+def progress_line(row: Row) -> str:
+    if not row.ok:
+        return f"{row.puzzle} {row.series} {row.size}: {row.status}"
+    ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
+    return (f"{row.puzzle} {row.series} {row.size}: {row.key_ms:.4f} ms ({row.key_rate:.1f} {row.metric}), "
+            f"{row.baseline} {row.baseline_ms or 0:.4f} ms: {ratio} [{row.check}]")
+
+
+# -- the parent: plans, runs one child per puzzle within the budget, writes the files ----------------
+
+
+def _child_env(device: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if device == "cuda":
+        env.pop("TRITON_INTERPRET", None)  # the benchmark times compiled kernels, never the interpreter
+    else:
+        env["TRITON_INTERPRET"] = "1"  # --smoke without a GPU
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _spawn(job: dict[str, Any], workdir: Path, timeout: float) -> tuple[list[dict[str, Any]], str]:
+    """Run one child; its JSON records and, when it did not finish cleanly, why."""
+    out = workdir / f"records_{job.get('puzzle', 'device')}.jsonl"
+    job = dict(job, out=str(out))
+    job_path = workdir / f"job_{job.get('puzzle', 'device')}.json"
+    job_path.write_text(json.dumps(job), encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "checks.bench", "--child", str(job_path)], cwd=ROOT,
+                            env=_child_env(job["device"]), start_new_session=True)
+    problem = ""
+    try:
+        rc = proc.wait(timeout=max(timeout, 1.0))
+        if rc != 0:
+            problem = f"its process ended with exit status {rc}"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        problem = f"its time share of {timeout:.0f} s ran out"
+    records = []
+    if out.exists():
+        for line in out.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                records.append(json.loads(line))
+    return records, problem
+
+
+def _skip_reason(puzzle: Puzzle, ready: dict[int, Puzzle]) -> str:
+    if not puzzle.ready:
+        return f"puzzle {puzzle.number} ({puzzle.slug}) is planned, not ready: skipped"
+    if not puzzle.solution.exists():
+        return f"puzzle {puzzle.number} ({puzzle.slug}): {puzzle.solution.relative_to(ROOT)} is missing: skipped"
+    if puzzle.number == 10 and (9 not in ready or not ready[9].solution.exists()):
+        return "puzzle 10 needs o and lse from puzzle 9's answer key, which is not ready: skipped"
+    return ""
+
+
+def _numbers(text: str) -> set[int]:
+    try:
+        return {int(x) for x in text.split(",") if x.strip()}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of puzzle numbers") from None
+
+
+def sweep(puzzles: list[Puzzle], ready: dict[int, Puzzle], quick: bool, smoke: bool, budget: float,
+          device: str) -> tuple[list[Row], dict[str, Any]]:
+    """Measure the device, then each puzzle in its own process; every planned point ends up as a row."""
+    start = time.monotonic()
+    warmup, rep = (5, 25) if quick else (10, 50)
+    notes: list[str] = []
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench_") as tmp:
+        workdir = Path(tmp)
+        print("Measuring the device (copy bandwidth, float16 matmul)...", flush=True)
+        records, problem = _spawn({"kind": "device", "device": device}, workdir, DEVICE_TIMEOUT_S)
+        meta = next((r["meta"] for r in records if "meta" in r), {})
+        if device == "cuda" and (problem or "peaks" not in meta):
+            notes.append(f"device measurement: {problem or meta.get('peaks_error', 'no result')}")
+        runnable = []
+        for p in puzzles:
+            reason = _skip_reason(p, ready)
+            if reason:
+                print(reason, flush=True)
+                notes.append(reason)
+            else:
+                runnable.append(p)
+        for index, p in enumerate(runnable):
+            points = plan(p.number, quick, smoke)
+            left = budget - (time.monotonic() - start) - RESERVE_S * (len(runnable) - index - 1)
+            share = min(CAPS_S.get(p.number, 60), left)
+            print(f"Puzzle {p.number} ({p.slug}): {len(points)} sizes, at most {max(share, 0):.0f} s", flush=True)
+            got: list[Row] = []
+            problem = "the time budget was spent"
+            if share >= 5:
+                keys = {p.number: (str(p.solution), p.name)}
+                if p.number == 10:
+                    keys[9] = (str(ready[9].solution), ready[9].name)
+                job = {"kind": "puzzle", "device": device, "puzzle": p.number, "slug": p.slug, "keys": keys,
+                       "points": [asdict(pt) for pt in points], "warmup": warmup, "rep": rep}
+                records, problem = _spawn(job, workdir, share)
+                got = [Row(**r["row"]) for r in records if "row" in r]
+                problem = problem or "its process stopped early"
+            done = {(r.series, r.size) for r in got}
+            missing = [Row(p.number, p.slug, pt.series, pt.size, pt.x, status=f"not run: {problem}")
+                       for pt in points if (pt.series, pt.size) not in done]
+            if missing:
+                notes.append(f"puzzle {p.number}: {len(missing)} size(s) not run: {problem}")
+            order = {(pt.series, pt.size): i for i, pt in enumerate(sorted(points, key=lambda pt: (pt.series, pt.x)))}
+            rows += sorted(got + missing, key=lambda r: order.get((r.series, r.size), 0))
+    peaks = Peaks(**meta["peaks"]) if meta.get("peaks") else None
+    for row in rows:
+        if row.ok and peaks is not None:
+            row.roofline = roofline_share(row.bytes, row.flops, row.key_ms, peaks)
+    meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    meta["notes"] = notes
+    return rows, meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m checks.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sizes (the target sizes and one more)")
+    parser.add_argument("--out", type=Path, default=ROOT, help="where bench/ and BENCHMARKS.md go (default: repo)")
+    parser.add_argument("--only", type=_numbers, help="comma-separated puzzle numbers (default: every ready puzzle)")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for the whole sweep")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes, on the CPU interpreter when there is no GPU: checks the plumbing only")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        return run_child(json.loads(args.child.read_text(encoding="utf-8")))
+
+    import torch
+
+    cuda = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+    if not cuda and not args.smoke:
+        print(NO_GPU, file=sys.stderr)
+        return 1
+    start = time.monotonic()
+    puzzles = [p for p in load_puzzles() if args.only is None or p.number in args.only]
+    ready = {p.number: p for p in load_puzzles() if p.ready}
+    rows, meta = sweep(puzzles, ready, args.quick, args.smoke, args.budget, "cuda" if cuda else "cpu")
+    flags = (" --quick" if args.quick else "") + (" --smoke" if args.smoke else "")
+    if args.only:
+        flags += " --only " + ",".join(str(n) for n in sorted(args.only))
+    meta["command"] = f"python -m checks.bench{flags}"
+    print()
+    print(format_table(rows))
+    written = write_outputs(rows, meta, args.out)
+    print()
+    for t in TARGETS:
+        measured, ratio, verdict = evaluate(t, rows)
+        print(f"  {verdict:<12} {t.label}: {measured}, {ratio} (target {t.requirement})")
+    print(f"\nWrote {written['csv']}, {len(written['plots'])} plot(s) and {written['markdown']} "
+          f"in {time.monotonic() - start:.0f} s.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

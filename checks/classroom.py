@@ -1,0 +1,250 @@
+"""`make grade DIR=...` (`python -m checks.classroom DIR [--out DIR2] [--timeout S]`): grade a class.
+
+Instructors collect one file per learner per puzzle, a `.py` file or a notebook, named so that
+both the learner and the puzzle are clear. Either naming works, and they can be mixed:
+
+    DIR/<learner>/<NN>_anything.py        a folder per learner; the file name starts with the
+    DIR/<learner>/<NN>_anything.ipynb     puzzle number (01_vector_add.py, 3-matmul.ipynb, 7.py)
+    DIR/<learner>_<NN>.py                 flat: the learner's name, then _ or -, then the puzzle
+    DIR/<learner>_<NN>.ipynb              number and nothing else (alice_01.py, bob-smith-3.ipynb)
+
+A notebook is graded by its cell marked '# Puzzle N: your code', as `make check` does. Names
+that do not fit (no puzzle number, a puzzle that does not exist, folders inside learner
+folders) are listed as warnings and skipped; files that are not .py or .ipynb, and hidden
+files and folders (.ipynb_checkpoints, __pycache__), are ignored.
+
+Every submission is graded in its own child process with a time limit (120 s unless the
+puzzle or --timeout says otherwise), exactly as `make check` grades it, so one that crashes,
+hangs or cheats gets that verdict and the run goes on. The results go to OUT/grades.csv
+(learner, puzzle, status, summary, seconds, file) and OUT/grades.xml (JUnit: a testsuite per
+puzzle, a testcase per submission, a failure element with the summary when it did not pass),
+OUT being build/grades unless --out says otherwise. Learners' progress files are not touched.
+
+Exit status: 0 when the reports were written, whatever the learners' verdicts; 2 for a usage
+error (no such folder, no submission in it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checks import verdict as V
+from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle
+from checks.sandbox import grade
+from checks.source import SubmissionError
+
+SUFFIXES = (".py", ".ipynb")
+DEFAULT_OUT = ROOT / "build" / "grades"
+_IN_FOLDER = re.compile(r"^(\d+)(?:[_\-. ].*)?$")  # 01_vector_add, 3-matmul, 7
+_FLAT = re.compile(r"^(.*\S)[_\-](\d+)$")  # alice_01, bob-smith-3
+NAMING = (
+    "Name submissions DIR/<learner>/<NN>_anything.py (or .ipynb), or DIR/<learner>_<NN>.py (or .ipynb), "
+    "where NN is the puzzle number."
+)
+
+
+@dataclass
+class Submission:
+    learner: str
+    puzzle: Puzzle
+    path: Path
+
+
+@dataclass
+class Result:
+    submission: Submission
+    status: str
+    summary: str
+    seconds: float
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == V.PASSED
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith((".", "__"))
+
+
+def _puzzle(number: str, path: Path, root: Path, warnings: list[str]) -> Puzzle | None:
+    try:
+        return get_puzzle(int(number))
+    except UnknownPuzzle:
+        warnings.append(f"{path.relative_to(root)}: there is no puzzle {int(number)}; skipped.")
+        return None
+
+
+def find_submissions(root: Path) -> tuple[list[Submission], list[str]]:
+    """The submissions under root, in order, and a warning for each name that does not fit the rule."""
+    found: list[Submission] = []
+    warnings: list[str] = []
+    for entry in sorted(root.iterdir()):
+        if _hidden(entry.name):
+            continue
+        if entry.is_dir():
+            for path in sorted(entry.rglob("*")):
+                if any(_hidden(part) for part in path.relative_to(root).parts) or path.suffix not in SUFFIXES:
+                    continue
+                if not path.is_file():
+                    continue
+                rel = path.relative_to(root)
+                if len(rel.parts) != 2:
+                    warnings.append(f"{rel}: submissions go directly in the learner's folder ({entry.name}/), "
+                                    "not deeper; skipped.")
+                    continue
+                match = _IN_FOLDER.match(path.stem)
+                if not match:
+                    warnings.append(f"{rel}: the file name does not start with a puzzle number "
+                                    f"(e.g. 01_vector_add{path.suffix}); skipped.")
+                    continue
+                puzzle = _puzzle(match.group(1), path, root, warnings)
+                if puzzle:
+                    found.append(Submission(entry.name, puzzle, path))
+        elif entry.is_file() and entry.suffix in SUFFIXES:
+            match = _FLAT.match(entry.stem)
+            if not match:
+                warnings.append(f"{entry.name}: the name does not say the learner and the puzzle "
+                                f"(e.g. alice_01{entry.suffix} or alice/01_vector_add{entry.suffix}); skipped.")
+                continue
+            puzzle = _puzzle(match.group(2), entry, root, warnings)
+            if puzzle:
+                found.append(Submission(match.group(1), puzzle, entry))
+    seen: dict[tuple[str, int], Path] = {}
+    for s in found:
+        key = (s.learner, s.puzzle.number)
+        if key in seen:
+            warnings.append(f"{s.path.relative_to(root)}: {s.learner} has another submission for puzzle "
+                            f"{s.puzzle.number} ({seen[key].relative_to(root)}); both are graded.")
+        else:
+            seen[key] = s.path
+    found.sort(key=lambda s: (s.puzzle.number, s.learner, str(s.path)))
+    return found, warnings
+
+
+def grade_one(submission: Submission, timeout: float | None) -> Result:
+    """One submission's verdict; whatever goes wrong becomes a result, never an exception."""
+    start = time.monotonic()
+    try:
+        verdict = grade(submission.puzzle, submission.path, timeout=timeout, progress=None)
+        status, summary = verdict.status, verdict.summary
+        failed = [c for c in verdict.cases if not c.passed]
+        details = []
+        if failed:
+            first = failed[0]
+            details = [f"case {first.index + 1} ({first.description}): {first.problem}", *first.details]
+        details += verdict.details
+        if verdict.output and not verdict.passed:
+            details += ["What the submission printed (last lines):", *verdict.output.rstrip().splitlines()[-15:]]
+    except SubmissionError as exc:
+        status, summary, details = V.ERROR, str(exc), []
+    except Exception as exc:  # noqa: BLE001 - a grader bug must not stop the class
+        status, details = V.INTERNAL, []
+        summary = f"The grader failed on this submission ({type(exc).__name__}: {exc})."
+    return Result(submission, status, summary, time.monotonic() - start, details)
+
+
+def write_csv(results: list[Result], path: Path, root: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["learner", "puzzle", "status", "summary", "seconds", "file"])
+        for r in results:
+            s = r.submission
+            writer.writerow([s.learner, s.puzzle.number, r.status, r.summary, f"{r.seconds:.1f}",
+                             s.path.relative_to(root).as_posix()])
+
+
+def write_junit(results: list[Result], path: Path, root: Path) -> None:
+    """JUnit XML: a testsuite per puzzle, a testcase per submission, a failure when it did not pass."""
+    suites = ET.Element("testsuites", name="triton-puzzles")
+    by_puzzle: dict[int, list[Result]] = {}
+    for r in results:
+        by_puzzle.setdefault(r.submission.puzzle.number, []).append(r)
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+    for number in sorted(by_puzzle):
+        group = by_puzzle[number]
+        puzzle = group[0].submission.puzzle
+        suite = ET.SubElement(suites, "testsuite", name=f"puzzle {number:02d} {puzzle.slug}")
+        counts = {"tests": len(group), "failures": 0, "errors": 0, "skipped": 0, "time": sum(r.seconds for r in group)}
+        for r in group:
+            s = r.submission
+            case = ET.SubElement(suite, "testcase", name=s.learner, classname=f"puzzle{number:02d}_{puzzle.slug}",
+                                 file=s.path.relative_to(root).as_posix(), time=f"{r.seconds:.3f}")
+            if r.passed:
+                continue
+            if r.status == V.NOT_READY:
+                ET.SubElement(case, "skipped", message=r.summary)
+                counts["skipped"] += 1
+            elif r.status in (V.INTERNAL, V.ENVIRONMENT):  # the grader or the machine, not the learner
+                ET.SubElement(case, "error", message=r.summary, type=r.status).text = "\n".join(r.details)
+                counts["errors"] += 1
+            else:
+                ET.SubElement(case, "failure", message=r.summary, type=r.status).text = "\n".join(r.details)
+                counts["failures"] += 1
+        for key, value in counts.items():
+            suite.set(key, f"{value:.3f}" if key == "time" else str(value))
+            totals[key] += value
+    for key, value in totals.items():
+        suites.set(key, f"{value:.3f}" if key == "time" else str(int(value)))
+    ET.indent(suites)
+    ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="python -m checks.classroom", description="Grade a folder of submissions. " + NAMING)
+    parser.add_argument("dir", type=Path, help="the folder of submissions")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="where to write grades.csv and grades.xml (default: build/grades)")
+    parser.add_argument("--timeout", type=float, help="seconds per submission (default: the puzzle's, 120)")
+    args = parser.parse_args(argv)
+    root: Path = args.dir
+    if not root.is_dir():
+        print(f"There is no folder {root}: give the folder of submissions, e.g. make grade DIR=submissions/.",
+              file=sys.stderr)
+        return 2
+    if args.timeout is not None and args.timeout <= 0:
+        print("--timeout must be a positive number of seconds.", file=sys.stderr)
+        return 2
+    submissions, warnings = find_submissions(root)
+    for w in warnings:
+        print(f"warning: {w}")
+    if not submissions:
+        print(f"No submissions found in {root}. {NAMING}", file=sys.stderr)
+        return 2
+    learners = len({s.learner for s in submissions})
+    print(f"Grading {len(submissions)} submissions from {learners} learners in {root}.")
+    results = []
+    width = len(str(len(submissions)))
+    for i, s in enumerate(submissions, 1):
+        label = f"puzzle {s.puzzle.number}, {s.learner} ({s.path.relative_to(root)})"
+        print(f"[{i:>{width}}/{len(submissions)}] {label} ...", end="", flush=True)
+        r = grade_one(s, args.timeout)
+        results.append(r)
+        print(f" {r.status} ({r.seconds:.1f} s)", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path, xml_path = args.out / "grades.csv", args.out / "grades.xml"
+    write_csv(results, csv_path, root)
+    write_junit(results, xml_path, root)
+    passed = sum(r.passed for r in results)
+    print(f"\n{passed} of {len(results)} submissions passed.")
+    if warnings:
+        print(f"{len(warnings)} file(s) skipped or doubled, listed above as warnings. {NAMING}")
+    print(f"Reports: {csv_path} and {xml_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

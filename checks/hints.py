@@ -1,0 +1,68 @@
+"""`make hint PUZZLE=N` (`python -m checks.hints N`): one more hint each time you ask.
+
+Each puzzle keeps two or three hints in `puzzles.yaml`, from a nudge to nearly the whole idea
+(never the code itself). Every call reveals the next one and repeats those you have already
+seen; how many you have seen is kept in the progress file (see `checks.progress`), so the
+terminal and `hint(N)` in a notebook share the count. `--reset` starts a puzzle's hints over.
+
+Exit status: 0, or 2 for an unknown puzzle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from checks import progress
+from checks.registry import UnknownPuzzle, get_puzzle
+
+
+def reveal(number: int, path: Path | None = None) -> list[str]:
+    """Reveal one more hint of a puzzle (never more than it has) and return the lines to print.
+
+    Raises UnknownPuzzle for a number the registry does not list.
+    """
+    puzzle = get_puzzle(number)
+    total = len(puzzle.hints)
+    if total == 0:
+        return [f"Puzzle {number} ({puzzle.title}) has no hints yet: re-read its notebook, whose "
+                "explanation and spec come before the cell you fill in."]
+    before = min(progress.hints_shown(number, path), total)
+    shown = min(before + 1, total)
+    if shown != before:
+        progress.set_hints_shown(number, shown, path)
+    lines = [f"Puzzle {number} ({puzzle.title}):"]
+    for i in range(shown):
+        lines.append(f"  Hint {i + 1} of {total}: {puzzle.hints[i]}")
+    if before == total:
+        lines.append(f"You have now seen all {total} hints for this puzzle; there are no more.")
+    elif shown == total:
+        lines.append("That was the last hint.")
+    else:
+        lines.append(f"Ask again for hint {shown + 1} of {total} if you are still stuck.")
+    return lines
+
+
+def reset(number: int, path: Path | None = None) -> str:
+    puzzle = get_puzzle(number)
+    progress.set_hints_shown(number, 0, path)
+    return f"Puzzle {number} ({puzzle.title}): hints start over; the next call shows hint 1."
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m checks.hints", description="Show the next hint for a puzzle.")
+    parser.add_argument("puzzle", type=int, help="the puzzle number")
+    parser.add_argument("--reset", action="store_true", help="forget how many hints you have seen for this puzzle")
+    args = parser.parse_args(argv)
+    try:
+        lines = [reset(args.puzzle)] if args.reset else reveal(args.puzzle)
+    except UnknownPuzzle as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

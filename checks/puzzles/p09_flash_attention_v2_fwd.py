@@ -1,0 +1,78 @@
+"""Puzzle 9: FlashAttention-2 forward, o = softmax(q k^T * sm_scale) v and its logsumexp, causal or not.
+
+A case gives B, H, N, D and optionally `causal` (default false), `sm_scale` (default 1/sqrt(D)) and
+`layout` ("contiguous" or "bnhd", a (B, N, H, D) tensor viewed as (B, H, N, D)) for all three
+inputs, or `layout_q`, `layout_k`, `layout_v` for one of them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from checks.memory import Arena, make_input
+from checks.puzzles import BaselineFn, Expected, Work
+
+O_DIMS = ("batch", "heads", "query rows", "head-dim columns")
+LSE_DIMS = ("batch", "heads", "query rows")
+
+
+def draw_qkv(case: dict[str, Any], arena: Arena) -> dict[str, torch.Tensor]:
+    """q, k, v: (B, H, N, D) float16 views in the layouts the case asks for."""
+    shape = (case["B"], case["H"], case["N"], case["D"])
+    default = case.get("layout", "contiguous")
+    return {
+        name: make_input(arena, shape, torch.float16, name, case.get(f"layout_{name}", default))
+        for name in ("q", "k", "v")
+    }
+
+
+def scale_of(case: dict[str, Any]) -> float:
+    return float(case.get("sm_scale", 1.0 / math.sqrt(case["D"])))
+
+
+def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
+    inputs: dict[str, Any] = draw_qkv(case, arena)
+    inputs["causal"] = bool(case.get("causal", False))
+    inputs["sm_scale"] = scale_of(case)
+    return inputs
+
+
+def attention_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) in float64 on the CPU, float32 on a GPU: softmax(q k^T * sm_scale) v and logsumexp."""
+    wide = torch.float64 if q.device.type == "cpu" else torch.float32
+    s = (q.to(wide) @ k.to(wide).transpose(-1, -2)) * sm_scale  # (B, H, N, N)
+    if causal:
+        n = q.shape[2]
+        future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)  # key j > query i
+        s = s.masked_fill(future, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)  # (B, H, N)
+    o = torch.exp(s - lse[..., None]) @ v.to(wide)  # (B, H, N, D)
+    return o, lse
+
+
+def reference(inputs: dict[str, Any]) -> list[Expected]:
+    o, lse = attention_reference(inputs["q"], inputs["k"], inputs["v"], inputs["causal"], inputs["sm_scale"])
+    return [Expected("o", o, torch.float16, O_DIMS), Expected("lse", lse, torch.float32, LSE_DIMS)]
+
+
+def baseline(inputs: dict[str, Any]) -> BaselineFn:
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    causal, scale = inputs["causal"], inputs["sm_scale"]
+    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
+def attention_work(q: torch.Tensor, causal: bool) -> Work:
+    b, h, n, d = q.shape
+    flops = 4.0 * b * h * n * n * d  # two matmuls (q k^T and p v), 2 flops per multiply-add
+    if causal:
+        flops /= 2
+    return Work(bytes=4 * b * h * n * d * q.element_size(), flops=flops)
+
+
+def work(inputs: dict[str, Any]) -> Work:
+    return attention_work(inputs["q"], inputs["causal"])

@@ -1,0 +1,9 @@
+"""Wrong: returns torch's a + b and launches nothing.
+
+expect: launched none
+"""
+import torch
+
+
+def matrix_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a + b).contiguous()

@@ -1,0 +1,9 @@
+"""Wrong: computes a @ b with torch and launches no kernel.
+
+expect: launched none
+"""
+import torch
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b

@@ -1,0 +1,9 @@
+"""Wrong: no kernel at all, the product comes from torch.
+
+expect: launched none of your own Triton kernels
+"""
+import torch
+
+
+def matmul_fast(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a.float() @ b.float()).half()

@@ -1,0 +1,5 @@
+import os
+
+
+def vector_add(x, y):
+    os.abort()

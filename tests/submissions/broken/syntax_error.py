@@ -1,0 +1,2 @@
+def vector_add(x, y)
+    return x

@@ -1,0 +1,36 @@
+"""Every answer key passes every case; every known-wrong kernel fails, for its own reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from checks import verdict as V
+from checks.sandbox import grade
+from checks.verdict import format_verdict
+from tests.conftest import expectation, puzzle_params, wrong_params
+
+
+@pytest.mark.parametrize("puzzle", puzzle_params())
+def test_answer_key_passes(puzzle):
+    verdict = grade(puzzle, solution=True)
+    assert verdict.passed, format_verdict(verdict)
+    assert verdict.mode == "interpreter"
+    assert len(verdict.cases) == len(puzzle.cases["cpu"])
+
+
+@pytest.mark.parametrize(("puzzle", "path"), wrong_params())
+def test_known_wrong_kernel_is_rejected(puzzle, path):
+    expected = expectation(path)
+    timeout = 25 if "time limit" in expected else None
+    verdict = grade(puzzle, path, timeout=timeout)
+    report = format_verdict(verdict)
+    assert not verdict.passed, f"{path.name} must fail:\n{report}"
+    assert verdict.status in (V.FAILED, V.ERROR, V.TIMEOUT, V.CRASHED), report
+    assert expected.lower() in report.lower(), f"expected {expected!r} in the report:\n{report}"
+
+
+@pytest.mark.parametrize("puzzle", puzzle_params())
+def test_untouched_notebook_stub_fails_and_says_where_to_work(puzzle):
+    verdict = grade(puzzle)  # the committed notebook: its graded cell is the stub
+    assert verdict.status == V.ERROR
+    assert "still the stub" in verdict.summary and puzzle.notebook.name in verdict.summary

@@ -1,0 +1,151 @@
+"""`make grade`: a folder of good, wrong, crashing, endless and cheating submissions, graded to CSV and JUnit."""
+
+from __future__ import annotations
+
+import csv
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from checks import classroom
+from checks import verdict as V
+from checks.build import build_notebook
+from checks.registry import ROOT, get_puzzle
+
+WRONG = ROOT / "solutions" / "wrong" / "01_vector_add"
+KEY = ROOT / "solutions" / "01_vector_add.py"
+
+EXITS = '''
+import os
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+def vector_add(x, y):
+    os._exit(3)
+'''
+
+SEGFAULTS = '''
+import ctypes
+
+
+def vector_add(x, y):
+    return ctypes.string_at(0)  # reads address 0: the process dies with SIGSEGV
+'''
+
+# learner -> (path under DIR, source, expected status)
+CLASS = {
+    "alice": ("alice/01_vector_add.py", KEY.read_text(encoding="utf-8"), V.PASSED),
+    "bob": ("bob/1-add.py", (WRONG / "grid_rounds_down.py").read_text(encoding="utf-8"), V.FAILED),
+    "carol": ("carol_01.py", EXITS, V.CRASHED),
+    "dave": ("dave/01.py", (WRONG / "endless_loop.py").read_text(encoding="utf-8"), V.TIMEOUT),
+    "erin": ("erin/01_cheat.py", (WRONG / "decoy_kernel.py").read_text(encoding="utf-8"), V.FAILED),
+    "frank": ("frank-1.py", SEGFAULTS, V.CRASHED),
+}
+UNCLEAR = ["notes.py", "gina/readme.py", "gina/99_later.py", "henry/week1/01_add.py"]
+IGNORED = ["syllabus.txt", "alice/.ipynb_checkpoints/01_vector_add-checkpoint.ipynb"]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("submissions")
+    for path, source, _ in CLASS.values():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(source, encoding="utf-8")
+    puzzle = get_puzzle(1)  # a notebook submission, with the answer in its graded cell
+    nb = build_notebook(puzzle, puzzle.notebook_source.read_text(encoding="utf-8"),
+                        puzzle.solution.read_text(encoding="utf-8"), filled=True)
+    (root / "ivy").mkdir()
+    (root / "ivy" / "01_vector_add.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    for path in UNCLEAR + IGNORED:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("x = 1\n", encoding="utf-8")
+    out = tmp_path_factory.mktemp("reports")
+    code = classroom.main([str(root), "--out", str(out), "--timeout", "10"])
+    return code, out
+
+
+def csv_rows(out) -> dict[str, dict[str, str]]:
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        return {row["learner"]: row for row in csv.DictReader(f)}
+
+
+def test_the_run_finishes_and_writes_both_reports(graded):
+    code, out = graded
+    assert code == 0
+    assert (out / "grades.csv").exists() and (out / "grades.xml").exists()
+
+
+def test_every_submission_gets_its_own_verdict_in_the_csv(graded):
+    _, out = graded
+    rows = csv_rows(out)
+    expected = {name: status for name, (_, _, status) in CLASS.items()} | {"ivy": V.PASSED}
+    assert {name: row["status"] for name, row in rows.items()} == expected
+    assert all(row["puzzle"] == "1" and row["summary"] and float(row["seconds"]) >= 0 for row in rows.values())
+    assert "never written" in rows["bob"]["summary"]
+    assert "switched off" in rows["erin"]["summary"]
+    assert "time limit" in rows["dave"]["summary"] and float(rows["dave"]["seconds"]) < 30
+    assert "SIGSEGV" in rows["frank"]["summary"]
+
+
+def test_the_junit_report_has_a_testcase_per_submission_and_failures_with_summaries(graded):
+    _, out = graded
+    suites = ET.parse(out / "grades.xml").getroot()
+    assert suites.tag == "testsuites"
+    suite = suites.find("testsuite")
+    assert suite is not None and "vector_add" in suite.get("name")
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert set(cases) == set(CLASS) | {"ivy"}
+    for name, case in cases.items():
+        failure = case.find("failure")
+        passed = name in ("alice", "ivy")
+        assert (failure is None) == passed, name
+        if not passed:
+            assert failure.get("message") == csv_rows(out)[name]["summary"]
+            assert failure.get("type") == CLASS[name][2]
+    assert suite.get("tests") == str(len(cases)) and suite.get("failures") == str(len(cases) - 2)
+
+
+def test_unclear_names_are_warned_about_and_skipped(tmp_path, capsys):
+    for path in UNCLEAR + IGNORED + ["zoe_01.py"]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x = 1\n", encoding="utf-8")
+    found, warnings = classroom.find_submissions(tmp_path)
+    assert [(s.learner, s.puzzle.number) for s in found] == [("zoe", 1)]
+    assert len(warnings) == len(UNCLEAR)
+    for path in UNCLEAR:
+        assert any(w.startswith(path) for w in warnings), path
+
+
+def test_doubled_submissions_are_both_graded_with_a_warning(tmp_path):
+    (tmp_path / "amy").mkdir()
+    (tmp_path / "amy" / "01_first.py").write_text("", encoding="utf-8")
+    (tmp_path / "amy_1.py").write_text("", encoding="utf-8")
+    found, warnings = classroom.find_submissions(tmp_path)
+    assert len(found) == 2 and len(warnings) == 1 and "both are graded" in warnings[0]
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    assert classroom.main([str(tmp_path / "missing")]) == 2
+    assert classroom.main([str(tmp_path)]) == 2  # an empty folder: nothing to grade
+    assert "No submissions found" in capsys.readouterr().err
+
+
+def test_reports_can_be_written_without_grading(tmp_path):
+    puzzle = get_puzzle(1)
+    sub = classroom.Submission("amy", puzzle, tmp_path / "amy_01.py")
+    results = [classroom.Result(sub, V.ERROR, 'said "hi" & <left>', 0.5, ["line 1"])]
+    classroom.write_csv(results, tmp_path / "g.csv", tmp_path)
+    classroom.write_junit(results, tmp_path / "g.xml", tmp_path)
+    failure = ET.parse(tmp_path / "g.xml").getroot().find("testsuite/testcase/failure")
+    assert failure.get("message") == 'said "hi" & <left>' and failure.text == "line 1"
+    with open(tmp_path / "g.csv", newline="", encoding="utf-8") as f:
+        assert next(csv.DictReader(f))["summary"] == 'said "hi" & <left>'
+

@@ -1,0 +1,50 @@
+"""`make doctor`: healthy here, and one sentence of advice for each problem it can find."""
+
+from __future__ import annotations
+
+from checks import doctor
+
+
+def test_this_machine_is_healthy(capsys):
+    assert doctor.main([]) == 0
+    out = capsys.readouterr().out
+    assert "Healthy" in out and "PROBLEM" not in out
+    for name in ("python", "torch", "triton", "numpy", "pyyaml", "matplotlib", "Jupyter", "tiny Triton kernel"):
+        assert name in out, name
+
+
+def test_old_python_is_a_problem():
+    finding = doctor.check_python((3, 8, 10))
+    assert finding.level == doctor.PROBLEM and "3.10 or newer" in finding.advice
+
+
+def test_a_missing_package_is_a_problem_with_a_fix():
+    finding = doctor.check_package("no_such_package_for_the_course", "thing", "Install thing.")
+    assert finding.level == doctor.PROBLEM and "not installed" in finding.what and finding.advice == "Install thing."
+
+
+def test_the_numpy_pitfall_is_a_problem_in_the_interpreter(monkeypatch):
+    monkeypatch.setattr(doctor, "numpy_pitfall", lambda triton, numpy: "Install numpy<2.4.")
+    assert doctor.check_numpy_pitfall(interpreter=True).level == doctor.PROBLEM
+    assert doctor.check_numpy_pitfall(interpreter=False).level == doctor.NOTE  # a GPU does not use it
+
+
+def test_a_hanging_kernel_is_cut_off():
+    finding = doctor.check_kernel(True, timeout=1, code="import time\ntime.sleep(30)\n")
+    assert finding.level == doctor.PROBLEM and "did not finish" in finding.what
+
+
+def test_a_failing_kernel_names_the_error():
+    finding = doctor.check_kernel(True, timeout=60, code="raise RuntimeError('no driver here')\n")
+    assert finding.level == doctor.PROBLEM and "no driver here" in finding.what and finding.advice
+
+
+def test_each_problem_gets_one_sentence_and_exit_1(monkeypatch, capsys):
+    found = [doctor.Finding(doctor.OK, "python 3.11"),
+             doctor.Finding(doctor.PROBLEM, "triton: not installed", "Install Triton 3.6."),
+             doctor.Finding(doctor.PROBLEM, "pyyaml: not installed", "Install pyyaml.")]
+    monkeypatch.setattr(doctor, "examine", lambda timeout: found)
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "2 problem(s) to fix:" in out
+    assert "  - Install Triton 3.6.\n  - Install pyyaml.\n" in out

@@ -1,0 +1,116 @@
+"""The grader itself: verdicts for broken submissions, right answers in other styles, and its parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from checks import verdict as V
+from checks.cli import main
+from checks.compare import compare, describe_indices
+from checks.environment import numpy_pitfall
+from checks.memory import Arena, fill_poison, is_poison
+from checks.registry import ROOT, Puzzle, get_puzzle
+from checks.sandbox import grade
+from checks.source import SubmissionError, notebook_code
+
+SUBMISSIONS = Path(__file__).parent / "submissions"
+
+
+def right_params() -> list:
+    return [pytest.param(int(p.name[:2]), p, id=p.stem) for p in sorted((SUBMISSIONS / "right").glob("*.py"))]
+
+
+@pytest.mark.parametrize(("number", "path"), right_params())
+def test_right_answers_in_other_styles_pass(number, path):
+    verdict = grade(get_puzzle(number), path)
+    assert verdict.passed, V.format_verdict(verdict)
+
+
+BROKEN = [
+    ("syntax_error", V.ERROR, "did not load"),
+    ("wrong_name", V.ERROR, "does not define vector_add"),
+    ("kernel_raises", V.ERROR, "kernel_raises.py, line 11"),
+    ("aborts", V.CRASHED, "SIGABRT"),
+    ("exits_quietly", V.CRASHED, "remove any exit()"),
+    ("returns_tuple", V.FAILED, "must return 1 tensor"),
+    ("borrows_answer_key", V.FAILED, "only kernels defined elsewhere: add_kernel"),
+    ("wrong_device", V.FAILED, "return it on the inputs' device"),
+]
+
+
+@pytest.mark.parametrize(("name", "status", "text"), BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_submissions_get_a_verdict_not_a_traceback(name, status, text):
+    verdict = grade(get_puzzle(1), SUBMISSIONS / "broken" / f"{name}.py", timeout=60)
+    report = V.format_verdict(verdict)
+    assert verdict.status == status, report
+    assert text in report, report
+
+
+def test_cli_exit_codes(capsys):
+    assert main(["99"]) == 2
+    assert "There is no puzzle 99" in capsys.readouterr().err
+    assert main(["1", "--file", "no/such/file.py"]) == 2
+    assert "There is no file" in capsys.readouterr().err
+    assert main(["1", "--solution", "--file", "x.py"]) == 2
+    assert main(["1", "--solution", "--json"]) == 0
+    assert '"status": "passed"' in capsys.readouterr().out
+    assert main(["1", "--file", str(SUBMISSIONS / "broken" / "wrong_name.py")]) == 1
+
+
+def test_a_planned_puzzle_says_so_in_one_sentence():
+    planned = Puzzle(42, "later", "Later", "planned", ("later",), "", "", (), ROOT, ROOT)
+    verdict = grade(planned)
+    assert verdict.status == V.NOT_READY and not verdict.passed
+    assert "not written yet" in verdict.summary
+
+
+def test_notebook_without_a_graded_cell_is_a_usage_error(tmp_path):
+    path = tmp_path / "empty.ipynb"
+    path.write_text('{"cells": [{"cell_type": "code", "source": "x = 1", "metadata": {}}], "metadata": {}}')
+    with pytest.raises(SubmissionError, match="starts with the line '# Puzzle 1: your code"):
+        notebook_code(path, 1)
+
+
+def test_numpy_pitfall_is_detected_with_a_fix():
+    assert "pip install 'numpy<2.4'" in numpy_pitfall("3.6.0", "2.4.1")
+    assert numpy_pitfall("3.6.0", "2.3.5") is None
+    assert numpy_pitfall("3.9.0", "2.4.6") is None
+
+
+def test_compare_locates_a_missing_tail_and_unwritten_elements():
+    expected = torch.arange(100, dtype=torch.float64)
+    yours = expected.float().clone()
+    yours[96:] = 0.0
+    mismatch = compare("out", yours, expected, 1e-6, 1e-6, ("elements",))
+    assert mismatch is not None and "4 of 100 elements are wrong" in mismatch.headline
+    assert any("the last 4" in line for line in mismatch.lines)
+    assert any("exactly 0" in line for line in mismatch.lines)
+    fill_poison(yours[96:])
+    mismatch = compare("out", yours, expected, 1e-6, 1e-6, ("elements",))
+    assert "never written" in mismatch.headline
+    assert compare("out", expected.float(), expected, 1e-6, 1e-6, ("elements",)) is None
+
+
+def test_compare_names_rows_and_columns():
+    expected = torch.zeros(8, 6, dtype=torch.float64)
+    yours = torch.zeros(8, 6)
+    yours[2:4, 5] = 1.0
+    mismatch = compare("c", yours, expected, 1e-3, 0.0, ("rows", "columns"))
+    assert mismatch.lines[-2] == "rows: 2 of 8: 2-3"
+    assert mismatch.lines[-1].startswith("columns: 1 of 6: 5 (the last 1")
+
+
+def test_runs_that_start_on_block_boundaries_are_called_blocks():
+    assert "whole blocks" in describe_indices([*range(0, 64), *range(128, 192)], 256)
+
+
+def test_guards_catch_writes_past_an_allocation():
+    arena = Arena("cpu", torch.Generator().manual_seed(0))
+    out = arena.adopt(torch.empty(10), poison=True)
+    assert bool(is_poison(out).all())
+    out.as_strided((12,), (1,))[10:] = 1.0  # two elements past the end
+    before, after, first = arena.allocated()[0].guard_damage()
+    assert (before, after, first) == (0, 2, 0)

@@ -1,0 +1,132 @@
+"""Pictures of failure: a wrong kernel's error map is saved, drawn, and shown where the learner looks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from checks import cli, notebook, picture, progress
+from checks import verdict as V
+from checks.registry import ROOT, get_puzzle
+from checks.sandbox import grade
+from checks.source import answer_cell
+
+PUZZLE = get_puzzle(1)
+TAIL_BUG = ROOT / "solutions" / "wrong" / "01_vector_add" / "grid_rounds_down.py"
+RED = np.array([0xD6, 0x27, 0x28]) / 255  # picture.COLOURS[UNWRITTEN]
+
+
+@pytest.fixture(scope="module")
+def failed(tmp_path_factory):
+    """A known-wrong kernel (its grid rounds down, so the tail is never written), graded with artifacts."""
+    folder = tmp_path_factory.mktemp("artifacts")
+    verdict = grade(PUZZLE, TAIL_BUG, artifacts=folder, timeout=60)
+    assert verdict.status == V.FAILED, verdict.summary
+    return verdict
+
+
+def colour_share(png, rgb) -> float:
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(str(png))[..., :3]
+    return float((np.abs(pixels - rgb).max(axis=-1) < 0.03).mean())
+
+
+def test_a_failing_case_saves_its_error_map(failed):
+    data = picture.load(failed.picture_data)
+    assert data["error"].shape == data["bad"].shape and data["bad"].any()
+    assert torch.isnan(data["error"][data["bad"]]).all()  # never written: NaN in the error map
+    assert data["blocks"].get("BLOCK_SIZE", 0) > 0
+    assert "never written" in data["headline"]
+
+
+def test_the_picture_is_drawn_with_the_unwritten_tail_in_red(failed, tmp_path):
+    png = picture.save_png(failed.picture_data, tmp_path / "errors.png")
+    assert png.exists() and png.stat().st_size > 10_000
+    assert colour_share(png, RED) > 0.002  # the tail shows
+    assert colour_share(png, np.array([0xE4, 0xE4, 0xE4]) / 255) > 0.05  # and so do the right elements
+
+
+def test_a_1d_output_is_folded_into_blocks():
+    n, block = 3000, 256
+    bad = torch.zeros(n, dtype=torch.bool)
+    bad[2816:] = True
+    error = torch.where(bad, float("nan"), 0.0).double()
+    layout = picture.layout_for({"error": error, "bad": bad, "dims": ("elements",), "blocks": {"BLOCK_SIZE": block}})
+    assert layout.category.shape == (12, block)  # one row per block, the last one partly past the end
+    assert (layout.category[-1, : 3000 - 11 * block] == picture.UNWRITTEN).all()
+    assert (layout.category[-1, 3000 - 11 * block :] == picture.PAST_END).all()
+    assert (layout.category[:-1] == picture.RIGHT).all()
+    assert "BLOCK_SIZE=256" in layout.grid_note
+
+
+def test_a_2d_output_gets_its_block_grid():
+    bad = torch.zeros(45, 70, dtype=torch.bool)
+    bad[:, 64:] = True
+    error = torch.where(bad, 1.0, 0.0).double()
+    data = {"error": error, "bad": bad, "dims": ("rows", "columns"), "blocks": {"BLOCK_M": 16, "BLOCK_N": 32}}
+    layout = picture.layout_for(data)
+    assert (layout.row_block, layout.col_block) == (16, 32)
+    assert (layout.category[:, 64:] == picture.WRONG).all() and (layout.category[:, :64] == picture.RIGHT).all()
+    assert picture.layout_for({**data, "blocks": {"BLOCK_SIZE": 64}}).col_block == 64
+
+
+def test_a_4d_output_shows_the_first_head_with_a_wrong_element():
+    bad = torch.zeros(2, 3, 40, 16, dtype=torch.bool)
+    bad[1, 2, 32:, :] = True
+    error = torch.where(bad, 0.5, 0.0).double()
+    dims = ("batch", "heads", "queries", "head_dim")
+    layout = picture.layout_for({"error": error, "bad": bad, "dims": dims, "blocks": {"BLOCK_M": 16, "BLOCK_N": 32}})
+    assert layout.category.shape == (40, 16)
+    assert "batch 1, heads 2" in layout.where and "1 of 6" in layout.where
+    assert (layout.row_label, layout.col_label) == ("queries", "head_dim")
+    assert (layout.row_block, layout.col_block) == (16, None)  # BLOCK_N is about keys, not head_dim
+
+
+def test_shrinking_a_large_output_never_hides_a_single_bad_element():
+    n = 1_000_003
+    bad = torch.zeros(n, dtype=torch.bool)
+    bad[-1] = True
+    error = torch.where(bad, float("nan"), 0.0).double()
+    layout = picture.layout_for({"error": error, "bad": bad, "dims": ("elements",), "blocks": {}})
+    _, category, (fy, fx) = picture.shrink(layout)
+    assert category.shape[0] <= picture.MAX_ROWS and category.shape[1] <= picture.MAX_COLS
+    assert fy * fx > 1 and int((category == picture.UNWRITTEN).sum()) == 1
+
+
+def test_no_picture_for_a_pass_or_for_a_failure_without_values(tmp_path):
+    assert picture.draw_verdict(V.Verdict(1, V.PASSED, "ok"), tmp_path / "x.png") == (None, "")
+    png, note = picture.draw_verdict(V.Verdict(1, V.CRASHED, "died"), tmp_path / "x.png")
+    assert png is None and "No picture" in note
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_the_terminal_saves_the_picture_with_picture_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    submission = tmp_path / "my_answer.py"
+    shutil.copy(TAIL_BUG, submission)
+    png = tmp_path / "where.png"
+    assert cli.main(["1", "--file", str(submission), "--picture", str(png), "--timeout", "60"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and f"A picture of where the output is wrong: {png}" in out
+    assert png.exists() and colour_share(png, RED) > 0.002
+    recorded = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["puzzles"]["1"]
+    assert recorded["status"] == V.FAILED and recorded["mode"] == "interpreter"
+
+
+def test_a_failing_notebook_check_saves_the_picture_beside_the_notebook(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    cell = answer_cell(TAIL_BUG.read_text(encoding="utf-8"), 1)  # as if the learner had run this cell
+    monkeypatch.setattr(notebook, "_ran_cells", lambda number: [cell])
+    monkeypatch.setattr(notebook, "picture_folder", lambda puzzle: tmp_path / ".check_pictures")
+    notebook.check(1, timeout=60)
+    out = capsys.readouterr().out
+    png = tmp_path / ".check_pictures" / f"{PUZZLE.stem}.png"
+    assert "FAILED" in out and str(png) in out  # outside Jupyter it says where the picture is
+    assert png.exists() and png.stat().st_size > 10_000
+    recorded = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["puzzles"]["1"]
+    assert recorded["status"] == V.FAILED
