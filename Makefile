@@ -68,7 +68,7 @@ lab: env-dev ## open the notebooks in JupyterLab (installs it into .venv the fir
 
 hint: env ## show the next hint for a puzzle: make hint PUZZLE=N
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make hint PUZZLE=1."; exit 2; fi
-	@$(PY) -m checks.hints $(PUZZLE)
+	@$(PY) -m checks.hints $(PUZZLE) $(ARGS)
 
 progress: env ## your table of puzzles: passed or not, best GPU ratio
 	@$(PY) -m checks.progress

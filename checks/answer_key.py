@@ -56,7 +56,8 @@ def fmt_ms(ms: float | None) -> str:
 
 def table(rows: list[Row]) -> list[str]:
     lines = [
-        "| # | puzzle | answer key | cases | key ms | baseline | baseline ms | speed vs baseline | wrong kernels rejected |",
+        "| # | puzzle | answer key | cases | key ms | baseline | baseline ms | speed vs baseline "
+        "| wrong kernels rejected |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
@@ -78,7 +79,9 @@ def table(rows: list[Row]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.answer_key", description=__doc__.splitlines()[0])
     parser.add_argument("--puzzle", type=int, action="append", help="only these puzzles (repeatable)")
-    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 2), help="known-wrong kernels graded at once")
+    parser.add_argument(
+        "--jobs", type=int, default=min(8, os.cpu_count() or 2), help="known-wrong kernels graded at once"
+    )
     parser.add_argument("--out", type=Path, help="also write the table and the device line to this markdown file")
     args = parser.parse_args(argv)
     start = time.monotonic()
@@ -92,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         device = device or (row.key.device if row.key.mode else "")
         word = "passed" if row.key.passed else "FAILED"
         extra = " " + row.key.timings["summary"] if row.key.timings.get("summary") else ""
-        print(f"puzzle {row.puzzle.number:>2} {row.puzzle.slug}: answer key {word} ({row.key.seconds:.1f} s){extra}", flush=True)
+        print(
+            f"puzzle {row.puzzle.number:>2} {row.puzzle.slug}: answer key {word} ({row.key.seconds:.1f} s){extra}",
+            flush=True,
+        )
         if not row.key.passed:
             row.surprises.append(f"answer key: {row.key.summary}")
     jobs = [(row, path) for row in rows if row.key is not None for path in sorted(row.puzzle.wrong_dir.glob("*.py"))]
@@ -101,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"grading {len(jobs)} known-wrong kernels, {args.jobs} at a time ...", flush=True)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(lambda job: check_wrong(job[0].puzzle, job[1]), jobs))
-    for (row, _), problem in zip(jobs, results):
+    for (row, _), problem in zip(jobs, results, strict=True):
         if problem:
             row.surprises.append(problem)
         else:
@@ -114,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + line)
     ok = not surprises
     elapsed = time.monotonic() - start
-    verdict = "every answer key passed and every known-wrong kernel was rejected" if ok else f"{len(surprises)} problem(s)"
+    verdict = (
+        "every answer key passed and every known-wrong kernel was rejected" if ok else f"{len(surprises)} problem(s)"
+    )
     print(f"\n{'OK' if ok else 'NOT OK'}: {verdict} ({elapsed:.0f} s on {device or 'this machine'}).")
     if args.out:
         import torch

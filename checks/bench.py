@@ -1,17 +1,19 @@
-"""`python -m checks.bench [--quick] [--out DIR] [--only 4,9] [--budget SECONDS]`: the answer keys against torch.
+"""`python -m checks.bench [--quick] [--out DIR] [--only 4,9] [--budget S]`: the answer keys against torch.
 
 On a CUDA GPU, times the answer key of every ready puzzle against its torch baseline over a sweep
 of sizes (triton.testing.do_bench, median, fresh random inputs) and writes
 
     DIR/bench/results.csv     one row per (puzzle, series, size)
+    DIR/bench/meta.json       the GPU, versions, date and measured roofline of the run
     DIR/bench/*.png           GB/s or TFLOPS against size, answer keys beside their baselines
-    DIR/BENCHMARKS.md         the GPU, versions and date, the course's speed targets (met or
-                              missed), and every result
+    DIR/BENCHMARKS.md         all of that, with the course's speed targets (met or missed)
 
-DIR is the repository root unless --out says otherwise. Each puzzle runs in its own process, with
-a share of the time budget (default 540 s for the whole sweep), so that a size that runs out of
-memory, faults or hangs becomes a failed row instead of ending the benchmark. The sizes a target
-needs are measured first. Without a CUDA GPU it says so and exits 1.
+DIR is the repository root unless --out says otherwise. Each puzzle runs in its own process with
+a share of the time budget (default 480 s for the whole sweep), so that a size that runs out of
+memory, faults or hangs becomes a failed row instead of ending the benchmark; the CSV is rewritten
+after every puzzle. The sizes a target needs are measured first. Without a CUDA GPU it says so and
+exits 1; `--smoke` runs the whole pipeline at tiny sizes (in the interpreter without a GPU), and
+`--render DIR` redraws the plots and the report from a finished run's CSV.
 
 The writers (`format_table`, `write_csv`, `write_plots`, `markdown_report`) are pure functions of
 the rows, tested on fake rows without a GPU (tests/test_bench.py).
@@ -40,10 +42,10 @@ from checks.registry import ROOT, Puzzle, load_puzzles
 from checks.timing import Peaks, gbps, roofline_share, speed_ratio, tflops
 
 NO_GPU = "The benchmark needs a CUDA GPU, and this machine has none: run `make bench` on a machine with one."
-DEFAULT_BUDGET_S = 540.0
+DEFAULT_BUDGET_S = 480.0
 DEVICE_TIMEOUT_S = 90.0
 # The most seconds each puzzle's process may take; the overall budget may give it less.
-CAPS_S = {1: 40, 2: 40, 3: 60, 4: 90, 5: 60, 6: 45, 7: 45, 8: 150, 9: 180, 10: 150}
+CAPS_S = {1: 40, 2: 40, 3: 60, 4: 90, 5: 60, 6: 45, 7: 45, 8: 150, 9: 200, 10: 170}
 RESERVE_S = 20.0  # kept back for every puzzle still to run, so that a slow one cannot starve the rest
 ATTENTION_B, ATTENTION_H = 4, 32
 
@@ -263,6 +265,12 @@ def write_csv(rows: list[Row], path: Path) -> Path:
     return path
 
 
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
 def _cells(row: Row) -> list[str]:
     key_rate, base_rate, ratio = row.key_rate, row.baseline_rate, row.ratio
     return [
@@ -271,9 +279,9 @@ def _cells(row: Row) -> list[str]:
         row.baseline or "-",
         f"{row.baseline_ms:.4f}" if row.baseline_ms is not None else "-",
         f"{ratio:.2f}x" if ratio is not None else "-",
-        f"{key_rate:.1f}" if key_rate is not None else "-",
-        f"{base_rate:.1f}" if base_rate is not None else "-",
-        row.metric,
+        _rate(key_rate),
+        _rate(base_rate),
+        row.metric if row.bytes or row.flops else "-",
         f"{100 * row.roofline:.0f}%" if row.roofline is not None else "-",
         row.status if row.status != "ok" else (row.check or "ok"),
     ]
@@ -337,22 +345,27 @@ def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str]) -> 
     return "\n".join(lines) + "\n"
 
 
-# The plots: (file name, title, [(puzzles, series to draw or None for all)], one panel per entry).
-PLOTS: list[tuple[str, str, list[tuple[str, tuple[int, ...], list[str] | None]]]] = [
-    ("vector_add", "Vector add, float32", [("", (1,), None)]),
-    ("matrix_add", "Matrix add, float32", [("", (2,), None)]),
-    ("matmul", "Matmul, float16 (M = N = K)", [("", (3, 4), None)]),
-    ("softmax", "Softmax, 4096 rows", [("float32", (5,), ["fp32"]), ("float16", (5,), ["fp16"])]),
-    ("softmax_long_rows", "Softmax over long rows, float32", [("", (6, 7), None)]),
-    ("attention_fwd", "Attention forward, float16, B=4, H=32",
-     [("D=64", (8, 9), ["D=64"]), ("D=64 causal", (9,), ["D=64 causal"]),
-      ("D=128", (8, 9), ["D=128"]), ("D=128 causal", (9,), ["D=128 causal"])]),
-    ("attention_bwd", "Attention backward, float16, B=4, H=32",
-     [("D=64 causal", (10,), ["D=64 causal"]), ("D=128 causal", (10,), ["D=128 causal"])]),
+# The plots: file name, title, the puzzles drawn together, and whether each series gets its own panel.
+PLOTS: list[tuple[str, str, tuple[int, ...], bool]] = [
+    ("vector_add", "Vector add, float32", (1,), False),
+    ("matrix_add", "Matrix add, float32", (2,), False),
+    ("matmul", "Matmul, float16 (M = N = K)", (3, 4), False),
+    ("softmax", "Softmax, 4096 rows", (5,), True),
+    ("softmax_long_rows", "Softmax over long rows, float32", (6, 7), False),
+    ("attention_fwd", "Attention forward, float16: FlashAttention-1 and -2 against SDPA", (8, 9), True),
+    ("attention_bwd", "Attention backward, float16: FlashAttention-2 against SDPA", (10,), True),
 ]
 X_LABELS = {1: "elements", 2: "elements (M x N)", 3: "M = N = K", 4: "M = N = K", 5: "row length N",
             6: "row length N", 7: "row length N", 8: "sequence length N", 9: "sequence length N",
             10: "sequence length N"}
+
+
+def _series_key(series: str) -> tuple[int, int, str]:
+    """Panels in reading order: D=64, D=64 causal, D=128, ...; fp32 before fp16; others by name."""
+    if series.startswith("D="):
+        d, _, rest = series[2:].partition(" ")
+        return (0, int(d) if d.isdigit() else 0, rest)
+    return (1, 0, "" if series in ("fp32", "contiguous") else series)
 
 
 def write_plots(rows: list[Row], folder: Path, names: dict[int, str] | None = None) -> list[Path]:
@@ -365,20 +378,24 @@ def write_plots(rows: list[Row], folder: Path, names: dict[int, str] | None = No
     names = names or {}
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for stem, title, panels in PLOTS:
-        panel_rows = [[r for r in rows if r.ok and r.puzzle in puzzles and (series is None or r.series in series)]
-                      for _, puzzles, series in panels]
-        if not any(panel_rows):
+    for stem, title, puzzles, split in PLOTS:
+        chosen = [r for r in rows if r.ok and r.puzzle in puzzles]
+        if not chosen:
             continue
+        if split:
+            series = sorted({r.series for r in chosen}, key=_series_key)
+            panels = [(name, [r for r in chosen if r.series == name]) for name in series]
+        else:
+            panels = [("", chosen)]
         cols = min(len(panels), 2)
         nrows = math.ceil(len(panels) / cols)
         fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 4.2 * nrows), squeeze=False)
-        for ax, (subtitle, _, _), chosen in zip(axes.flat, panels, panel_rows, strict=False):
-            _draw_panel(ax, chosen, names)
+        for ax, (subtitle, panel_rows) in zip(axes.flat, panels, strict=False):
+            _draw_panel(ax, panel_rows, names, puzzles)
             ax.set_title(subtitle or title, fontsize=10)
         for ax in list(axes.flat)[len(panels):]:
             ax.set_visible(False)
-        if any(subtitle for subtitle, _, _ in panels):
+        if split:
             fig.suptitle(title)
         fig.tight_layout()
         path = folder / f"{stem}.png"
@@ -388,37 +405,70 @@ def write_plots(rows: list[Row], folder: Path, names: dict[int, str] | None = No
     return written
 
 
-def _draw_panel(ax, rows: list[Row], names: dict[int, str]) -> None:
-    if not rows:
-        ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
-        return
-    several_series = len({r.series for r in rows}) > 1
-    lines: dict[str, list[tuple[float, float]]] = {}
+def _draw_panel(ax, rows: list[Row], names: dict[int, str], puzzles: tuple[int, ...]) -> None:
+    """Rate against size: a solid line per answer key, a dashed one per baseline; one colour per series
+    when the panel has several, else one per puzzle (the baselines in black)."""
+    series = sorted({r.series for r in rows}, key=_series_key)
+    lines: dict[str, tuple[dict[str, Any], list[tuple[float, float]]]] = {}
     for r in sorted(rows, key=lambda r: r.x):
-        suffix = f" ({r.series})" if several_series else ""
-        key_label = f"{r.puzzle}: {names.get(r.puzzle, r.slug)}{suffix}"
-        lines.setdefault(key_label, []).append((r.x, r.key_rate or float("nan")))
+        several = len(series) > 1
+        suffix = f" ({r.series})" if several else ""
+        colour = f"C{series.index(r.series)}" if several else f"C{puzzles.index(r.puzzle)}"
+        marker = "os^"[puzzles.index(r.puzzle) % 3]
+        key_style = {"color": colour, "linestyle": "-", "marker": marker}
+        lines.setdefault(f"{r.puzzle}: {names.get(r.puzzle, r.slug)}{suffix}", (key_style, []))[1].append(
+            (r.x, r.key_rate or float("nan")))
         if r.baseline_ms is not None:
-            base_label = f"{r.baseline}{suffix}"
-            points = lines.setdefault(base_label, [])
+            base_style = {"color": colour if several else "black", "linestyle": "--", "marker": "x"}
+            points = lines.setdefault(f"{r.baseline}{suffix}", (base_style, []))[1]
             if all(x != r.x for x, _ in points):
                 points.append((r.x, r.baseline_rate or float("nan")))
-    for label, points in lines.items():
-        style = "--" if not label[0].isdigit() else "-"
-        ax.plot([p[0] for p in points], [p[1] for p in points], style, marker="o", label=label)
+    for label, (style, points) in lines.items():
+        ax.plot([p[0] for p in points], [p[1] for p in points], label=label, **style)
     ax.set_xscale("log", base=2)
     ax.set_xlabel(X_LABELS.get(rows[0].puzzle, "size"))
     ax.set_ylabel(rows[0].metric)
+    ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def read_csv(path: Path) -> list[Row]:
+    """Rows back from a results.csv that write_csv wrote."""
+    def number(text: str) -> float | None:
+        return float(text) if text else None
+
+    with open(path, newline="", encoding="utf-8") as f:
+        return [Row(int(r["puzzle"]), r["slug"], r["series"], r["size"], float(r["x"]), status=r["status"],
+                    key_ms=number(r["key_ms"]), baseline=r["baseline"], baseline_ms=number(r["baseline_ms"]),
+                    bytes=float(r["bytes"]), flops=float(r["flops"]), check=r["check"],
+                    roofline=number(r["roofline"])) for r in csv.DictReader(f)]
+
+
+def write_data(rows: list[Row], meta: dict[str, Any], out: Path) -> Path:
+    """results.csv and meta.json: everything needed to redraw the plots and the report later (--render)."""
+    folder = out / "bench"
+    csv_path = write_csv(rows, folder / "results.csv")
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return csv_path
 
 
 def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path) -> dict[str, Any]:
     """The CSV, the plots and BENCHMARKS.md under `out`; returns their paths."""
     folder = out / "bench"
-    csv_path = write_csv(rows, folder / "results.csv")
+    csv_path = write_data(rows, meta, out)
     names = {p.number: p.slug for p in load_puzzles()}
-    plots = write_plots(rows, folder, names)
+    meta = dict(meta, notes=list(meta.get("notes", [])))
+    try:
+        plots = write_plots(rows, folder, names)
+    except ImportError:
+        plots = []
+        meta["notes"].append("matplotlib is not installed here, so there are no plots: run "
+                             "`python -m checks.bench --render DIR` where it is, on the folder this run wrote")
+    for stem, *_ in PLOTS:  # a plot this run did not redraw would disagree with the CSV beside it
+        stale = folder / f"{stem}.png"
+        if stale not in plots and stale.exists():
+            stale.unlink()
     report = out / "BENCHMARKS.md"
     report.write_text(markdown_report(rows, meta, [f"bench/{p.name}" for p in plots]), encoding="utf-8")
     return {"csv": csv_path, "plots": plots, "markdown": report}
@@ -516,7 +566,6 @@ def make_setup(point: Point, keys: dict[int, Any], gen, device: str = "cuda") ->
 
 def compare_outputs(key_out: Any, base_out: Any, tolerance: float) -> str:
     """'ok' when every output is within tolerance x its largest magnitude of the baseline's."""
-
     mine = list(key_out) if isinstance(key_out, (tuple, list)) else [key_out]
     theirs = list(base_out) if isinstance(base_out, (tuple, list)) else [base_out]
     worst = 0.0
@@ -659,6 +708,9 @@ def _spawn(job: dict[str, Any], workdir: Path, timeout: float) -> tuple[list[dic
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         problem = f"its time share of {timeout:.0f} s ran out"
+    except BaseException:  # Ctrl-C: take the child (its own session) down too
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     records = []
     if out.exists():
         for line in out.read_text(encoding="utf-8").splitlines():
@@ -684,9 +736,23 @@ def _numbers(text: str) -> set[int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of puzzle numbers") from None
 
 
+def _fallback_meta(device: str) -> dict[str, Any]:
+    """What the parent can say about the machine when the device measurement did not report."""
+    import torch
+    import triton
+
+    gpu = torch.cuda.get_device_name() if device == "cuda" else "CPU (Triton interpreter)"
+    return {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda or "",
+            "python": sys.version.split()[0]}
+
+
 def sweep(puzzles: list[Puzzle], ready: dict[int, Puzzle], quick: bool, smoke: bool, budget: float,
-          device: str) -> tuple[list[Row], dict[str, Any]]:
-    """Measure the device, then each puzzle in its own process; every planned point ends up as a row."""
+          device: str, checkpoint: Callable[[list[Row], dict[str, Any]], Any] | None = None,
+          ) -> tuple[list[Row], dict[str, Any]]:
+    """Measure the device, then each puzzle in its own process; every planned point ends up as a row.
+
+    `checkpoint(rows, meta)` is called after each puzzle, so that a run cut short keeps what it measured.
+    """
     start = time.monotonic()
     warmup, rep = (5, 25) if quick else (10, 50)
     notes: list[str] = []
@@ -695,7 +761,7 @@ def sweep(puzzles: list[Puzzle], ready: dict[int, Puzzle], quick: bool, smoke: b
         workdir = Path(tmp)
         print("Measuring the device (copy bandwidth, float16 matmul)...", flush=True)
         records, problem = _spawn({"kind": "device", "device": device}, workdir, DEVICE_TIMEOUT_S)
-        meta = next((r["meta"] for r in records if "meta" in r), {})
+        meta = next((r["meta"] for r in records if "meta" in r), None) or _fallback_meta(device)
         if device == "cuda" and (problem or "peaks" not in meta):
             notes.append(f"device measurement: {problem or meta.get('peaks_error', 'no result')}")
         runnable = []
@@ -713,6 +779,7 @@ def sweep(puzzles: list[Puzzle], ready: dict[int, Puzzle], quick: bool, smoke: b
             print(f"Puzzle {p.number} ({p.slug}): {len(points)} sizes, at most {max(share, 0):.0f} s", flush=True)
             got: list[Row] = []
             problem = "the time budget was spent"
+            peaks = Peaks(**meta["peaks"]) if meta.get("peaks") else None
             if share >= 5:
                 keys = {p.number: (str(p.solution), p.name)}
                 if p.number == 10:
@@ -722,34 +789,58 @@ def sweep(puzzles: list[Puzzle], ready: dict[int, Puzzle], quick: bool, smoke: b
                 records, problem = _spawn(job, workdir, share)
                 got = [Row(**r["row"]) for r in records if "row" in r]
                 problem = problem or "its process stopped early"
+            for row in got:
+                if row.ok and peaks is not None:
+                    row.roofline = roofline_share(row.bytes, row.flops, row.key_ms, peaks)
             done = {(r.series, r.size) for r in got}
             missing = [Row(p.number, p.slug, pt.series, pt.size, pt.x, status=f"not run: {problem}")
                        for pt in points if (pt.series, pt.size) not in done]
             if missing:
                 notes.append(f"puzzle {p.number}: {len(missing)} size(s) not run: {problem}")
-            order = {(pt.series, pt.size): i for i, pt in enumerate(sorted(points, key=lambda pt: (pt.series, pt.x)))}
-            rows += sorted(got + missing, key=lambda r: order.get((r.series, r.size), 0))
-    peaks = Peaks(**meta["peaks"]) if meta.get("peaks") else None
-    for row in rows:
-        if row.ok and peaks is not None:
-            row.roofline = roofline_share(row.bytes, row.flops, row.key_ms, peaks)
+            rows += sorted(got + missing, key=lambda r: (_series_key(r.series), r.x))
+            if checkpoint is not None:
+                checkpoint(rows, dict(meta, notes=notes))
     meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     meta["notes"] = notes
     return rows, meta
 
 
+def report(rows: list[Row], meta: dict[str, Any], out: Path) -> None:
+    """Print the table and the targets, and write every file under `out`."""
+    print()
+    print(format_table(rows))
+    written = write_outputs(rows, meta, out)
+    print()
+    for t in TARGETS:
+        measured, ratio, verdict = evaluate(t, rows)
+        print(f"  {verdict:<12} {t.label}: {measured}, {ratio} (target {t.requirement})")
+    print(f"\nWrote {written['csv']}, {len(written['plots'])} plot(s) and {written['markdown']}.")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes (the target sizes and one more)")
-    parser.add_argument("--out", type=Path, default=ROOT, help="where bench/ and BENCHMARKS.md go (default: repo)")
+    parser.add_argument("--out", type=Path, help="where bench/ and BENCHMARKS.md go (default: the repository)")
     parser.add_argument("--only", type=_numbers, help="comma-separated puzzle numbers (default: every ready puzzle)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for the whole sweep")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes, on the CPU interpreter when there is no GPU: checks the plumbing only")
+    parser.add_argument("--render", type=Path, metavar="DIR",
+                        help="measure nothing: redraw the plots and BENCHMARKS.md from DIR/bench/results.csv")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
         return run_child(json.loads(args.child.read_text(encoding="utf-8")))
+    if args.render is not None:
+        data = args.render / "bench"
+        if not (data / "results.csv").exists():
+            print(f"There is no {data / 'results.csv'}: give the folder a benchmark run wrote (its --out).",
+                  file=sys.stderr)
+            return 2
+        meta_path = data / "meta.json"
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+        report(read_csv(data / "results.csv"), meta, args.out or args.render)
+        return 0
 
     import torch
 
@@ -758,22 +849,20 @@ def main(argv: list[str] | None = None) -> int:
         print(NO_GPU, file=sys.stderr)
         return 1
     start = time.monotonic()
-    puzzles = [p for p in load_puzzles() if args.only is None or p.number in args.only]
-    ready = {p.number: p for p in load_puzzles() if p.ready}
-    rows, meta = sweep(puzzles, ready, args.quick, args.smoke, args.budget, "cuda" if cuda else "cpu")
+    out = args.out or ROOT
     flags = (" --quick" if args.quick else "") + (" --smoke" if args.smoke else "")
     if args.only:
         flags += " --only " + ",".join(str(n) for n in sorted(args.only))
+    puzzles = [p for p in load_puzzles() if args.only is None or p.number in args.only]
+    ready = {p.number: p for p in load_puzzles() if p.ready}
+    checkpoint = lambda rows, meta: write_data(rows, meta, out)
+    rows, meta = sweep(puzzles, ready, args.quick, args.smoke, args.budget, "cuda" if cuda else "cpu", checkpoint)
     meta["command"] = f"python -m checks.bench{flags}"
-    print()
-    print(format_table(rows))
-    written = write_outputs(rows, meta, args.out)
-    print()
-    for t in TARGETS:
-        measured, ratio, verdict = evaluate(t, rows)
-        print(f"  {verdict:<12} {t.label}: {measured}, {ratio} (target {t.requirement})")
-    print(f"\nWrote {written['csv']}, {len(written['plots'])} plot(s) and {written['markdown']} "
-          f"in {time.monotonic() - start:.0f} s.")
+    if args.smoke:
+        meta["notes"].insert(0, "a --smoke run: tiny sizes that check the benchmark itself; its times mean nothing")
+    meta["seconds"] = round(time.monotonic() - start)
+    report(rows, meta, out)
+    print(f"The benchmark took {meta['seconds']} s.")
     return 0
 
 

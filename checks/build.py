@@ -129,7 +129,10 @@ def readme_table() -> str:
     return "\n".join(rows)
 
 
-BEGIN_TABLE, END_TABLE = "<!-- puzzles:begin (generated from puzzles.yaml by make notebooks) -->", "<!-- puzzles:end -->"
+BEGIN_TABLE, END_TABLE = (
+    "<!-- puzzles:begin (generated from puzzles.yaml by make notebooks) -->",
+    "<!-- puzzles:end -->",
+)
 
 
 def readme_text(current: str) -> str:
@@ -143,7 +146,9 @@ def generated() -> dict[Path, str]:
     for p in load_puzzles():
         if not p.ready:
             continue
-        notebook = build_notebook(p, p.notebook_source.read_text(encoding="utf-8"), p.solution.read_text(encoding="utf-8"))
+        notebook = build_notebook(
+            p, p.notebook_source.read_text(encoding="utf-8"), p.solution.read_text(encoding="utf-8")
+        )
         files[p.notebook] = notebook_json(notebook)
     readme = ROOT / "README.md"
     files[readme] = readme_text(readme.read_text(encoding="utf-8"))
@@ -164,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(text, encoding="utf-8")
     if opts.check and stale:
         names = ", ".join(str(s) for s in stale)
-        print(f"Generated files are out of date with their sources: {names}. Run `make notebooks` and commit.", file=sys.stderr)
+        print(
+            f"Generated files are out of date with their sources: {names}. Run `make notebooks` and commit.",
+            file=sys.stderr,
+        )
         return 1
     if not opts.check:
         print(f"{len(stale)} generated file(s) updated." if stale else "Generated files are up to date.")

@@ -7,6 +7,7 @@ still give a verdict when this process hangs or dies.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -47,8 +48,12 @@ def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, l
     root = chain[-1]
     text = f"{type(root).__name__}: {root}".strip()
     if NUMPY_PITFALL_TEXT in str(exc) or NUMPY_PITFALL_TEXT in text:
-        return text, ["This is the Triton-interpreter/numpy incompatibility: run `pip install 'numpy<2.4'` and check again."]
+        return text, [
+            "This is the Triton-interpreter/numpy incompatibility: run `pip install 'numpy<2.4'` and check again."
+        ]
     where: list[str] = []
+    if "illegal memory access" in text or "misaligned address" in text:
+        where.append("A CUDA memory fault is an out-of-bounds load or store: check your masks, offsets and strides.")
     for link in reversed(chain):
         for frame in traceback.extract_tb(link.__traceback__):
             shown = names.get(str(Path(frame.filename).resolve()))
@@ -57,6 +62,21 @@ def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, l
                 if entry not in where:
                     where.append(entry)
     return text, where[-4:]
+
+
+# case parameters that the description of the inputs already shows (shapes, layouts, flags)
+_SHOWN = {"shape", "n", "M", "N", "K", "B", "H", "D", "layout", "layout_a", "layout_b", "causal", "sm_scale", "dtype"}
+
+
+def describe_case(case: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """The inputs, plus what is special about this case's values (scale, fill, ...)."""
+    extras = ", ".join(f"{k}={v}" for k, v in case.items() if k not in _SHOWN and k != "note")
+    text = describe_inputs(inputs)
+    if extras:
+        text += f" [{extras}]"
+    if case.get("note"):
+        text += f" ({case['note']})"
+    return text
 
 
 def describe_inputs(inputs: dict[str, Any]) -> str:
@@ -93,10 +113,14 @@ class Grader:
     def call(self, fn, inputs: dict[str, Any], arena, skip: bool = False):
         import torch
 
-        from checks.tracking import Tracker, guard_allocations, watch_launches
+        from checks.tracking import Reads, Tracker, count_reads, guard_allocations, input_regions, watch_launches
 
         tracker = Tracker(self.own_files, skip=skip)
-        with watch_launches(tracker), guard_allocations(arena):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(watch_launches(tracker))
+            stack.enter_context(guard_allocations(arena))
+            if self.puzzle.limits and self.machine.mode == "interpreter":
+                tracker.reads = stack.enter_context(count_reads(Reads(input_regions(inputs))))
             result = fn(*inputs.values())
         if self.machine.device == "cuda":
             torch.cuda.synchronize()
@@ -116,7 +140,7 @@ class Grader:
 
     def check_case(self, fn, index: int, case: dict[str, Any]) -> V.CaseResult:
         arena, inputs, expected = self.draw(case, index)
-        result = V.CaseResult(index, describe_inputs(inputs), passed=False)
+        result = V.CaseResult(index, describe_case(case, inputs), passed=False)
         arena.freeze_inputs()
         start = time.perf_counter()
         try:
@@ -160,13 +184,21 @@ class Grader:
                 before, after, first_after = entry.guard_damage()
                 if before or after:
                     where = f"{after} elements past its end" if after else f"{before} elements before its start"
-                    return f"Your code wrote outside the input {entry.label} ({where}): a store is missing its mask or uses the wrong offsets."
-                return f"Your code changed its input {entry.label} ({changed} elements): write results to a new tensor, never into an input."
+                    return (
+                        f"Your code wrote outside the input {entry.label} ({where}): "
+                        "a store is missing its mask or uses the wrong offsets."
+                    )
+                return (
+                    f"Your code changed its input {entry.label} ({changed} elements): "
+                    "write results to a new tensor, never into an input."
+                )
         for entry in arena.allocated():
             before, after, first_after = entry.guard_damage()
             if before or after:
                 if after:
-                    start = "right after its last element" if first_after == 0 else f"{first_after} elements after its end"
+                    start = (
+                        "right after its last element" if first_after == 0 else f"{first_after} elements after its end"
+                    )
                     where = f"{after} elements past its end, starting {start}"
                 else:
                     where = f"{before} elements before its start"
@@ -177,9 +209,11 @@ class Grader:
         outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
         names = ", ".join(e.name for e in expected)
         if len(outputs) != len(expected):
-            what = f"a {type(returned).__name__}" if not isinstance(returned, (tuple, list)) else f"{len(outputs)} values"
+            what = (
+                f"a {type(returned).__name__}" if not isinstance(returned, (tuple, list)) else f"{len(outputs)} values"
+            )
             return f"Your function returned {what}; it must return {len(expected)} tensor(s): {names}."
-        for out, exp in zip(outputs, expected):
+        for out, exp in zip(outputs, expected, strict=True):
             if not isinstance(out, torch.Tensor):
                 return f"Your function returned {type(out).__name__} for {exp.name}; return a torch tensor."
             if out.device.type != exp.value.device.type:
@@ -187,16 +221,45 @@ class Grader:
             if tuple(out.shape) != tuple(exp.value.shape):
                 return f"{exp.name} has shape {tuple(out.shape)}; expected {tuple(exp.value.shape)}."
             if out.dtype != exp.dtype:
-                return f"{exp.name} is {out.dtype}; expected {exp.dtype}: convert in the kernel before the store (x.to(...))."
+                return (
+                    f"{exp.name} is {out.dtype}; expected {exp.dtype}: "
+                    "convert in the kernel before the store (x.to(...))."
+                )
             if exp.contiguous and not out.is_contiguous():
-                return f"{exp.name} has strides {tuple(out.stride())}; the puzzle asks for a contiguous result, so allocate it with torch.empty(shape)."
-        for out, exp in zip(outputs, expected):
+                return (
+                    f"{exp.name} has strides {tuple(out.stride())}; the puzzle asks for a contiguous result, "
+                    "so allocate it with torch.empty(shape)."
+                )
+        for out, exp in zip(outputs, expected, strict=True):
             atol, rtol = self.puzzle.tolerance_for(exp.name)
             mismatch = compare(exp.name, out, exp.value, atol, rtol, exp.dims)
             if mismatch:
                 result.details = mismatch.lines
                 self.save_picture(mismatch, exp, result.description, tracker)
                 return mismatch.headline
+        return self.check_limits(tracker)
+
+    def check_limits(self, tracker) -> str:
+        """The puzzle's rules on how the answer is computed (passes over memory, block size), if any.
+
+        Counted in the interpreter only: on a GPU the timing shows the same thing.
+        """
+        reads = tracker.reads
+        if reads is None:
+            return ""
+        limits = self.puzzle.limits
+        why = limits.get("why", "")
+        widest = limits.get("max_block")
+        if widest and reads.widest > widest:
+            return (
+                f"One of your loads had {reads.widest} lanes; this puzzle allows at most {widest} in one tl.load: {why}"
+            )
+        for name, most in limits.get("reads_per_element", {}).items():
+            if name in reads.regions and reads.per_element(name) > most + 1e-6:
+                return (
+                    f"Your kernels read each element of {name} {reads.per_element(name):.2f} times on average; "
+                    f"this puzzle allows at most {most}: {why}"
+                )
         return ""
 
     def save_picture(self, mismatch, exp, description: str, tracker) -> None:
@@ -209,8 +272,18 @@ class Grader:
         blocks: dict[str, int] = {}
         for launch in tracker.own_launches:
             blocks.update(launch.blocks)
-        torch.save({"error": mismatch.error, "bad": mismatch.bad, "dims": exp.dims, "name": exp.name,
-                    "case": description, "headline": mismatch.headline, "blocks": blocks}, path)
+        torch.save(
+            {
+                "error": mismatch.error.float(),
+                "bad": mismatch.bad,
+                "dims": exp.dims,
+                "name": exp.name,
+                "case": description,
+                "headline": mismatch.headline,
+                "blocks": blocks,
+            },
+            path,
+        )
         self.job["picture_saved"] = str(path)
 
     def kernels_matter(self, fn, case: dict[str, Any]) -> bool:
@@ -223,7 +296,7 @@ class Grader:
         except Exception:  # noqa: BLE001 - breaking without its kernels is the expected outcome
             return True
         outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
-        for out, exp in zip(outputs, expected):
+        for out, exp in zip(outputs, expected, strict=True):
             atol, rtol = self.puzzle.tolerance_for(exp.name)
             if compare(exp.name, out, exp.value, atol, rtol, exp.dims) is not None:
                 return True
@@ -231,7 +304,9 @@ class Grader:
 
     # -- the whole submission ------------------------------------------------------------------
     def run(self) -> V.Verdict:
-        v = V.Verdict(self.puzzle.number, V.FAILED, "", mode=self.machine.mode, device=self.machine.name, seed=self.seed)
+        v = V.Verdict(
+            self.puzzle.number, V.FAILED, "", mode=self.machine.mode, device=self.machine.name, seed=self.seed
+        )
         path = Path(self.job["file"])
         try:
             module = load_module(path, "submission")
@@ -309,8 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     events = Events(args[1])
     machine = detect(force_interpreter=bool(job.get("interpret")))
-    events.emit("machine", mode=machine.mode, device=machine.name, torch=machine.torch_version,
-                triton=machine.triton_version, numpy=machine.numpy_version)
+    events.emit(
+        "machine",
+        mode=machine.mode,
+        device=machine.name,
+        torch=machine.torch_version,
+        triton=machine.triton_version,
+        numpy=machine.numpy_version,
+    )
     start = time.perf_counter()
     if machine.mode == "interpreter" and not machine.problem:
         autotune_without_benchmarks()
@@ -320,9 +401,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             v = Grader(job, events, machine).run()
         except Exception as exc:  # noqa: BLE001 - a grader bug must still end in a verdict
-            v = V.Verdict(job["puzzle"], V.INTERNAL, (
-                f"The grader itself failed ({type(exc).__name__}: {exc}); this is a bug in the course, "
-                "not in your code: please report it with the output above."), mode=machine.mode, device=machine.name)
+            v = V.Verdict(
+                job["puzzle"],
+                V.INTERNAL,
+                (
+                    f"The grader itself failed ({type(exc).__name__}: {exc}); this is a bug in the course, "
+                    "not in your code: please report it with the output above."
+                ),
+                mode=machine.mode,
+                device=machine.name,
+            )
             v.details = traceback.format_exc().splitlines()[-8:]
     v.seconds = time.perf_counter() - start
     events.emit("verdict", **json.loads(v.to_json()))

@@ -15,7 +15,8 @@ files and folders (.ipynb_checkpoints, __pycache__), are ignored.
 
 Every submission is graded in its own child process with a time limit (120 s unless the
 puzzle or --timeout says otherwise), exactly as `make check` grades it, so one that crashes,
-hangs or cheats gets that verdict and the run goes on. The results go to OUT/grades.csv
+hangs or cheats gets that verdict and the run goes on. `--jobs N` grades N at once (useful in
+the CPU interpreter; on a GPU keep 1, so that speed is timed fairly). The results go to OUT/grades.csv
 (learner, puzzle, status, summary, seconds, file) and OUT/grades.xml (JUnit: a testsuite per
 puzzle, a testcase per submission, a failure element with the summary when it did not pass),
 OUT being build/grades unless --out says otherwise. Learners' progress files are not touched.
@@ -32,6 +33,7 @@ import re
 import sys
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +153,31 @@ def grade_one(submission: Submission, timeout: float | None) -> Result:
     return Result(submission, status, summary, time.monotonic() - start, details)
 
 
+def grade_all(submissions: list[Submission], root: Path, timeout: float | None, jobs: int = 1) -> list[Result]:
+    """Grade every submission (`jobs` at a time), printing a line as each one finishes; results in order."""
+    width = len(str(len(submissions)))
+    done = 0
+
+    def report(r: Result) -> None:
+        nonlocal done
+        done += 1
+        s = r.submission
+        print(f"[{done:>{width}}/{len(submissions)}] puzzle {s.puzzle.number}, {s.learner} "
+              f"({s.path.relative_to(root)}): {r.status} ({r.seconds:.1f} s)", flush=True)
+
+    if jobs == 1:
+        results = []
+        for s in submissions:
+            results.append(grade_one(s, timeout))
+            report(results[-1])
+        return results
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each grading runs in its own child process
+        futures = [pool.submit(grade_one, s, timeout) for s in submissions]
+        for future in as_completed(futures):
+            report(future.result())
+        return [f.result() for f in futures]
+
+
 def write_csv(results: list[Result], path: Path, root: Path) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
@@ -209,11 +236,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="where to write grades.csv and grades.xml (default: build/grades)")
     parser.add_argument("--timeout", type=float, help="seconds per submission (default: the puzzle's, 120)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="submissions graded at once (default 1; keep 1 on a GPU so that timings are fair)")
     args = parser.parse_args(argv)
     root: Path = args.dir
     if not root.is_dir():
         print(f"There is no folder {root}: give the folder of submissions, e.g. make grade DIR=submissions/.",
               file=sys.stderr)
+        return 2
+    if args.jobs < 1:
+        print("--jobs must be 1 or more.", file=sys.stderr)
         return 2
     if args.timeout is not None and args.timeout <= 0:
         print("--timeout must be a positive number of seconds.", file=sys.stderr)
@@ -226,14 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     learners = len({s.learner for s in submissions})
     print(f"Grading {len(submissions)} submissions from {learners} learners in {root}.")
-    results = []
-    width = len(str(len(submissions)))
-    for i, s in enumerate(submissions, 1):
-        label = f"puzzle {s.puzzle.number}, {s.learner} ({s.path.relative_to(root)})"
-        print(f"[{i:>{width}}/{len(submissions)}] {label} ...", end="", flush=True)
-        r = grade_one(s, args.timeout)
-        results.append(r)
-        print(f" {r.status} ({r.seconds:.1f} s)", flush=True)
+    results = grade_all(submissions, root, args.timeout, args.jobs)
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path, xml_path = args.out / "grades.csv", args.out / "grades.xml"
     write_csv(results, csv_path, root)

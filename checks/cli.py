@@ -55,8 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
         try:
             verdict = grade(
-                puzzle, args.file, solution=args.solution, timeout=args.timeout, seed=args.seed,
-                interpret=args.interpret, time_it=not args.no_time,
+                puzzle,
+                args.file,
+                solution=args.solution,
+                timeout=args.timeout,
+                seed=args.seed,
+                interpret=args.interpret,
+                time_it=not args.no_time,
                 artifacts=Path(pictures) if args.picture else None,
                 progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
             )

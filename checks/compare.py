@@ -41,7 +41,7 @@ def describe_indices(indices: list[int], size: int) -> str:
     if len(runs) > _MAX_RANGES:
         text += f" and {len(runs) - _MAX_RANGES} more runs"
     text = f"{len(indices)} of {size}: {text}"
-    if runs[-1][1] == size - 1 and len(runs) == 1:
+    if runs[-1][1] == size - 1 and len(runs) == 1 and len(indices) <= size // 2:
         text += f" (the last {len(indices)}: a tail that a block or its mask misses)"
     elif len(runs) > 1:
         starts = [a for a, _ in runs]
@@ -102,7 +102,9 @@ def compare(
         lines += locate(unwritten, dims)
         rest = bad & ~unwritten
         if bool(rest.any()):
-            lines.append(f"{int(rest.sum())} more elements were written with wrong values, first at {list(first_bad(rest))}.")
+            lines.append(
+                f"{int(rest.sum())} more elements were written with wrong values, first at {list(first_bad(rest))}."
+            )
     else:
         finite = error[torch.isfinite(error)]
         max_abs = float(finite.max()) if finite.numel() else float("nan")
@@ -124,7 +126,11 @@ def compare(
                 "read outside an input (check offsets, strides and load masks)."
             )
         if n_nan:
-            lines.append(f"{n_nan} of the wrong elements are NaN or inf" if n_nan < n_bad else "every wrong element is NaN or inf")
+            lines.append(
+                f"{n_nan} of the wrong elements are NaN or inf"
+                if n_nan < n_bad
+                else "every wrong element is NaN or inf"
+            )
         else:
             lines.append(f"largest error {_fmt(max_abs)} (relative {_fmt(max_rel)})")
         zeros = int((y[bad] == 0).sum())

@@ -48,14 +48,24 @@ def detect(force_interpreter: bool = False) -> Machine:
     try:
         import triton
     except ImportError as exc:
-        return Machine("interpreter", "cpu", "CPU", torch.__version__, "missing", numpy.__version__,
-                       f"Triton is not installed ({exc}); run `make check`, which sets up a .venv with it.")
+        return Machine(
+            "interpreter",
+            "cpu",
+            "CPU",
+            torch.__version__,
+            "missing",
+            numpy.__version__,
+            f"Triton is not installed ({exc}); run `make check`, which sets up a .venv with it.",
+        )
     if interpret:
-        machine = Machine("interpreter", "cpu", "CPU (Triton interpreter)", torch.__version__,
-                          triton.__version__, numpy.__version__)
+        machine = Machine(
+            "interpreter", "cpu", "CPU (Triton interpreter)", torch.__version__, triton.__version__, numpy.__version__
+        )
         machine.problem = numpy_pitfall(triton.__version__, numpy.__version__)
         return machine
-    return Machine("gpu", "cuda", torch.cuda.get_device_name(), torch.__version__, triton.__version__, numpy.__version__)
+    return Machine(
+        "gpu", "cuda", torch.cuda.get_device_name(), torch.__version__, triton.__version__, numpy.__version__
+    )
 
 
 def autotune_without_benchmarks() -> None:

@@ -58,7 +58,7 @@ def span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
     """Elements between a view's first and last element, inclusive (0 for an empty view)."""
     if any(s == 0 for s in shape):
         return 0
-    return 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides, strict=True))
 
 
 @dataclass
@@ -107,7 +107,9 @@ class Arena:
         self.buffers.append(entry)
         return entry
 
-    def view(self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype, role: str, label: str) -> torch.Tensor:
+    def view(
+        self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype, role: str, label: str
+    ) -> torch.Tensor:
         entry = self._guarded(span(shape, strides), dtype, role, label)
         return entry.buf.as_strided(shape, strides, entry.guard)
 
@@ -175,7 +177,9 @@ def base_shape(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
     raise ValueError(f"unknown layout {layout!r}")
 
 
-def make_input(arena: Arena, shape: tuple[int, ...], dtype: torch.dtype, label: str, layout: str = "contiguous", scale: float = 1.0) -> torch.Tensor:
+def make_input(
+    arena: Arena, shape: tuple[int, ...], dtype: torch.dtype, label: str, layout: str = "contiguous", scale: float = 1.0
+) -> torch.Tensor:
     """A random input of `shape` in the given memory layout (a view into a guarded buffer)."""
     base = arena.randn(base_shape(tuple(shape), layout), dtype, label, scale)
     view = layout_view(base, layout)

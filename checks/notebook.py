@@ -89,7 +89,7 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
     if get_ipython() is None:
         print(note)
         return
-    shown = drawn.relative_to(ROOT) if drawn.resolve().is_relative_to(ROOT) else drawn
+    shown = drawn.resolve().relative_to(ROOT) if drawn.resolve().is_relative_to(ROOT) else drawn
     print(f"Where the output is wrong (saved as {shown}):")
     display(Image(filename=str(drawn)))
 

@@ -171,6 +171,7 @@ def figure(data: dict[str, Any]):
     from matplotlib.colors import ListedColormap, LogNorm, Normalize
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     layout = layout_for(data)
     error, category, (fy, fx) = shrink(layout)
@@ -199,6 +200,8 @@ def figure(data: dict[str, Any]):
                    linewidths=1.2, clip_on=False)
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(layout.col_label)
     ax.set_ylabel(layout.row_label)
 

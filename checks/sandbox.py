@@ -71,7 +71,11 @@ def run_child(job: dict[str, Any], timeout: float, workdir: Path, progress: Prog
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "checks.child", str(job_path), str(events_path)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         offset, seen, final, timed_out = 0, [], None, False
@@ -103,13 +107,29 @@ def run_child(job: dict[str, Any], timeout: float, workdir: Path, progress: Prog
         if not verdict.passed:
             verdict.output = output
         return verdict
-    base = dict(puzzle=job["puzzle"], mode=machine.get("mode", ""), device=machine.get("device", ""),
-                seed=job["seed"], cases=cases, output=output, seconds=time.monotonic() - start)
-    where = f" during case {current['index'] + 1}" if current else (" while loading your code" if machine else " while starting")
+    base = dict(
+        puzzle=job["puzzle"],
+        mode=machine.get("mode", ""),
+        device=machine.get("device", ""),
+        seed=job["seed"],
+        cases=cases,
+        output=output,
+        seconds=time.monotonic() - start,
+    )
+    where = (
+        f" during case {current['index'] + 1}"
+        if current
+        else (" while loading your code" if machine else " while starting")
+    )
     if timed_out:
-        return V.Verdict(status=V.TIMEOUT, summary=(
-            f"Your code ran past the {timeout:.0f} s time limit{where}: look for a loop whose bound never "
-            "changes or is far too large (a `while` in a kernel, a grid of the wrong size)."), **base)
+        return V.Verdict(
+            status=V.TIMEOUT,
+            summary=(
+                f"Your code ran past the {timeout:.0f} s time limit{where}: look for a loop whose bound never "
+                "changes or is far too large (a `while` in a kernel, a grid of the wrong size)."
+            ),
+            **base,
+        )
     code = proc.returncode
     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
     failed = [c for c in cases if not c.passed]
@@ -164,16 +184,26 @@ def grade(
     `source` is (module code, how to call it in messages), for code that is in no file yet.
     """
     if not puzzle.ready:
-        return V.Verdict(puzzle.number, V.NOT_READY, (
-            f"Puzzle {puzzle.number} ({puzzle.slug}) is listed but not written yet; puzzles "
-            "that can be graded are listed by `make help`."))
+        return V.Verdict(
+            puzzle.number,
+            V.NOT_READY,
+            (
+                f"Puzzle {puzzle.number} ({puzzle.slug}) is listed but not written yet; puzzles "
+                "that can be graded are listed by `make help`."
+            ),
+        )
     seed = random.randrange(1, 2**31) if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="checks-") as tmp:
         workdir = Path(tmp)
         submission, names = prepare(puzzle, file, solution, workdir, source)
         job = {
-            "puzzle": puzzle.number, "file": str(submission), "names": names, "seed": seed,
-            "interpret": interpret, "time": time_it, "cases": cases,
+            "puzzle": puzzle.number,
+            "file": str(submission),
+            "names": names,
+            "seed": seed,
+            "interpret": interpret,
+            "time": time_it,
+            "cases": cases,
             "solution_file": str(puzzle.solution),
             "artifacts": str(artifacts) if artifacts else None,
         }

@@ -135,7 +135,9 @@ def notebook_code(path: Path, number: int) -> str:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise SubmissionError(f"Could not read {path} as a notebook ({exc}); save it from Jupyter and try again.") from exc
+        raise SubmissionError(
+            f"Could not read {path} as a notebook ({exc}); save it from Jupyter and try again."
+        ) from exc
     cells = [cell_source(c) for c in data.get("cells", []) if c.get("cell_type") == "code"]
     found = graded_cells(cells, number)
     if not found:
@@ -147,9 +149,15 @@ def notebook_code(path: Path, number: int) -> str:
     return as_module(found)
 
 
+def _without_magics(cell: str) -> str:
+    """IPython-only lines (%magic, %%cell magic, !shell) become comments, so the cell is plain Python."""
+    lines = cell.split("\n")
+    return "\n".join("# " + line if line.lstrip().startswith(("%", "!")) else line for line in lines)
+
+
 def as_module(cells: list[str]) -> str:
     """Join graded cells into one module; the preamble goes on line 1 so cell line numbers hold."""
-    first, *rest = cells
+    first, *rest = [_without_magics(cell) for cell in cells]
     text = PREAMBLE + first
     for extra in rest:
         text += "\n" + PREAMBLE + extra

@@ -210,8 +210,12 @@ def device_peaks() -> Peaks | None:
     return _peaks[0]
 
 
-def time_submission(puzzle: Puzzle, spec, fn, solution_file: str | None) -> dict[str, Any]:
-    """Time the submission, the answer key and the baseline on the bench case; apply the speed bar."""
+def time_submission(puzzle: Puzzle, spec, fn, solution_file: str | None, device: str = "cuda",
+                    timer: Callable[[Callable[[], Any]], float] | None = None) -> dict[str, Any]:
+    """Time the submission, the answer key and the baseline on the bench case; apply the speed bar.
+
+    `device` and `timer` exist for the tests, which run this on a CPU with a made-up clock.
+    """
     import torch
 
     from checks.child import load_module
@@ -220,38 +224,65 @@ def time_submission(puzzle: Puzzle, spec, fn, solution_file: str | None) -> dict
     case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
     if not case:
         return {}
+    clock = timer or bench_ms
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     baseline = puzzle.bench.get("baseline", "torch")
-    gen = torch.Generator(device="cuda")
+    gen = torch.Generator(device=device)
     gen.seed()  # fresh random inputs, not the graded ones
-    inputs = spec.make_inputs(case, Arena("cuda", gen))
+    inputs = spec.make_inputs(case, Arena(device, gen))
     args = list(inputs.values())
 
-    mine = fn(*args)  # also compiles and autotunes before the clock starts
+    try:
+        mine = fn(*args)  # also compiles and autotunes before the clock starts
+        sync()
+    except Exception as exc:  # noqa: BLE001 - the learner's code failing at a new size is a verdict
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return judge(case, {}, baseline, None, 0.0, 0.0, None, "it ran out of GPU memory")
+        return judge(case, {}, baseline, None, 0.0, 0.0, None, f"it raised {type(exc).__name__}: {exc}")
     problem = None
     key = None
     if solution_file and Path(solution_file).exists():
-        key = getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
         atol, rtol = loosest_tolerance(puzzle.tolerance)
-        problem = output_difference(mine, key(*args), atol, rtol)
+        try:
+            key = getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
+            problem = output_difference(mine, key(*args), atol, rtol)
+        except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
+            key, problem = None, None
     del mine
-    torch.cuda.synchronize()
+    sync()
 
-    times = {"yours": bench_ms(lambda: fn(*args))}
+    times = {"yours": clock(lambda: fn(*args))}
     if key is not None:
-        times["answer key"] = bench_ms(lambda: key(*args))
-    times[baseline] = bench_ms(spec.baseline(inputs))
+        times["answer key"] = clock(lambda: key(*args))
+    times[baseline] = clock(spec.baseline(inputs))
     min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
     if bar_message(speed_ratio(times[baseline], times["yours"]), min_ratio, baseline):
-        times["yours"] = min(times["yours"], bench_ms(lambda: fn(*args)))  # one more try before failing
+        times["yours"] = min(times["yours"], clock(lambda: fn(*args)))  # one more try before failing
 
     work = spec.work(inputs)
-    peaks = device_peaks()
+    peaks = device_peaks() if device == "cuda" else None
+    return judge(case, times, baseline, min_ratio, work.bytes, work.flops, peaks, problem)
+
+
+def judge(case: dict[str, Any], times: dict[str, float], baseline: str, min_ratio: float | None, nbytes: float,
+          flops: float, peaks: Peaks | None, problem: str | None = None) -> dict[str, Any]:
+    """The timing verdict from measured times: the table, the ratios, and 'bar_failed' when it fails.
+
+    With no times (the submission could not run at the timing size), only `problem` is reported.
+    """
+    size = ", ".join(f"{k}={v}" for k, v in case.items())
+    wrong = (
+        f"Right on the graded cases, but wrong at the timing size ({size}): {problem}. Look for what changes "
+        "with size: offsets that overflow int32, a grid or loop bound that stops early, memory use."
+    )
+    if not times:
+        return {"ms": {}, "table": [], "summary": "", "bar_failed": wrong}
     ratio = speed_ratio(times[baseline], times["yours"])
     ratio_key = speed_ratio(times["answer key"], times["yours"]) if "answer key" in times else None
-    share = roofline_share(work.bytes, work.flops, times["yours"], peaks) if peaks else None
+    share = roofline_share(nbytes, flops, times["yours"], peaks) if peaks else None
     result: dict[str, Any] = {
         "ms": times,
-        "table": timing_table(case, times, work.bytes, work.flops, peaks),
+        "table": timing_table(case, times, nbytes, flops, peaks),
         "ratio_vs_baseline": ratio,
         "ratio_vs_answer_key": ratio_key,
         "roofline_share": share,
@@ -259,12 +290,7 @@ def time_submission(puzzle: Puzzle, spec, fn, solution_file: str | None) -> dict
         "summary": summary_text(ratio, baseline, ratio_key, share),
     }
     if problem:
-        size = ", ".join(f"{k}={v}" for k, v in case.items())
-        result["bar_failed"] = (
-            f"Right on the graded cases, but wrong at the timing size ({size}): "
-            f"{problem}. Look for what changes with size: offsets that overflow int32, a grid or loop bound "
-            "that stops early."
-        )
+        result["bar_failed"] = wrong
     else:
         message = bar_message(ratio, min_ratio, baseline)
         if message:

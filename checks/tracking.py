@@ -33,6 +33,7 @@ class Tracker:
     own_files: set[str]
     launches: list[Launch] = field(default_factory=list)
     skip: bool = False
+    reads: Reads | None = None  # filled in the interpreter when the puzzle has limits
 
     def own(self, launch: Launch) -> bool:
         return launch.filename in self.own_files
@@ -67,7 +68,9 @@ def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
     def wrap(original: Callable) -> Callable:
         @functools.wraps(original)
         def run(self, *args, **kwargs):
-            blocks = {k: int(v) for k, v in kwargs.items() if k.startswith("BLOCK") and isinstance(v, int)}
+            bound = dict(zip(getattr(self, "arg_names", []), args))
+            bound.update(kwargs)
+            blocks = {k: int(v) for k, v in bound.items() if k.startswith("BLOCK") and isinstance(v, int)}
             launch = Launch(getattr(getattr(self, "fn", None), "__name__", "?"), _source_file(self), blocks)
             tracker.launches.append(launch)
             if tracker.skip and tracker.own(launch):
@@ -123,3 +126,53 @@ def guard_allocations(arena: Arena) -> Iterator[None]:
     finally:
         for owner, name, original in patched:
             setattr(owner, name, original)
+
+
+@dataclass
+class Reads:
+    """What the learner's kernels loaded, counted in the interpreter: per input and per load."""
+
+    regions: dict[str, tuple[int, int, int]]  # input name -> (first byte, end byte, elements in the view)
+    counts: dict[str, int] = field(default_factory=dict)
+    widest: int = 0  # the most lanes a single tl.load had
+
+    def per_element(self, name: str) -> float:
+        return self.counts.get(name, 0) / max(1, self.regions[name][2])
+
+
+@contextlib.contextmanager
+def count_reads(reads: Reads) -> Iterator[Reads]:
+    """Count, in Triton's interpreter, how many elements of each input the kernels load."""
+    import numpy as np
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    original = InterpreterBuilder.create_masked_load
+
+    def create_masked_load(self, ptrs, mask, *args, **kwargs):
+        addresses = np.asarray(ptrs.data).astype(np.uint64, copy=False)
+        on = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+        reads.widest = max(reads.widest, int(addresses.size))
+        loaded = addresses[on]
+        for name, (start, end, _) in reads.regions.items():
+            hit = int(np.count_nonzero((loaded >= start) & (loaded < end)))
+            if hit:
+                reads.counts[name] = reads.counts.get(name, 0) + hit
+        return original(self, ptrs, mask, *args, **kwargs)
+
+    InterpreterBuilder.create_masked_load = create_masked_load
+    try:
+        yield reads
+    finally:
+        InterpreterBuilder.create_masked_load = original
+
+
+def input_regions(inputs: dict) -> dict[str, tuple[int, int, int]]:
+    """The byte range each tensor input spans in memory, and how many elements it has."""
+    regions = {}
+    for name, t in inputs.items():
+        if isinstance(t, torch.Tensor) and t.numel():
+            low = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True) if s < 0)
+            high = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True) if s > 0)
+            start = t.data_ptr() + low * t.element_size()
+            regions[name] = (start, t.data_ptr() + (high + 1) * t.element_size(), t.numel())
+    return regions

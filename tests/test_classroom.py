@@ -68,7 +68,7 @@ def graded(tmp_path_factory):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text("x = 1\n", encoding="utf-8")
     out = tmp_path_factory.mktemp("reports")
-    code = classroom.main([str(root), "--out", str(out), "--timeout", "10"])
+    code = classroom.main([str(root), "--out", str(out), "--timeout", "10", "--jobs", "2"])
     return code, out
 
 

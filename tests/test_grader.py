@@ -114,3 +114,11 @@ def test_guards_catch_writes_past_an_allocation():
     out.as_strided((12,), (1,))[10:] = 1.0  # two elements past the end
     before, after, first = arena.allocated()[0].guard_damage()
     assert (before, after, first) == (0, 2, 0)
+
+
+def test_notebook_magics_do_not_break_the_graded_cell():
+    from checks.source import as_module
+
+    code = as_module(["# Puzzle 1: your code\n%time x = 1\n!nvidia-smi\ny = 2"])
+    compile(code, "cell", "exec")
+    assert "y = 2" in code and "# %time" in code

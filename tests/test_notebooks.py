@@ -15,7 +15,9 @@ from tests.conftest import puzzle_params
 
 def execute(notebook: dict) -> nbformat.NotebookNode:
     nb = nbformat.reads(json.dumps(notebook), as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
+    )
     client.execute()
     return nb
 
@@ -32,7 +34,10 @@ def test_setup_notebook_runs():
 @pytest.mark.parametrize("puzzle", puzzle_params())
 def test_notebook_runs_and_its_check_passes_with_the_answer(puzzle):
     filled = build_notebook(
-        puzzle, puzzle.notebook_source.read_text(encoding="utf-8"), puzzle.solution.read_text(encoding="utf-8"), filled=True
+        puzzle,
+        puzzle.notebook_source.read_text(encoding="utf-8"),
+        puzzle.solution.read_text(encoding="utf-8"),
+        filled=True,
     )
     nb = execute(filled)
     checks = [c for c in nb.cells if "check" in c.metadata.get("tags", [])]

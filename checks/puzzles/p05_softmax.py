@@ -6,6 +6,7 @@ A case is a dict with
     layout  contiguous | transposed | sliced   (the memory layout of x; checks.memory.layout_view)
     scale   the standard deviation of the random values (1.0e4 overflows a softmax without its max)
     fill    random | neg_inf | equal            (what is written over the random values, see below)
+    shift   a constant added to every value afterwards (-1.0e4: rows with no value near 0)
     dtype   float32 (graded) | float16 (only for the GPU benchmark of the answer key)
 """
 
@@ -50,6 +51,8 @@ def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
         x.copy_(x[:, :1].clone().expand(shape))  # every row holds one value, repeated
     elif fill != "random":
         raise ValueError(f"unknown fill {fill!r}")
+    if case.get("shift"):
+        x.add_(float(case["shift"]))
     return {"x": x}
 
 

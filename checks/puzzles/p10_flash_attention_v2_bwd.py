@@ -27,7 +27,9 @@ def _causal_hidden(rows: torch.Tensor, n: int) -> torch.Tensor:
     return torch.arange(n, device=rows.device)[None, :] > rows[:, None]
 
 
-def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(o, lse) in float32, a block of query rows at a time so that long sequences fit in memory."""
     b, h, n, _ = q.shape
     kf, vf = k.float(), v.float()
@@ -36,7 +38,8 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_
     for start in range(0, n, rows):
         s = (q[:, :, start : start + rows].float() @ kf.transpose(-1, -2)) * sm_scale  # (B, H, rows, N)
         if causal:
-            s = s.masked_fill(_causal_hidden(torch.arange(start, start + s.shape[2], device=q.device), n), float("-inf"))
+            rows_here = torch.arange(start, start + s.shape[2], device=q.device)
+            s = s.masked_fill(_causal_hidden(rows_here, n), float("-inf"))
         lse = torch.logsumexp(s, dim=-1)  # (B, H, rows)
         outs.append(torch.exp(s - lse[..., None]) @ vf)
         lses.append(lse)

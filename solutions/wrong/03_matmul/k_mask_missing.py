@@ -26,8 +26,7 @@ def matmul_kernel(
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
     # Sum in float32: adding thousands of float16 products in float16 loses most of their digits.
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        k_remaining = K - k * BLOCK_K
+    for _ in range(0, tl.cdiv(K, BLOCK_K)):
         # Padding outside the matrices loads as 0, which adds nothing to the dot product.
         a = tl.load(a_ptrs, mask=offs_m[:, None] < M, other=0.0)
         b = tl.load(b_ptrs, mask=offs_n[None, :] < N, other=0.0)

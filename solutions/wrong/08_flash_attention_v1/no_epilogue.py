@@ -33,7 +33,6 @@ def _attn_fwd_v1(
     q_base = q_ptr + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
     k_base = k_ptr + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
     v_base = v_ptr + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
-    o_base = o_ptr + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     acc_base = acc_ptr + off_hz.to(tl.int64) * N_CTX * HEAD_DIM  # contiguous: row n, column d at n * HEAD_DIM + d
     l_base = l_ptr + off_hz.to(tl.int64) * N_CTX
     m_base = m_ptr + off_hz.to(tl.int64) * N_CTX

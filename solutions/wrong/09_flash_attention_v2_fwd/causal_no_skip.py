@@ -1,6 +1,6 @@
-"""Wrong: the causal loop goes on past the diagonal blocks to N, without a mask, so queries see future keys.
+"""Wrong: the causal loop goes on past the diagonal blocks to N without the causal mask, so queries see future keys.
 
-expect: o: 
+expect: ): o:
 """
 
 import os
@@ -15,8 +15,8 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 else:
     CONFIGS = [
         triton.Config({"BLOCK_M": BM, "BLOCK_N": BN}, num_warps=w, num_stages=s)
-        for BM, BN, w, s in [(128, 64, 4, 3), (128, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 3), (128, 32, 4, 4),
-                             (64, 64, 4, 4)]
+        for BM, BN, w, s in [(128, 64, 8, 3), (128, 64, 4, 3), (128, 64, 4, 4), (128, 64, 8, 4), (128, 128, 8, 3),
+                             (128, 32, 4, 4), (64, 64, 4, 4)]
     ]
 
 
@@ -77,7 +77,8 @@ def _attn_fwd_inner(
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=CONFIGS, key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune_configs_by={"early_config_prune": prune_configs})
+@triton.autotune(configs=CONFIGS, key=["N_CTX", "HEAD_DIM", "CAUSAL"],
+                 prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
 def _attn_fwd(
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,  # q, k, v, o: (B, H, N, D); lse: (B, H, N) contiguous

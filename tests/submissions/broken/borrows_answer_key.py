@@ -1,7 +1,8 @@
 import importlib.util
 from pathlib import Path
 
-spec = importlib.util.spec_from_file_location("key", Path(__file__).resolve().parents[3] / "solutions" / "01_vector_add.py")
+ANSWER_KEY = Path(__file__).resolve().parents[3] / "solutions" / "01_vector_add.py"
+spec = importlib.util.spec_from_file_location("key", ANSWER_KEY)
 key = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(key)
 
