@@ -113,14 +113,14 @@ class Grader:
     def call(self, fn, inputs: dict[str, Any], arena, skip: bool = False):
         import torch
 
-        from checks.tracking import Reads, Tracker, count_reads, guard_allocations, input_regions, watch_launches
+        from checks.tracking import Reads, Tracker, guard_allocations, input_regions, watch_launches, watch_loads
 
         tracker = Tracker(self.own_files, skip=skip)
         with contextlib.ExitStack() as stack:
             stack.enter_context(watch_launches(tracker))
             stack.enter_context(guard_allocations(arena))
-            if self.puzzle.limits and self.machine.mode == "interpreter":
-                tracker.reads = stack.enter_context(count_reads(Reads(input_regions(inputs))))
+            if self.machine.mode == "interpreter":
+                tracker.reads = stack.enter_context(watch_loads(Reads(input_regions(inputs), arena)))
             result = fn(*inputs.values())
         if self.machine.device == "cuda":
             torch.cuda.synchronize()
@@ -167,51 +167,76 @@ class Grader:
 
     def inspect(self, returned, tracker, arena, expected, result: V.CaseResult) -> str:
         """The first thing wrong with one call, or '' when it is right."""
+        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        return (
+            self.launch_problem(tracker)
+            or self.memory_problem(tracker, arena, outputs, expected)
+            or self.shape_problem(returned, outputs, expected)
+            or self.value_problem(outputs, expected, tracker, result)
+            or self.check_limits(tracker)
+        )
+
+    @staticmethod
+    def launch_problem(tracker) -> str:
+        if tracker.own_launches:
+            return ""
+        others = sorted({launch.kernel for launch in tracker.launches})
+        extra = f" (it launched only kernels defined elsewhere: {', '.join(others)})" if others else ""
+        return (
+            f"Your function launched none of your own Triton kernels{extra}: compute the answer in a "
+            "@triton.jit kernel that your function launches with kernel[grid](...)."
+        )
+
+    @staticmethod
+    def memory_problem(tracker, arena, outputs: list, expected: list) -> str:
+        """Inputs changed, writes outside a tensor, loads outside a tensor."""
         import torch
 
-        from checks.compare import compare
-
-        if not tracker.own_launches:
-            others = sorted({launch.kernel for launch in tracker.launches})
-            extra = f" (it launched only kernels defined elsewhere: {', '.join(others)})" if others else ""
-            return (
-                f"Your function launched none of your own Triton kernels{extra}: compute the answer in a "
-                "@triton.jit kernel that your function launches with kernel[grid](...)."
-            )
         for entry in arena.inputs():
             changed = entry.changed()
-            if changed:
-                before, after, first_after = entry.guard_damage()
-                if before or after:
-                    where = f"{after} elements past its end" if after else f"{before} elements before its start"
-                    return (
-                        f"Your code wrote outside the input {entry.label} ({where}): "
-                        "a store is missing its mask or uses the wrong offsets."
-                    )
+            if not changed:
+                continue
+            before, after, _ = entry.guard_damage()
+            if before or after:
+                where = f"{after} elements past its end" if after else f"{before} elements before its start"
                 return (
-                    f"Your code changed its input {entry.label} ({changed} elements): "
-                    "write results to a new tensor, never into an input."
+                    f"Your code wrote outside the input {entry.label} ({where}): "
+                    "a store is missing its mask or uses the wrong offsets."
                 )
+            return (
+                f"Your code changed its input {entry.label} ({changed} elements): "
+                "write results to a new tensor, never into an input."
+            )
         for entry in arena.allocated():
             before, after, first_after = entry.guard_damage()
-            if before or after:
-                if after:
-                    start = (
-                        "right after its last element" if first_after == 0 else f"{first_after} elements after its end"
-                    )
-                    where = f"{after} elements past its end, starting {start}"
-                else:
-                    where = f"{before} elements before its start"
-                return (
-                    f"Your code wrote outside {entry.label} ({where}): a store is missing its mask, "
-                    "or its offsets run past the tensor."
-                )
-        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
-        names = ", ".join(e.name for e in expected)
-        if len(outputs) != len(expected):
-            what = (
-                f"a {type(returned).__name__}" if not isinstance(returned, (tuple, list)) else f"{len(outputs)} values"
+            if not (before or after):
+                continue
+            label = entry.label
+            for out, exp in zip(outputs, expected, strict=False):
+                if isinstance(out, torch.Tensor) and out.untyped_storage().data_ptr() == entry.buf.data_ptr():
+                    label = f"the output {exp.name} ({label})"
+            if after:
+                start = "right after its last element" if first_after == 0 else f"{first_after} elements after its end"
+                where = f"{after} elements past its end, starting {start}"
+            else:
+                where = f"{before} elements before its start"
+            return f"Your code wrote outside {label}: {where}; a store is missing its mask, or its offsets run past it."
+        if tracker.reads is not None and tracker.reads.outside:
+            label, count = next(iter(tracker.reads.outside.items()))
+            return (
+                f"Your kernel loaded {count} elements from outside {label} (from the grader's guard band around it): "
+                "a load is missing its mask, or its offsets run past the tensor; on a GPU this reads garbage or faults."
             )
+        return ""
+
+    @staticmethod
+    def shape_problem(returned, outputs: list, expected: list) -> str:
+        import torch
+
+        if len(outputs) != len(expected):
+            names = ", ".join(e.name for e in expected)
+            many = isinstance(returned, (tuple, list))
+            what = f"{len(outputs)} values" if many else f"a {type(returned).__name__}"
             return f"Your function returned {what}; it must return {len(expected)} tensor(s): {names}."
         for out, exp in zip(outputs, expected, strict=True):
             if not isinstance(out, torch.Tensor):
@@ -230,14 +255,30 @@ class Grader:
                     f"{exp.name} has strides {tuple(out.stride())}; the puzzle asks for a contiguous result, "
                     "so allocate it with torch.empty(shape)."
                 )
+        return ""
+
+    def value_problem(self, outputs: list, expected: list, tracker, result: V.CaseResult) -> str:
+        """Compare every output; describe the first wrong one and say which others are right or wrong."""
+        from checks.compare import compare
+
+        mismatches = []
         for out, exp in zip(outputs, expected, strict=True):
             atol, rtol = self.puzzle.tolerance_for(exp.name)
-            mismatch = compare(exp.name, out, exp.value, atol, rtol, exp.dims)
-            if mismatch:
-                result.details = mismatch.lines
-                self.save_picture(mismatch, exp, result.description, tracker)
-                return mismatch.headline
-        return self.check_limits(tracker)
+            mismatches.append((exp, compare(exp.name, out, exp.value, atol, rtol, exp.dims)))
+        wrong = [(exp, m) for exp, m in mismatches if m is not None]
+        if not wrong:
+            return ""
+        exp, first = wrong[0]
+        result.details = list(first.lines)
+        if len(mismatches) > 1:
+            others = [
+                f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
+                for e, m in mismatches
+                if e is not exp
+            ]
+            result.details.append("Other outputs: " + "; ".join(others) + ".")
+        self.save_picture(first, exp, result.description, tracker)
+        return first.headline
 
     def check_limits(self, tracker) -> str:
         """The puzzle's rules on how the answer is computed (passes over memory, block size), if any.

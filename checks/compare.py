@@ -108,7 +108,7 @@ def compare(
     else:
         finite = error[torch.isfinite(error)]
         max_abs = float(finite.max()) if finite.numel() else float("nan")
-        rel = error / e.abs().clamp_min(1e-30)
+        rel = error / e.abs().clamp_min(max(atol, 1e-30))
         finite_rel = rel[torch.isfinite(rel)]
         max_rel = float(finite_rel.max()) if finite_rel.numel() else float("nan")
         n_bad = int(bad.sum())

@@ -27,7 +27,7 @@ _POISON_BITS = {
 }
 # The grader's own allocations must not go through the patched torch.empty (checks.tracking).
 _empty = torch.empty
-_MIN_GUARD = 4096
+_MIN_GUARD = 1 << 16
 _MAX_GUARD = 1 << 22
 
 

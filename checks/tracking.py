@@ -33,7 +33,7 @@ class Tracker:
     own_files: set[str]
     launches: list[Launch] = field(default_factory=list)
     skip: bool = False
-    reads: Reads | None = None  # filled in the interpreter when the puzzle has limits
+    reads: Reads | None = None  # filled in the interpreter
 
     def own(self, launch: Launch) -> bool:
         return launch.filename in self.own_files
@@ -68,7 +68,7 @@ def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
     def wrap(original: Callable) -> Callable:
         @functools.wraps(original)
         def run(self, *args, **kwargs):
-            bound = dict(zip(getattr(self, "arg_names", []), args))
+            bound = dict(zip(getattr(self, "arg_names", []), args, strict=False))
             bound.update(kwargs)
             blocks = {k: int(v) for k, v in bound.items() if k.startswith("BLOCK") and isinstance(v, int)}
             launch = Launch(getattr(getattr(self, "fn", None), "__name__", "?"), _source_file(self), blocks)
@@ -130,19 +130,42 @@ def guard_allocations(arena: Arena) -> Iterator[None]:
 
 @dataclass
 class Reads:
-    """What the learner's kernels loaded, counted in the interpreter: per input and per load."""
+    """What the learner's kernels loaded, seen in the interpreter: per input, per load, and out of bounds."""
 
     regions: dict[str, tuple[int, int, int]]  # input name -> (first byte, end byte, elements in the view)
+    arena: Arena | None = None  # its guard bands are out of bounds for every load
     counts: dict[str, int] = field(default_factory=dict)
     widest: int = 0  # the most lanes a single tl.load had
+    outside: dict[str, int] = field(default_factory=dict)  # buffer label -> loads that hit its guard bands
 
     def per_element(self, name: str) -> float:
         return self.counts.get(name, 0) / max(1, self.regions[name][2])
 
+    def record(self, addresses, on) -> None:
+        import numpy as np
+
+        self.widest = max(self.widest, int(addresses.size))
+        loaded = addresses[on]
+        if not loaded.size:
+            return
+        for name, (start, end, _) in self.regions.items():
+            hit = int(np.count_nonzero((loaded >= start) & (loaded < end)))
+            if hit:
+                self.counts[name] = self.counts.get(name, 0) + hit
+        for entry in self.arena.buffers if self.arena else []:
+            size = entry.buf.element_size()
+            low = entry.buf.data_ptr()
+            body, body_end = low + entry.guard * size, low + (entry.guard + entry.size) * size
+            high = low + entry.buf.numel() * size
+            hit = int(np.count_nonzero(((loaded >= low) & (loaded < body)) | ((loaded >= body_end) & (loaded < high))))
+            if hit:
+                label = f"the input {entry.label}" if entry.role == "input" else entry.label
+                self.outside[label] = self.outside.get(label, 0) + hit
+
 
 @contextlib.contextmanager
-def count_reads(reads: Reads) -> Iterator[Reads]:
-    """Count, in Triton's interpreter, how many elements of each input the kernels load."""
+def watch_loads(reads: Reads) -> Iterator[Reads]:
+    """In Triton's interpreter, see every load's addresses (the lanes its mask lets through)."""
     import numpy as np
     from triton.runtime.interpreter import InterpreterBuilder
 
@@ -150,13 +173,7 @@ def count_reads(reads: Reads) -> Iterator[Reads]:
 
     def create_masked_load(self, ptrs, mask, *args, **kwargs):
         addresses = np.asarray(ptrs.data).astype(np.uint64, copy=False)
-        on = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
-        reads.widest = max(reads.widest, int(addresses.size))
-        loaded = addresses[on]
-        for name, (start, end, _) in reads.regions.items():
-            hit = int(np.count_nonzero((loaded >= start) & (loaded < end)))
-            if hit:
-                reads.counts[name] = reads.counts.get(name, 0) + hit
+        reads.record(addresses, np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape))
         return original(self, ptrs, mask, *args, **kwargs)
 
     InterpreterBuilder.create_masked_load = create_masked_load

@@ -1,6 +1,6 @@
 """Wrong: passes a's strides in the order (column, row), which is right only for square symmetric cases.
 
-expect: elements are wrong
+expect: elements from outside the input
 """
 import torch
 import triton

@@ -1,6 +1,6 @@
 """Wrong: the K direction of the loads is not masked, so padding past K adds garbage.
 
-expect: elements are wrong
+expect: elements from outside the input
 """
 import torch
 import triton
