@@ -188,8 +188,8 @@ def grade(
             puzzle.number,
             V.NOT_READY,
             (
-                f"Puzzle {puzzle.number} ({puzzle.slug}) is listed but not written yet; puzzles "
-                "that can be graded are listed by `make help`."
+                f"Puzzle {puzzle.number} ({puzzle.slug}) is listed but not written yet; the puzzle table "
+                "in README.md shows which puzzles can be graded."
             ),
         )
     seed = random.randrange(1, 2**31) if seed is None else seed
@@ -207,4 +207,37 @@ def grade(
             "solution_file": str(puzzle.solution),
             "artifacts": str(artifacts) if artifacts else None,
         }
-        return run_child(job, timeout or puzzle.timeout, workdir, progress)
+        verdict = run_child(job, timeout or puzzle.timeout, workdir, progress)
+        if verdict.mode != "gpu" or not verdict.passed:
+            return verdict
+        # The interpreter sees every load: out-of-bounds reads that happen to give right values on a
+        # GPU, and the puzzles' rules on passes over memory. Same submission, the small CPU cases.
+        if progress:
+            progress({"event": "stage", "text": INTERPRETER_STAGE})
+        job.update(interpret=True, time=False, cases=None, artifacts=None)
+        return merge_interpreter_stage(verdict, run_child(job, timeout or puzzle.timeout, workdir, None))
+
+
+INTERPRETER_STAGE = "  ... and once more in Triton's CPU interpreter, which sees every load (small cases)"
+
+
+def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
+    """The GPU verdict, failed when the interpreter found a fault, annotated when it could not run."""
+    if cpu.passed:
+        gpu.details.append("Interpreter check: every load stayed inside its tensor and the puzzle's rules held.")
+        return gpu
+    if cpu.status == V.FAILED:
+        gpu.status = V.FAILED
+        gpu.summary = (
+            f"Every GPU case matched, but in Triton's interpreter, where the grader sees every load: {cpu.summary}"
+        )
+        first = next((c for c in cpu.cases if not c.passed), None)
+        if first is not None:
+            gpu.details.append(f"Interpreter case {first.index + 1} ({first.description}): {first.problem}")
+            gpu.details += first.details
+        return gpu
+    gpu.details.append(
+        f"Interpreter check not done ({cpu.status}: {cpu.summary}); loads outside tensors and the puzzle's "
+        "rules on passes were not checked."
+    )
+    return gpu

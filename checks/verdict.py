@@ -80,6 +80,8 @@ def progress_printer(number: int, title: str) -> Callable[[dict[str, Any]], None
             print(header(number, title, event["mode"], event["device"]), flush=True)
         elif event["event"] == "case":
             print(case_line(CaseResult(**{k: v for k, v in event.items() if k != "event"})), flush=True)
+        elif event["event"] == "stage":
+            print(event["text"], flush=True)
 
     return show
 

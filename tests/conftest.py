@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
+from checks.answer_key import expectations
 from checks.registry import ROOT, Puzzle, load_puzzles
 
 READY = [p for p in load_puzzles() if p.ready]
@@ -16,11 +16,11 @@ def wrong_kernels() -> list[tuple[Puzzle, Path]]:
     return [(p, f) for p in READY for f in sorted(p.wrong_dir.glob("*.py"))]
 
 
-def expectation(path: Path) -> str:
-    """The `expect:` line of a known-wrong kernel's docstring: text the rejection must contain."""
-    match = re.search(r"^expect:\s*(.+)$", path.read_text(encoding="utf-8"), re.MULTILINE)
-    assert match, f"{path.relative_to(ROOT)} has no 'expect:' line in its docstring"
-    return match.group(1).strip()
+def expectation(path: Path) -> list[str]:
+    """The texts one of which the rejection of a known-wrong kernel must contain (its `expect:` line)."""
+    expected = expectations(path)
+    assert expected, f"{path.relative_to(ROOT)} has no 'expect:' line in its docstring"
+    return expected
 
 
 def puzzle_params() -> list:

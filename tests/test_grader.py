@@ -122,3 +122,19 @@ def test_notebook_magics_do_not_break_the_graded_cell():
     code = as_module(["# Puzzle 1: your code\n%time x = 1\n!nvidia-smi\ny = 2"])
     compile(code, "cell", "exec")
     assert "y = 2" in code and "# %time" in code
+
+
+def test_an_interpreter_fault_fails_a_submission_that_passed_on_the_gpu():
+    from checks.sandbox import merge_interpreter_stage
+
+    def gpu() -> V.Verdict:
+        return V.Verdict(7, V.PASSED, "all cases match", mode="gpu", device="GPU")
+
+    failed = V.Verdict(7, V.FAILED, "Your kernels read each element of x 3.00 times", mode="interpreter")
+    failed.cases = [V.CaseResult(0, "x (4, 300)", False, problem="read 3.00 times")]
+    merged = merge_interpreter_stage(gpu(), failed)
+    assert merged.status == V.FAILED and "3.00 times" in merged.summary and "interpreter" in merged.summary
+    crashed = V.Verdict(7, V.ERROR, "Your code raised KeyError", mode="interpreter")
+    kept = merge_interpreter_stage(gpu(), crashed)
+    assert kept.passed and "not checked" in kept.details[-1]
+    assert merge_interpreter_stage(gpu(), V.Verdict(7, V.PASSED, "ok", mode="interpreter")).passed

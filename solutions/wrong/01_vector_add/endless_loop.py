@@ -1,5 +1,7 @@
 """Wrong: a loop in the kernel whose counter never moves (its step is a loaded 0), so it never ends.
 
+(The loop stores on every turn: a GPU compiler may delete a loop that has no effect at all.)
+
 expect: time limit
 """
 import torch
@@ -15,6 +17,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     step = tl.load(x_ptr) * 0.0  # meant to be 1.0: the counter below never reaches its bound
     i = 0.0
     while i < 1.0:
+        tl.store(out_ptr + offsets, acc, mask=mask)
         i += step
     tl.store(out_ptr + offsets, acc + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 

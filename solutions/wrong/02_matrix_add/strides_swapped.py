@@ -1,6 +1,6 @@
 """Wrong: passes a's strides in the order (column, row), which is right only for square symmetric cases.
 
-expect: elements from outside the input
+expect: elements from outside the input || elements are wrong
 """
 import torch
 import triton

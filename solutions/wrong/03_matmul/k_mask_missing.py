@@ -1,6 +1,6 @@
 """Wrong: the K direction of the loads is not masked, so padding past K adds garbage.
 
-expect: elements from outside the input
+expect: elements from outside the input || elements are wrong
 """
 import torch
 import triton

@@ -1,6 +1,6 @@
 """Wrong: puzzle 5's kernel, with the whole row in one block: right values in the interpreter, impossible for rows of 2^20 on a GPU.
 
-expect: lanes; this puzzle allows at most 65536
+expect: lanes; this puzzle allows at most 65536 || exceeds triton maximum tensor numel
 """
 import torch
 import triton

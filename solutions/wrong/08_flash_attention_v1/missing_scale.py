@@ -1,6 +1,6 @@
 """Wrong: the scores are never multiplied by sm_scale.
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

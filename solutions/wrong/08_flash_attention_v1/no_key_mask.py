@@ -1,6 +1,6 @@
 """Wrong: keys past N are loaded as zeros but their scores are not set to -inf, so each counts with weight exp(0 - m).
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

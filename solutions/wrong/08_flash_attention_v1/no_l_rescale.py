@@ -1,6 +1,6 @@
 """Wrong: the running sum is not moved to the new max (l_i + beta * l_ij instead of alpha * l_i + beta * l_ij).
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

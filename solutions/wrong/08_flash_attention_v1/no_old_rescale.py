@@ -1,6 +1,6 @@
 """Wrong: the old O_i is not moved to the new max (its factor exp(m_i - m_new) is missing).
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

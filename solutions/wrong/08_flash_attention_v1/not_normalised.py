@@ -1,6 +1,6 @@
 """Wrong: O_i is rescaled but never divided by the new running sum l_new, so o is not normalised.
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

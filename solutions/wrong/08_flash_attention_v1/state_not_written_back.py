@@ -1,6 +1,6 @@
 """Wrong: the inner step updates O_i but never writes l and m back, so every K/V block starts from l = 0, m = -inf.
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

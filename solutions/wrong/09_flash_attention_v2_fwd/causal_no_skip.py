@@ -1,6 +1,6 @@
 """Wrong: the causal loop goes on past the diagonal blocks to N without the causal mask, so queries see future keys.
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

@@ -1,6 +1,6 @@
 """Wrong: lse is left in base 2 (m_i + log2(l_i)); the contract asks for the natural log.
 
-expect: ): lse:
+expect: ): lse: || lse also wrong
 """
 
 import os

@@ -1,6 +1,6 @@
 """Wrong: masked scores are set to 0 instead of -inf, so keys past N (and, causal, future keys) still get weight exp(0 - m).
 
-expect: ): o:
+expect: elements are wrong
 """
 
 import os

@@ -1,6 +1,6 @@
 """Wrong: when the running max grows, l is rescaled but the accumulator is not (acc * alpha is missing).
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

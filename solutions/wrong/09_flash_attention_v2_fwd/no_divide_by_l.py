@@ -1,6 +1,6 @@
 """Wrong: the output is never divided by the running sum l.
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

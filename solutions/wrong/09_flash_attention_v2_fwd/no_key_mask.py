@@ -1,6 +1,6 @@
 """Wrong: the K/V loads of the last block are masked, but the scores of keys >= N are not set to -inf: those keys score 0 and count.
 
-expect: ): o:
+expect: elements are wrong
 """
 
 import os

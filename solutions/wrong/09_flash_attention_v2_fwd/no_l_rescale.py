@@ -1,6 +1,6 @@
 """Wrong: when the running max grows, the accumulator is rescaled but the running sum is not (l_i + l_ij instead of l_i * alpha + l_ij).
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

@@ -1,6 +1,6 @@
 """Wrong: the V load of the last, partial block has no mask: p is 0 there, but 0 times the NaN past the tensor is NaN.
 
-expect: elements from outside the input
+expect: elements from outside the input || elements are wrong
 """
 
 import os

@@ -1,6 +1,6 @@
 """Wrong: sm_scale is applied twice (once to q, once in qk_scale).
 
-expect: ): o:
+expect: ): o: || o also wrong
 """
 
 import os

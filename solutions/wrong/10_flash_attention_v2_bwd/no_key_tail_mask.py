@@ -1,6 +1,6 @@
 """Wrong: the dQ kernel loads the last, partial key block without a mask and counts the keys past N_CTX.
 
-expect: elements from outside the input
+expect: elements from outside the input || dq:
 """
 
 import os
