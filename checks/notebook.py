@@ -12,7 +12,7 @@ from pathlib import Path
 
 from checks import hints, progress
 from checks import verdict as V
-from checks.environment import autotune_without_benchmarks
+from checks.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim
 from checks.registry import ROOT, Puzzle, get_puzzle
 from checks.sandbox import grade
 from checks.source import as_module, graded_cells, notebook_code
@@ -27,6 +27,11 @@ def setup() -> str:
         return "cuda"
     os.environ["TRITON_INTERPRET"] = "1"
     autotune_without_benchmarks()
+    import numpy
+    import triton
+
+    if numpy_pitfall(triton.__version__, numpy.__version__):
+        numpy_shim()
     print(f"No CUDA GPU: kernels run in Triton's CPU interpreter (torch {torch.__version__}). "
           "Everything works, only slower; speed is not graded.")
     return "cpu"

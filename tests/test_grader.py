@@ -138,3 +138,32 @@ def test_an_interpreter_fault_fails_a_submission_that_passed_on_the_gpu():
     kept = merge_interpreter_stage(gpu(), crashed)
     assert kept.passed and "not checked" in kept.details[-1]
     assert merge_interpreter_stage(gpu(), V.Verdict(7, V.PASSED, "ok", mode="interpreter")).passed
+
+
+def test_numpy_shim_turns_one_element_blocks_into_ints():
+    import numpy as np
+    import triton.runtime.interpreter as interpreter
+
+    from checks.environment import numpy_shim
+
+    class Scope:
+        def __init__(self) -> None:
+            self.attrs: dict[str, object] = {}
+
+        def set_attr(self, obj, name, value) -> None:
+            self.attrs[name] = value
+
+    class Handle:
+        data = np.array([7], dtype=np.int32)  # one element, but 1-D: int() of it fails on numpy >= 2.4
+
+    class Tensor:
+        handle = Handle()
+
+    original = interpreter._patch_lang_tensor
+    try:
+        assert numpy_shim()
+        scope = Scope()
+        interpreter._patch_lang_tensor(Tensor, scope)
+        assert scope.attrs["__index__"](Tensor()) == 7
+    finally:
+        interpreter._patch_lang_tensor = original
