@@ -304,6 +304,10 @@ def _md_table(header: list[str], lines: list[list[str]]) -> list[str]:
     return out
 
 
+# What a person wrote about the last run (kept across re-runs): which GPU, what was tried, what missed.
+HAND_NOTES = Path(__file__).resolve().parent.parent / "bench" / "notes.md"
+
+
 def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str]) -> str:
     """BENCHMARKS.md: the machine, the targets (met or missed), every result, the plots."""
     lines = [
@@ -339,6 +343,8 @@ def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str]) -> 
     notes = meta.get("notes") or []
     if notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in notes]
+    if HAND_NOTES.exists():
+        lines += ["", "## Reading these figures", "", HAND_NOTES.read_text(encoding="utf-8").rstrip()]
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{Path(p).stem.replace('_', ' ')}]({p})" for p in plots]
