@@ -11,6 +11,7 @@ import datetime
 import os
 import re
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 from checks import verdict as V
 from checks.registry import Puzzle, load_puzzles
 from checks.sandbox import grade
+from checks.wrong import known_wrong, materialize, name_of
 
 
 @dataclass
@@ -35,7 +37,7 @@ def expectations(path: Path) -> list[str]:
 
     Alternatives exist because a GPU and the interpreter can first notice different symptoms of one bug.
     """
-    match = re.search(r"^expect:\s*(.+)$", path.read_text(encoding="utf-8"), re.MULTILINE)
+    match = re.search(r"^\s*expect:\s*(.+)$", path.read_text(encoding="utf-8"), re.MULTILINE)
     return [part.strip() for part in match.group(1).split("||")] if match else []
 
 
@@ -47,16 +49,17 @@ def check_wrong(puzzle: Puzzle, path: Path) -> str:
     """'' when the known-wrong kernel is rejected for its stated reason, else what went wrong."""
     expected = expectations(path)
     timeout = 30 if any("time limit" in text for text in expected) else None
-    verdict = grade(puzzle, path, timeout=timeout, time_it=False)
+    with tempfile.TemporaryDirectory(prefix="wrong-") as folder:
+        verdict = grade(puzzle, materialize(puzzle, path, Path(folder)), timeout=timeout, time_it=False)
     report = V.format_verdict(verdict)
     if verdict.passed:
-        return f"{path.name} PASSED but must fail"
+        return f"{name_of(path)} PASSED but must fail"
     if verdict.status in (V.INTERNAL, V.ENVIRONMENT):
-        return f"{path.name}: {verdict.summary}"
+        return f"{name_of(path)}: {verdict.summary}"
     if not expected:
-        return f"{path.name} has no 'expect:' line saying why it must fail"
+        return f"{name_of(path)} has no 'expect:' line saying why it must fail"
     if not says_any(report, expected):
-        return f"{path.name} failed without '{' || '.join(expected)}': {verdict.summary}"
+        return f"{name_of(path)} failed without '{' || '.join(expected)}': {verdict.summary}"
     return ""
 
 
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if not row.key.passed:
             row.surprises.append(f"answer key: {row.key.summary}")
-    jobs = [(row, path) for row in rows if row.key is not None for path in sorted(row.puzzle.wrong_dir.glob("*.py"))]
+    jobs = [(row, path) for row in rows if row.key is not None for path in known_wrong(row.puzzle)]
     for row, _ in jobs:
         row.wrong_total += 1
     print(f"grading {len(jobs)} known-wrong kernels, {args.jobs} at a time ...", flush=True)

@@ -8,12 +8,13 @@ import pytest
 
 from checks.answer_key import expectations
 from checks.registry import ROOT, Puzzle, load_puzzles
+from checks.wrong import known_wrong, name_of
 
 READY = [p for p in load_puzzles() if p.ready]
 
 
 def wrong_kernels() -> list[tuple[Puzzle, Path]]:
-    return [(p, f) for p in READY for f in sorted(p.wrong_dir.glob("*.py"))]
+    return [(p, f) for p in READY for f in known_wrong(p)]
 
 
 def expectation(path: Path) -> list[str]:
@@ -28,4 +29,4 @@ def puzzle_params() -> list:
 
 
 def wrong_params() -> list:
-    return [pytest.param(p, f, id=f"{p.stem}/{f.stem}") for p, f in wrong_kernels()]
+    return [pytest.param(p, f, id=f"{p.stem}/{name_of(f)}") for p, f in wrong_kernels()]

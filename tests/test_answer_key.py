@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from checks import verdict as V
 from checks.answer_key import says_any
 from checks.sandbox import grade
 from checks.verdict import format_verdict
+from checks.wrong import materialize
 from tests.conftest import expectation, puzzle_params, wrong_params
 
 
@@ -23,7 +27,8 @@ def test_answer_key_passes(puzzle):
 def test_known_wrong_kernel_is_rejected(puzzle, path):
     expected = expectation(path)
     timeout = 25 if any("time limit" in text for text in expected) else None
-    verdict = grade(puzzle, path, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="wrong-") as folder:
+        verdict = grade(puzzle, materialize(puzzle, path, Path(folder)), timeout=timeout)
     report = format_verdict(verdict)
     assert not verdict.passed, f"{path.name} must fail:\n{report}"
     assert verdict.status in (V.FAILED, V.ERROR, V.TIMEOUT, V.CRASHED), report

@@ -9,6 +9,7 @@ import pytest
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
 from checks.source import BEGIN, END, make_stub
+from checks.wrong import known_wrong
 from tests.conftest import puzzle_params
 
 # The contract's table (shared/course-contract.md): number, slug, the function the learner defines.
@@ -43,7 +44,7 @@ def test_ready_puzzle_has_every_part(puzzle):
     module = spec_module(puzzle)
     for name in ("make_inputs", "reference", "baseline", "work"):
         assert callable(getattr(module, name)), f"checks/puzzles module of {puzzle.stem} lacks {name}"
-    assert len(list(puzzle.wrong_dir.glob("*.py"))) >= 6, "at least six known-wrong kernels per puzzle"
+    assert len(known_wrong(puzzle)) >= 6, "at least six known-wrong kernels per puzzle"
     assert 2 <= len(puzzle.hints) <= 3
     assert puzzle.cases.get("cpu") and puzzle.cases.get("gpu")
     assert puzzle.bench, "a GPU timing case"
@@ -65,3 +66,21 @@ def test_solution_defines_the_contract_names_and_marks_the_learner_part(puzzle):
 def test_unknown_puzzle_is_a_clear_error():
     with pytest.raises(LookupError, match="There is no puzzle 11"):
         get_puzzle(11)
+
+
+@pytest.mark.parametrize("puzzle", puzzle_params())
+def test_every_edited_answer_key_still_applies_and_differs(puzzle):
+    from checks.wrong import EDIT_SUFFIX, answer_key_body, source_of
+
+    for path in known_wrong(puzzle):
+        source = source_of(puzzle, path)  # raises when an edit no longer finds its text
+        compile(source, str(path), "exec")
+        if path.name.endswith(EDIT_SUFFIX):
+            assert answer_key_body(puzzle) not in source, f"{path.name} must change the answer key"
+
+
+def test_an_edit_that_no_longer_applies_says_so():
+    from checks.wrong import EditError, apply_edits
+
+    with pytest.raises(EditError, match="exactly once"):
+        apply_edits("a = 1\n", [{"old": "b = 2\n", "new": ""}], "x.edit.yaml")
