@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import importlib.util
 import json
 import math
 import os
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.registry import ROOT, Puzzle, load_puzzles
+from checks.source import load_module
 from checks.timing import Peaks, gbps, roofline_share, speed_ratio, tflops
 
 NO_GPU = "The benchmark needs a CUDA GPU, and this machine has none: run `make bench` on a machine with one."
@@ -496,15 +496,6 @@ class Setup:
     context: Callable[[], Any] | None = None  # a context manager the baseline runs inside
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _sdpa_context(q, k, v, causal: bool, scale: float):
     """The flash backend of scaled_dot_product_attention when it runs on these inputs, else the default."""
     import contextlib
@@ -659,7 +650,7 @@ def run_child(job: dict[str, Any]) -> int:
                 meta["peaks_error"] = f"{type(exc).__name__}: {exc}"
         emit({"meta": meta})
         return 0
-    keys = {number: getattr(_load(Path(path), f"answer_key_{number}"), name)
+    keys = {number: getattr(load_module(Path(path), f"answer_key_{number}"), name)
             for number, (path, name) in ((int(k), v) for k, v in job["keys"].items())}
     number, slug = job["puzzle"], job["slug"]
     for data in job["points"]:

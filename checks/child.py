@@ -8,7 +8,6 @@ still give a verdict when this process hangs or dies.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 
 from checks import verdict as V
 from checks.environment import NUMPY_PITFALL_TEXT, Machine, autotune_without_benchmarks, detect
+from checks.source import load_module
 
 
 class Events:
@@ -27,15 +27,6 @@ class Events:
     def emit(self, event: str, **data: Any) -> None:
         self._f.write(json.dumps({"event": event, **data}) + "\n")
         self._f.flush()
-
-
-def load_module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, list[str]]:

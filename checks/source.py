@@ -16,9 +16,12 @@ both the answer key and the source of the notebook's stub cell.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -162,3 +165,13 @@ def as_module(cells: list[str]) -> str:
     for extra in rest:
         text += "\n" + PREAMBLE + extra
     return text + "\n"
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import a Python file by its path (Triton needs the source in a real file to compile a kernel)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

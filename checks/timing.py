@@ -218,8 +218,8 @@ def time_submission(puzzle: Puzzle, spec, fn, solution_file: str | None, device:
     """
     import torch
 
-    from checks.child import load_module
     from checks.memory import Arena
+    from checks.source import load_module
 
     case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
     if not case:
