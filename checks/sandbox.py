@@ -126,7 +126,9 @@ def run_child(job: dict[str, Any], timeout: float, workdir: Path, progress: Prog
             status=V.TIMEOUT,
             summary=(
                 f"Your code ran past the {timeout:.0f} s time limit{where}: look for a loop whose bound never "
-                "changes or is far too large (a `while` in a kernel, a grid of the wrong size)."
+                "changes or is far too large (a `while` in a kernel, a grid of the wrong size); if it is only "
+                "slow (autotuning many configs compiles each one), give it longer with --timeout "
+                "(make check ARGS='--timeout 300')."
             ),
             **base,
         )
