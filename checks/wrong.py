@@ -12,6 +12,9 @@ changes and the bug stays the only difference:
       - old: "    dk *= sm_scale\\n"
         new: ""
 
+`base: N` starts from puzzle N's answer key instead (a right answer to another puzzle that must fail
+this one), and `append:` adds code at the end.
+
 Each `old` must occur exactly once, so an edit that no longer applies fails loudly.
 `python -m checks.wrong NN NAME` prints the submission an edit file stands for.
 """
@@ -68,7 +71,8 @@ def source_of(puzzle: Puzzle, path: Path) -> str:
     if path.suffix == ".py":
         return path.read_text(encoding="utf-8")
     spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-    body = apply_edits(answer_key_body(puzzle), spec.get("edits", []), str(path))
+    base = get_puzzle(int(spec["base"])) if "base" in spec else puzzle
+    body = apply_edits(answer_key_body(base), spec.get("edits", []), str(path)) + spec.get("append", "")
     return f'"""{spec["doc"]}"""\n\n{body}'
 
 
