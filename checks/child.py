@@ -86,6 +86,11 @@ def describe_inputs(inputs: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def as_outputs(returned: Any) -> list:
+    """What a learner's function returned, as a list of outputs (one tensor or a tuple of them)."""
+    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
+
+
 class Grader:
     def __init__(self, job: dict[str, Any], events: Events, machine: Machine) -> None:
         from checks.puzzles import spec_module
@@ -158,7 +163,7 @@ class Grader:
 
     def inspect(self, returned, tracker, arena, expected, result: V.CaseResult) -> str:
         """The first thing wrong with one call, or '' when it is right."""
-        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        outputs = as_outputs(returned)
         return (
             self.launch_problem(tracker)
             or self.memory_problem(tracker, arena, outputs, expected)
@@ -250,12 +255,7 @@ class Grader:
 
     def value_problem(self, outputs: list, expected: list, tracker, result: V.CaseResult) -> str:
         """Compare every output; describe the first wrong one and say which others are right or wrong."""
-        from checks.compare import compare
-
-        mismatches = []
-        for out, exp in zip(outputs, expected, strict=True):
-            atol, rtol = self.puzzle.tolerance_for(exp.name)
-            mismatches.append((exp, compare(exp.name, out, exp.value, atol, rtol, exp.dims)))
+        mismatches = self.compare_all(outputs, expected)
         wrong = [(exp, m) for exp, m in mismatches if m is not None]
         if not wrong:
             return ""
@@ -320,19 +320,25 @@ class Grader:
 
     def kernels_matter(self, fn, case: dict[str, Any]) -> bool:
         """Re-run the first case with the learner's kernels switched off: the answer must break."""
-        from checks.compare import compare
-
         arena, inputs, expected = self.draw(case, 0)
         try:
             returned, _ = self.call(fn, inputs, arena, skip=True)
         except Exception:  # noqa: BLE001 - breaking without its kernels is the expected outcome
             return True
-        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        outputs = as_outputs(returned)
+        if len(outputs) != len(expected):
+            return True
+        return any(mismatch is not None for _, mismatch in self.compare_all(outputs, expected))
+
+    def compare_all(self, outputs: list, expected: list) -> list:
+        """(expected output, its Mismatch or None) for every output, each with its own tolerance."""
+        from checks.compare import compare
+
+        pairs = []
         for out, exp in zip(outputs, expected, strict=True):
             atol, rtol = self.puzzle.tolerance_for(exp.name)
-            if compare(exp.name, out, exp.value, atol, rtol, exp.dims) is not None:
-                return True
-        return False
+            pairs.append((exp, compare(exp.name, out, exp.value, atol, rtol, exp.dims)))
+        return pairs
 
     # -- the whole submission ------------------------------------------------------------------
     def run(self) -> V.Verdict:
