@@ -1,0 +1,73 @@
+"""What the grading process reports about one call of the learner's function: observations, never a verdict.
+
+The learner's code runs in the grading process (`checks.child`); everything it may influence is
+gathered here as plain data and sent to the parent, which re-derives the inputs from the seed,
+computes the reference itself and applies the rules (`checks.engine.rules`). A forged observation
+can at worst claim what an honest kernel would have done; it can never say "passed".
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class LaunchObs:
+    """One Triton kernel launch."""
+
+    kernel: str
+    own: bool  # defined in the learner's own file
+    blocks: dict[str, int] = field(default_factory=dict)  # BLOCK_* constants passed by keyword
+
+
+@dataclass
+class BufferObs:
+    """One guarded buffer after the call: an input (compared with its snapshot) or an allocation."""
+
+    label: str
+    role: str  # "input" or "allocated"
+    numel: int  # elements in the body (the tensor itself)
+    element_size: int
+    changed: int = 0  # inputs: elements (body or guards) that differ from the snapshot
+    before: int = 0  # guard elements changed before the body
+    after: int = 0  # guard elements changed after the body
+    first_after: int = -1  # offset of the first changed element after the body
+    output: int | None = None  # index of the returned output whose storage this buffer is
+
+
+@dataclass
+class TorchOp:
+    """A torch operation the learner's own code ran on tensors while graded (not allocation or layout)."""
+
+    op: str  # e.g. "aten.mm"
+    where: str  # "file, line N: source"
+
+
+@dataclass
+class CaseObservation:
+    """Everything the grading process saw during one call (or the kernels-switched-off re-run)."""
+
+    index: int
+    seconds: float = 0.0
+    raised: str = ""  # "" or "TypeError: ..." when the learner's code raised
+    raised_where: list[str] = field(default_factory=list)  # the learner's own lines the exception passed
+    stub: bool = False  # it raised the stub's NotImplementedError
+    returned: str = ""  # "tensor", "tuple of 3", or the type name of what came back
+    outputs_file: str = ""  # a torch.save'd list of the returned tensors (loaded with weights_only)
+    launches: list[LaunchObs] = field(default_factory=list)
+    buffers: list[BufferObs] = field(default_factory=list)
+    torch_ops: list[TorchOp] = field(default_factory=list)
+    access: dict[str, Any] | None = None  # the interpreter's access log (checks.engine.access), or None on a GPU
+    printed: str = ""  # what the learner's code printed during this call
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseObservation:
+        data = dict(data)
+        data["launches"] = [LaunchObs(**x) for x in data.get("launches", [])]
+        data["buffers"] = [BufferObs(**x) for x in data.get("buffers", [])]
+        data["torch_ops"] = [TorchOp(**x) for x in data.get("torch_ops", [])]
+        return cls(**data)

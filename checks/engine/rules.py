@@ -1,0 +1,37 @@
+"""The rules a graded call must satisfy: pure functions from observations to a problem or None.
+
+Each rule takes a `CaseContext` (what the parent re-derived itself, plus what the grading process
+observed) and keyword parameters from the puzzle's `rules:` entry in `puzzles.yaml`, and returns
+a `Problem` naming itself, or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks.engine.observations import CaseObservation
+
+
+@dataclass
+class Problem:
+    rule: str  # the registry name of the rule that failed
+    message: str  # one sentence: what is wrong and what to change
+    details: list[str] = field(default_factory=list)
+    picture: dict[str, Any] | None = None  # what to draw under the failure, when there is something
+
+
+@dataclass
+class CaseContext:
+    """One graded call as the parent sees it."""
+
+    puzzle: Any  # checks.registry.Puzzle
+    case: dict[str, Any]  # the case's entry in puzzles.yaml
+    inputs: dict[str, Any]  # re-derived from the seed in the parent (tensors and scalars)
+    expected: list[Any]  # checks.puzzles.Expected, computed in the parent
+    outputs: list[Any]  # what the learner's function returned, loaded from the observation
+    obs: CaseObservation
+
+
+Rule = Callable[..., "Problem | None"]
