@@ -35,7 +35,7 @@ class Puzzle:
     speed_bar: dict[str, Any] | None = None
     hints: tuple[str, ...] = ()
     timeout: float = 120.0
-    limits: dict[str, Any] = field(default_factory=dict)
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule name -> its parameters
 
     @property
     def ready(self) -> bool:
@@ -83,7 +83,7 @@ def _puzzle(entry: dict[str, Any]) -> Puzzle:
         speed_bar=entry.get("speed_bar"),
         hints=tuple(entry.get("hints", ())),
         timeout=float(entry.get("timeout", 120.0)),
-        limits=entry.get("limits", {}),
+        rules={name: dict(params or {}) for name, params in (entry.get("rules") or {}).items()},
     )
 
 

@@ -210,10 +210,11 @@ def device_peaks() -> Peaks | None:
     return _peaks[0]
 
 
-def time_submission(puzzle: Puzzle, spec, fn, solution_file: str | None, device: str = "cuda",
-                    timer: Callable[[Callable[[], Any]], float] | None = None) -> dict[str, Any]:
-    """Time the submission, the answer key and the baseline on the bench case; apply the speed bar.
+def measure(puzzle: Puzzle, spec, fn, solution_file: str | None, device: str = "cuda",
+            timer: Callable[[Callable[[], Any]], float] | None = None) -> dict[str, Any]:
+    """Time the submission, the answer key and the baseline on the bench case (in the grading process).
 
+    Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict.
     `device` and `timer` exist for the tests, which run this on a CPU with a made-up clock.
     """
     import torch
@@ -231,23 +232,23 @@ def time_submission(puzzle: Puzzle, spec, fn, solution_file: str | None, device:
     gen.seed()  # fresh random inputs, not the graded ones
     inputs = spec.make_inputs(case, Arena(device, gen))
     args = list(inputs.values())
+    raw: dict[str, Any] = {"case": case, "times": {}, "baseline": baseline, "problem": None}
 
     try:
         mine = fn(*args)  # also compiles and autotunes before the clock starts
         sync()
     except Exception as exc:  # noqa: BLE001 - the learner's code failing at a new size is a verdict
         if isinstance(exc, torch.cuda.OutOfMemoryError):
-            return judge(case, {}, baseline, None, 0.0, 0.0, None, "it ran out of GPU memory")
-        return judge(case, {}, baseline, None, 0.0, 0.0, None, f"it raised {type(exc).__name__}: {exc}")
-    problem = None
+            return dict(raw, problem="it ran out of GPU memory")
+        return dict(raw, problem=f"it raised {type(exc).__name__}: {exc}")
     key = None
     if solution_file and Path(solution_file).exists():
         atol, rtol = loosest_tolerance(puzzle.tolerance)
         try:
             key = getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
-            problem = output_difference(mine, key(*args), atol, rtol)
+            raw["problem"] = output_difference(mine, key(*args), atol, rtol)
         except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
-            key, problem = None, None
+            key, raw["problem"] = None, None
     del mine
     sync()
 
@@ -258,10 +259,23 @@ def time_submission(puzzle: Puzzle, spec, fn, solution_file: str | None, device:
     min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
     if bar_message(speed_ratio(times[baseline], times["yours"]), min_ratio, baseline):
         times["yours"] = min(times["yours"], clock(lambda: fn(*args)))  # one more try before failing
-
     work = spec.work(inputs)
     peaks = device_peaks() if device == "cuda" else None
-    return judge(case, times, baseline, min_ratio, work.bytes, work.flops, peaks, problem)
+    return dict(raw, times=times, nbytes=work.bytes, flops=work.flops, peaks=asdict(peaks) if peaks else None)
+
+
+def from_measurement(puzzle: Puzzle, raw: dict[str, Any]) -> dict[str, Any]:
+    """The timing verdict, in the grader, from the grading process's raw measurements and the registry's bar."""
+    if not raw:
+        return {}
+    times = {str(k): float(v) for k, v in raw.get("times", {}).items()}
+    baseline = str(raw.get("baseline", "torch"))
+    if times and not ({"yours", baseline} <= set(times) and all(t > 0 for t in times.values())):
+        raise ValueError("timings without the submission's or the baseline's time")
+    peaks = Peaks(**raw["peaks"]) if raw.get("peaks") else None
+    min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
+    return judge(dict(raw.get("case", {})), times, baseline, min_ratio, float(raw.get("nbytes", 0.0)),
+                 float(raw.get("flops", 0.0)), peaks, raw.get("problem"))
 
 
 def judge(case: dict[str, Any], times: dict[str, float], baseline: str, min_ratio: float | None, nbytes: float,

@@ -141,6 +141,14 @@ class Reads:
     def per_element(self, name: str) -> float:
         return self.counts.get(name, 0) / max(1, self.regions[name][2])
 
+    def summary(self) -> dict:
+        """What the rules need, as plain data: loads per element of each input, the widest load, loads outside."""
+        return {
+            "loads_per_element": {name: self.per_element(name) for name in self.regions},
+            "widest": self.widest,
+            "outside": dict(self.outside),
+        }
+
     def record(self, addresses, on) -> None:
         import numpy as np
 

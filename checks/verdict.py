@@ -16,6 +16,7 @@ CRASHED = "crashed"  # the child process died (segfault, CUDA fault, killed for 
 ENVIRONMENT = "environment"  # the machine cannot grade (the numpy pitfall, no triton, ...)
 NOT_READY = "not-ready"  # the puzzle is listed but not written yet
 INTERNAL = "internal"  # the grader itself broke: never the learner's fault
+TAMPERED = "tampered"  # the grading process's report was incomplete or forged
 
 
 @dataclass
@@ -27,12 +28,13 @@ class CaseResult:
     problem: str = ""  # one line: what is wrong
     raised: bool = False  # the learner's code raised an exception
     stub: bool = False  # ... and it was the stub's NotImplementedError
+    rule: str = ""  # the rule the case broke (checks/engine/rulebook.py), when one did
     details: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Verdict:
-    puzzle: int
+    puzzle: int | str
     status: str
     summary: str  # one sentence: what happened and what to do next
     mode: str = ""  # "gpu" or "interpreter"
@@ -107,7 +109,8 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
         out.append("  What your code printed (last lines):")
         out += [f"    | {line}" for line in v.output.rstrip().splitlines()[-15:]]
     out.append("")
-    word = {PASSED: "PASSED", FAILED: "FAILED", ERROR: "FAILED", TIMEOUT: "FAILED", CRASHED: "FAILED"}.get(
+    word = {PASSED: "PASSED", FAILED: "FAILED", ERROR: "FAILED", TIMEOUT: "FAILED", CRASHED: "FAILED",
+            TAMPERED: "FAILED"}.get(
         v.status, "NOT GRADED"
     )
     out.append(f"{word}: {v.summary}")

@@ -14,15 +14,16 @@ from checks.timing import (
     Peaks,
     bar_message,
     bound,
+    from_measurement,
     gbps,
     judge,
     loosest_tolerance,
+    measure,
     output_difference,
     roofline_ms,
     roofline_share,
     speed_ratio,
     tflops,
-    time_submission,
     timing_table,
 )
 
@@ -154,29 +155,34 @@ def small_matmul(tmp_path):
     return puzzle, spec_module(puzzle), str(key)
 
 
+def timed(puzzle, spec, fn, key, **kwargs):
+    """Measure in-process (as the grading process does) and judge (as the grader does)."""
+    return from_measurement(puzzle, measure(puzzle, spec, fn, key, **kwargs))
+
+
 def right(a, b):
     return (a.float() @ b.float()).half()
 
 
-def test_time_submission_passes_a_fast_right_answer(small_matmul):
+def test_timing_passes_a_fast_right_answer(small_matmul):
     puzzle, spec, key = small_matmul
     clock = FakeClock(1.0, 1.1, 0.9)  # yours, the answer key, torch.matmul
-    result = time_submission(puzzle, spec, right, key, device="cpu", timer=clock)
+    result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
     assert "bar_failed" not in result and clock.calls == 3
     assert result["ms"] == {"yours": 1.0, "answer key": 1.1, "torch.matmul": 0.9}
     assert result["ratio_vs_baseline"] == pytest.approx(0.9) and result["ratio_vs_answer_key"] == pytest.approx(1.1)
     assert result["table"][0].startswith("GPU time at M=70, N=50, K=40 (median of triton.testing.do_bench")
 
 
-def test_time_submission_fails_below_the_speed_bar_after_a_second_try(small_matmul):
+def test_timing_fails_below_the_speed_bar_after_a_second_try(small_matmul):
     puzzle, spec, key = small_matmul
     clock = FakeClock(3.0, 1.0, 1.0, 2.0)  # yours, key, baseline, yours again: best 2.0 -> 0.5x < 0.8x
-    result = time_submission(puzzle, spec, right, key, device="cpu", timer=clock)
+    result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
     assert clock.calls == 4 and result["ms"]["yours"] == 2.0
     assert "0.50x the speed of torch.matmul" in result["bar_failed"] and "at least 0.8x" in result["bar_failed"]
 
 
-def test_time_submission_fails_an_answer_that_breaks_at_the_timing_size(small_matmul):
+def test_timing_fails_an_answer_that_breaks_at_the_timing_size(small_matmul):
     puzzle, spec, key = small_matmul
 
     def wrong_last_row(a, b):
@@ -184,12 +190,12 @@ def test_time_submission_fails_an_answer_that_breaks_at_the_timing_size(small_ma
         c[-1] = 1000.0
         return c
 
-    result = time_submission(puzzle, spec, wrong_last_row, key, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
+    result = timed(puzzle, spec, wrong_last_row, key, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
     assert "wrong at the timing size (M=70, N=50, K=40)" in result["bar_failed"]
     assert "50 of 3500 elements differ" in result["bar_failed"]
 
     def raises(a, b):
         raise RuntimeError("grid too large")
 
-    result = time_submission(puzzle, spec, raises, key, device="cpu", timer=FakeClock())
+    result = timed(puzzle, spec, raises, key, device="cpu", timer=FakeClock())
     assert "it raised RuntimeError: grid too large" in result["bar_failed"]

@@ -1,0 +1,200 @@
+"""The rules every puzzle applies to every graded call, in the order they are checked.
+
+Each is a pure function of a `CaseContext`: what the grader re-derived itself (inputs, reference)
+and what the grading process observed (launches, buffers, loads, returned tensors).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from checks.compare import Mismatch, compare
+from checks.engine.rules import CaseContext, Problem
+
+
+def kernel_launched(ctx: CaseContext) -> Problem | None:
+    """The learner's function launched at least one Triton kernel defined in the learner's own code."""
+    if any(launch.own for launch in ctx.obs.launches):
+        return None
+    others = sorted({launch.kernel for launch in ctx.obs.launches})
+    extra = f" (it launched only kernels defined elsewhere: {', '.join(others)})" if others else ""
+    return Problem(
+        "kernel_launched",
+        f"Your function launched none of your own Triton kernels{extra}: compute the answer in a "
+        "@triton.jit kernel that your function launches with kernel[grid](...).",
+    )
+
+
+def no_write_outside(ctx: CaseContext) -> Problem | None:
+    """Nothing was written into the guard bands around any tensor: inputs first, then allocations."""
+    for buf in ctx.obs.buffers:
+        if buf.role == "input" and (buf.before or buf.after):
+            where = f"{buf.after} elements past its end" if buf.after else f"{buf.before} elements before its start"
+            return Problem(
+                "no_write_outside",
+                f"Your code wrote outside the input {buf.label} ({where}): "
+                "a store is missing its mask or uses the wrong offsets.",
+            )
+    for buf in ctx.obs.buffers:
+        if buf.role != "allocated" or not (buf.before or buf.after):
+            continue
+        label = buf.label
+        if buf.output is not None and 0 <= buf.output < len(ctx.expected):
+            label = f"the output {ctx.expected[buf.output].name} ({label})"
+        if buf.after:
+            start = (
+                "right after its last element" if buf.first_after == 0 else f"{buf.first_after} elements after its end"
+            )
+            where = f"{buf.after} elements past its end, starting {start}"
+        else:
+            where = f"{buf.before} elements before its start"
+        return Problem(
+            "no_write_outside",
+            f"Your code wrote outside {label}: {where}; a store is missing its mask, or its offsets run past it.",
+        )
+    return None
+
+
+def inputs_unchanged(ctx: CaseContext) -> Problem | None:
+    """No input changed (writes into the guard bands around one are `no_write_outside`)."""
+    for buf in ctx.obs.buffers:
+        if buf.role == "input" and buf.changed and not (buf.before or buf.after):
+            return Problem(
+                "inputs_unchanged",
+                f"Your code changed its input {buf.label} ({buf.changed} elements): "
+                "write results to a new tensor, never into an input.",
+            )
+    return None
+
+
+def no_load_outside(ctx: CaseContext) -> Problem | None:
+    """In the interpreter: no load touched a guard band (an unmasked or mis-offset load)."""
+    outside = (ctx.obs.access or {}).get("outside") or {}
+    if not outside:
+        return None
+    label, count = next(iter(outside.items()))
+    return Problem(
+        "no_load_outside",
+        f"Your kernel loaded {count} elements from outside {label} (from the grader's guard band around it): "
+        "a load is missing its mask, or its offsets run past the tensor; on a GPU this reads garbage or faults.",
+    )
+
+
+def output_form(ctx: CaseContext) -> Problem | None:
+    """As many outputs as the contract says, each a tensor of the right device, shape, dtype and layout."""
+    outputs, expected = ctx.outputs, ctx.expected
+    if len(outputs) != len(expected):
+        names = ", ".join(e.name for e in expected)
+        many = ctx.obs.returned.split(" of ")[0] in ("tuple", "list")
+        what = f"{len(outputs)} values" if many else f"a {ctx.obs.returned}"
+        return Problem(
+            "output_form", f"Your function returned {what}; it must return {len(expected)} tensor(s): {names}."
+        )
+    for out, exp in zip(outputs, expected, strict=True):
+        problem = _one_output_form(out, exp)
+        if problem:
+            return Problem("output_form", problem)
+    return None
+
+
+def _one_output_form(out: Any, exp: Any) -> str:
+    if not isinstance(out, torch.Tensor):
+        return f"Your function returned something other than a tensor for {exp.name}; return a torch tensor."
+    if out.device.type != exp.value.device.type:
+        return f"{exp.name} is on {out.device}; return it on the inputs' device ({exp.value.device})."
+    if tuple(out.shape) != tuple(exp.value.shape):
+        return f"{exp.name} has shape {tuple(out.shape)}; expected {tuple(exp.value.shape)}."
+    if out.dtype != exp.dtype:
+        return f"{exp.name} is {out.dtype}; expected {exp.dtype}: convert in the kernel before the store (x.to(...))."
+    if exp.contiguous and not out.is_contiguous():
+        return (
+            f"{exp.name} has strides {tuple(out.stride())}; the puzzle asks for a contiguous result, "
+            "so allocate it with torch.empty(shape)."
+        )
+    return ""
+
+
+def compare_all(ctx: CaseContext, outputs: list[Any]) -> list[tuple[Any, Mismatch | None]]:
+    """(expected output, its Mismatch or None) for every output, each with its own tolerance."""
+    pairs = []
+    for out, exp in zip(outputs, ctx.expected, strict=True):
+        atol, rtol = ctx.puzzle.tolerance_for(exp.name)
+        pairs.append((exp, compare(exp.name, out, exp.value, atol, rtol, exp.dims)))
+    return pairs
+
+
+def values(ctx: CaseContext) -> Problem | None:
+    """Every output matches the reference within its tolerance; the first wrong one is described."""
+    mismatches = compare_all(ctx, ctx.outputs)
+    wrong = [(exp, m) for exp, m in mismatches if m is not None]
+    if not wrong:
+        return None
+    exp, first = wrong[0]
+    details = list(first.lines)
+    if len(mismatches) > 1:
+        others = [
+            f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
+            for e, m in mismatches
+            if e is not exp
+        ]
+        details.append("Other outputs: " + "; ".join(others) + ".")
+    blocks: dict[str, int] = {}
+    for launch in ctx.obs.launches:
+        if launch.own:
+            blocks.update(launch.blocks)
+    picture = {
+        "error": first.error.float(),
+        "bad": first.bad,
+        "dims": exp.dims,
+        "name": exp.name,
+        "headline": first.headline,
+        "blocks": blocks,
+    }
+    return Problem("values", first.headline, details, picture)
+
+
+def limits(
+    ctx: CaseContext, why: str = "", max_block: int | None = None, reads_per_element: dict[str, float] | None = None
+) -> Problem | None:
+    """In the interpreter: the puzzle's caps on passes over memory and on the lanes of one load."""
+    access = ctx.obs.access
+    if access is None:
+        return None
+    widest = int(access.get("widest", 0))
+    if max_block and widest > max_block:
+        return Problem(
+            "limits",
+            f"One of your loads had {widest} lanes; this puzzle allows at most {max_block} in one tl.load: {why}",
+        )
+    loads = access.get("loads_per_element", {})
+    for name, most in (reads_per_element or {}).items():
+        seen = float(loads.get(name, 0.0))
+        if seen > most + 1e-6:
+            return Problem(
+                "limits",
+                f"Your kernels read each element of {name} {seen:.2f} times on average; "
+                f"this puzzle allows at most {most}: {why}",
+            )
+    return None
+
+
+def kernels_matter(ctx: CaseContext) -> Problem | None:
+    """The first case re-run with the learner's kernels switched off must not give the right answer.
+
+    `ctx.obs` is the kernels-off observation and `ctx.outputs` what that run returned.
+    """
+    if ctx.obs.raised or len(ctx.outputs) != len(ctx.expected):
+        return None
+    if any(not isinstance(out, torch.Tensor) for out in ctx.outputs):
+        return None
+    if any(_one_output_form(out, exp) for out, exp in zip(ctx.outputs, ctx.expected, strict=True)):
+        return None
+    if any(m is not None for _, m in compare_all(ctx, ctx.outputs)):
+        return None
+    return Problem(
+        "kernels_matter",
+        "Your function returns the right answer even when its Triton kernels are switched off, so "
+        "torch (not your kernel) computed it: do the arithmetic inside the kernel.",
+    )

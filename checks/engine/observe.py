@@ -1,0 +1,138 @@
+"""The grading process's side of a graded call: run the learner's function, watched, and report what happened.
+
+Nothing here decides whether the call was right. It draws the case's inputs from the seed, calls
+the function inside the watchers (launches, allocations, loads, torch operations), and turns what
+they saw into a `CaseObservation`; the returned tensors go to a file the grader names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
+from checks.environment import NUMPY_PITFALL_TEXT, Machine
+from checks.memory import Arena
+from checks.tracking import Reads, Tracker, guard_allocations, input_regions, watch_launches, watch_loads
+
+
+def draw(spec: Any, case: dict[str, Any], seed: int, index: int, device: str) -> tuple[Arena, dict[str, Any]]:
+    """The case's inputs, drawn from the seed: the same values in the grading process and in the grader."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed + index)
+    arena = Arena(device, gen)
+    return arena, spec.make_inputs(case, arena)
+
+
+def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, list[str]]:
+    """One line for the exception and the lines of the learner's own code it passed through."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    root = chain[-1]
+    text = f"{type(root).__name__}: {root}".strip()
+    if NUMPY_PITFALL_TEXT in str(exc) or NUMPY_PITFALL_TEXT in text:
+        return text, [
+            "This is the Triton-interpreter/numpy incompatibility: run `pip install 'numpy<2.4'` and check again."
+        ]
+    where: list[str] = []
+    if "illegal memory access" in text or "misaligned address" in text:
+        where.append("A CUDA memory fault is an out-of-bounds load or store: check your masks, offsets and strides.")
+    for link in reversed(chain):
+        for frame in traceback.extract_tb(link.__traceback__):
+            shown = names.get(str(Path(frame.filename).resolve()))
+            if shown:
+                entry = f"{shown}, line {frame.lineno}: {(frame.line or '').strip()}"
+                if entry not in where:
+                    where.append(entry)
+    return text, where[-4:]
+
+
+def as_outputs(returned: Any) -> list[Any]:
+    """What a learner's function returned, as a list of outputs (one tensor or a tuple of them)."""
+    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
+
+
+def returned_kind(returned: Any) -> str:
+    if isinstance(returned, (tuple, list)):
+        return f"{type(returned).__name__} of {len(returned)}"
+    return "tensor" if isinstance(returned, torch.Tensor) else type(returned).__name__
+
+
+class Observer:
+    """Runs graded calls of one learner function and reports each as an observation."""
+
+    def __init__(self, machine: Machine, names: dict[str, str], workdir: Path) -> None:
+        self.machine = machine
+        self.names = {str(Path(k).resolve()): v for k, v in names.items()}
+        self.own_files = set(self.names)
+        self.workdir = workdir
+
+    def call(self, fn: Any, inputs: dict[str, Any], arena: Arena, skip: bool) -> tuple[Any, Tracker]:
+        tracker = Tracker(self.own_files, skip=skip)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(watch_launches(tracker))
+            stack.enter_context(guard_allocations(arena))
+            if self.machine.mode == "interpreter":
+                tracker.reads = stack.enter_context(watch_loads(Reads(input_regions(inputs), arena)))
+            result = fn(*inputs.values())
+        if self.machine.device == "cuda":
+            torch.cuda.synchronize()
+        return result, tracker
+
+    def observe(
+        self, fn: Any, spec: Any, case: dict[str, Any], seed: int, index: int, out: Path, skip: bool = False
+    ) -> CaseObservation:
+        """One watched call of the learner's function on the case's inputs; its outputs are saved to `out`."""
+        arena, inputs = draw(spec, case, seed, index, self.machine.device)
+        arena.freeze_inputs()
+        obs = CaseObservation(index=index)
+        start = time.perf_counter()
+        try:
+            returned, tracker = self.call(fn, inputs, arena, skip)
+        except NotImplementedError as exc:
+            obs.raised, obs.stub = f"NotImplementedError ({exc})", True
+            return obs
+        except Exception as exc:  # noqa: BLE001 - any error in learner code is an observation
+            obs.raised, obs.raised_where = explain_exception(exc, self.names)
+            return obs
+        finally:
+            obs.seconds = time.perf_counter() - start
+        outputs = as_outputs(returned)
+        obs.returned = returned_kind(returned)
+        torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], out)
+        obs.outputs_file = out.name
+        obs.launches = [LaunchObs(x.kernel, tracker.own(x), x.blocks) for x in tracker.launches]
+        obs.buffers = buffer_observations(arena, outputs)
+        if tracker.reads is not None:
+            obs.access = tracker.reads.summary()
+        return obs
+
+
+def buffer_observations(arena: Arena, outputs: list[Any]) -> list[BufferObs]:
+    """Each guarded buffer after the call: inputs compared with their snapshots, guards checked."""
+    found = []
+    owners = {t.untyped_storage().data_ptr(): i for i, t in enumerate(outputs) if isinstance(t, torch.Tensor)}
+    for entry in arena.buffers:
+        before, after, first_after = entry.guard_damage()
+        found.append(
+            BufferObs(
+                label=entry.label,
+                role=entry.role,
+                numel=entry.size,
+                element_size=entry.buf.element_size(),
+                changed=entry.changed() if entry.role == "input" else 0,
+                before=before,
+                after=after,
+                first_after=first_after,
+                output=owners.get(entry.buf.data_ptr()) if entry.role == "allocated" else None,
+            )
+        )
+    return found

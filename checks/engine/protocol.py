@@ -1,0 +1,144 @@
+"""What the grader tells the grading process (a `Job`) and what it accepts back (a checked event stream).
+
+The grading process runs the learner's code, so anything it writes may be forged. It may only
+report observations, in one fixed order:
+
+    machine, then either environment | load_error | missing,
+    or for each selected case: case_start, case (an observation), then kernels_off, then observed,
+    and, only when the grader asks for it on the process's standard input, timings.
+
+Every event carries a token the grader sends on the process's standard input before the learner's
+code is loaded, so a line appended to the events file by other means is refused. `Stream` enforces
+the order. Any other event, a repeated or out-of-order one, a line that is not
+JSON, or a field of the wrong type marks the stream as tampered with: the verdict is never a pass.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checks.engine.observations import CaseObservation
+
+EVENTS = ("machine", "environment", "load_error", "missing", "case_start", "case", "kernels_off", "observed", "timings")
+TIME_COMMAND = "time"
+EXIT_COMMAND = "exit"
+
+
+@dataclass
+class Job:
+    """One run of the grading process: which code, which puzzle, which cases, which device."""
+
+    puzzle: int | str  # the puzzle as the registry knows it
+    file: str  # the module to load
+    names: dict[str, str]  # resolved path -> how to name it in messages
+    seed: int
+    interpret: bool = False
+    cases: list[int] | None = None  # indices of the cases to run (None: all)
+    solution_file: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        return cls(**json.loads(text))
+
+
+def outputs_path(workdir: Path, index: int, kernels_off: bool = False) -> Path:
+    """Where the grading process saves the tensors one call returned; the grader decides, not the child."""
+    return workdir / (f"kernels_off_{index}.pt" if kernels_off else f"case_{index}.pt")
+
+
+class Tampered(Exception):
+    """The grading process's report does not follow the protocol."""
+
+
+@dataclass
+class Stream:
+    """The events of one grading process, checked one at a time as they arrive."""
+
+    selection: list[int]  # the case indices the grader asked for, in order
+    machine: dict[str, Any] | None = None
+    ending: dict[str, Any] | None = None  # environment, load_error or missing
+    cases: list[CaseObservation] = field(default_factory=list)
+    started: int | None = None  # index of the case in progress
+    kernels_off: CaseObservation | None = None
+    observed: bool = False
+    timings: dict[str, Any] | None = None
+    asked_time: bool = False
+    tampered: str = ""
+    token: str = ""  # sent to the grading process before it loads the learner's code; every event carries it
+
+    def feed_line(self, line: str) -> dict[str, Any] | None:
+        """Check one line; return the event, or None (and set `tampered`) when it breaks the protocol."""
+        if self.tampered:
+            return None
+        try:
+            event = json.loads(line)
+            if not isinstance(event, dict) or event.get("event") not in EVENTS:
+                raise Tampered(f"an event the grader does not accept ({str(event)[:80]})")
+            if event.pop("token", None) != self.token:
+                raise Tampered(f"a {event['event']} event the grading process did not write")
+            self._accept(event)
+        except (Tampered, ValueError, TypeError, KeyError) as exc:
+            self.tampered = str(exc) if isinstance(exc, Tampered) else f"a malformed event ({exc})"
+            return None
+        return event
+
+    def _next_index(self) -> int | None:
+        done = len(self.cases)
+        return self.selection[done] if done < len(self.selection) else None
+
+    def stopped_early_by_rule(self) -> bool:
+        """Whether the last case ended the run legitimately: the stub, or an error on a GPU."""
+        if not self.cases:
+            return False
+        last = self.cases[-1]
+        return last.stub or (last.raised != "" and (self.machine or {}).get("mode") == "gpu")
+
+    def _accept(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "machine":
+            if self.machine is not None:
+                raise Tampered("a second machine event")
+            self.machine = {k: str(v) for k, v in event.items() if k != "event"}
+            return
+        if self.machine is None:
+            raise Tampered(f"{kind} before the machine event")
+        if self.ending is not None or (self.observed and kind != "timings"):
+            raise Tampered(f"{kind} after the end of the report")
+        if kind in ("environment", "load_error", "missing"):
+            if self.cases or self.started is not None:
+                raise Tampered(f"{kind} after cases had run")
+            self.ending = event
+        elif kind == "case_start":
+            expected = self._next_index()
+            if self.started is not None or expected is None or event["index"] != expected:
+                raise Tampered(f"case_start for case {event.get('index')} out of order")
+            self.started = expected
+        elif kind == "case":
+            obs = CaseObservation.from_dict({k: v for k, v in event.items() if k != "event"})
+            if self.started is None or obs.index != self.started or self.stopped_early_by_rule():
+                raise Tampered(f"an observation of case {obs.index} out of order")
+            self.cases.append(obs)
+            self.started = None
+        elif kind == "kernels_off":
+            obs = CaseObservation.from_dict({k: v for k, v in event.items() if k != "event"})
+            if self.kernels_off is not None or self._next_index() is not None or obs.index != self.selection[0]:
+                raise Tampered("a kernels-off observation out of order")
+            self.kernels_off = obs
+        elif kind == "observed":
+            if self._next_index() is not None and not self.stopped_early_by_rule():
+                raise Tampered("the end of the report before every case was observed")
+            self.observed = True
+        elif kind == "timings":
+            if not self.asked_time or self.timings is not None:
+                raise Tampered("timings the grader did not ask for")
+            self.timings = {k: v for k, v in event.items() if k != "event"}
+
+    @property
+    def complete(self) -> bool:
+        return self.ending is not None or self.observed

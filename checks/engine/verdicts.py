@@ -1,0 +1,215 @@
+"""One stage of grading: run the grading process, judge each observation as it comes, and give the verdict.
+
+The grading process observes; this module, in the grader's process, judges. A report that breaks
+the protocol, ends before it is complete, or cannot be read is never a pass.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from checks import verdict as V
+from checks.engine.judge import Judge
+from checks.engine.process import ChildEnd, run_child
+from checks.engine.protocol import TIME_COMMAND, Job, Stream, Tampered
+from checks.registry import Puzzle
+from checks.timing import from_measurement
+
+Progress = Callable[[dict[str, Any]], None]
+
+TAMPERED_SUMMARY = (
+    "The grading process's report was incomplete or forged ({why}), so this submission was not graded: "
+    "remove any code that writes to the grader's files, reaches into its objects or replaces its functions, "
+    "then check again."
+)
+
+
+class Stage:
+    """Grades one submission in one mode (GPU or interpreter) through one grading process."""
+
+    def __init__(
+        self,
+        puzzle: Puzzle,
+        job: Job,
+        mode: str,
+        workdir: Path,
+        time_it: bool = False,
+        artifacts: Path | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.puzzle, self.job, self.workdir = puzzle, job, workdir
+        cases = puzzle.cases["gpu" if mode == "gpu" else "cpu"]
+        self.selection = job.cases if job.cases is not None else list(range(len(cases)))
+        self.stream = Stream(self.selection)
+        self.judge = Judge(puzzle, job.seed, mode, workdir, artifacts)
+        self.time_it = time_it and mode == "gpu"
+        self.progress = progress
+        self.results: list[V.CaseResult] = []
+        self.off_problem = ""
+        self.tampered = ""
+        self.timeout = 0.0
+
+    def run(self, timeout: float) -> V.Verdict:
+        self.timeout = timeout
+        return self.verdict(run_child(self.job, self.stream, timeout, self.workdir, self.on_event))
+
+    def on_event(self, event: dict[str, Any]) -> str | None:
+        """Judge each observation as soon as it arrives; answer `observed` with the timing request or not."""
+        kind = event["event"]
+        if kind == "machine" and self.progress:
+            self.progress(event)
+        try:
+            if kind == "case":
+                result = self.judge.case_result(self.stream.cases[-1])
+                self.results.append(result)
+                if self.progress and not result.stub:
+                    self.progress({"event": "case", **result.__dict__})
+            elif kind == "kernels_off":
+                problem = self.judge.kernels_matter(self.stream.kernels_off)
+                self.off_problem = problem.message if problem else ""
+            elif kind == "observed":
+                return TIME_COMMAND if self.time_it and self.all_passed() else None
+        except Tampered as exc:
+            self.tampered = str(exc)
+        return None
+
+    def all_passed(self) -> bool:
+        return (
+            not self.tampered
+            and len(self.results) == len(self.selection)
+            and all(r.passed for r in self.results)
+            and not self.off_problem
+        )
+
+    def verdict(self, end: ChildEnd) -> V.Verdict:
+        machine = self.stream.machine or {}
+        v = V.Verdict(
+            self.puzzle.number,
+            V.FAILED,
+            "",
+            mode=machine.get("mode", ""),
+            device=machine.get("device", ""),
+            seed=self.job.seed,
+            cases=self.results,
+            seconds=end.seconds,
+        )
+        why = self.stream.tampered or self.tampered
+        if why:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=why)
+        elif self.stream.ending is not None:
+            ending_verdict(v, self.stream.ending)
+        elif end.timed_out or not self.stream.complete or (end.returncode != 0 and not self.stream.timings):
+            unfinished_verdict(v, end, self.stream, self.timeout)
+        else:
+            self.finished_verdict(v)
+        if not v.passed:
+            v.output = end.output
+            v.picture_data = self.judge.picture
+        return v
+
+    def finished_verdict(self, v: V.Verdict) -> None:
+        """Every selected case was observed: the case rules, then the kernels-off rule, then the speed bar."""
+        if any(r.stub for r in self.results):
+            v.status = V.ERROR
+            v.cases = []
+            v.summary = (
+                f"Your code is still the stub: fill in the FILL ME IN parts of {next(iter(self.job.names.values()))} "
+                "(save the notebook if you grade it from a terminal), then check again."
+            )
+            return
+        if not self.results:
+            v.status = V.ERROR
+            v.summary = "No case was selected, so nothing was graded: leave out the case filter."
+            return
+        failed = [r for r in self.results if not r.passed]
+        if failed:
+            first = failed[0]
+            v.status = V.ERROR if any(r.raised for r in self.results) else V.FAILED
+            v.summary = (
+                f"{len(failed)} of {len(self.results)} cases failed; start with case {first.index + 1} "
+                f"({first.description}): {first.problem}"
+            )
+            return
+        if self.selection[0] == 0 and self.stream.kernels_off is None:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
+            return
+        if self.off_problem:
+            v.summary = self.off_problem
+            return
+        v.status = V.PASSED
+        v.summary = f"all {len(self.results)} cases match the reference."
+        if self.time_it:
+            self.apply_timings(v)
+
+    def apply_timings(self, v: V.Verdict) -> None:
+        try:
+            v.timings = from_measurement(self.puzzle, self.stream.timings or {})
+        except (ValueError, TypeError, KeyError) as exc:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=f"unreadable timings: {exc}")
+            return
+        if v.timings.get("bar_failed"):
+            v.status, v.summary = V.FAILED, v.timings["bar_failed"]
+        elif v.timings.get("summary"):
+            v.summary += " " + v.timings["summary"]
+
+
+def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
+    """The grading process could not grade: the machine, code that does not load, or missing names."""
+    kind = ending["event"]
+    if kind == "environment":
+        v.status, v.summary = V.ENVIRONMENT, str(ending.get("problem", ""))
+    elif kind == "load_error":
+        v.status = V.ERROR
+        v.details = [f"Loading your code raised {ending.get('text', '')}"] + [str(x) for x in ending.get("where", [])]
+        v.summary = "Your code did not load: fix the error above and check again."
+    else:
+        v.status = V.ERROR
+        names = ", ".join(str(n) for n in ending.get("names", []))
+        v.summary = f"Your code does not define {names}: keep the function name from the stub."
+
+
+def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: float) -> None:
+    """The grading process ran out of time, died, or exited before its report was complete."""
+    current = stream.started
+    where = (
+        f" during case {current + 1}"
+        if current is not None
+        else (" while loading your code" if stream.machine else " while starting")
+    )
+    if end.timed_out:
+        v.status = V.TIMEOUT
+        v.summary = (
+            f"Your code ran past the {timeout:.0f} s time limit{where}: look for a loop whose bound never "
+            "changes or is far too large (a `while` in a kernel, a grid of the wrong size); if it is only "
+            "slow (autotuning many configs compiles each one), give it longer with --timeout "
+            "(make check ARGS='--timeout 300')."
+        )
+        return
+    v.status = V.CRASHED
+    code = end.returncode if end.returncode is not None else 0
+    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    failed = [c for c in v.cases if not c.passed]
+    if failed:
+        first = failed[0]
+        v.summary = (
+            f"The grading process died{where} ({how}), after {len(failed)} case(s) had already failed; "
+            f"start with case {first.index + 1} ({first.description}): {first.problem}"
+        )
+    elif code >= 0:
+        v.summary = (
+            f"Your code ended the grading process{where} ({how}) before it could give a verdict: "
+            "remove any exit(), sys.exit() or os._exit() call from your submission."
+        )
+    elif code == -signal.SIGKILL:
+        v.summary = (
+            f"The grading process was killed{where} (signal SIGKILL), most likely for using too much memory: "
+            "check the sizes you allocate and your grid."
+        )
+    else:
+        v.summary = (
+            f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: "
+            "check your masks, offsets and strides."
+        )

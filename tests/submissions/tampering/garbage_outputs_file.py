@@ -1,0 +1,27 @@
+"""Overwrites the file its returned tensors go to with something that is not a list of tensors."""
+
+import os
+import pickle
+import sys
+
+import torch
+
+
+def vector_add(x, y):
+    out = x.clone()
+    folder = os.path.dirname(sys.argv[2])
+
+    class Loud:
+        def __reduce__(self):
+            return (print, ("this must never run in the grader",))
+
+    import threading
+
+    def spoil():
+        for index in range(5):
+            path = os.path.join(folder, f"case_{index}.pt")
+            with open(path, "wb") as f:
+                pickle.dump(Loud(), f)
+
+    threading.Timer(0.0, spoil).start()
+    return torch.add(out, y)
