@@ -121,6 +121,10 @@ def _figure(name: str) -> Figure:
     raise ValueError(f"no figure named {name!r}; the figures are {', '.join(f.name for f in FIGURES)}")
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
@@ -178,11 +182,11 @@ def stale(folder: Path = FOLDER) -> list[str]:
         entry = recorded.get(figure.name, {})
         if (not png.exists() or entry.get("png") != _sha(png.read_bytes())
                 or entry.get("source") != source_hash(figure, rows, meta)):
-            found.append(str(png.relative_to(ROOT)))
+            found.append(_shown(png))
     known = {f"{f.name}.png" for f in FIGURES}
-    found += [str(p.relative_to(ROOT)) for p in sorted(folder.glob("*.png")) if p.name not in known]
+    found += [_shown(p) for p in sorted(folder.glob("*.png")) if p.name not in known]
     if set(recorded) - {f.name for f in FIGURES}:
-        found.append(str((folder / MANIFEST).relative_to(ROOT)))
+        found.append(_shown(folder / MANIFEST))
     return found
 
 
@@ -198,16 +202,16 @@ def write(folder: Path = FOLDER) -> list[str]:
         entry = recorded.get(figure.name, {})
         if not png.exists() or entry.get("png") != _sha(png.read_bytes()) or entry.get("source") != source:
             draw(figure, rows, meta, png)
-            changed.append(str(png.relative_to(ROOT)))
+            changed.append(_shown(png))
         manifest[figure.name] = {"source": source, "png": _sha(png.read_bytes())}
     known = {f"{f.name}.png" for f in FIGURES}
     for extra in folder.glob("*.png"):
         if extra.name not in known:
             extra.unlink()
-            changed.append(str(extra.relative_to(ROOT)))
+            changed.append(_shown(extra))
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     path = folder / MANIFEST
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
-        changed.append(str(path.relative_to(ROOT)))
+        changed.append(_shown(path))
     return changed
