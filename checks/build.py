@@ -7,9 +7,12 @@ source, fenced blocks become code cells, and the text between them markdown cell
     ```{setup}     the standard first code cell (finds the course, loads the grader)
     ```{stub}      the graded cell: the solution with its marked blocks replaced by FILL ME IN
     ```{check}     the check cell: check(N)
+    ```{figure}    a markdown cell showing a figure of recorded GPU measurements (checks/figures.py);
+                   the fence holds the figure's name
 
-A line `<!-- cell -->` splits markdown into two cells. With --check nothing is written; the
-exit status is 1 when a generated file differs from what is committed.
+A line `<!-- cell -->` splits markdown into two cells. The figures are drawn into
+`notebooks/figures/` from `bench/`. With --check nothing is written; the exit status is 1 when a
+generated file, or a figure, differs from what its sources give.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 
+from checks import figures
 from checks.registry import ROOT, Puzzle, load_puzzles
 from checks.source import answer_cell, stub_cell
 
@@ -52,7 +56,7 @@ def _lines(text: str) -> list[str]:
 
 
 def parse(text: str) -> list[tuple[str, str]]:
-    """(kind, text) blocks of a source: kind is 'markdown', 'python', 'setup', 'stub' or 'check'."""
+    """(kind, text) blocks of a source: kind is 'markdown', 'python', 'setup', 'stub', 'check' or 'figure'."""
     blocks: list[tuple[str, str]] = []
     markdown: list[str] = []
     lines = text.splitlines()
@@ -67,7 +71,7 @@ def parse(text: str) -> list[tuple[str, str]]:
 
     while i < len(lines):
         match = _FENCE.match(lines[i])
-        if match and match.group(1) in ("python", "{setup}", "{stub}", "{check}"):
+        if match and match.group(1) in ("python", "{setup}", "{stub}", "{check}", "{figure}"):
             flush()
             j = i + 1
             while j < len(lines) and lines[j].rstrip() != "```":
@@ -99,6 +103,8 @@ def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled:
             cells.append(_cell("code", code, f"p{puzzle.number:02d}-stub", tags=["stub"]))
         elif kind == "check":
             cells.append(_cell("code", CHECK_CELL.format(number=puzzle.number), cell_id, tags=["check"]))
+        elif kind == "figure":
+            cells.append(_cell("markdown", figures.markdown(text.strip()), cell_id))
     return {
         "cells": cells,
         "metadata": {
@@ -167,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         stale.append(path.relative_to(ROOT))
         if not opts.check:
             path.write_text(text, encoding="utf-8")
+    stale += figures.stale() if opts.check else figures.write()
     if opts.check and stale:
         names = ", ".join(str(s) for s in stale)
         print(

@@ -1,7 +1,8 @@
 """What a notebook imports: `setup()` in its first cell, `check(N)` and `hint(N)` later.
 
 `check(N)` grades the code you last *ran* in the cell that starts with
-'# Puzzle N: your code', so there is no need to save the notebook first.
+'# Puzzle N: your code', so there is no need to save the notebook first. `answer_key(N)` imports
+puzzle N's bundled answer key, for the cells that build on an earlier puzzle.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 from checks import hints, progress
 from checks import verdict as V
 from checks.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim
 from checks.registry import ROOT, Puzzle, get_puzzle
 from checks.sandbox import grade
-from checks.source import as_module, graded_cells, notebook_code
+from checks.source import as_module, graded_cells, load_module, notebook_code
 
 
 def setup() -> str:
@@ -102,3 +104,20 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
 def hint(number: int) -> None:
     """Show the next hint for a puzzle (one more each call; `make hint PUZZLE=N` shares the count)."""
     print("\n".join(hints.reveal(number)))
+
+
+def answer_key(number: int) -> ModuleType:
+    """Puzzle `number`'s answer key from `solutions/`, imported as a module.
+
+    Raises FileNotFoundError with a sentence to read when the file is not there (a class copy of
+    the course may leave `solutions/` out).
+    """
+    puzzle = get_puzzle(number)
+    path = puzzle.solution
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"This cell uses puzzle {number}'s answer key, {path.relative_to(ROOT)}, which is not in this "
+            f"copy of the course. Use your own solution instead: run your graded cell of "
+            f"{puzzle.notebook.name} in this notebook, or import it from a file."
+        )
+    return load_module(path, f"answer_key_{puzzle.stem}")

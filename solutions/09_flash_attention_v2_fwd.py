@@ -4,6 +4,8 @@ One program per (Q block, batch * head): it keeps its Q tile, the running max, t
 and the output accumulator on chip while it walks over the K/V blocks, and writes o and the
 logsumexp once at the end. The structure is that of Triton's fused-attention tutorial, written with
 plain pointer arithmetic (any strides) and masks for sequence lengths that are not a multiple of a block.
+The loop body is written once, in `_attn_fwd_inner`, and called once per stage with its range of key
+blocks and the named flags MASKED and CAUSAL (the tutorial encodes the same choice in one STAGE number).
 
 Run the grader on it with `python -m checks 9 --solution`.
 """
@@ -13,6 +15,9 @@ import os
 import torch
 import triton
 import triton.language as tl
+
+LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
+LN2 = tl.constexpr(0.6931471805599453)  # ln(2) == 1 / LOG2E: turns a base-2 logarithm into a natural one
 
 if os.environ.get("TRITON_INTERPRET") == "1":
     # The interpreter cannot time configurations against each other: give it one.
@@ -120,31 +125,31 @@ def _attn_fwd(
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)  # running max, base-2 units
     l_i = tl.zeros((BLOCK_M,), tl.float32)  # running sum of exp2(score - m_i)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)  # running sum of p @ v
-    qk_scale = sm_scale * 1.44269504  # fold log2(e) into the scale: exp(x) == exp2(x * log2(e))
+    qk_scale = sm_scale * LOG2E  # fold log2(e) into the scale, once
 
     if CAUSAL:
         # stage 1, off-band: key blocks entirely left of the diagonal; every key counts, no mask
         diag = start_m * BLOCK_M
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
                                         offs_m, offs_d, 0, diag, N_CTX, qk_scale,
-                                        BLOCK_N, False, True)
+                                        BLOCK_N=BLOCK_N, MASKED=False, CAUSAL=True)
         # stage 2, on-band: the key blocks the diagonal crosses, masked; the blocks right of it are skipped
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
                                         offs_m, offs_d, diag, tl.minimum(diag + BLOCK_M, N_CTX), N_CTX, qk_scale,
-                                        BLOCK_N, True, True)
+                                        BLOCK_N=BLOCK_N, MASKED=True, CAUSAL=True)
     else:
         # every full key block without a mask, then the partial last block (if any) with one
         n_full = N_CTX - N_CTX % BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
                                         offs_m, offs_d, 0, n_full, N_CTX, qk_scale,
-                                        BLOCK_N, False, False)
+                                        BLOCK_N=BLOCK_N, MASKED=False, CAUSAL=False)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
                                         offs_m, offs_d, n_full, N_CTX, N_CTX, qk_scale,
-                                        BLOCK_N, True, False)
+                                        BLOCK_N=BLOCK_N, MASKED=True, CAUSAL=False)
 
     # epilogue: normalise once, and turn the base-2 (max, sum) into a natural-log logsumexp
     acc = acc / l_i[:, None]
-    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # ln(2)
+    lse = (m_i + tl.math.log2(l_i)) * LN2
     tl.store(lse_ptr + off_hz * N_CTX + offs_m, lse, mask=row_mask)
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok,
              acc.to(o_ptr.dtype.element_ty), mask=row_mask[:, None])

@@ -76,3 +76,23 @@ def test_unclosed_marker_is_an_error():
 def test_parse_splits_markdown_and_fences():
     blocks = build.parse("# T\n\ntext\n<!-- cell -->\nmore\n```python\nx = 1\n```\n```{stub}\n```\n```{check}\n```\n")
     assert [k for k, _ in blocks] == ["markdown", "markdown", "python", "stub", "check"]
+
+
+def test_figures_are_drawn_and_in_sync():
+    from checks import figures
+
+    assert figures.stale() == [], "run `make notebooks` and commit the figures"
+
+
+def test_figure_drift_is_detected(tmp_path):
+    import shutil
+
+    from checks import figures
+
+    folder = tmp_path / "figures"
+    shutil.copytree(figures.FOLDER, folder)
+    assert figures.stale(folder) == []
+    png = folder / f"{figures.FIGURES[0].name}.png"
+    png.write_bytes(png.read_bytes() + b"edited")
+    (folder / f"{figures.FIGURES[1].name}.png").unlink()
+    assert len(figures.stale(folder)) == 2
