@@ -1,0 +1,100 @@
+"""A submission cannot write or sway its own verdict: forged reports, reaching into the grader, early exits.
+
+The protocol checks run in-process on hand-written event lines; the submissions under
+tests/submissions/tampering/ are graded for real, each in its own grading process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checks import verdict as V
+from checks.engine.protocol import Stream
+from checks.registry import get_puzzle
+from checks.sandbox import grade
+
+TAMPERING = Path(__file__).parent / "submissions" / "tampering"
+TOKEN = "s3cret"
+
+
+def line(event: str, token: str = TOKEN, **data) -> str:
+    return json.dumps({"event": event, **data, "token": token})
+
+
+def observation(index: int, **data) -> str:
+    return line("case", index=index, returned="tensor", outputs_file=f"case_{index}.pt", **data)
+
+
+def honest(selection: list[int]) -> list[str]:
+    lines = [line("machine", mode="interpreter", device="CPU")]
+    for index in selection:
+        lines += [line("case_start", index=index), observation(index)]
+    return [*lines, line("kernels_off", index=0, returned="tensor"), line("observed")]
+
+
+def feed(lines: list[str], selection: list[int] | None = None) -> Stream:
+    stream = Stream(selection or [0, 1], token=TOKEN)
+    for text in lines:
+        stream.feed_line(text)
+    return stream
+
+
+def test_an_honest_report_is_accepted():
+    stream = feed(honest([0, 1]))
+    assert not stream.tampered and stream.complete and [c.index for c in stream.cases] == [0, 1]
+
+
+FORGED = {
+    "a verdict event": lambda h: [h[0], line("verdict", status="passed"), *h[1:]],
+    "a line without the token": lambda h: [h[0], json.dumps({"event": "case_start", "index": 0}), *h[1:]],
+    "a wrong token": lambda h: [h[0], line("case_start", token="guess", index=0), *h[2:]],
+    "a line that is not JSON": lambda h: [h[0], "{not json", *h[1:]],
+    "a second machine event": lambda h: [h[0], h[0], *h[1:]],
+    "a case out of order": lambda h: [h[0], line("case_start", index=1), observation(1), *h[1:]],
+    "a repeated case": lambda h: [*h[:3], h[2], *h[3:]],
+    "the end before every case": lambda h: [h[0], line("observed")],
+    "timings nobody asked for": lambda h: [*h, line("timings", times={"yours": 1.0})],
+    "a field of the wrong type": lambda h: [h[0], h[1], line("case", index=0, launches="all of them"), *h[3:]],
+    "an event before the machine": lambda h: [h[1], *h],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_a_forged_report_is_refused(name):
+    stream = feed(FORGED[name](honest([0, 1])))
+    assert stream.tampered, name
+
+
+def test_the_stub_or_a_gpu_error_may_end_the_report_early():
+    stub = [line("machine", mode="interpreter"), line("case_start", index=0), observation(0, stub=True, raised="x")]
+    assert feed([*stub, line("observed")]).complete and not feed([*stub, line("observed")]).tampered
+    gpu = [line("machine", mode="gpu"), line("case_start", index=0), observation(0, raised="RuntimeError: CUDA")]
+    assert not feed([*gpu, line("observed")]).tampered
+    cpu = [line("machine", mode="interpreter"), line("case_start", index=0), observation(0, raised="RuntimeError")]
+    assert feed([*cpu, line("observed")]).tampered
+
+
+# (file, puzzle, status): each must end in that non-passing verdict
+SUBMISSIONS = [
+    ("appends_verdict", 1, V.TAMPERED),
+    ("emits_through_gc", 1, V.TAMPERED),
+    ("patches_the_grader", 1, V.FAILED),
+    ("patches_the_observer", 1, V.FAILED),
+    ("forges_case_reports", 1, V.TAMPERED),
+    ("ends_report_early", 1, V.TAMPERED),
+    ("garbage_outputs_file", 1, V.TAMPERED),
+    ("softmax_appends_verdict", 5, V.TAMPERED),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "number", "status"), SUBMISSIONS, ids=[s[0] for s in SUBMISSIONS])
+def test_tampering_submissions_never_pass(name, number, status):
+    verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", timeout=60)
+    report = V.format_verdict(verdict)
+    assert verdict.status == status, report
+    if status == V.TAMPERED:
+        assert "incomplete or forged" in report and "this submission was not graded" in report

@@ -1,0 +1,146 @@
+"""Each rule of the rulebook on hand-made observations, and the mutation check: switching any rule off fails a test.
+
+These run in-process and fast: no grading process, no Triton. `RULE_CASES` holds, for every rule,
+a call that must break it; `test_each_rule_is_pinned` switches each rule off in turn and checks
+that the call is no longer rejected for that rule, so no rule can silently stop working.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from checks.engine import rulebook
+from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
+from checks.engine.rules import CaseContext
+from checks.puzzles import Expected
+from checks.registry import get_puzzle
+
+OWN = LaunchObs("add_kernel", own=True, blocks={"BLOCK_SIZE": 1024})
+
+
+def vector_ctx(out: torch.Tensor | None = None, **obs_fields) -> CaseContext:
+    """A puzzle-1 call on x = 0..9, y = 1 whose observation is the answer key's unless told otherwise."""
+    x = torch.arange(10, dtype=torch.float32)
+    y = torch.ones(10)
+    expected = [Expected("out", (x + y).double(), torch.float32, ("elements",))]
+    given = obs_fields.pop("_outputs", None)
+    obs = CaseObservation(**{"index": 0, "returned": "tensor", "launches": [OWN], "buffers": [], **obs_fields})
+    outputs = given if given is not None else [x + y if out is None else out]
+    return CaseContext(get_puzzle(1), {"n": 10}, {"x": x, "y": y}, expected, outputs, obs)
+
+
+def with_rules(ctx: CaseContext, **rules) -> CaseContext:
+    return dataclasses.replace(ctx, puzzle=dataclasses.replace(ctx.puzzle, rules=rules))
+
+
+def problem_of(ctx: CaseContext) -> str:
+    problem = rulebook.first_problem(ctx)
+    return problem.rule if problem else ""
+
+
+def input_buffer(**damage) -> BufferObs:
+    return BufferObs("x (10,) float32", "input", 10, 4, **damage)
+
+
+def allocated(**damage) -> BufferObs:
+    return BufferObs("a (10,) float32 tensor you allocated", "allocated", 10, 4, output=0, **damage)
+
+
+RULE_CASES: dict[str, Callable[[], CaseContext]] = {
+    "kernel_launched": lambda: vector_ctx(launches=[LaunchObs("add_kernel", own=False)]),
+    "no_write_outside": lambda: vector_ctx(buffers=[allocated(after=3, first_after=0)]),
+    "inputs_unchanged": lambda: vector_ctx(buffers=[input_buffer(changed=4)]),
+    "no_load_outside": lambda: vector_ctx(access={"outside": {"the input x": 6}, "widest": 16}),
+    "output_form": lambda: vector_ctx(out=torch.zeros(10, dtype=torch.float64)),
+    "values": lambda: vector_ctx(out=torch.arange(10, dtype=torch.float32)),
+    "limits": lambda: with_rules(
+        vector_ctx(access={"outside": {}, "widest": 16, "loads_per_element": {"x": 3.0}}),
+        limits={"reads_per_element": {"x": 2}, "why": "two passes."},
+    ),
+}
+
+
+def test_the_answer_keys_call_keeps_every_rule():
+    ctx = with_rules(
+        vector_ctx(access={"outside": {}, "widest": 1024, "loads_per_element": {"x": 1.0}}),
+        limits={"reads_per_element": {"x": 1}, "max_block": 4096},
+    )
+    assert rulebook.first_problem(ctx) is None
+
+
+@pytest.mark.parametrize("name", sorted(RULE_CASES))
+def test_each_rule_fires_on_its_own_call(name):
+    assert problem_of(RULE_CASES[name]()) == name
+
+
+def test_every_per_call_rule_has_a_case():
+    assert set(rulebook.EVERY_CALL) | set(rulebook.ON_REQUEST) == set(RULE_CASES)
+
+
+@pytest.mark.parametrize("name", sorted(RULE_CASES))
+def test_each_rule_is_pinned(name, monkeypatch):
+    """The mutation check: with the rule switched off, its call is no longer rejected for it."""
+    table = rulebook.EVERY_CALL if name in rulebook.EVERY_CALL else rulebook.ON_REQUEST
+    monkeypatch.setitem(table, name, lambda ctx, **params: None)
+    assert problem_of(RULE_CASES[name]()) != name
+
+
+def test_messages_say_where_and_what_to_do():
+    write = rulebook.first_problem(RULE_CASES["no_write_outside"]())
+    assert "the output out" in write.message and "3 elements past its end, starting right after" in write.message
+    assert "mask" in write.message
+    values = rulebook.first_problem(RULE_CASES["values"]())
+    assert values.message.startswith("out: 10 of 10 elements are wrong")
+    assert values.picture is not None and values.picture["blocks"] == {"BLOCK_SIZE": 1024}
+    launched = rulebook.first_problem(vector_ctx(launches=[LaunchObs("add_kernel", own=False)]))
+    assert "only kernels defined elsewhere: add_kernel" in launched.message
+
+
+def test_a_write_into_an_inputs_guard_is_a_write_outside_not_a_changed_input():
+    ctx = vector_ctx(buffers=[input_buffer(changed=2, after=2)])
+    problem = rulebook.first_problem(ctx)
+    assert problem.rule == "no_write_outside" and "outside the input x" in problem.message
+
+
+def test_output_form_names_count_type_device_shape_dtype_and_layout():
+    assert "it must return 1 tensor(s): out" in rulebook.first_problem(
+        vector_ctx(returned="tuple of 2", _outputs=[torch.zeros(10), torch.zeros(10)])
+    ).message
+    assert "other than a tensor" in rulebook.first_problem(vector_ctx(returned="list of 1", _outputs=[None])).message
+    assert "has shape (9,)" in rulebook.first_problem(vector_ctx(out=torch.zeros(9))).message
+    assert "expected torch.float32" in rulebook.first_problem(vector_ctx(out=torch.zeros(10).half())).message
+
+
+def test_limits_cap_the_widest_load():
+    ctx = with_rules(
+        vector_ctx(access={"outside": {}, "widest": 131072, "loads_per_element": {}}),
+        limits={"max_block": 65536, "why": "fixed blocks."},
+    )
+    problem = rulebook.first_problem(ctx)
+    assert problem.rule == "limits" and "131072 lanes" in problem.message
+
+
+def test_limits_are_not_judged_without_an_access_log():
+    ctx = with_rules(vector_ctx(access=None), limits={"reads_per_element": {"x": 0}})
+    assert rulebook.first_problem(ctx) is None
+
+
+def test_kernels_matter_only_when_the_kernels_off_answer_is_still_right(monkeypatch):
+    still_right = vector_ctx()
+    assert rulebook.after_all_cases(still_right).rule == "kernels_matter"
+    assert rulebook.after_all_cases(vector_ctx(out=torch.full((10,), float("nan")))) is None
+    assert rulebook.after_all_cases(vector_ctx(raised="RuntimeError: boom")) is None
+    monkeypatch.setitem(rulebook.AFTER_ALL_CASES, "kernels_matter", lambda ctx: None)
+    assert rulebook.after_all_cases(still_right) is None
+
+
+def test_every_rule_a_puzzle_names_exists():
+    from checks.registry import load_puzzles
+
+    for puzzle in load_puzzles():
+        unknown = set(puzzle.rules) - set(rulebook.ON_REQUEST)
+        assert not unknown, f"puzzle {puzzle.number} names rules the rulebook does not have: {unknown}"
