@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import verdict as V
+from checks.engine.rulebook import all_rules
 from checks.registry import Puzzle, load_puzzles
 from checks.sandbox import grade
 from checks.wrong import known_wrong, materialize, name_of
@@ -32,34 +33,57 @@ class Row:
     surprises: list[str] = field(default_factory=list)
 
 
-def expectations(path: Path) -> list[str]:
-    """The `expect:` line of a known-wrong kernel: texts separated by `||`, one of which its rejection must contain.
+# What may reject a known-wrong kernel besides the rules: an exception, the speed bar, the statuses.
+OTHER_REASONS = ("raised", "speed_bar", "kernels_matter", V.TIMEOUT, V.CRASHED, V.ERROR, V.TAMPERED)
+
+
+def reasons() -> set[str]:
+    return set(all_rules()) | set(OTHER_REASONS)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One acceptable reason for rejecting a known-wrong kernel: the rule that fires, and text its report holds."""
+
+    rule: str
+    text: str = ""
+
+
+def expectations(path: Path) -> list[Expectation]:
+    """The `expect:` line of a known-wrong kernel: `rule[: text]` alternatives separated by `||`.
 
     Alternatives exist because a GPU and the interpreter can first notice different symptoms of one bug.
     """
     match = re.search(r"^\s*expect:\s*(.+)$", path.read_text(encoding="utf-8"), re.MULTILINE)
-    return [part.strip() for part in match.group(1).split("||")] if match else []
+    if not match:
+        return []
+    found = []
+    for part in match.group(1).split("||"):
+        rule, _, text = part.strip().partition(":")
+        found.append(Expectation(rule.strip(), text.strip()))
+    return found
 
 
-def says_any(report: str, expected: list[str]) -> bool:
-    return any(text.lower() in report.lower() for text in expected)
+def meets(verdict: V.Verdict, expected: list[Expectation]) -> bool:
+    report = V.format_verdict(verdict).lower()
+    return any(e.rule == verdict.rule and e.text.lower() in report for e in expected)
 
 
 def check_wrong(puzzle: Puzzle, path: Path) -> str:
     """'' when the known-wrong kernel is rejected for its stated reason, else what went wrong."""
     expected = expectations(path)
-    timeout = 30 if any("time limit" in text for text in expected) else None
+    timeout = 30 if any(e.rule == V.TIMEOUT for e in expected) else None
     with tempfile.TemporaryDirectory(prefix="wrong-") as folder:
         verdict = grade(puzzle, materialize(puzzle, path, Path(folder)), timeout=timeout, time_it=False)
-    report = V.format_verdict(verdict)
     if verdict.passed:
         return f"{name_of(path)} PASSED but must fail"
     if verdict.status in (V.INTERNAL, V.ENVIRONMENT):
         return f"{name_of(path)}: {verdict.summary}"
     if not expected:
         return f"{name_of(path)} has no 'expect:' line saying why it must fail"
-    if not says_any(report, expected):
-        return f"{name_of(path)} failed without '{' || '.join(expected)}': {verdict.summary}"
+    if not meets(verdict, expected):
+        wanted = " || ".join(f"{e.rule}: {e.text}" for e in expected)
+        return f"{name_of(path)} was rejected by '{verdict.rule}', not by '{wanted}': {verdict.summary}"
     return ""
 
 

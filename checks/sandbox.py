@@ -113,7 +113,7 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
         gpu.details.append("Interpreter check: every load stayed inside its tensor and the puzzle's rules held.")
         return gpu
     if cpu.status in (V.FAILED, V.TAMPERED):
-        gpu.status = cpu.status
+        gpu.status, gpu.rule = cpu.status, cpu.rule
         gpu.summary = (
             f"Every GPU case matched, but in Triton's interpreter, where the grader sees every load: {cpu.summary}"
         )

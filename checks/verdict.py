@@ -46,6 +46,7 @@ class Verdict:
     output: str = ""  # the tail of what the submission printed, when it failed
     picture_data: str = ""  # a .pt file with the failing case's error map, when there is one
     seconds: float = 0.0
+    rule: str = ""  # what rejected it: a rule of checks/engine/rulebook.py, "raised", "speed_bar", or the status
 
     @property
     def passed(self) -> bool:

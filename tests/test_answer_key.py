@@ -1,4 +1,4 @@
-"""Every answer key passes every case; every known-wrong kernel fails, for its own reason."""
+"""Every answer key passes every case; every known-wrong kernel fails, for its own reason (the rule it names)."""
 
 from __future__ import annotations
 
@@ -8,31 +8,64 @@ from pathlib import Path
 import pytest
 
 from checks import verdict as V
-from checks.answer_key import says_any
+from checks.answer_key import expectations, meets
+from checks.engine import rulebook
 from checks.sandbox import grade
 from checks.verdict import format_verdict
-from checks.wrong import materialize
-from tests.conftest import expectation, puzzle_params, wrong_params
+from checks.wrong import known_wrong, materialize
+from tests.conftest import READY, puzzle_params, wrong_params
+
+pytestmark = pytest.mark.slow
+
+
+def grade_wrong(puzzle, path):
+    expected = expectations(path)
+    timeout = 25 if any(e.rule == V.TIMEOUT for e in expected) else None
+    with tempfile.TemporaryDirectory(prefix="wrong-") as folder:
+        return grade(puzzle, materialize(puzzle, path, Path(folder)), timeout=timeout, time_it=False)
 
 
 @pytest.mark.parametrize("puzzle", puzzle_params())
-def test_answer_key_passes(puzzle):
+def test_answer_key_passes(puzzle, machine_mode):
     verdict = grade(puzzle, solution=True)
     assert verdict.passed, format_verdict(verdict)
-    assert verdict.mode == "interpreter"
-    assert len(verdict.cases) == len(puzzle.cases["cpu"])
+    assert verdict.mode == machine_mode
+    assert len(verdict.cases) == len(puzzle.cases["gpu" if machine_mode == "gpu" else "cpu"])
 
 
 @pytest.mark.parametrize(("puzzle", "path"), wrong_params())
 def test_known_wrong_kernel_is_rejected(puzzle, path):
-    expected = expectation(path)
-    timeout = 25 if any("time limit" in text for text in expected) else None
-    with tempfile.TemporaryDirectory(prefix="wrong-") as folder:
-        verdict = grade(puzzle, materialize(puzzle, path, Path(folder)), timeout=timeout)
+    expected = expectations(path)
+    verdict = grade_wrong(puzzle, path)
     report = format_verdict(verdict)
     assert not verdict.passed, f"{path.name} must fail:\n{report}"
     assert verdict.status in (V.FAILED, V.ERROR, V.TIMEOUT, V.CRASHED), report
-    assert says_any(report, expected), f"expected one of {expected!r} in the report:\n{report}"
+    assert meets(verdict, expected), f"expected {expected!r}, rejected by {verdict.rule!r}:\n{report}"
+
+
+def pinning_kernel(rule: str):
+    """A known-wrong kernel that only this rule may reject."""
+    for puzzle in READY:
+        for path in known_wrong(puzzle):
+            if {e.rule for e in expectations(path)} == {rule}:
+                return puzzle, path
+    return None
+
+
+PINNED = sorted(set(rulebook.all_rules()))
+
+
+@pytest.mark.parametrize("rule", PINNED)
+def test_switching_a_rule_off_lets_its_known_wrong_kernel_through(rule, monkeypatch):
+    """The mutation check on real kernels: with the rule off, its kernel is no longer rejected for it."""
+    found = pinning_kernel(rule)
+    assert found is not None, f"no known-wrong kernel is rejected by {rule} alone: add one"
+    puzzle, path = found
+    for table in (rulebook.EVERY_CALL, rulebook.ON_REQUEST, rulebook.AFTER_ALL_CASES):
+        if rule in table:
+            monkeypatch.setitem(table, rule, lambda ctx, **params: None)
+    verdict = grade_wrong(puzzle, path)
+    assert not meets(verdict, expectations(path)), format_verdict(verdict)
 
 
 @pytest.mark.parametrize("puzzle", puzzle_params())

@@ -13,11 +13,13 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from checks.answer_key import expectations, reasons
 from checks.engine import rulebook
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.rules import CaseContext
 from checks.puzzles import Expected
 from checks.registry import get_puzzle
+from tests.conftest import wrong_kernels
 
 OWN = LaunchObs("add_kernel", own=True, blocks={"BLOCK_SIZE": 1024})
 
@@ -144,3 +146,12 @@ def test_every_rule_a_puzzle_names_exists():
     for puzzle in load_puzzles():
         unknown = set(puzzle.rules) - set(rulebook.ON_REQUEST)
         assert not unknown, f"puzzle {puzzle.number} names rules the rulebook does not have: {unknown}"
+
+
+def test_every_expect_line_names_a_reason():
+    known = reasons()
+    for _puzzle, path in wrong_kernels():
+        expected = expectations(path)
+        assert expected, f"{path} has no 'expect:' line"
+        for e in expected:
+            assert e.rule in known, f"{path}: 'expect: {e.rule}' is not a rule or reason ({sorted(known)})"

@@ -108,6 +108,7 @@ class Stage:
         if not v.passed:
             v.output = end.output
             v.picture_data = self.judge.picture
+            v.rule = v.rule or v.status
         return v
 
     def finished_verdict(self, v: V.Verdict) -> None:
@@ -128,6 +129,7 @@ class Stage:
         if failed:
             first = failed[0]
             v.status = V.ERROR if any(r.raised for r in self.results) else V.FAILED
+            v.rule = first.rule or ("raised" if first.raised else "")
             v.summary = (
                 f"{len(failed)} of {len(self.results)} cases failed; start with case {first.index + 1} "
                 f"({first.description}): {first.problem}"
@@ -137,7 +139,7 @@ class Stage:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
             return
         if self.off_problem:
-            v.summary = self.off_problem
+            v.summary, v.rule = self.off_problem, "kernels_matter"
             return
         v.status = V.PASSED
         v.summary = f"all {len(self.results)} cases match the reference."
@@ -151,7 +153,7 @@ class Stage:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=f"unreadable timings: {exc}")
             return
         if v.timings.get("bar_failed"):
-            v.status, v.summary = V.FAILED, v.timings["bar_failed"]
+            v.status, v.summary, v.rule = V.FAILED, v.timings["bar_failed"], "speed_bar"
         elif v.timings.get("summary"):
             v.summary += " " + v.timings["summary"]
 
