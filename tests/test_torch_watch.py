@@ -25,6 +25,7 @@ from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
 from checks.source import load_module
 from checks.tracking import Tracker, guard_allocations, watch_launches
+from tests.conftest import expectation
 
 autotune_without_benchmarks()
 _names = itertools.count()
@@ -65,6 +66,14 @@ def test_rule_lists_at_most_five_further_distinct_ops():
     assert also[0] == "Also aten.op0 at f.py, line 3: x"
     assert not any("aten.mm" in d for d in problem.details)  # the first op is not repeated
     assert problem.details[-1].startswith("...")
+
+
+def test_rule_puts_arithmetic_before_views_recorded_for_autograd():
+    ops = [TorchOp("aten.transpose (autograd)", "f.py, line 4: k.t()"), TorchOp("aten.bmm", "f.py, line 4: q @ k.t()")]
+    problem = torch_free(context(ops))
+    assert problem is not None
+    assert "aten.bmm" in problem.message
+    assert problem.details == ["Also aten.transpose (autograd) at f.py, line 4: k.t()"]
 
 
 def test_rule_reads_observations_sent_as_json():
@@ -260,3 +269,20 @@ def test_layout_copies_of_inputs_are_reported():
     assert watch.ops == []
     sources = {s.untyped_storage().data_ptr() for s, _ in copies}
     assert {t.untyped_storage().data_ptr() for t in inputs.values()} <= sources
+
+
+TOKEN = [
+    pytest.param(p.number, p.wrong_dir / "torch_plus_token_kernel.py", id=p.stem)
+    for p in load_puzzles()
+    if p.ready and (p.wrong_dir / "torch_plus_token_kernel.py").exists()
+]
+
+
+@pytest.mark.parametrize(("number", "path"), TOKEN)
+def test_known_wrong_token_kernels_are_caught_by_the_rule(number, path):
+    watch, _, tracker, _ = run_watched(number, path)
+    assert tracker.own_launches, "the token kernel runs, so only the torch rule can reject this"
+    problem = torch_free(context(watch.ops))
+    assert problem is not None
+    assert any(text.lower() in problem.message.lower() for text in expectation(path)), problem.message
+    print(number, problem.message, *problem.details, sep="\n  ")

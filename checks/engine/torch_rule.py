@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from checks.engine.rules import CaseContext, Problem
 
+AUTOGRAD = " (autograd)"  # suffix of an allowed op (a view, a copy) recorded because autograd tracks or runs it
 FURTHER = 5  # further distinct operations listed under the message
 
 
 def torch_free(ctx: CaseContext, **params: object) -> Problem | None:
     """Fail when the learner's own code ran a torch operation other than allocation, views and copies."""
-    ops = ctx.obs.torch_ops
+    # arithmetic first: a view recorded only because autograd watches its tensor says less
+    ops = sorted(ctx.obs.torch_ops, key=lambda op: op.op.endswith(AUTOGRAD))
     if not ops:
         return None
     first = ops[0]

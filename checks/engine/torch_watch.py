@@ -35,6 +35,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from checks.engine.observations import TorchOp
+from checks.engine.torch_rule import AUTOGRAD
 
 # The aten overload packets a wrapper may run, by name and why; a name this torch lacks is skipped.
 # Everything else (arithmetic, reductions, matmul, softmax, indexing with tensors, cat/pad, random
@@ -170,7 +171,7 @@ class _Mode(TorchDispatchMode):
                     if isinstance(watch.culprit(), tuple):
                         watch.on_copy(args[source_at], result)
                 return out
-            name = f"{packet} (autograd)"
+            name = f"{packet}{AUTOGRAD}"
         else:
             name = str(packet)
         culprit = watch.culprit()
