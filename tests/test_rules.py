@@ -15,7 +15,7 @@ import torch
 
 from checks.answer_key import expectations, reasons
 from checks.engine import rulebook
-from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
+from checks.engine.observations import BufferObs, CaseObservation, LaunchObs, TorchOp
 from checks.engine.rules import CaseContext
 from checks.puzzles import Expected
 from checks.registry import get_puzzle
@@ -54,6 +54,7 @@ def allocated(**damage) -> BufferObs:
 
 RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "kernel_launched": lambda: vector_ctx(launches=[LaunchObs("add_kernel", own=False)]),
+    "torch_free": lambda: vector_ctx(torch_ops=[TorchOp("aten.add.Tensor", "a.py, line 9: return x + y")]),
     "no_write_outside": lambda: vector_ctx(buffers=[allocated(after=3, first_after=0)]),
     "inputs_unchanged": lambda: vector_ctx(buffers=[input_buffer(changed=4)]),
     "no_load_outside": lambda: vector_ctx(access={"outside": {"the input x": 6}, "widest": 16}),

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
+from checks.engine.observations import BufferObs, CaseObservation, LaunchObs, TorchOp
+from checks.engine.torch_watch import watch_torch
 from checks.environment import NUMPY_PITFALL_TEXT, Machine
 from checks.memory import Arena
 from checks.tracking import Reads, Tracker, guard_allocations, input_regions, watch_launches, watch_loads
@@ -75,17 +76,18 @@ class Observer:
         self.own_files = set(self.names)
         self.workdir = workdir
 
-    def call(self, fn: Any, inputs: dict[str, Any], arena: Arena, skip: bool) -> tuple[Any, Tracker]:
+    def call(self, fn: Any, inputs: dict[str, Any], arena: Arena, skip: bool) -> tuple[Any, Tracker, list[TorchOp]]:
         tracker = Tracker(self.own_files, skip=skip)
         with contextlib.ExitStack() as stack:
             stack.enter_context(watch_launches(tracker))
             stack.enter_context(guard_allocations(arena))
             if self.machine.mode == "interpreter":
                 tracker.reads = stack.enter_context(watch_loads(Reads(input_regions(inputs), arena)))
+            ops = stack.enter_context(watch_torch(self.names))
             result = fn(*inputs.values())
-        if self.machine.device == "cuda":
-            torch.cuda.synchronize()
-        return result, tracker
+            if self.machine.device == "cuda":
+                torch.cuda.synchronize()
+        return result, tracker, list(ops.ops)
 
     def observe(
         self, fn: Any, spec: Any, case: dict[str, Any], seed: int, index: int, out: Path, skip: bool = False
@@ -96,7 +98,7 @@ class Observer:
         obs = CaseObservation(index=index)
         start = time.perf_counter()
         try:
-            returned, tracker = self.call(fn, inputs, arena, skip)
+            returned, tracker, obs.torch_ops = self.call(fn, inputs, arena, skip)
         except NotImplementedError as exc:
             obs.raised, obs.stub = f"NotImplementedError ({exc})", True
             return obs

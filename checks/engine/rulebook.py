@@ -8,10 +8,12 @@ kernels-switched-off re-run of the first case. Adding a rule is one function and
 from __future__ import annotations
 
 from checks.engine import core_rules
+from checks.engine.torch_rule import torch_free
 from checks.engine.rules import CaseContext, Problem, Rule
 
 EVERY_CALL: dict[str, Rule] = {
     "kernel_launched": core_rules.kernel_launched,
+    "torch_free": torch_free,
     "no_write_outside": core_rules.no_write_outside,
     "inputs_unchanged": core_rules.inputs_unchanged,
     "no_load_outside": core_rules.no_load_outside,
