@@ -2,7 +2,7 @@
 
 (The loop stores on every turn: a GPU compiler may delete a loop that has no effect at all.)
 
-expect: time limit
+expect: timeout: time limit
 """
 import torch
 import triton

@@ -1,6 +1,6 @@
 """Wrong: no kernel at all, the answer comes from torch.
 
-expect: launched none of your own Triton kernels
+expect: kernel_launched: launched none of your own Triton kernels
 """
 import torch
 

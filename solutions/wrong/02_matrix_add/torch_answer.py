@@ -1,6 +1,6 @@
 """Wrong: returns torch's a + b and launches nothing.
 
-expect: launched none
+expect: kernel_launched: launched none
 """
 import torch
 

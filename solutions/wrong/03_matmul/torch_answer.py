@@ -1,6 +1,6 @@
 """Wrong: computes a @ b with torch and launches no kernel.
 
-expect: launched none
+expect: kernel_launched: launched none
 """
 import torch
 

@@ -1,6 +1,6 @@
 """Wrong: torch computes softmax(q k^T * sm_scale) v; a kernel only copies the result into o.
 
-expect: computed with torch
+expect: torch_free: computed with torch
 """
 import torch
 import triton
