@@ -16,6 +16,7 @@ CRASHED = "crashed"  # the child process died (segfault, CUDA fault, killed for 
 ENVIRONMENT = "environment"  # the machine cannot grade (the numpy pitfall, no triton, ...)
 NOT_READY = "not-ready"  # the puzzle is listed but not written yet
 INTERNAL = "internal"  # the grader itself broke: never the learner's fault
+TAMPERED = "tampered"  # the grading process's report was incomplete or forged
 
 
 @dataclass
@@ -112,5 +113,6 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     )
     out.append(f"{word}: {v.summary}")
     if v.seed is not None and not v.passed and v.cases:
-        out.append(f"(inputs drawn with --seed {v.seed}; pass it to check again on the same inputs)")
+        out.append(f"(inputs drawn with seed {v.seed}: to check again on the same inputs, add --seed {v.seed} in a "
+                   f"terminal, or call check({v.puzzle}, seed={v.seed}) in the notebook)")
     return "\n".join(out)
