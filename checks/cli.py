@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         if progress.record(verdict, source=origin) and origin:
             note += ("\n" if note else "") + (
                 f"Recorded in `make progress` as puzzle {puzzle.number}'s last verdict, from {origin} "
-                f"(not {puzzle.notebook.name})."
+                f"(not {puzzle.notebook.name}); `make check PUZZLE={puzzle.number}` without FILE records the "
+                "notebook's again."
             )
     if args.json:
         print(verdict.to_json())

@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(next_step(data))
     if any(e.get("source") for e in data["puzzles"].values() if e.get("status")):
-        print("A verdict 'from FILE' came from `make check FILE=...`, not from the puzzle's notebook.")
+        print("A verdict 'from FILE' came from `make check FILE=...`, not from the puzzle's notebook; "
+              "`make check PUZZLE=N` without FILE grades the notebook and records its verdict instead.")
     if path is not None and not path.exists():
         print(f"(No verdicts recorded yet: they are kept in {path.name} once you check a puzzle.)")
     return 0
