@@ -125,7 +125,8 @@ def test_the_terminal_shows_each_failure_and_advice_for_an_instructor(graded):
     _, out, printed = graded
     rows = csv_rows(out)
     for name in ("bob", "carol", "erin", "frank"):
-        assert rows[name]["summary"] in printed, name
+        if rows[name]["status"] != V.TIMEOUT:  # a timeout's line is the instructor's version, checked below
+            assert rows[name]["summary"] in printed, name
     assert "ran past the 10 s time limit" in printed
     assert 'make grade DIR=' in printed and 'ARGS="--timeout 300"' in printed
     assert "make check ARGS" not in printed  # the learner's advice stays in the learner's report
