@@ -33,9 +33,10 @@ def advice(absent: list[str], argv: list[str], root: Path = ROOT) -> str:
     """One message: what is missing from which Python, and the command to use instead."""
     venv = root / ".venv" / "bin" / "python"
     args = " ".join(argv) if argv else "N"
-    names = ", ".join(absent)
+    names = absent[0] if len(absent) == 1 else ", ".join(absent[:-1]) + " or " + absent[-1]
     head = f"This Python ({sys.executable}) cannot grade: it has no {names}, which the grader needs."
-    if venv.exists() and Path(sys.executable).resolve() != venv.resolve():
+    in_venv = Path(sys.prefix).resolve() == (root / ".venv").resolve()  # its python is often a symlink
+    if venv.exists() and not in_venv:
         return (f"{head} Use the course's own Python instead: `.venv/bin/python -m checks {args}` "
                 "(or `source .venv/bin/activate` first), or `make check PUZZLE=N`, which picks it for you.")
     return (f"{head} Run `make check PUZZLE=N` once from the course folder: it sets up .venv with them "
