@@ -62,9 +62,12 @@ test: env-dev ## run the test suite (what CI runs)
 lint: env-dev ## ruff over the code
 	$(DEV_PY) -m ruff check checks solutions tests
 
-lab: env-dev ## open the notebooks in JupyterLab (installs it into .venv the first time)
+# Jupyter refuses to start as root without --allow-root (a container, a cloud VM): pass it there.
+LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
+
+lab: env-dev ## open the notebooks in JupyterLab (installs it into .venv the first time): make lab [ARGS=...]
 	@$(DEV_PY) -c "import jupyterlab" 2>/dev/null || $(DEV_PY) -m pip install --quiet jupyterlab
-	$(DEV_PY) -m jupyter lab notebooks/
+	$(DEV_PY) -m jupyter lab notebooks/ $(LAB_ROOT) $(ARGS)
 
 hint: env ## show the next hint for a puzzle: make hint PUZZLE=N
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make hint PUZZLE=1."; exit 2; fi

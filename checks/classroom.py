@@ -18,8 +18,10 @@ puzzle or --timeout says otherwise), exactly as `make check` grades it, so one t
 hangs or cheats gets that verdict and the run goes on. `--jobs N` grades N at once (useful in
 the CPU interpreter; on a GPU keep 1, so that speed is timed fairly). The results go to OUT/grades.csv
 (learner, puzzle, status, summary, seconds, file) and OUT/grades.xml (JUnit: a testsuite per
-puzzle, a testcase per submission, a failure element with the summary when it did not pass),
-OUT being build/grades unless --out says otherwise. Learners' progress files are not touched.
+puzzle, a testcase per submission; a failure element when its answers were wrong, an error
+element when it raised, crashed, ran out of time, or its grading process was tampered with or
+ended before reporting), OUT being build/grades unless --out says otherwise. Each verdict that is
+not a pass is also printed with its summary as it comes. Learners' progress files are not touched.
 
 Exit status: 0 when the reports were written, whatever the learners' verdicts; 2 for a usage
 error (no such folder, no submission in it).
@@ -46,10 +48,20 @@ SUFFIXES = (".py", ".ipynb")
 DEFAULT_OUT = ROOT / "build" / "grades"
 _IN_FOLDER = re.compile(r"^(\d+)(?:[_\-. ].*)?$")  # 01_vector_add, 3-matmul, 7
 _FLAT = re.compile(r"^(.*\S)[_\-](\d+)$")  # alice_01, bob-smith-3
+# JUnit's two kinds of not passing: a failure is a wrong answer; an error is a run that gave none.
+ERRORS = (V.ERROR, V.TIMEOUT, V.CRASHED, V.TAMPERED, V.INTERNAL, V.ENVIRONMENT)
 NAMING = (
     "Name submissions DIR/<learner>/<NN>_anything.py (or .ipynb), or DIR/<learner>_<NN>.py (or .ipynb), "
     "where NN is the puzzle number."
 )
+
+
+@dataclass
+class Notice:
+    """A warning about the folder: a name that does not fit ('name') or a second submission ('doubled')."""
+
+    kind: str
+    text: str
 
 
 @dataclass
@@ -76,18 +88,18 @@ def _hidden(name: str) -> bool:
     return name.startswith((".", "__"))
 
 
-def _puzzle(number: str, path: Path, root: Path, warnings: list[str]) -> Puzzle | None:
+def _puzzle(number: str, path: Path, root: Path, warnings: list[Notice]) -> Puzzle | None:
     try:
         return get_puzzle(int(number))
     except UnknownPuzzle:
-        warnings.append(f"{path.relative_to(root)}: there is no puzzle {int(number)}; skipped.")
+        warnings.append(Notice("name", f"{path.relative_to(root)}: there is no puzzle {int(number)}; skipped."))
         return None
 
 
-def find_submissions(root: Path) -> tuple[list[Submission], list[str]]:
-    """The submissions under root, in order, and a warning for each name that does not fit the rule."""
+def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
+    """The submissions under root, in order, and a notice for each name that does not fit and each second file."""
     found: list[Submission] = []
-    warnings: list[str] = []
+    warnings: list[Notice] = []
     for entry in sorted(root.iterdir()):
         if _hidden(entry.name):
             continue
@@ -99,13 +111,13 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[str]]:
                     continue
                 rel = path.relative_to(root)
                 if len(rel.parts) != 2:
-                    warnings.append(f"{rel}: submissions go directly in the learner's folder ({entry.name}/), "
-                                    "not deeper; skipped.")
+                    warnings.append(Notice("name", f"{rel}: submissions go directly in the learner's folder "
+                                                   f"({entry.name}/), not deeper; skipped."))
                     continue
                 match = _IN_FOLDER.match(path.stem)
                 if not match:
-                    warnings.append(f"{rel}: the file name does not start with a puzzle number "
-                                    f"(e.g. 01_vector_add{path.suffix}); skipped.")
+                    warnings.append(Notice("name", f"{rel}: the file name does not start with a puzzle number "
+                                                   f"(e.g. 01_vector_add{path.suffix}); skipped."))
                     continue
                 puzzle = _puzzle(match.group(1), path, root, warnings)
                 if puzzle:
@@ -113,8 +125,9 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[str]]:
         elif entry.is_file() and entry.suffix in SUFFIXES:
             match = _FLAT.match(entry.stem)
             if not match:
-                warnings.append(f"{entry.name}: the name does not say the learner and the puzzle "
-                                f"(e.g. alice_01{entry.suffix} or alice/01_vector_add{entry.suffix}); skipped.")
+                warnings.append(Notice("name", f"{entry.name}: the name does not say the learner and the puzzle "
+                                               f"(e.g. alice_01{entry.suffix} or alice/01_vector_add{entry.suffix}); "
+                                               "skipped."))
                 continue
             puzzle = _puzzle(match.group(2), entry, root, warnings)
             if puzzle:
@@ -123,8 +136,9 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[str]]:
     for s in found:
         key = (s.learner, s.puzzle.number)
         if key in seen:
-            warnings.append(f"{s.path.relative_to(root)}: {s.learner} has another submission for puzzle "
-                            f"{s.puzzle.number} ({seen[key].relative_to(root)}); both are graded.")
+            warnings.append(Notice("doubled", f"{s.path.relative_to(root)}: {s.learner} has another submission for "
+                                              f"puzzle {s.puzzle.number} ({seen[key].relative_to(root)}); both are "
+                                              "graded."))
         else:
             seen[key] = s.path
     found.sort(key=lambda s: (s.puzzle.number, s.learner, str(s.path)))
@@ -164,6 +178,8 @@ def grade_all(submissions: list[Submission], root: Path, timeout: float | None, 
         s = r.submission
         print(f"[{done:>{width}}/{len(submissions)}] puzzle {s.puzzle.number}, {s.learner} "
               f"({s.path.relative_to(root)}): {r.status} ({r.seconds:.1f} s)", flush=True)
+        if not r.passed:
+            print(f"    {terminal_summary(r, timeout)}", flush=True)
 
     if jobs == 1:
         results = []
@@ -209,7 +225,7 @@ def write_junit(results: list[Result], path: Path, root: Path) -> None:
             if r.status == V.NOT_READY:
                 ET.SubElement(case, "skipped", message=r.summary)
                 counts["skipped"] += 1
-            elif r.status in (V.INTERNAL, V.ENVIRONMENT):  # the grader or the machine, not the learner
+            elif r.status in ERRORS:  # no answer to judge: it raised, crashed, hung or was not graded
                 ET.SubElement(case, "error", message=r.summary, type=r.status).text = "\n".join(r.details)
                 counts["errors"] += 1
             else:
@@ -252,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     submissions, warnings = find_submissions(root)
     for w in warnings:
-        print(f"warning: {w}")
+        print(f"warning: {w.text}")
     if not submissions:
         print(f"No submissions found in {root}. {NAMING}", file=sys.stderr)
         return 2
@@ -263,12 +279,49 @@ def main(argv: list[str] | None = None) -> int:
     csv_path, xml_path = args.out / "grades.csv", args.out / "grades.xml"
     write_csv(results, csv_path, root)
     write_junit(results, xml_path, root)
-    passed = sum(r.passed for r in results)
-    print(f"\n{passed} of {len(results)} submissions passed.")
-    if warnings:
-        print(f"{len(warnings)} file(s) skipped or doubled, listed above as warnings. {NAMING}")
+    print()
+    for line in class_summary(results, warnings, root, args.timeout):
+        print(line)
     print(f"Reports: {csv_path} and {xml_path}")
     return 0
+
+
+def limit_of(result: Result, timeout: float | None) -> float:
+    return timeout if timeout is not None else result.submission.puzzle.timeout
+
+
+def terminal_summary(result: Result, timeout: float | None) -> str:
+    """The one line under a result that did not pass; a timeout gets the instructor's version."""
+    if result.status == V.TIMEOUT:
+        return (f"ran past the {limit_of(result, timeout):g} s time limit (an endless loop, or just slow); "
+                "the summary at the end says how to allow longer.")
+    return result.summary
+
+
+def class_summary(results: list[Result], warnings: list[Notice], root: Path, timeout: float | None) -> list[str]:
+    """The closing lines: how many passed, and what the instructor may want to do about the rest."""
+    lines = [f"{sum(r.passed for r in results)} of {len(results)} submissions passed."]
+    tampered = [r for r in results if r.status == V.TAMPERED]
+    if tampered:
+        lines.append(f"{len(tampered)} submission(s) were not graded because their grading process was tampered with "
+                     "or ended before reporting (status 'tampered'; the reason is in their rows of the reports): "
+                     "read those files before trusting any result for them.")
+    slow = [r for r in results if r.status == V.TIMEOUT]
+    if slow:
+        longest = max(limit_of(r, timeout) for r in slow)
+        longer = f"--timeout {max(300, 2 * longest):g}"
+        lines.append(f"{len(slow)} submission(s) ran past the {longest:g} s time limit: if they are only slow, "
+                     f'grade again with more time, e.g. make grade DIR={root} ARGS="{longer}".')
+    names = [w for w in warnings if w.kind == "name"]
+    doubled = [w for w in warnings if w.kind == "doubled"]
+    if names:
+        lines.append(f"{len(names)} file(s) skipped because their names do not fit (listed above as warnings): "
+                     f"rename them and grade again. {NAMING}")
+    if doubled:
+        lines.append(f"{len(doubled)} submission(s) doubled: the learner has another file for the same puzzle "
+                     "(listed above as warnings); every file was graded and has its own row in the reports, "
+                     "so remove the extra ones and grade again if only one should count.")
+    return lines
 
 
 if __name__ == "__main__":

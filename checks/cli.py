@@ -3,8 +3,9 @@
 Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error.
 
 The verdict of a learner's submission is recorded in the progress file (`make progress`, see
-`checks.progress`); runs of the course's own solutions are not. With --picture PATH a failure
-with wrong or unwritten values is also drawn to PATH (see `checks.picture`).
+`checks.progress`), marked with the file's name when it is not the puzzle's notebook; runs of
+the course's own solutions are not. With --picture PATH a failure with wrong or unwritten values
+is also drawn to PATH (see `checks.picture`); without it, such a failure says how to get one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from checks import progress
 from checks import verdict as V
 from checks.registry import ROOT, UnknownPuzzle, get_puzzle, load_puzzles
 from checks.sandbox import grade
-from checks.source import SubmissionError
+from checks.source import SubmissionError, check_submission_kind
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.file is not None and args.solution:
         print("Give either --file or --solution, not both.", file=sys.stderr)
         return 2
+    try:
+        if args.file is not None:
+            check_submission_kind(args.file)
+    except SubmissionError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
         try:
             verdict = grade(
@@ -62,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 interpret=args.interpret,
                 time_it=not args.no_time,
-                artifacts=Path(pictures) if args.picture else None,
+                artifacts=Path(pictures),  # so that a failure can say whether it has a picture
                 progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
             )
         except SubmissionError as exc:
@@ -73,9 +80,17 @@ def main(argv: list[str] | None = None) -> int:
             from checks.picture import draw_verdict
 
             _, note = draw_verdict(verdict, args.picture)
-            verdict.picture_data = ""  # the error map lived in a temporary folder; the PNG is what stays
+        elif verdict.picture_data:
+            note = picture_advice(verdict)
+        verdict.picture_data = ""  # the error map lived in a temporary folder; a PNG is what stays
     if _is_learners(args):
-        progress.record(verdict)
+        origin = _origin(args, puzzle.notebook)
+        if progress.record(verdict, source=origin) and origin:
+            note += ("\n" if note else "") + (
+                f"Recorded in `make progress` as puzzle {puzzle.number}'s last verdict, from {origin} "
+                f"(not {puzzle.notebook.name}); `make check PUZZLE={puzzle.number}` without FILE records the "
+                "notebook's again."
+            )
     if args.json:
         print(verdict.to_json())
     else:
@@ -84,6 +99,20 @@ def main(argv: list[str] | None = None) -> int:
     if note:
         print(note, file=sys.stderr if args.json else sys.stdout)
     return 0 if verdict.passed else 1
+
+
+def picture_advice(verdict: V.Verdict) -> str:
+    """The sentence that tells a terminal user how to see where the output is wrong."""
+    flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture where.png"
+    return (f"To see where the output is wrong, check again with {flags} "
+            f"(make check PUZZLE={verdict.puzzle} ARGS='{flags}') and open where.png.")
+
+
+def _origin(args: argparse.Namespace, notebook: Path) -> str:
+    """'' when the learner's notebook was graded, else the name of the file that was."""
+    if args.file is None or args.file.resolve() == notebook.resolve():
+        return ""
+    return args.file.name
 
 
 def _is_learners(args: argparse.Namespace) -> bool:

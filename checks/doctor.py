@@ -116,13 +116,17 @@ def check_numpy_pitfall(interpreter: bool) -> Finding | None:
 
 
 def check_jupyter() -> Finding:
+    """Whether the notebooks can run here, and whether JupyterLab is installed or `make lab` will install it."""
     missing = [name for name in ("ipykernel", "nbformat", "IPython") if _module(name)[0] is None]
-    lab = _module("jupyterlab")[0] is not None or _module("notebook")[0] is not None
+    lab = _module("jupyterlab")[0] is not None
     if missing:
-        return Finding(NOTE, f"Jupyter is not installed ({', '.join(missing)} missing): `make lab` installs it into "
-                             ".venv, or grade .py files with `make check PUZZLE=N FILE=answer.py`")
-    where = "JupyterLab" if lab else "a Jupyter kernel (open the notebooks with `make lab` or your editor)"
-    return Finding(OK, f"Jupyter: {where}")
+        return Finding(NOTE, f"Jupyter is not installed ({', '.join(missing)} missing): `make lab` installs it, "
+                             "JupyterLab included, into .venv and opens the notebooks; or grade .py files with "
+                             "`make check PUZZLE=N FILE=answer.py`")
+    if lab:
+        return Finding(OK, "Jupyter: JupyterLab is installed; `make lab` opens the notebooks")
+    return Finding(NOTE, "Jupyter: a kernel is installed but not JupyterLab; `make lab` installs JupyterLab into "
+                         ".venv the first time and opens the notebooks (or open them in your editor)")
 
 
 def check_registry() -> Finding:

@@ -1,23 +1,76 @@
-"""`make html` (`python -m checks.html [--out DIR]`): the notebooks as web pages, for reading without Jupyter.
+"""`make html` (`python -m checks.html [--out DIR] [--no-figures]`): the notebooks as web pages, offline.
 
-Renders every notebooks/*.ipynb to build/html/<name>.html with nbconvert, as committed (nothing
-is executed, so the pages show the lessons and the stubs, no outputs), and writes an index.html
-that lists them in course order. Exit status: 0 when the pages were written, 1 when nbconvert is
-missing or a notebook cannot be rendered, 2 for a usage error.
+Renders every notebooks/*.ipynb to build/html/<name>.html with nbconvert and writes an index.html
+that lists them in course order. The pages work without a network and without Jupyter:
+
+- maths ($...$ and $$...$$ in the lessons) is turned into MathML with latex2mathml when the page is
+  written, which browsers draw themselves, so no MathJax is fetched from a CDN;
+- the lesson figures are drawn by running the lesson cells in Triton's CPU interpreter
+  (`checks.html_figures`; never the graded cell or a check) and put under the cells that draw them;
+  `--no-figures` leaves them out, and a page then says where to see them;
+- every page links back to the index and on to the next notebook.
+
+Nothing else is executed, so the pages show the lessons and the stubs. Exit status: 0 when the
+pages were written, 1 when nbconvert is missing or a notebook cannot be rendered, 2 for a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
 import html
+import os
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from checks.registry import ROOT, load_puzzles
 
 DEFAULT_OUT = ROOT / "build" / "html"
 NOTEBOOKS = ROOT / "notebooks"
+# nbconvert's lab template without the scripts it fetches from a CDN: MathJax (the maths is MathML
+# already), require.js and mermaid (for widgets and diagrams in cells, which the course does not use)
+TEMPLATE = "{%- extends 'lab/index.html.j2' -%}\n" + "".join(
+    f"{{%- block {name} -%}}{{%- endblock {name} -%}}\n"
+    for name in ("html_head_js_mathjax", "html_head_js_requirejs", "html_head_js_mermaidjs")
+)
+_CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.DOTALL)  # fenced blocks and code spans: never maths
+_DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.DOTALL)
+_INLINE = re.compile(r"(?<![\\$])\$(?!\s)((?:[^$\n]|\n(?!\s*\n))+?)(?<!\s)\$(?!\$)")  # may wrap a line
+NAV_STYLE = ("<style>.course-nav{font-family:system-ui,sans-serif;max-width:1100px;margin:0.6em auto;padding:0.4em 1em;"
+             "display:flex;justify-content:space-between;gap:1em}.course-nav a{text-decoration:none}</style>")
+
+
+def _mathml(latex: str, display: str) -> str | None:
+    from latex2mathml.converter import convert
+
+    try:
+        return convert(latex.strip(), display=display)
+    except Exception:  # noqa: BLE001 - an expression latex2mathml cannot read stays as its source
+        return None
+
+
+def math_to_mathml(markdown: str) -> str:
+    """Markdown with every $$...$$ and $...$ outside code replaced by MathML (left as is when unreadable)."""
+
+    def display(match: re.Match) -> str:
+        ml = _mathml(match.group(1), "block")
+        return f"\n\n<div class=\"math-display\">{ml}</div>\n\n" if ml else match.group(0)
+
+    def inline(match: re.Match) -> str:
+        return _mathml(match.group(1), "inline") or match.group(0)
+
+    parts = _CODE.split(markdown)
+    for i in range(0, len(parts), 2):  # the even parts are outside code
+        parts[i] = _INLINE.sub(inline, _DISPLAY.sub(display, parts[i]))
+    return "".join(parts)
+
+
+def navigation(index: str, following: tuple[str, str] | None) -> str:
+    """The bar at the top and bottom of a page: back to the index, on to the next notebook."""
+    ahead = (f'<a href="{html.escape(following[0])}">next: {html.escape(following[1])} &rarr;</a>'
+             if following else "<span>the last notebook</span>")
+    return f'<nav class="course-nav"><a href="{html.escape(index)}">&larr; all notebooks</a>{ahead}</nav>'
 
 
 def title_of(path: Path) -> str:
@@ -33,14 +86,50 @@ def title_of(path: Path) -> str:
     return path.stem
 
 
-def render(notebook: Path, out_dir: Path, exporter) -> Path:
+def exporter():
+    """nbconvert's HTML exporter, with the lab template minus MathJax."""
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    return HTMLExporter(extra_loaders=[DictLoader({"offline.html.j2": TEMPLATE})], template_file="offline.html.j2")
+
+
+def draw_figures(notebook: Path) -> tuple[dict[int, list[str]], str]:
+    """The lesson figures of one notebook (see `checks.html_figures`)."""
     import nbformat
 
+    from checks import html_figures as lesson_figures
+
+    return lesson_figures.draw(nbformat.read(notebook, as_version=4).cells)
+
+
+def render(notebook: Path, out_dir: Path, exporter, following: tuple[str, str] | None = None,
+           figures: bool | tuple[dict[int, list[str]], str] = True) -> tuple[Path, str]:
+    """Write one page; returns it and a sentence when its figures could not be drawn.
+
+    `figures` is True (draw them now), False (leave them out) or what `draw_figures` returned.
+    """
+    import nbformat
+
+    from checks import html_figures as lesson_figures
+
     nb = nbformat.read(notebook, as_version=4)
+    drawn, note = draw_figures(notebook) if figures is True else figures or ({}, "")
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            cell.source = math_to_mathml(cell.source)
+        elif cell.cell_type == "code" and index in drawn:
+            cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": png}) for png in drawn[index]]
+        elif cell.cell_type == "code" and lesson_figures.draws(cell.source) and not figures:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                                   text="(Run this cell in Jupyter to see its figure.)\n")]
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
+    nav = navigation("index.html", following)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + "\n" + nav, body, count=1)
+    body = body.replace("</body>", nav + "\n</body>", 1).replace("</head>", NAV_STYLE + "\n</head>", 1)
     target = out_dir / f"{notebook.stem}.html"
     target.write_text(body, encoding="utf-8")
-    return target
+    return target, note
 
 
 def index_page(entries: list[tuple[str, str]], planned: list[str]) -> str:
@@ -70,12 +159,15 @@ def index_page(entries: list[tuple[str, str]], planned: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.html", description="Render the notebooks to HTML.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the pages (default: build/html)")
+    parser.add_argument("--no-figures", action="store_true",
+                        help="do not run the lesson cells that draw figures (faster; the pages say where to see them)")
     args = parser.parse_args(argv)
     try:
-        from nbconvert import HTMLExporter
-    except ImportError:
-        print("nbconvert is not installed, so the notebooks cannot be rendered: run `make env-dev` "
-              "(or `pip install nbconvert`), then `make html` again.", file=sys.stderr)
+        import latex2mathml  # noqa: F401
+        import nbconvert  # noqa: F401
+    except ImportError as exc:
+        print(f"{exc.name} is not installed, so the notebooks cannot be rendered: run `make env-dev` "
+              f"(or `pip install -r requirements-dev.txt`), then `make html` again.", file=sys.stderr)
         return 1
     notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
     if not notebooks:
@@ -83,17 +175,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter()
+    pages = exporter()
+    titles = [title_of(notebook) for notebook in notebooks]
+    drawn: dict[Path, tuple[dict[int, list[str]], str]] = {}
+    if not args.no_figures:
+        print("Drawing the lesson figures (running the lesson cells in Triton's interpreter)...", flush=True)
+        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # each runs in a child process
+            drawn = dict(zip(notebooks, pool.map(draw_figures, notebooks), strict=True))
     entries = []
-    for notebook in notebooks:
+    for i, notebook in enumerate(notebooks):
+        following = (f"{notebooks[i + 1].stem}.html", titles[i + 1]) if i + 1 < len(notebooks) else None
         try:
-            target = render(notebook, out, exporter)
+            target, note = render(notebook, out, pages, following, figures=drawn.get(notebook, False))
         except Exception as exc:  # noqa: BLE001 - one unreadable notebook: say which, stop
             print(f"Could not render {notebook.name} ({type(exc).__name__}: {exc}); regenerate it with "
                   "`make notebooks` and try again.", file=sys.stderr)
             return 1
-        entries.append((target.name, title_of(notebook)))
+        entries.append((target.name, titles[i]))
         print(f"  {target}")
+        if note:
+            print(f"    its figures are missing: {note}; run `make doctor`, then `make html` again.")
     rendered = {n.name for n in notebooks}
     planned = [f"{p.number}. {p.title}" for p in load_puzzles() if p.notebook.name not in rendered]
     index = out / "index.html"

@@ -53,10 +53,11 @@ def _ran_cells(number: int) -> list[str]:
     return found[-1:]
 
 
-def check(number: int, timeout: float | None = None) -> None:
+def check(number: int, timeout: float | None = None, seed: int | None = None) -> None:
     """Grade puzzle `number` in a separate process and print the report.
 
-    The verdict is recorded for `make progress`; when values are wrong or never written, a
+    `seed` draws the same inputs as an earlier run (the report of a failure gives it). The
+    verdict is recorded for `make progress`; when values are wrong or never written, a
     picture of where is drawn below the report (and saved in notebooks/.check_pictures/).
     """
     puzzle = get_puzzle(number)
@@ -67,7 +68,7 @@ def check(number: int, timeout: float | None = None) -> None:
         print(f"The graded cell has not been run in this session: grading the saved {puzzle.notebook.name}.")
         source = (notebook_code(puzzle.notebook, number), f"your graded cell in {puzzle.notebook.name}")
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
-        verdict = grade(puzzle, timeout=timeout, source=source, artifacts=Path(pictures),
+        verdict = grade(puzzle, timeout=timeout, seed=seed, source=source, artifacts=Path(pictures),
                         progress=V.progress_printer(number, puzzle.title))
         print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
         if verdict.picture_data:

@@ -171,7 +171,6 @@ def figure(data: dict[str, Any]):
     from matplotlib.colors import ListedColormap, LogNorm, Normalize
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
-    from matplotlib.ticker import MaxNLocator
 
     layout = layout_for(data)
     error, category, (fy, fx) = shrink(layout)
@@ -200,8 +199,8 @@ def figure(data: dict[str, Any]):
                    linewidths=1.2, clip_on=False)
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _centred_ticks(ax.xaxis, cols)
+    _centred_ticks(ax.yaxis, rows)
     ax.set_xlabel(layout.col_label)
     ax.set_ylabel(layout.row_label)
 
@@ -227,14 +226,35 @@ def figure(data: dict[str, Any]):
     return fig
 
 
+def cell_ticks(count: int, most: int = 9) -> list[int]:
+    """Round element indices to label along an axis of `count` cells (at most about `most` of them)."""
+    from matplotlib.ticker import MaxNLocator
+
+    values = MaxNLocator(nbins=most, integer=True, min_n_ticks=1).tick_values(0, max(count - 1, 0))
+    return sorted({int(v) for v in values if 0 <= v <= count - 1})
+
+
+def _centred_ticks(axis, count: int) -> None:
+    """Label element i at the centre of its cell (cell i spans i..i+1), not on its edge."""
+    ticks = cell_ticks(count)
+    axis.set_ticks([t + 0.5 for t in ticks], labels=[str(t) for t in ticks])
+
+
 def _grid(ax, layout: Layout, rows: int, cols: int) -> None:
-    style = {"color": "#333333", "linewidth": 0.6, "alpha": 0.6}
+    """The block grid: black lines with a white halo, visible over light and dark cells alike."""
+    from matplotlib import patheffects
+
+    def style(lines: int) -> dict[str, Any]:
+        width = 1.0 if lines <= 32 else 0.5  # thinner when there are many, so they do not hide the cells
+        halo = patheffects.withStroke(linewidth=width + (1.6 if lines <= 32 else 0.8), foreground="#ffffff")
+        return {"color": "#000000", "linewidth": width, "path_effects": [halo]}
+
     if layout.row_block and 0 < rows / layout.row_block <= MAX_GRID_LINES:
         for y in range(layout.row_block, rows, layout.row_block):
-            ax.axhline(y, **style)
+            ax.axhline(y, **style(rows // layout.row_block))
     if layout.col_block and 0 < cols / layout.col_block <= MAX_GRID_LINES:
         for x in range(layout.col_block, cols, layout.col_block):
-            ax.axvline(x, **style)
+            ax.axvline(x, **style(cols // layout.col_block))
 
 
 def save_png(data: dict[str, Any] | Path | str, out: Path | str) -> Path:

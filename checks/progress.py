@@ -116,18 +116,20 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def record(verdict: V.Verdict, path: Path | None = None) -> bool:
+def record(verdict: V.Verdict, path: Path | None = None, source: str = "") -> bool:
     """Remember a verdict: status, when, mode, device, and the best GPU speed ratio so far.
 
-    Verdicts that say nothing about the learner's code (not-ready, environment, internal) are
-    not recorded. Returns whether the verdict was recorded.
+    `source` names the file graded when it was not the puzzle's notebook (`--file answer.py`);
+    `make progress` shows it beside the verdict, so a check of another file is never mistaken
+    for the notebook's. Verdicts that say nothing about the learner's code (not-ready,
+    environment, internal, tampered) are not recorded. Returns whether the verdict was recorded.
     """
     if verdict.status not in RECORDED:
         return False
     data = load(path)
     e = entry(data, verdict.puzzle)
     e.update(status=verdict.status, time=now(), mode=verdict.mode, device=verdict.device,
-             summary=verdict.summary[:300])
+             summary=verdict.summary[:300], source=source)
     ratio = verdict.timings.get("ratio_vs_baseline") if verdict.timings else None
     if isinstance(ratio, (int, float)) and ratio > 0:
         e["last_ratio"] = float(ratio)
@@ -159,20 +161,22 @@ def _when(stamp: str | None) -> str:
 
 
 def table(data: dict[str, Any]) -> list[str]:
-    """The rows of `make progress`: every puzzle, with its last verdict."""
-    header = ("#", "puzzle", "status", "last verdict", "when", "best GPU ratio", "hints")
+    """The rows of `make progress`: every puzzle, with its last verdict (and which file, when not the notebook)."""
+    header = ("#", "puzzle", "your last verdict", "when", "best GPU ratio", "hints")
     rows = []
     for p in load_puzzles():
         e = data["puzzles"].get(str(p.number), {})
-        last = str(e.get("status", "-"))
+        last = str(e.get("status", "-" if p.ready else "(no notebook yet)"))
         if last != V.PASSED and e.get("first_passed"):
             last += " (passed before)"
-        if last != "-" and e.get("mode") == "interpreter":
+        if e.get("status") and e.get("mode") == "interpreter":
             last += ", CPU"
+        if e.get("status") and e.get("source"):
+            last += f", from {e['source']}"
         ratio = e.get("best_ratio")
         ratio_text = f"{ratio:.2f}x" if isinstance(ratio, (int, float)) else "-"
         hints = f"{e.get('hints_shown', 0)}/{len(p.hints)}" if p.hints else "-"
-        rows.append((str(p.number), p.title, p.status, last, _when(e.get("time")), ratio_text, hints))
+        rows.append((str(p.number), p.title, last, _when(e.get("time")), ratio_text, hints))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: tuple[str, ...]) -> str:
@@ -186,9 +190,9 @@ def next_step(data: dict[str, Any]) -> str:
     ready = [p for p in load_puzzles() if p.ready]
     passed = [p for p in ready if data["puzzles"].get(str(p.number), {}).get("first_passed")]
     todo = [p for p in ready if p not in passed]
-    head = f"{len(passed)} of {len(ready)} ready puzzles passed."
+    head = f"{len(passed)} of {len(ready)} puzzles passed."
     if not todo:
-        return head + " Every ready puzzle is done; on a GPU, `make check PUZZLE=N` again records your speed."
+        return head + " Every puzzle is done; on a GPU, `make check PUZZLE=N` again records your speed."
     p = todo[0]
     return head + f" Next: puzzle {p.number} ({p.title}) in {p.notebook.name}, then `make check PUZZLE={p.number}`."
 
@@ -202,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(table(data)))
     print()
     print(next_step(data))
+    if any(e.get("source") for e in data["puzzles"].values() if e.get("status")):
+        print("A verdict 'from FILE' came from `make check FILE=...`, not from the puzzle's notebook; "
+              "`make check PUZZLE=N` without FILE grades the notebook and records its verdict instead.")
     if path is not None and not path.exists():
         print(f"(No verdicts recorded yet: they are kept in {path.name} once you check a puzzle.)")
     return 0

@@ -36,6 +36,23 @@ class SubmissionError(Exception):
     """The submission cannot be read: the message says what to do about it."""
 
 
+SUBMISSION_KINDS = (".py", ".ipynb")
+
+
+def check_submission_kind(path: Path) -> None:
+    """Raise SubmissionError unless `path` could be a submission: a .py file or a notebook, not a folder."""
+    if path.is_dir():
+        raise SubmissionError(
+            f"{path} is a folder; give one file, a .py file or a notebook (.ipynb) with your graded cell "
+            "(for example FILE=my_answer.py)."
+        )
+    if path.suffix not in SUBMISSION_KINDS:
+        raise SubmissionError(
+            f"{path} is neither a .py file nor a notebook (.ipynb), the only kinds the grader reads; "
+            "give your answer as one of those (for example FILE=my_answer.py)."
+        )
+
+
 def _code_lines(lines: list[str]) -> int:
     return sum(1 for line in lines if line.strip() and not line.strip().startswith("#"))
 

@@ -116,5 +116,6 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     )
     out.append(f"{word}: {v.summary}")
     if v.seed is not None and not v.passed and v.cases:
-        out.append(f"(inputs drawn with --seed {v.seed}; pass it to check again on the same inputs)")
+        out.append(f"(inputs drawn with seed {v.seed}: to check again on the same inputs, add --seed {v.seed} in a "
+                   f"terminal, or call check({v.puzzle}, seed={v.seed}) in the notebook)")
     return "\n".join(out)

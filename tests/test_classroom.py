@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import xml.etree.ElementTree as ET
 
@@ -68,8 +70,10 @@ def graded(tmp_path_factory):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text("x = 1\n", encoding="utf-8")
     out = tmp_path_factory.mktemp("reports")
-    code = classroom.main([str(root), "--out", str(out), "--timeout", "10", "--jobs", "2"])
-    return code, out
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = classroom.main([str(root), "--out", str(out), "--timeout", "10", "--jobs", "2"])
+    return code, out, printed.getvalue()
 
 
 def csv_rows(out) -> dict[str, dict[str, str]]:
@@ -78,13 +82,13 @@ def csv_rows(out) -> dict[str, dict[str, str]]:
 
 
 def test_the_run_finishes_and_writes_both_reports(graded):
-    code, out = graded
+    code, out, _ = graded
     assert code == 0
     assert (out / "grades.csv").exists() and (out / "grades.xml").exists()
 
 
 def test_every_submission_gets_its_own_verdict_in_the_csv(graded):
-    _, out = graded
+    _, out, _ = graded
     rows = csv_rows(out)
     expected = {name: status for name, (_, _, status) in CLASS.items()} | {"ivy": V.PASSED}
     assert {name: row["status"] for name, row in rows.items()} == expected
@@ -95,22 +99,39 @@ def test_every_submission_gets_its_own_verdict_in_the_csv(graded):
     assert "SIGSEGV" in rows["frank"]["summary"]
 
 
-def test_the_junit_report_has_a_testcase_per_submission_and_failures_with_summaries(graded):
-    _, out = graded
+def test_the_junit_report_has_failures_for_wrong_answers_and_errors_for_runs_without_one(graded):
+    _, out, _ = graded
     suites = ET.parse(out / "grades.xml").getroot()
     assert suites.tag == "testsuites"
     suite = suites.find("testsuite")
     assert suite is not None and "vector_add" in suite.get("name")
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert set(cases) == set(CLASS) | {"ivy"}
+    errors = {name for name, (_, _, status) in CLASS.items() if status in (V.CRASHED, V.TIMEOUT)}
     for name, case in cases.items():
-        failure = case.find("failure")
+        element = case.find("error" if name in errors else "failure")
         passed = name in ("alice", "ivy")
-        assert (failure is None) == passed, name
+        assert (element is None) == passed, name
+        assert case.find("failure" if name in errors else "error") is None, name
         if not passed:
-            assert failure.get("message") == csv_rows(out)[name]["summary"]
-            assert failure.get("type") == CLASS[name][2]
-    assert suite.get("tests") == str(len(cases)) and suite.get("failures") == str(len(cases) - 2)
+            assert element.get("message") == csv_rows(out)[name]["summary"]
+            assert element.get("type") == CLASS[name][2]
+    assert suite.get("tests") == str(len(cases)) and suite.get("errors") == str(len(errors))
+    assert suite.get("failures") == str(len(cases) - 2 - len(errors))
+    assert suites.get("errors") == str(len(errors))
+
+
+def test_the_terminal_shows_each_failure_and_advice_for_an_instructor(graded):
+    _, out, printed = graded
+    rows = csv_rows(out)
+    for name in ("bob", "carol", "erin", "frank"):
+        if rows[name]["status"] != V.TIMEOUT:  # a timeout's line is the instructor's version, checked below
+            assert rows[name]["summary"] in printed, name
+    assert "ran past the 10 s time limit" in printed
+    assert 'make grade DIR=' in printed and 'ARGS="--timeout 300"' in printed
+    assert "make check ARGS" not in printed  # the learner's advice stays in the learner's report
+    assert "file(s) skipped because their names do not fit" in printed and classroom.NAMING in printed
+    assert "doubled" not in printed.split("submissions passed.")[1]  # nobody handed in twice
 
 
 def test_unclear_names_are_warned_about_and_skipped(tmp_path, capsys):
@@ -121,7 +142,7 @@ def test_unclear_names_are_warned_about_and_skipped(tmp_path, capsys):
     assert [(s.learner, s.puzzle.number) for s in found] == [("zoe", 1)]
     assert len(warnings) == len(UNCLEAR)
     for path in UNCLEAR:
-        assert any(w.startswith(path) for w in warnings), path
+        assert any(w.text.startswith(path) and w.kind == "name" for w in warnings), path
 
 
 def test_doubled_submissions_are_both_graded_with_a_warning(tmp_path):
@@ -129,7 +150,11 @@ def test_doubled_submissions_are_both_graded_with_a_warning(tmp_path):
     (tmp_path / "amy" / "01_first.py").write_text("", encoding="utf-8")
     (tmp_path / "amy_1.py").write_text("", encoding="utf-8")
     found, warnings = classroom.find_submissions(tmp_path)
-    assert len(found) == 2 and len(warnings) == 1 and "both are graded" in warnings[0]
+    assert len(found) == 2 and len(warnings) == 1 and "both are graded" in warnings[0].text
+    assert warnings[0].kind == "doubled"
+    lines = classroom.class_summary([], warnings, tmp_path, None)
+    assert not any(classroom.NAMING in line for line in lines)  # nothing to rename
+    assert any("doubled" in line and "own row" in line for line in lines)
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):
@@ -141,7 +166,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
 def test_reports_can_be_written_without_grading(tmp_path):
     puzzle = get_puzzle(1)
     sub = classroom.Submission("amy", puzzle, tmp_path / "amy_01.py")
-    results = [classroom.Result(sub, V.ERROR, 'said "hi" & <left>', 0.5, ["line 1"])]
+    results = [classroom.Result(sub, V.FAILED, 'said "hi" & <left>', 0.5, ["line 1"])]
     classroom.write_csv(results, tmp_path / "g.csv", tmp_path)
     classroom.write_junit(results, tmp_path / "g.xml", tmp_path)
     failure = ET.parse(tmp_path / "g.xml").getroot().find("testsuite/testcase/failure")
@@ -149,3 +174,26 @@ def test_reports_can_be_written_without_grading(tmp_path):
     with open(tmp_path / "g.csv", newline="", encoding="utf-8") as f:
         assert next(csv.DictReader(f))["summary"] == 'said "hi" & <left>'
 
+
+
+def test_a_tampered_grading_is_an_error_with_its_reason_and_is_counted(tmp_path):
+    puzzle = get_puzzle(1)
+    reason = "The grading process's report was cut short before its last case; this submission was not graded."
+    results = [
+        classroom.Result(classroom.Submission("amy", puzzle, tmp_path / "amy_01.py"), V.TAMPERED, reason, 1.0),
+        classroom.Result(classroom.Submission("ben", puzzle, tmp_path / "ben_01.py"), V.TAMPERED, reason, 1.0),
+        classroom.Result(classroom.Submission("cy", puzzle, tmp_path / "cy_01.py"), V.PASSED, "ok", 1.0),
+    ]
+    classroom.write_csv(results, tmp_path / "g.csv", tmp_path)
+    classroom.write_junit(results, tmp_path / "g.xml", tmp_path)
+    with open(tmp_path / "g.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["status"], r["summary"]) for r in rows[:2]] == [(V.TAMPERED, reason)] * 2
+    suite = ET.parse(tmp_path / "g.xml").getroot().find("testsuite")
+    errors = suite.findall("testcase/error")
+    assert len(errors) == 2 and all(e.get("type") == V.TAMPERED and e.get("message") == reason for e in errors)
+    assert suite.get("errors") == "2" and suite.get("failures") == "0"
+    lines = classroom.class_summary(results, [], tmp_path, None)
+    assert lines[0] == "1 of 3 submissions passed."
+    assert any(line.startswith("2 submission(s) were not graded because their grading process was tampered")
+               for line in lines)

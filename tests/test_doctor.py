@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 from checks import doctor
+from checks.registry import ROOT
 
 
 def test_this_machine_is_healthy(capsys):
@@ -49,3 +53,20 @@ def test_each_problem_gets_one_sentence_and_exit_1(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "2 problem(s) to fix:" in out
     assert "  - Install Triton 3.6.\n  - Install pyyaml.\n" in out
+
+
+def test_jupyterlab_is_reported_and_make_lab_is_said_to_install_it(monkeypatch):
+    real = doctor._module
+    monkeypatch.setattr(doctor, "_module", lambda name: (None, None) if name == "jupyterlab" else real(name))
+    finding = doctor.check_jupyter()
+    assert "not JupyterLab" in finding.what and "`make lab` installs JupyterLab" in finding.what
+    monkeypatch.setattr(doctor, "_module", lambda name: (object(), None))
+    assert "JupyterLab is installed" in doctor.check_jupyter().what
+
+
+def test_make_lab_passes_allow_root_to_root_and_args_through():
+    out = subprocess.run(["make", "-n", "lab", "ARGS=--port 9999"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60).stdout
+    line = next(line for line in out.splitlines() if "jupyter lab" in line)
+    assert line.endswith("--port 9999")
+    assert ("--allow-root" in line) == (os.geteuid() == 0)

@@ -130,3 +130,40 @@ def test_a_failing_notebook_check_saves_the_picture_beside_the_notebook(tmp_path
     assert png.exists() and png.stat().st_size > 10_000
     recorded = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["puzzles"]["1"]
     assert recorded["status"] == V.FAILED
+
+
+def test_ticks_sit_on_cell_centres_and_the_grid_shows_over_dark_cells():
+    bad = torch.zeros(45, 70, dtype=torch.bool)
+    bad[:, 64:] = True
+    error = torch.where(bad, 1.0, 0.0).double()
+    fig = picture.figure({"error": error, "bad": bad, "dims": ("rows", "columns"), "blocks": {"BLOCK_M": 16}})
+    ax = fig.axes[0]
+    rows = [t for t in ax.get_yticks()]
+    assert rows and all(t % 1 == 0.5 for t in rows)
+    assert [label.get_text() for label in ax.get_yticklabels()] == [str(int(t - 0.5)) for t in rows]
+    grid = [line for line in ax.get_lines() if line.get_path_effects()]
+    assert len(grid) == 2  # BLOCK_M=16 over 45 rows: lines at 16 and 32, each with a light halo
+
+
+def test_a_terminal_failure_says_how_to_get_the_picture(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    submission = tmp_path / "my_answer.py"
+    shutil.copy(TAIL_BUG, submission)
+    assert cli.main(["1", "--file", str(submission), "--timeout", "60", "--seed", "5"]) == 1
+    out = capsys.readouterr().out
+    assert "--seed 5 --picture where.png" in out and "make check PUZZLE=1" in out
+    assert "check(1, seed=5)" in out  # the seed footer names the notebook form too
+
+
+def test_a_notebook_check_takes_a_seed(monkeypatch, capsys):
+    seen = {}
+
+    def fake_grade(puzzle, **kwargs):
+        seen.update(kwargs)
+        return V.Verdict(puzzle.number, V.FAILED, "wrong", mode="interpreter", seed=kwargs["seed"])
+
+    monkeypatch.setattr(notebook, "grade", fake_grade)
+    monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
+    monkeypatch.setattr(notebook.progress, "record", lambda verdict: True)
+    notebook.check(1, seed=1234)
+    assert seen["seed"] == 1234

@@ -84,7 +84,19 @@ def test_make_progress_lists_every_puzzle(progress_file, capsys):
     row1 = next(line for line in lines if line.startswith("1 "))
     assert "passed" in row1 and "1.50x" in row1
     assert "timeout" in next(line for line in lines if line.startswith("2 "))
-    assert "ready puzzles passed" in out
+    assert "puzzles passed" in out
+    assert "ready" not in lines[0]  # no column that reads as the learner's own status
+
+
+def test_a_verdict_from_another_file_says_so(progress_file, capsys):
+    progress.record(verdict(V.PASSED), source="answer.py")
+    progress.record(verdict(V.FAILED, puzzle=2))
+    assert progress.main([]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "from answer.py" in next(line for line in lines if line.startswith("1 "))
+    assert "from" not in next(line for line in lines if line.startswith("2 "))
+    assert "not from the puzzle's notebook" in out
 
 
 def test_make_progress_with_no_file_yet(progress_file, capsys):
@@ -100,3 +112,25 @@ def test_the_cli_records_only_the_learners_own_work():
     assert cli._is_learners(args(file=Path("/somewhere/answer.py")))
     assert not cli._is_learners(args(solution=True))
     assert not cli._is_learners(args(file=ROOT / "solutions" / "wrong" / "01_vector_add" / "no_mask.py"))
+
+
+def test_the_cli_says_when_it_records_a_file_that_is_not_the_notebook(progress_file, capsys):
+    submission = progress_file.parent / "answer.py"
+    submission.write_text((ROOT / "solutions" / "01_vector_add.py").read_text(encoding="utf-8"), encoding="utf-8")
+    assert cli.main(["1", "--file", str(submission), "--timeout", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "Recorded in `make progress` as puzzle 1's last verdict, from answer.py" in out
+    assert stored(progress_file)["puzzles"]["1"]["source"] == "answer.py"
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "folder"])
+def test_a_file_that_is_not_a_submission_is_a_usage_error_and_not_recorded(progress_file, capsys, name):
+    target = progress_file.parent / name
+    if name == "folder":
+        target.mkdir()
+    else:
+        target.write_text("my notes\n", encoding="utf-8")
+    assert cli.main(["1", "--file", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert ".py" in err and ".ipynb" in err and err.strip().endswith(").")
+    assert not progress_file.exists()
