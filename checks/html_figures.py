@@ -6,7 +6,7 @@ Triton's CPU interpreter, every lesson cell up to the last one that draws with m
 (never the graded cell, a check or a hint), and returns the PNGs each drawing cell made. A cell
 that fails is skipped; a figure cell that fails simply has no picture.
 
-`python -m checks.figures` is the child: it reads the cells as JSON on stdin and writes
+`python -m checks.html_figures` is the child: it reads the cells as JSON on stdin and writes
 {cell index: [base64 PNG, ...]} as JSON to stdout.
 """
 
@@ -54,7 +54,7 @@ def draw(cells: list[dict], timeout: float = TIMEOUT) -> tuple[dict[int, list[st
     env = dict(os.environ, TRITON_INTERPRET="1", MPLBACKEND="Agg",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
-        proc = subprocess.run([sys.executable, "-m", "checks.figures"], input=json.dumps(todo), cwd=ROOT, env=env,
+        proc = subprocess.run([sys.executable, "-m", "checks.html_figures"], input=json.dumps(todo), cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {}, f"its lesson cells did not finish within {timeout:g} s"
