@@ -14,9 +14,11 @@ from checks import classroom
 from checks import verdict as V
 from checks.build import build_notebook
 from checks.registry import ROOT, get_puzzle
+from checks.wrong import source_of
 
 WRONG = ROOT / "solutions" / "wrong" / "01_vector_add"
 KEY = ROOT / "solutions" / "01_vector_add.py"
+TAMPERING = ROOT / "tests" / "submissions" / "tampering"
 
 EXITS = '''
 import os
@@ -45,11 +47,13 @@ def vector_add(x, y):
 # learner -> (path under DIR, source, expected status)
 CLASS = {
     "alice": ("alice/01_vector_add.py", KEY.read_text(encoding="utf-8"), V.PASSED),
-    "bob": ("bob/1-add.py", (WRONG / "grid_rounds_down.py").read_text(encoding="utf-8"), V.FAILED),
+    "bob": ("bob/1-add.py", source_of(get_puzzle(1), WRONG / "grid_rounds_down.edit.yaml"), V.FAILED),
     "carol": ("carol_01.py", EXITS, V.CRASHED),
     "dave": ("dave/01.py", (WRONG / "endless_loop.py").read_text(encoding="utf-8"), V.TIMEOUT),
     "erin": ("erin/01_cheat.py", (WRONG / "decoy_kernel.py").read_text(encoding="utf-8"), V.FAILED),
     "frank": ("frank-1.py", SEGFAULTS, V.CRASHED),
+    "ivan": ("ivan/01_vector_add.py", (TAMPERING / "appends_verdict.py").read_text(encoding="utf-8"), V.TAMPERED),
+    "judy": ("judy/01.py", (TAMPERING / "forges_case_reports.py").read_text(encoding="utf-8"), V.TAMPERED),
 }
 UNCLEAR = ["notes.py", "gina/readme.py", "gina/99_later.py", "henry/week1/01_add.py"]
 IGNORED = ["syllabus.txt", "alice/.ipynb_checkpoints/01_vector_add-checkpoint.ipynb"]
@@ -94,7 +98,8 @@ def test_every_submission_gets_its_own_verdict_in_the_csv(graded):
     assert {name: row["status"] for name, row in rows.items()} == expected
     assert all(row["puzzle"] == "1" and row["summary"] and float(row["seconds"]) >= 0 for row in rows.values())
     assert "never written" in rows["bob"]["summary"]
-    assert "switched off" in rows["erin"]["summary"]
+    assert "computed with torch" in rows["erin"]["summary"]
+    assert "incomplete or forged" in rows["ivan"]["summary"] and "incomplete or forged" in rows["judy"]["summary"]
     assert "time limit" in rows["dave"]["summary"] and float(rows["dave"]["seconds"]) < 30
     assert "SIGSEGV" in rows["frank"]["summary"]
 
@@ -107,7 +112,7 @@ def test_the_junit_report_has_failures_for_wrong_answers_and_errors_for_runs_wit
     assert suite is not None and "vector_add" in suite.get("name")
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert set(cases) == set(CLASS) | {"ivy"}
-    errors = {name for name, (_, _, status) in CLASS.items() if status in (V.CRASHED, V.TIMEOUT)}
+    errors = {name for name, (_, _, status) in CLASS.items() if status in (V.CRASHED, V.TIMEOUT, V.TAMPERED)}
     for name, case in cases.items():
         element = case.find("error" if name in errors else "failure")
         passed = name in ("alice", "ivy")
@@ -130,6 +135,7 @@ def test_the_terminal_shows_each_failure_and_advice_for_an_instructor(graded):
     assert "ran past the 10 s time limit" in printed
     assert 'make grade DIR=' in printed and 'ARGS="--timeout 300"' in printed
     assert "make check ARGS" not in printed  # the learner's advice stays in the learner's report
+    assert "2 submission(s) were not graded because their grading process was tampered with" in printed
     assert "file(s) skipped because their names do not fit" in printed and classroom.NAMING in printed
     assert "doubled" not in printed.split("submissions passed.")[1]  # nobody handed in twice
 

@@ -196,5 +196,5 @@ def kernels_matter(ctx: CaseContext) -> Problem | None:
     return Problem(
         "kernels_matter",
         "Your function returns the right answer even when its Triton kernels are switched off, so "
-        "torch (not your kernel) computed it: do the arithmetic inside the kernel.",
+        "torch or another library (not your kernel) computed it: do the arithmetic inside the kernel.",
     )

@@ -1,6 +1,6 @@
 """Wrong: launches a kernel that copies x, throws the copy away and returns torch.softmax(x).
 
-expect: kernels_matter: switched off
+expect: torch_free: computed with torch
 """
 import torch
 import triton
