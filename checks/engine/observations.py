@@ -8,7 +8,7 @@ can at worst claim what an honest kernel would have done; it can never say "pass
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -66,8 +66,31 @@ class CaseObservation:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaseObservation:
+        """Rebuild an observation from JSON; TypeError when any field has the wrong type."""
         data = dict(data)
-        data["launches"] = [LaunchObs(**x) for x in data.get("launches", [])]
-        data["buffers"] = [BufferObs(**x) for x in data.get("buffers", [])]
-        data["torch_ops"] = [TorchOp(**x) for x in data.get("torch_ops", [])]
-        return cls(**data)
+        data["launches"] = [_checked(LaunchObs(**x)) for x in data.get("launches", [])]
+        data["buffers"] = [_checked(BufferObs(**x)) for x in data.get("buffers", [])]
+        data["torch_ops"] = [_checked(TorchOp(**x)) for x in data.get("torch_ops", [])]
+        obs = _checked(cls(**data))
+        if not all(isinstance(line, str) for line in obs.raised_where):
+            raise TypeError("raised_where holds something other than text")
+        if obs.access is not None and not isinstance(obs.access, dict):
+            raise TypeError("access is not a mapping")
+        return obs
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
+    "dict[str, int]": (dict,), "list[str]": (list,), "list[LaunchObs]": (list,), "list[BufferObs]": (list,),
+    "list[TorchOp]": (list,), "dict[str, Any] | None": (dict, type(None)),
+}
+
+
+def _checked(record: Any) -> Any:
+    """The record itself, after checking every field against its annotation (bool is not an int here)."""
+    for f in fields(record):
+        value = getattr(record, f.name)
+        allowed = _TYPES[str(f.type)]
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise TypeError(f"{type(record).__name__}.{f.name} is a {type(value).__name__}")
+    return record

@@ -110,34 +110,43 @@ class Stream:
             raise Tampered(f"{kind} before the machine event")
         if self.ending is not None or (self.observed and kind != "timings"):
             raise Tampered(f"{kind} after the end of the report")
-        if kind in ("environment", "load_error", "missing"):
-            if self.cases or self.started is not None:
-                raise Tampered(f"{kind} after cases had run")
-            self.ending = event
-        elif kind == "case_start":
-            expected = self._next_index()
-            if self.started is not None or expected is None or event["index"] != expected:
-                raise Tampered(f"case_start for case {event.get('index')} out of order")
-            self.started = expected
-        elif kind == "case":
-            obs = CaseObservation.from_dict({k: v for k, v in event.items() if k != "event"})
-            if self.started is None or obs.index != self.started or self.stopped_early_by_rule():
-                raise Tampered(f"an observation of case {obs.index} out of order")
-            self.cases.append(obs)
-            self.started = None
-        elif kind == "kernels_off":
-            obs = CaseObservation.from_dict({k: v for k, v in event.items() if k != "event"})
-            if self.kernels_off is not None or self._next_index() is not None or obs.index != self.selection[0]:
-                raise Tampered("a kernels-off observation out of order")
-            self.kernels_off = obs
-        elif kind == "observed":
-            if self._next_index() is not None and not self.stopped_early_by_rule():
-                raise Tampered("the end of the report before every case was observed")
-            self.observed = True
-        elif kind == "timings":
-            if not self.asked_time or self.timings is not None:
-                raise Tampered("timings the grader did not ask for")
-            self.timings = {k: v for k, v in event.items() if k != "event"}
+        getattr(self, f"_on_{kind}")(event)
+
+    def _on_environment(self, event: dict[str, Any]) -> None:
+        if self.cases or self.started is not None:
+            raise Tampered(f"{event['event']} after cases had run")
+        self.ending = event
+
+    _on_load_error = _on_missing = _on_environment
+
+    def _on_case_start(self, event: dict[str, Any]) -> None:
+        expected = self._next_index()
+        if self.started is not None or expected is None or event["index"] != expected:
+            raise Tampered(f"case_start for case {event.get('index')} out of order")
+        self.started = expected
+
+    def _on_case(self, event: dict[str, Any]) -> None:
+        obs = CaseObservation.from_dict({k: v for k, v in event.items() if k != "event"})
+        if self.started is None or obs.index != self.started or self.stopped_early_by_rule():
+            raise Tampered(f"an observation of case {obs.index} out of order")
+        self.cases.append(obs)
+        self.started = None
+
+    def _on_kernels_off(self, event: dict[str, Any]) -> None:
+        obs = CaseObservation.from_dict({k: v for k, v in event.items() if k != "event"})
+        if self.kernels_off is not None or self._next_index() is not None or obs.index != self.selection[0]:
+            raise Tampered("a kernels-off observation out of order")
+        self.kernels_off = obs
+
+    def _on_observed(self, event: dict[str, Any]) -> None:
+        if self._next_index() is not None and not self.stopped_early_by_rule():
+            raise Tampered("the end of the report before every case was observed")
+        self.observed = True
+
+    def _on_timings(self, event: dict[str, Any]) -> None:
+        if not self.asked_time or self.timings is not None:
+            raise Tampered("timings the grader did not ask for")
+        self.timings = {k: v for k, v in event.items() if k != "event"}
 
     @property
     def complete(self) -> bool:
