@@ -11,6 +11,7 @@ import os
 import random
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -91,17 +92,22 @@ def grade(
         )
         limit = timeout or puzzle.timeout
         stage = Stage(puzzle, job, "gpu" if gpu else "interpreter", workdir, time_it, artifacts, progress)
-        verdict = stage.run(limit)
-        if not gpu or not verdict.passed:
-            return verdict
+        if not gpu:
+            return stage.run(limit)
         # The interpreter sees every load: out-of-bounds reads that happen to give right values on a
-        # GPU, and the puzzles' rules on passes over memory. Same submission, the small CPU cases.
-        if progress:
-            progress({"event": "stage", "text": INTERPRETER_STAGE})
-        job = replace(job, interpret=True, cases=None)
-        second = Stage(puzzle, job, "interpreter", workdir / "interpreter")
-        second.workdir.mkdir()
-        return merge_interpreter_stage(verdict, second.run(limit))
+        # GPU, and the puzzles' rules on passes over memory. Same submission, the small CPU cases, in
+        # a second grading process that runs while the GPU one does (and is stopped if that fails).
+        (workdir / "interpreter").mkdir()
+        second = Stage(puzzle, replace(job, interpret=True, cases=None), "interpreter", workdir / "interpreter")
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            interpreted = pool.submit(second.run, limit)
+            verdict = stage.run(limit)
+            if not verdict.passed:
+                second.cancel()
+                return verdict
+            if progress:
+                progress({"event": "stage", "text": INTERPRETER_STAGE})
+            return merge_interpreter_stage(verdict, interpreted.result())
 
 
 INTERPRETER_STAGE = "  ... and once more in Triton's CPU interpreter, which sees every load (small cases)"

@@ -198,15 +198,51 @@ def measure_peaks(copy_elements: int = COPY_ELEMENTS, matmul_side: int = MATMUL_
 
 
 _peaks: list[Peaks | None] = []
+PEAKS_CACHE = Path(__file__).resolve().parent.parent / "build" / "roofline.json"
+
+
+def _machine_key() -> str:
+    import torch
+    import triton
+
+    return f"{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}"
+
+
+def cached_peaks(key: str, path: Path = PEAKS_CACHE) -> Peaks | None:
+    """The roofline measured earlier on the machine `key` names (GPU and versions), if there is one."""
+    import json
+
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8")).get(key)
+        return Peaks(**entry) if entry else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def remember_peaks(key: str, peaks: Peaks, path: Path = PEAKS_CACHE) -> None:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        data[key] = asdict(peaks)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    except (OSError, ValueError):
+        pass  # the roofline is only shown; measuring it again next time is the worst that happens
 
 
 def device_peaks() -> Peaks | None:
-    """This process's measurement of the GPU's limits (made on first use), or None if it failed."""
+    """The GPU's limits: cached per GPU and versions (build/roofline.json), else measured once, or None."""
     if not _peaks:
-        try:
-            _peaks.append(measure_peaks())
-        except Exception:  # noqa: BLE001 - the timing still works without a roofline
-            _peaks.append(None)
+        key = _machine_key()
+        peaks = cached_peaks(key)
+        if peaks is None:
+            try:
+                peaks = measure_peaks()
+                remember_peaks(key, peaks)
+            except Exception:  # noqa: BLE001 - the timing still works without a roofline
+                peaks = None
+        _peaks.append(peaks)
     return _peaks[0]
 
 

@@ -14,12 +14,14 @@ from checks.timing import (
     Peaks,
     bar_message,
     bound,
+    cached_peaks,
     from_measurement,
     gbps,
     judge,
     loosest_tolerance,
     measure,
     output_difference,
+    remember_peaks,
     roofline_ms,
     roofline_share,
     speed_ratio,
@@ -199,3 +201,13 @@ def test_timing_fails_an_answer_that_breaks_at_the_timing_size(small_matmul):
 
     result = timed(puzzle, spec, raises, key, device="cpu", timer=FakeClock())
     assert "it raised RuntimeError: grid too large" in result["bar_failed"]
+
+
+def test_the_roofline_is_remembered_per_gpu_and_versions(tmp_path):
+    path = tmp_path / "roofline.json"
+    assert cached_peaks("H100 | torch 2.11 | triton 3.6", path) is None
+    remember_peaks("H100 | torch 2.11 | triton 3.6", Peaks(3000.0, 700.0), path)
+    assert cached_peaks("H100 | torch 2.11 | triton 3.6", path) == Peaks(3000.0, 700.0)
+    assert cached_peaks("H200 | torch 2.11 | triton 3.6", path) is None
+    path.write_text("{not json", encoding="utf-8")
+    assert cached_peaks("H100 | torch 2.11 | triton 3.6", path) is None

@@ -80,9 +80,17 @@ class CaseObservation:
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
-    "dict[str, int]": (dict,), "list[str]": (list,), "list[LaunchObs]": (list,), "list[BufferObs]": (list,),
-    "list[TorchOp]": (list,), "dict[str, Any] | None": (dict, type(None)),
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "int | None": (int, type(None)),
+    "dict[str, int]": (dict,),
+    "list[str]": (list,),
+    "list[LaunchObs]": (list,),
+    "list[BufferObs]": (list,),
+    "list[TorchOp]": (list,),
+    "dict[str, Any] | None": (dict, type(None)),
 }
 
 

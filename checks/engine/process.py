@@ -80,7 +80,9 @@ def _send(proc: subprocess.Popen, command: str) -> None:
     _write(proc, command, close=True)
 
 
-def run_child(job: Job, stream: Stream, timeout: float, workdir: Path, on_event: OnEvent) -> ChildEnd:
+def run_child(
+    job: Job, stream: Stream, timeout: float, workdir: Path, on_event: OnEvent, stop: Callable[[], bool] | None = None
+) -> ChildEnd:
     """Start `python -m checks.child`, feed its events through the protocol to on_event, stop it at the limit."""
     job_path, events_path, log_path = workdir / "job.json", workdir / "events.jsonl", workdir / "output.log"
     job_path.write_text(job.to_json(), encoding="utf-8")
@@ -115,6 +117,9 @@ def run_child(job: Job, stream: Stream, timeout: float, workdir: Path, on_event:
                 _kill(proc)
                 break
             if done:
+                break
+            if stop is not None and stop():
+                _kill(proc)
                 break
             if time.monotonic() - start > timeout:
                 _kill(proc)

@@ -7,6 +7,7 @@ the protocol, ends before it is complete, or cannot be read is never a pass.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,15 @@ class Stage:
         self.off_problem = ""
         self.tampered = ""
         self.timeout = 0.0
+        self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
         self.timeout = timeout
-        return self.verdict(run_child(self.job, self.stream, timeout, self.workdir, self.on_event))
+        return self.verdict(run_child(self.job, self.stream, timeout, self.workdir, self.on_event, self._stop.is_set))
+
+    def cancel(self) -> None:
+        """Stop the grading process early (its verdict is no longer needed)."""
+        self._stop.set()
 
     def on_event(self, event: dict[str, Any]) -> str | None:
         """Judge each observation as soon as it arrives; answer `observed` with the timing request or not."""
