@@ -29,6 +29,7 @@ class CaseResult:
     raised: bool = False  # the learner's code raised an exception
     stub: bool = False  # ... and it was the stub's NotImplementedError
     rule: str = ""  # the rule the case broke (checks/engine/rulebook.py), when one did
+    printed: str = ""  # what the learner's code printed (and the warnings it raised) during this case
     details: list[str] = field(default_factory=list)
 
 
@@ -89,6 +90,16 @@ def progress_printer(number: int, title: str) -> Callable[[dict[str, Any]], None
     return show
 
 
+def explain_printed(printed: str) -> list[str]:
+    """A sentence for the warnings a learner cannot act on as printed."""
+    if "invalid value encountered" in printed:
+        return [
+            "(The 'invalid value' warning is a NaN made by arithmetic such as -inf - (-inf) or 0 * inf, usually "
+            "a row or block whose every score is masked to -inf: subtract a finite max there.)"
+        ]
+    return []
+
+
 def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> str:
     """The terminal report: one line per case, the first failure in detail, then the summary.
 
@@ -106,7 +117,11 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     if v.timings.get("table"):
         out.append("")
         out += [f"  {line}" for line in v.timings["table"]]
-    if v.output and not v.passed:
+    if failed and failed[0].printed:
+        out.append(f"  What your code printed during case {failed[0].index + 1} (last lines):")
+        out += [f"    | {line}" for line in failed[0].printed.rstrip().splitlines()[-15:]]
+        out += [f"  {line}" for line in explain_printed(failed[0].printed)]
+    elif v.output.strip() and not v.passed:
         out.append("  What your code printed (last lines):")
         out += [f"    | {line}" for line in v.output.rstrip().splitlines()[-15:]]
     out.append("")

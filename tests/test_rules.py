@@ -156,3 +156,16 @@ def test_every_expect_line_names_a_reason():
         assert expected, f"{path} has no 'expect:' line"
         for e in expected:
             assert e.rule in known, f"{path}: 'expect: {e.rule}' is not a rule or reason ({sorted(known)})"
+
+
+def test_the_summary_names_the_parameter_that_splits_failing_from_passing_cases():
+    from checks.engine.verdicts import failure_pattern
+
+    params = [{"N": 64, "causal": False}, {"N": 64, "causal": True}, {"N": 100, "causal": True}, {"N": 100}]
+    line = failure_pattern(params, [True, False, False, True])
+    assert line == [
+        "Every failing case has causal=True; all cases with causal=(default) or False pass: "
+        "look at what your code does differently there."
+    ]
+    assert failure_pattern(params, [True, False, True, False]) == []  # no single parameter explains it
+    assert failure_pattern(params, [False] * 4) == [] and failure_pattern(params, [True] * 4) == []

@@ -85,7 +85,7 @@ class Judge:
     def case_result(self, obs: CaseObservation) -> V.CaseResult:
         """The verdict on one observed call."""
         ctx, description = self.context(obs)
-        result = V.CaseResult(obs.index, description, passed=False, seconds=obs.seconds)
+        result = V.CaseResult(obs.index, description, passed=False, seconds=obs.seconds, printed=obs.printed)
         if obs.stub:
             result.problem = f"Your code still raises {obs.raised}."
             result.raised = result.stub = True

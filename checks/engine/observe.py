@@ -8,8 +8,11 @@ they saw into a `CaseObservation`; the returned tensors go to a file the grader 
 from __future__ import annotations
 
 import contextlib
+import io
 import time
 import traceback
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +100,10 @@ class Observer:
         arena.freeze_inputs()
         obs = CaseObservation(index=index)
         start = time.perf_counter()
+        printed = io.StringIO()
         try:
-            returned, tracker, obs.torch_ops = self.call(fn, inputs, arena, skip)
+            with captured(printed):
+                returned, tracker, obs.torch_ops = self.call(fn, inputs, arena, skip)
         except NotImplementedError as exc:
             obs.raised, obs.stub = f"NotImplementedError ({exc})", True
             return obs
@@ -107,6 +112,7 @@ class Observer:
             return obs
         finally:
             obs.seconds = time.perf_counter() - start
+            obs.printed = printed.getvalue()[-PRINTED_LIMIT:]
         outputs = as_outputs(returned)
         obs.returned = returned_kind(returned)
         torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], out)
@@ -116,6 +122,22 @@ class Observer:
         if tracker.reads is not None:
             obs.access = tracker.reads.summary()
         return obs
+
+
+PRINTED_LIMIT = 3000
+
+
+@contextlib.contextmanager
+def captured(buffer: io.StringIO) -> Iterator[None]:
+    """What the call prints, and the warnings it raises (one line each), go to `buffer`."""
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(buffer):
+        warnings.simplefilter("always")
+        with contextlib.redirect_stderr(buffer):
+            try:
+                yield
+            finally:
+                for w in caught:
+                    buffer.write(f"{w.category.__name__}: {w.message} ({Path(w.filename).name}, line {w.lineno})\n")
 
 
 def buffer_observations(arena: Arena, outputs: list[Any]) -> list[BufferObs]:

@@ -140,6 +140,8 @@ class Stage:
                 f"{len(failed)} of {len(self.results)} cases failed; start with case {first.index + 1} "
                 f"({first.description}): {first.problem}"
             )
+            params = [self.judge.cases[r.index] for r in self.results]
+            v.details += failure_pattern(params, [r.passed for r in self.results])
             return
         if self.selection[0] == 0 and self.stream.kernels_off is None:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
@@ -162,6 +164,22 @@ class Stage:
             v.status, v.summary, v.rule = V.FAILED, v.timings["bar_failed"], "speed_bar"
         elif v.timings.get("summary"):
             v.summary += " " + v.timings["summary"]
+
+
+def failure_pattern(params: list[dict[str, Any]], passed: list[bool]) -> list[str]:
+    """A line when one case parameter separates the failing cases from the passing ones."""
+    if all(passed) or not any(passed):
+        return []
+    for key in dict.fromkeys(k for p in params for k in p if k != "note"):
+        failing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if not ok}
+        passing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if ok}
+        if len(failing) == 1 and not failing & passing:
+            (value,) = failing
+            return [
+                f"Every failing case has {key}={value}; all cases with {key}={' or '.join(sorted(passing))} pass: "
+                "look at what your code does differently there."
+            ]
+    return []
 
 
 def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
