@@ -300,7 +300,7 @@ class Grader:
         folder = self.job.get("artifacts")
         if not folder or self.job.get("picture_saved"):
             return
-        path = Path(folder) / f"puzzle{self.puzzle.number:02d}_errors.pt"
+        path = Path(folder) / f"puzzle{self.puzzle.label}_errors.pt"
         blocks: dict[str, int] = {}
         for launch in tracker.own_launches:
             blocks.update(launch.blocks)
