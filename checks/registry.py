@@ -71,7 +71,7 @@ class Puzzle:
     @property
     def literal(self) -> str:
         """The id as a Python literal for generated code: `check(7)`, `check("10a")`."""
-        return self.number if self.number.isdigit() else repr(self.number)
+        return self.number if self.number.isdigit() else f'"{self.number}"'
 
     @property
     def stem(self) -> str:
