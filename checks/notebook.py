@@ -37,7 +37,7 @@ def setup() -> str:
     return "cpu"
 
 
-def _ran_cells(number: int) -> list[str]:
+def _ran_cells(number: int | str) -> list[str]:
     """The graded cell's source as last executed in this Jupyter kernel (empty outside IPython)."""
     try:
         from IPython import get_ipython
@@ -51,7 +51,7 @@ def _ran_cells(number: int) -> list[str]:
     return found[-1:]
 
 
-def check(number: int, timeout: float | None = None) -> None:
+def check(number: int | str, timeout: float | None = None) -> None:
     """Grade puzzle `number` in a separate process and print the report.
 
     The verdict is recorded for `make progress`; when values are wrong or never written, a
@@ -99,6 +99,6 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
     display(Image(filename=str(drawn)))
 
 
-def hint(number: int) -> None:
+def hint(number: int | str) -> None:
     """Show the next hint for a puzzle (one more each call; `make hint PUZZLE=N` shares the count)."""
     print("\n".join(hints.reveal(number)))
