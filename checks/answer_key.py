@@ -19,7 +19,7 @@ from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.rulebook import all_rules
-from checks.registry import Puzzle, load_puzzles
+from checks.registry import Puzzle, load_puzzles, puzzle_id
 from checks.sandbox import grade
 from checks.wrong import known_wrong, materialize, name_of
 
@@ -115,7 +115,7 @@ def table(rows: list[Row]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.answer_key", description=__doc__.splitlines()[0])
-    parser.add_argument("--puzzle", type=int, action="append", help="only these puzzles (repeatable)")
+    parser.add_argument("--puzzle", type=puzzle_id, action="append", help="only these puzzles (repeatable)")
     parser.add_argument(
         "--jobs", type=int, default=min(8, os.cpu_count() or 2), help="known-wrong kernels graded at once"
     )
@@ -126,14 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     device = ""
     for row in rows:
         if not row.puzzle.ready:
-            print(f"puzzle {row.puzzle.number:>2} {row.puzzle.slug}: planned, skipped", flush=True)
+            print(f"puzzle {row.puzzle.number:>3} {row.puzzle.slug}: planned, skipped", flush=True)
             continue
         row.key = grade(row.puzzle, solution=True)
         device = device or (row.key.device if row.key.mode else "")
         word = "passed" if row.key.passed else "FAILED"
         extra = " " + row.key.timings["summary"] if row.key.timings.get("summary") else ""
         print(
-            f"puzzle {row.puzzle.number:>2} {row.puzzle.slug}: answer key {word} ({row.key.seconds:.1f} s){extra}",
+            f"puzzle {row.puzzle.number:>3} {row.puzzle.slug}: answer key {word} ({row.key.seconds:.1f} s){extra}",
             flush=True,
         )
         if not row.key.passed:

@@ -1,7 +1,8 @@
 """`python -m checks.bench [--quick] [--out DIR] [--only 4,9] [--budget S]`: the answer keys against torch.
 
-On a CUDA GPU, times the answer key of every ready puzzle against its torch baseline over a sweep
-of sizes (triton.testing.do_bench, median, fresh random inputs) and writes
+On a CUDA GPU, times the answer key of every ready numbered puzzle (a lettered step such as 10a is
+timed by its grader instead) against its torch baseline over a sweep of sizes (triton.testing.do_bench,
+median, fresh random inputs) and writes
 
     DIR/bench/results.csv     one row per (puzzle, series, size)
     DIR/bench/meta.json       the GPU, versions, date and measured roofline of the run
@@ -463,7 +464,7 @@ def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path) -> dict[str,
     """The CSV, the plots and BENCHMARKS.md under `out`; returns their paths."""
     folder = out / "bench"
     csv_path = write_data(rows, meta, out)
-    names = {p.number: p.slug for p in load_puzzles()}
+    names = {int(p.number): p.slug for p in numbered_puzzles()}
     meta = dict(meta, notes=list(meta.get("notes", [])))
     try:
         plots = write_plots(rows, folder, names)
@@ -716,12 +717,17 @@ def _spawn(job: dict[str, Any], workdir: Path, timeout: float) -> tuple[list[dic
     return records, problem
 
 
+def numbered_puzzles() -> list[Puzzle]:
+    """The puzzles the sweep measures: the numbered ones (a lettered step has no sweep of its own)."""
+    return [p for p in load_puzzles() if p.number.isdigit()]
+
+
 def _skip_reason(puzzle: Puzzle, ready: dict[int, Puzzle]) -> str:
     if not puzzle.ready:
         return f"puzzle {puzzle.number} ({puzzle.slug}) is planned, not ready: skipped"
     if not puzzle.solution.exists():
         return f"puzzle {puzzle.number} ({puzzle.slug}): {puzzle.solution.relative_to(ROOT)} is missing: skipped"
-    if puzzle.number == 10 and (9 not in ready or not ready[9].solution.exists()):
+    if puzzle.number == "10" and (9 not in ready or not ready[9].solution.exists()):
         return "puzzle 10 needs o and lse from puzzle 9's answer key, which is not ready: skipped"
     return ""
 
@@ -770,18 +776,19 @@ def sweep(puzzles: list[Puzzle], ready: dict[int, Puzzle], quick: bool, smoke: b
             else:
                 runnable.append(p)
         for index, p in enumerate(runnable):
-            points = plan(p.number, quick, smoke)
+            number = int(p.number)
+            points = plan(number, quick, smoke)
             left = budget - (time.monotonic() - start) - RESERVE_S * (len(runnable) - index - 1)
-            share = min(CAPS_S.get(p.number, 60), left)
+            share = min(CAPS_S.get(number, 60), left)
             print(f"Puzzle {p.number} ({p.slug}): {len(points)} sizes, at most {max(share, 0):.0f} s", flush=True)
             got: list[Row] = []
             problem = "the time budget was spent"
             peaks = Peaks(**meta["peaks"]) if meta.get("peaks") else None
             if share >= 5:
-                keys = {p.number: (str(p.solution), p.name)}
-                if p.number == 10:
+                keys = {number: (str(p.solution), p.name)}
+                if number == 10:
                     keys[9] = (str(ready[9].solution), ready[9].name)
-                job = {"kind": "puzzle", "device": device, "puzzle": p.number, "slug": p.slug, "keys": keys,
+                job = {"kind": "puzzle", "device": device, "puzzle": number, "slug": p.slug, "keys": keys,
                        "points": [asdict(pt) for pt in points], "warmup": warmup, "rep": rep}
                 records, problem = _spawn(job, workdir, share)
                 got = [Row(**r["row"]) for r in records if "row" in r]
@@ -790,7 +797,7 @@ def sweep(puzzles: list[Puzzle], ready: dict[int, Puzzle], quick: bool, smoke: b
                 if row.ok and peaks is not None:
                     row.roofline = roofline_share(row.bytes, row.flops, row.key_ms, peaks)
             done = {(r.series, r.size) for r in got}
-            missing = [Row(p.number, p.slug, pt.series, pt.size, pt.x, status=f"not run: {problem}")
+            missing = [Row(number, p.slug, pt.series, pt.size, pt.x, status=f"not run: {problem}")
                        for pt in points if (pt.series, pt.size) not in done]
             if missing:
                 notes.append(f"puzzle {p.number}: {len(missing)} size(s) not run: {problem}")
@@ -850,8 +857,8 @@ def main(argv: list[str] | None = None) -> int:
     flags = (" --quick" if args.quick else "") + (" --smoke" if args.smoke else "")
     if args.only:
         flags += " --only " + ",".join(str(n) for n in sorted(args.only))
-    puzzles = [p for p in load_puzzles() if args.only is None or p.number in args.only]
-    ready = {p.number: p for p in load_puzzles() if p.ready}
+    puzzles = [p for p in numbered_puzzles() if args.only is None or int(p.number) in args.only]
+    ready = {int(p.number): p for p in numbered_puzzles() if p.ready}
     checkpoint = lambda rows, meta: write_data(rows, meta, out)
     rows, meta = sweep(puzzles, ready, args.quick, args.smoke, args.budget, "cuda" if cuda else "cpu", checkpoint)
     meta["command"] = f"python -m checks.bench{flags}"

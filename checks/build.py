@@ -37,7 +37,7 @@ from checks.notebook import check, hint, setup
 DEVICE = setup()  # "cuda" or "cpu"; must run before triton is imported
 import math, torch, triton, triton.language as tl"""
 
-CHECK_CELL = "check({number})  # grades the cell marked 'Puzzle {number}: your code' in a separate process"
+CHECK_CELL = "check({literal})  # grades the cell marked 'Puzzle {number}: your code' in a separate process"
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 
@@ -91,7 +91,7 @@ def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled:
     """The notebook for one puzzle; with filled=True its graded cell holds the answer key."""
     cells = []
     for index, (kind, text) in enumerate(parse(source_text)):
-        cell_id = f"p{puzzle.number:02d}-{index:02d}"
+        cell_id = f"p{puzzle.label}-{index:02d}"
         if kind == "markdown":
             cells.append(_cell("markdown", text, cell_id))
         elif kind == "python":
@@ -100,9 +100,10 @@ def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled:
             cells.append(_cell("code", SETUP_CELL, cell_id, tags=["setup"]))
         elif kind == "stub":
             code = (answer_cell if filled else stub_cell)(solution_text, puzzle.number)
-            cells.append(_cell("code", code, f"p{puzzle.number:02d}-stub", tags=["stub"]))
+            cells.append(_cell("code", code, f"p{puzzle.label}-stub", tags=["stub"]))
         elif kind == "check":
-            cells.append(_cell("code", CHECK_CELL.format(number=puzzle.number), cell_id, tags=["check"]))
+            check = CHECK_CELL.format(literal=puzzle.literal, number=puzzle.number)
+            cells.append(_cell("code", check, cell_id, tags=["check"]))
         elif kind == "figure":
             cells.append(_cell("markdown", figures.markdown(text.strip()), cell_id))
     return {
@@ -122,7 +123,7 @@ def notebook_json(notebook: dict) -> str:
 
 def setup_notebook() -> dict:
     source = (ROOT / "notebooks" / "src" / "00_setup.md").read_text(encoding="utf-8")
-    fake = Puzzle(0, "setup", "Set-up check", "ready", ("",), "", "", (), ROOT, ROOT)
+    fake = Puzzle("0", "setup", "Set-up check", "ready", ("",), "", "", (), ROOT, ROOT)
     return build_notebook(fake, source, "")
 
 

@@ -4,9 +4,11 @@ Instructors collect one file per learner per puzzle, a `.py` file or a notebook,
 both the learner and the puzzle are clear. Either naming works, and they can be mixed:
 
     DIR/<learner>/<NN>_anything.py        a folder per learner; the file name starts with the
-    DIR/<learner>/<NN>_anything.ipynb     puzzle number (01_vector_add.py, 3-matmul.ipynb, 7.py)
+    DIR/<learner>/<NN>_anything.ipynb     puzzle number (01_vector_add.py, 3-matmul.ipynb, 7.py, 10a_dx.py)
     DIR/<learner>_<NN>.py                 flat: the learner's name, then _ or -, then the puzzle
-    DIR/<learner>_<NN>.ipynb              number and nothing else (alice_01.py, bob-smith-3.ipynb)
+    DIR/<learner>_<NN>.ipynb              number and nothing else (alice_01.py, bob-smith-3.ipynb, carl_10b.py)
+
+A lettered step is named like a puzzle: `10a_anything.py` is step 10a, `10_anything.py` puzzle 10.
 
 A notebook is graded by its cell marked '# Puzzle N: your code', as `make check` does. Names
 that do not fit (no puzzle number, a puzzle that does not exist, folders inside learner
@@ -40,19 +42,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import verdict as V
-from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle
+from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
 from checks.sandbox import grade
 from checks.source import SubmissionError
 
 SUFFIXES = (".py", ".ipynb")
 DEFAULT_OUT = ROOT / "build" / "grades"
-_IN_FOLDER = re.compile(r"^(\d+)(?:[_\-. ].*)?$")  # 01_vector_add, 3-matmul, 7
-_FLAT = re.compile(r"^(.*\S)[_\-](\d+)$")  # alice_01, bob-smith-3
+_IN_FOLDER = re.compile(r"^(\d+[a-z]?)(?:[_\-. ].*)?$", re.IGNORECASE)  # 01_vector_add, 3-matmul, 7, 10a_dx
+_FLAT = re.compile(r"^(.*\S)[_\-](\d+[a-z]?)$", re.IGNORECASE)  # alice_01, bob-smith-3, carl_10b
 # JUnit's two kinds of not passing: a failure is a wrong answer; an error is a run that gave none.
 ERRORS = (V.ERROR, V.TIMEOUT, V.CRASHED, V.TAMPERED, V.INTERNAL, V.ENVIRONMENT)
 NAMING = (
     "Name submissions DIR/<learner>/<NN>_anything.py (or .ipynb), or DIR/<learner>_<NN>.py (or .ipynb), "
-    "where NN is the puzzle number."
+    "where NN is the puzzle number (10a for a lettered step)."
 )
 
 
@@ -90,9 +92,9 @@ def _hidden(name: str) -> bool:
 
 def _puzzle(number: str, path: Path, root: Path, warnings: list[Notice]) -> Puzzle | None:
     try:
-        return get_puzzle(int(number))
+        return get_puzzle(number)
     except UnknownPuzzle:
-        warnings.append(Notice("name", f"{path.relative_to(root)}: there is no puzzle {int(number)}; skipped."))
+        warnings.append(Notice("name", f"{path.relative_to(root)}: there is no puzzle {puzzle_id(number)}; skipped."))
         return None
 
 
@@ -132,7 +134,7 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
             puzzle = _puzzle(match.group(2), entry, root, warnings)
             if puzzle:
                 found.append(Submission(match.group(1), puzzle, entry))
-    seen: dict[tuple[str, int], Path] = {}
+    seen: dict[tuple[str, str], Path] = {}
     for s in found:
         key = (s.learner, s.puzzle.number)
         if key in seen:
@@ -141,7 +143,7 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
                                               "graded."))
         else:
             seen[key] = s.path
-    found.sort(key=lambda s: (s.puzzle.number, s.learner, str(s.path)))
+    found.sort(key=lambda s: (s.puzzle.order, s.learner, str(s.path)))
     return found, warnings
 
 
@@ -207,18 +209,17 @@ def write_csv(results: list[Result], path: Path, root: Path) -> None:
 def write_junit(results: list[Result], path: Path, root: Path) -> None:
     """JUnit XML: a testsuite per puzzle, a testcase per submission, a failure when it did not pass."""
     suites = ET.Element("testsuites", name="triton-puzzles")
-    by_puzzle: dict[int, list[Result]] = {}
+    by_puzzle: dict[str, list[Result]] = {}
     for r in results:
         by_puzzle.setdefault(r.submission.puzzle.number, []).append(r)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
-    for number in sorted(by_puzzle):
-        group = by_puzzle[number]
+    for group in sorted(by_puzzle.values(), key=lambda g: g[0].submission.puzzle.order):
         puzzle = group[0].submission.puzzle
-        suite = ET.SubElement(suites, "testsuite", name=f"puzzle {number:02d} {puzzle.slug}")
+        suite = ET.SubElement(suites, "testsuite", name=f"puzzle {puzzle.label} {puzzle.slug}")
         counts = {"tests": len(group), "failures": 0, "errors": 0, "skipped": 0, "time": sum(r.seconds for r in group)}
         for r in group:
             s = r.submission
-            case = ET.SubElement(suite, "testcase", name=s.learner, classname=f"puzzle{number:02d}_{puzzle.slug}",
+            case = ET.SubElement(suite, "testcase", name=s.learner, classname=f"puzzle{puzzle.stem}",
                                  file=s.path.relative_to(root).as_posix(), time=f"{r.seconds:.3f}")
             if r.passed:
                 continue

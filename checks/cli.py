@@ -29,9 +29,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    numbers = ", ".join(str(p.number) for p in load_puzzles())
+    numbers = ", ".join(p.number for p in load_puzzles())
     p = _Parser(prog="python -m checks", description="Grade one puzzle of the Triton course.")
-    p.add_argument("puzzle", type=int, help=f"the puzzle number ({numbers})")
+    p.add_argument("puzzle", help=f"the puzzle number ({numbers})")
     p.add_argument("--file", type=Path, help="grade this .py file or notebook instead of notebooks/NN_*.ipynb")
     p.add_argument("--solution", action="store_true", help="grade the bundled answer key")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")

@@ -18,12 +18,13 @@ from checks import progress
 from checks.registry import UnknownPuzzle, get_puzzle
 
 
-def reveal(number: int, path: Path | None = None) -> list[str]:
+def reveal(number: int | str, path: Path | None = None) -> list[str]:
     """Reveal one more hint of a puzzle (never more than it has) and return the lines to print.
 
     Raises UnknownPuzzle for a number the registry does not list.
     """
     puzzle = get_puzzle(number)
+    number = puzzle.number
     total = len(puzzle.hints)
     if total == 0:
         return [f"Puzzle {number} ({puzzle.title}) has no hints yet: re-read its notebook, whose "
@@ -44,15 +45,16 @@ def reveal(number: int, path: Path | None = None) -> list[str]:
     return lines
 
 
-def reset(number: int, path: Path | None = None) -> str:
+def reset(number: int | str, path: Path | None = None) -> str:
     puzzle = get_puzzle(number)
+    number = puzzle.number
     progress.set_hints_shown(number, 0, path)
     return f"Puzzle {number} ({puzzle.title}): hints start over; the next call shows hint 1."
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.hints", description="Show the next hint for a puzzle.")
-    parser.add_argument("puzzle", type=int, help="the puzzle number")
+    parser.add_argument("puzzle", help="the puzzle number (7, 10a, ...)")
     parser.add_argument("--reset", action="store_true", help="forget how many hints you have seen for this puzzle")
     args = parser.parse_args(argv)
     try:

@@ -39,7 +39,7 @@ def setup() -> str:
     return "cpu"
 
 
-def _ran_cells(number: int) -> list[str]:
+def _ran_cells(number: int | str) -> list[str]:
     """The graded cell's source as last executed in this Jupyter kernel (empty outside IPython)."""
     try:
         from IPython import get_ipython
@@ -53,7 +53,7 @@ def _ran_cells(number: int) -> list[str]:
     return found[-1:]
 
 
-def check(number: int, timeout: float | None = None, seed: int | None = None) -> None:
+def check(number: int | str, timeout: float | None = None, seed: int | None = None) -> None:
     """Grade puzzle `number` in a separate process and print the report.
 
     `seed` draws the same inputs as an earlier run (the report of a failure gives it). The
@@ -102,7 +102,7 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
     display(Image(filename=str(drawn)))
 
 
-def hint(number: int) -> None:
+def hint(number: int | str) -> None:
     """Show the next hint for a puzzle (one more each call; `make hint PUZZLE=N` shares the count)."""
     print("\n".join(hints.reveal(number)))
 

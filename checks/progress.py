@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from checks import verdict as V
-from checks.registry import ROOT, load_puzzles
+from checks.registry import ROOT, load_puzzles, puzzle_id
 
 DEFAULT_FILE = ROOT / ".progress.json"
 ENV_FILE = "CHECKS_PROGRESS_FILE"
@@ -107,9 +107,9 @@ def save(data: dict[str, Any], path: Path | None = None) -> bool:
         return False
 
 
-def entry(data: dict[str, Any], number: int) -> dict[str, Any]:
+def entry(data: dict[str, Any], number: int | str) -> dict[str, Any]:
     """The record of one puzzle inside loaded progress (created empty when missing)."""
-    return data["puzzles"].setdefault(str(number), {})
+    return data["puzzles"].setdefault(puzzle_id(number), {})
 
 
 def now() -> str:
@@ -140,12 +140,12 @@ def record(verdict: V.Verdict, path: Path | None = None, source: str = "") -> bo
     return save(data, path)
 
 
-def hints_shown(number: int, path: Path | None = None) -> int:
-    value = load(path)["puzzles"].get(str(number), {}).get("hints_shown", 0)
+def hints_shown(number: int | str, path: Path | None = None) -> int:
+    value = load(path)["puzzles"].get(puzzle_id(number), {}).get("hints_shown", 0)
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-def set_hints_shown(number: int, count: int, path: Path | None = None) -> bool:
+def set_hints_shown(number: int | str, count: int, path: Path | None = None) -> bool:
     data = load(path)
     entry(data, number)["hints_shown"] = count
     return save(data, path)
@@ -188,7 +188,7 @@ def table(data: dict[str, Any]) -> list[str]:
 def next_step(data: dict[str, Any]) -> str:
     """One sentence: what to do next."""
     ready = [p for p in load_puzzles() if p.ready]
-    passed = [p for p in ready if data["puzzles"].get(str(p.number), {}).get("first_passed")]
+    passed = [p for p in ready if data["puzzles"].get(p.number, {}).get("first_passed")]
     todo = [p for p in ready if p not in passed]
     head = f"{len(passed)} of {len(ready)} puzzles passed."
     if not todo:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -17,9 +18,23 @@ class UnknownPuzzle(LookupError):
     """Raised for a puzzle number the registry does not list."""
 
 
+_ID = re.compile(r"^0*(\d+)([a-z]?)$")
+
+
+def puzzle_id(value: int | str) -> str:
+    """A puzzle's id as the contract writes it: 7, "7" and "07" are "7"; "10A" is "10a".
+
+    Anything that does not look like a number, with at most one letter after it, comes back as
+    given (stripped), so that the error that follows can quote it.
+    """
+    text = str(value).strip().lower()
+    match = _ID.match(text)
+    return f"{int(match.group(1))}{match.group(2)}" if match else str(value).strip()
+
+
 @dataclass(frozen=True)
 class Puzzle:
-    number: int
+    number: str  # the contract's id: "7", or "10a" for a lettered step that comes before puzzle 10
     slug: str
     title: str
     status: str
@@ -36,6 +51,7 @@ class Puzzle:
     hints: tuple[str, ...] = ()
     timeout: float = 120.0
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule name -> its parameters
+    order: int = 0  # place in the course: lettered steps sort before their puzzle (10a, 10b, 10)
 
     @property
     def ready(self) -> bool:
@@ -47,9 +63,20 @@ class Puzzle:
         return self.defines[0]
 
     @property
+    def label(self) -> str:
+        """The id padded to two digits, as file names carry it: `07`, `10a`."""
+        digits = self.number.rstrip("abcdefghijklmnopqrstuvwxyz")
+        return f"{int(digits):02d}{self.number[len(digits):]}"
+
+    @property
+    def literal(self) -> str:
+        """The id as a Python literal for generated code: `check(7)`, `check("10a")`."""
+        return self.number if self.number.isdigit() else f'"{self.number}"'
+
+    @property
     def stem(self) -> str:
-        """`01_vector_add`: the shared stem of the notebook, solution and wrong-kernel folder."""
-        return f"{self.number:02d}_{self.slug}"
+        """`01_vector_add`, `10a_softmax_backward`: the stem of the notebook, solution and wrong-kernel folder."""
+        return f"{self.label}_{self.slug}"
 
     @property
     def wrong_dir(self) -> Path:
@@ -65,9 +92,12 @@ class Puzzle:
         return float(tol["atol"]), float(tol["rtol"])
 
 
-def _puzzle(entry: dict[str, Any]) -> Puzzle:
+def _puzzle(entry: dict[str, Any], order: int) -> Puzzle:
+    number = puzzle_id(entry["number"])
+    if not _ID.match(number):
+        raise ValueError(f"{REGISTRY.name}: puzzle number {entry['number']!r} is not a number with at most one letter")
     return Puzzle(
-        number=int(entry["number"]),
+        number=number,
         slug=entry["slug"],
         title=entry["title"],
         status=entry.get("status", "planned"),
@@ -84,6 +114,7 @@ def _puzzle(entry: dict[str, Any]) -> Puzzle:
         hints=tuple(entry.get("hints", ())),
         timeout=float(entry.get("timeout", 120.0)),
         rules={name: dict(params or {}) for name, params in (entry.get("rules") or {}).items()},
+        order=order,
     )
 
 
@@ -92,12 +123,14 @@ def load_puzzles() -> tuple[Puzzle, ...]:
     """All puzzles, in course order."""
     with open(REGISTRY, encoding="utf-8") as f:
         data = yaml.safe_load(f)
-    return tuple(_puzzle(entry) for entry in data["puzzles"])
+    return tuple(_puzzle(entry, order) for order, entry in enumerate(data["puzzles"], 1))
 
 
-def get_puzzle(number: int) -> Puzzle:
+def get_puzzle(number: int | str) -> Puzzle:
+    """The puzzle with this id: 7, "7", "07" and "10a" all work."""
+    wanted = puzzle_id(number)
     for puzzle in load_puzzles():
-        if puzzle.number == number:
+        if puzzle.number == wanted:
             return puzzle
-    known = ", ".join(str(p.number) for p in load_puzzles())
-    raise UnknownPuzzle(f"There is no puzzle {number}; the puzzles are {known}.")
+    known = ", ".join(p.number for p in load_puzzles())
+    raise UnknownPuzzle(f"There is no puzzle {wanted}; the puzzles are {known}.")

@@ -23,11 +23,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from checks.registry import puzzle_id
+
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 # The first line of a notebook's graded cell. The grader finds the cell by it.
 STUB_MARKER = "# Puzzle {number}: your code (this whole cell is graded)"
-_MARKER_RE = re.compile(r"^\s*#\s*Puzzle\s+(\d+):\s*your code", re.IGNORECASE)
+_MARKER_RE = re.compile(r"^\s*#\s*Puzzle\s+(\d+[a-z]?):\s*your code", re.IGNORECASE)
 # Put in front of the graded cell's code, on its first line, so line numbers stay those of the cell.
 PREAMBLE = "import math, torch, triton, triton.language as tl  # "
 
@@ -73,7 +75,7 @@ def _enclosing_def(lines: list[str], index: int, indent: int) -> tuple[str, bool
     return "", False
 
 
-def make_stub(source: str, number: int) -> str:
+def make_stub(source: str, number: int | str) -> str:
     """The learner's version of a solution: every marked block replaced by a FILL ME IN."""
     lines = source.splitlines()
     out: list[str] = []
@@ -122,13 +124,13 @@ def module_body(source: str) -> str:
     return text
 
 
-def stub_cell(solution_source: str, number: int) -> str:
+def stub_cell(solution_source: str, number: int | str) -> str:
     """The notebook's graded cell: the marker line, then the stubbed solution body."""
     body = make_stub(module_body(solution_source), number)
     return STUB_MARKER.format(number=number) + "\n" + body.rstrip("\n")
 
 
-def answer_cell(solution_source: str, number: int) -> str:
+def answer_cell(solution_source: str, number: int | str) -> str:
     """The graded cell filled in with the answer key (what tests put into notebooks)."""
     body = strip_markers(module_body(solution_source))
     return STUB_MARKER.format(number=number) + "\n" + body.rstrip("\n")
@@ -139,18 +141,18 @@ def cell_source(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-def graded_cells(cells: list[str], number: int) -> list[str]:
+def graded_cells(cells: list[str], number: int | str) -> list[str]:
     """The cells (given as source text) whose first non-blank line is this puzzle's marker."""
     found = []
     for text in cells:
         first = next((line for line in text.splitlines() if line.strip()), "")
         match = _MARKER_RE.match(first)
-        if match and int(match.group(1)) == number:
+        if match and puzzle_id(match.group(1)) == puzzle_id(number):
             found.append(text)
     return found
 
 
-def notebook_code(path: Path, number: int) -> str:
+def notebook_code(path: Path, number: int | str) -> str:
     """The graded cell(s) of a notebook file, joined, ready to be written out as a module."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -12,8 +12,8 @@ changes and the bug stays the only difference:
       - old: "    dk *= sm_scale\\n"
         new: ""
 
-`base: N` starts from puzzle N's answer key instead (a right answer to another puzzle that must fail
-this one), and `append:` adds code at the end.
+`base: N` (a puzzle number: 9, 10a) starts from puzzle N's answer key instead (a right answer to
+another puzzle that must fail this one), and `append:` adds code at the end.
 
 Each `old` must occur exactly once, so an edit that no longer applies fails loudly.
 `python -m checks.wrong NN NAME` prints the submission an edit file stands for.
@@ -71,7 +71,7 @@ def source_of(puzzle: Puzzle, path: Path) -> str:
     if path.suffix == ".py":
         return path.read_text(encoding="utf-8")
     spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-    base = get_puzzle(int(spec["base"])) if "base" in spec else puzzle
+    base = get_puzzle(spec["base"]) if "base" in spec else puzzle
     body = apply_edits(answer_key_body(base), spec.get("edits", []), str(path)) + spec.get("append", "")
     return f'"""{spec["doc"]}"""\n\n{body}'
 
@@ -87,7 +87,7 @@ def materialize(puzzle: Puzzle, path: Path, folder: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.wrong", description="Print a known-wrong kernel.")
-    parser.add_argument("puzzle", type=int)
+    parser.add_argument("puzzle", help="the puzzle number (7, 10a, ...)")
     parser.add_argument("name", help="its file name, without .py or .edit.yaml")
     args = parser.parse_args(argv)
     puzzle = get_puzzle(args.puzzle)

@@ -17,6 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
+LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
+
 if os.environ.get("TRITON_INTERPRET") == "1":
     # The interpreter cannot time configurations against each other: give it one, with small
     # blocks so that even short test sequences span several of them.
@@ -65,11 +67,12 @@ def _attn_bwd_preprocess(
                 mask=in_seq[:, None], other=0.0)  # (BLOCK_M, HEAD_DIM)
     do = tl.load(do_base + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
                  mask=in_seq[:, None], other=0.0)  # (BLOCK_M, HEAD_DIM)
+    # -- delta: step 10a's rowsum(dy * y), with the rows of dO and O
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)  # (BLOCK_M,)
     lse = tl.load(lse_ptr + off_z * stride_lz + off_h * stride_lh + offs_m * stride_lm, mask=in_seq)  # (BLOCK_M,)
     rows = off_hz.to(tl.int64) * N_CTX + offs_m
     tl.store(delta_ptr + rows, delta, mask=in_seq)
-    tl.store(lse2_ptr + rows, lse * 1.4426950408889634, mask=in_seq)  # times log2(e): exp(x - lse) = exp2(...)
+    tl.store(lse2_ptr + rows, lse * LOG2E, mask=in_seq)  # exp(x - lse) == exp2(x * LOG2E - lse2)
     ### END SOLUTION
 
 
@@ -148,7 +151,7 @@ def _attn_bwd_dkdv(
     do_base = do_ptr + off_z * stride_doz + off_h * stride_doh
     lse2_base = lse2_ptr + off_hz.to(tl.int64) * N_CTX
     delta_base = delta_ptr + off_hz.to(tl.int64) * N_CTX
-    qk_scale = sm_scale * 1.4426950408889634  # fold log2(e) into the scale: exp(x) == exp2(x * log2(e))
+    qk_scale = sm_scale * LOG2E  # fold log2(e) into the scale
 
     # This program's keys and values stay on chip for the whole walk over the queries.
     offs_n = start_n + tl.arange(0, BLOCK_N1)
@@ -162,13 +165,12 @@ def _attn_bwd_dkdv(
     dv = tl.zeros((BLOCK_N1, HEAD_DIM), tl.float32)
 
     if CAUSAL:
-        # Queries before start_n see none of these keys: skip them. Stage 1, on-band: the query
-        # block on the diagonal, masked, in thinner steps.
-        MASK_BLOCK_M1: tl.constexpr = BLOCK_M1 // BLK_SLICE_FACTOR
+        # Queries before start_n see none of these keys: never load them. Stage 1, on-band: the
+        # query rows of the diagonal block, masked, in thinner steps.
         dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse2_base, delta_base,
                                       stride_qm, stride_qd, stride_dom, stride_dod, offs_n, offs_d,
                                       start_n, tl.minimum(start_n + BLOCK_N1, N_CTX), N_CTX, qk_scale,
-                                      MASK_BLOCK_M1, True, True)
+                                      BLOCK_M1=BLOCK_M1 // BLK_SLICE_FACTOR, MASKED=True, CAUSAL=True)
         lo = start_n + BLOCK_N1
     else:
         lo = 0
@@ -177,12 +179,12 @@ def _attn_bwd_dkdv(
     dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse2_base, delta_base,
                                   stride_qm, stride_qd, stride_dom, stride_dod, offs_n, offs_d,
                                   lo, hi, N_CTX, qk_scale,
-                                  BLOCK_M1, False, CAUSAL)
+                                  BLOCK_M1=BLOCK_M1, MASKED=False, CAUSAL=CAUSAL)
     # Stage 3: the partial last query block, if any and not already walked on the diagonal, masked.
     dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse2_base, delta_base,
                                   stride_qm, stride_qd, stride_dom, stride_dod, offs_n, offs_d,
                                   hi, N_CTX, N_CTX, qk_scale,
-                                  BLOCK_M1, True, CAUSAL)
+                                  BLOCK_M1=BLOCK_M1, MASKED=True, CAUSAL=CAUSAL)
 
     dk *= sm_scale  # dK = dS^T Q * sm_scale
     dk_base = dk_ptr + off_z * stride_dkz + off_h * stride_dkh
@@ -262,7 +264,7 @@ def _attn_bwd_dq(
     k_base = k_ptr + off_z * stride_kz + off_h * stride_kh
     v_base = v_ptr + off_z * stride_vz + off_h * stride_vh
     do_base = do_ptr + off_z * stride_doz + off_h * stride_doh
-    qk_scale = sm_scale * 1.4426950408889634  # fold log2(e) into the scale: exp(x) == exp2(x * log2(e))
+    qk_scale = sm_scale * LOG2E  # fold log2(e) into the scale
 
     # This program's query rows, their dO, lse and delta stay on chip for the whole walk over the keys.
     offs_m = start_m + tl.arange(0, BLOCK_M2)
@@ -280,11 +282,10 @@ def _attn_bwd_dq(
     if CAUSAL:
         # Keys after this block's last row are hidden from all its rows: stop at the diagonal.
         # Stage 1, on-band: the key block on the diagonal, masked, in thinner steps.
-        MASK_BLOCK_N2: tl.constexpr = BLOCK_N2 // BLK_SLICE_FACTOR
         dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_d,
                                 start_m, tl.minimum(start_m + BLOCK_M2, N_CTX), N_CTX, qk_scale,
-                                MASK_BLOCK_N2, True, True)
+                                BLOCK_N2=BLOCK_N2 // BLK_SLICE_FACTOR, MASKED=True, CAUSAL=True)
         hi = start_m
     else:
         # The partial last key block, if any, masked.
@@ -292,12 +293,12 @@ def _attn_bwd_dq(
         dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_d,
                                 hi, N_CTX, N_CTX, qk_scale,
-                                BLOCK_N2, True, False)
+                                BLOCK_N2=BLOCK_N2, MASKED=True, CAUSAL=False)
     # Stage 2, off-band: whole key blocks left of the diagonal (all of them when not causal), no mask.
     dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_d,
                             0, hi, N_CTX, qk_scale,
-                            BLOCK_N2, False, CAUSAL)
+                            BLOCK_N2=BLOCK_N2, MASKED=False, CAUSAL=CAUSAL)
 
     dq *= sm_scale  # dQ = dS K * sm_scale
     dq_base = dq_ptr + off_z * stride_dqz + off_h * stride_dqh

@@ -39,7 +39,7 @@ def test_notebook_is_clean_and_has_one_graded_cell(puzzle):
     graded = graded_cells(sources, puzzle.number)
     assert len(graded) == 1
     assert graded[0].startswith(STUB_MARKER.format(number=puzzle.number))
-    assert any(f"check({puzzle.number})" in s for s in sources)
+    assert any(f"check({puzzle.literal})" in s for s in sources)
     assert "data:image" not in puzzle.notebook.read_text(), "pictures are files or code, never base64"
 
 

@@ -145,10 +145,38 @@ def test_unclear_names_are_warned_about_and_skipped(tmp_path, capsys):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("x = 1\n", encoding="utf-8")
     found, warnings = classroom.find_submissions(tmp_path)
-    assert [(s.learner, s.puzzle.number) for s in found] == [("zoe", 1)]
+    assert [(s.learner, s.puzzle.number) for s in found] == [("zoe", "1")]
     assert len(warnings) == len(UNCLEAR)
     for path in UNCLEAR:
         assert any(w.text.startswith(path) and w.kind == "name" for w in warnings), path
+
+
+def test_lettered_steps_are_named_like_puzzles(tmp_path):
+    names = ["amy/10a_softmax_dx.py", "amy/10_flash_bwd.py", "amy/10B-dkdv.ipynb", "amy/09.py", "bob_10b.py",
+             "bob-10.py", "carl/1a_typo.py"]
+    for path in names:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x = 1\n", encoding="utf-8")
+    found, warnings = classroom.find_submissions(tmp_path)
+    assert [(s.learner, s.puzzle.number, s.path.name) for s in found] == [
+        ("amy", "9", "09.py"),
+        ("amy", "10a", "10a_softmax_dx.py"),
+        ("amy", "10b", "10B-dkdv.ipynb"),
+        ("bob", "10b", "bob_10b.py"),
+        ("amy", "10", "10_flash_bwd.py"),
+        ("bob", "10", "bob-10.py"),
+    ]
+    assert warnings == ["carl/1a_typo.py: there is no puzzle 1a; skipped."]
+
+
+def test_lettered_steps_get_their_own_junit_suite_in_course_order(tmp_path):
+    results = [classroom.Result(classroom.Submission("amy", get_puzzle(n), tmp_path / f"amy_{n}.py"), V.PASSED, "", 0.1)
+               for n in ("10", "10a", "2")]
+    classroom.write_junit(results, tmp_path / "g.xml", tmp_path)
+    suites = ET.parse(tmp_path / "g.xml").getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == [
+        "puzzle 02 matrix_add", "puzzle 10a softmax_backward", "puzzle 10 flash_attention_v2_bwd"]
+    assert suites[1].find("testcase").get("classname") == "puzzle10a_softmax_backward"
 
 
 def test_doubled_submissions_are_both_graded_with_a_warning(tmp_path):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
+from checks import progress
 from checks import verdict as V
 from checks.cli import main
 from checks.compare import compare, describe_indices
@@ -20,7 +22,9 @@ SUBMISSIONS = Path(__file__).parent / "submissions"
 
 
 def right_params() -> list:
-    return [pytest.param(int(p.name[:2]), p, id=p.stem) for p in sorted((SUBMISSIONS / "right").glob("*.py"))]
+    """Each right submission, with the puzzle its name starts with: `03_x.py` is 3, `10a_x.py` is 10a."""
+    paths = sorted((SUBMISSIONS / "right").glob("*.py"))
+    return [pytest.param(re.match(r"\d+[a-z]?", p.name).group(), p, id=p.stem) for p in paths]
 
 
 @pytest.mark.parametrize(("number", "path"), right_params())
@@ -60,8 +64,21 @@ def test_cli_exit_codes(capsys):
     assert main(["1", "--file", str(SUBMISSIONS / "broken" / "wrong_name.py")]) == 1
 
 
+@pytest.mark.parametrize("given", ["99", "abc", "10c"])
+def test_an_unknown_puzzle_gets_one_sentence_and_exit_2(capsys, given):
+    assert main([given]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"There is no puzzle {given}; the puzzles are 1, 2, 3, 4, 5, 6, 7, 8, 9, 10a, 10b, 10."
+
+
+def test_a_lettered_step_is_graded_by_its_id(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    assert main(["10A", "--file", str(SUBMISSIONS / "right" / "10a_two_pass.py"), "--json", "--no-time"]) == 0
+    assert '"puzzle": "10a"' in capsys.readouterr().out
+
+
 def test_a_planned_puzzle_says_so_in_one_sentence():
-    planned = Puzzle(42, "later", "Later", "planned", ("later",), "", "", (), ROOT, ROOT)
+    planned = Puzzle("42", "later", "Later", "planned", ("later",), "", "", (), ROOT, ROOT)
     verdict = grade(planned)
     assert verdict.status == V.NOT_READY and not verdict.passed
     assert "not written yet" in verdict.summary

@@ -12,18 +12,21 @@ from checks.source import BEGIN, END, make_stub
 from checks.wrong import known_wrong
 from tests.conftest import puzzle_params
 
-# The contract's table (shared/course-contract.md): number, slug, the function the learner defines.
+# The contract's table (shared/course-contract.md), in course order: number, slug, the function the
+# learner defines. Lettered steps come before their puzzle.
 CONTRACT = [
-    (1, "vector_add", "vector_add"),
-    (2, "matrix_add", "matrix_add"),
-    (3, "matmul", "matmul"),
-    (4, "matmul_fast", "matmul_fast"),
-    (5, "softmax", "softmax"),
-    (6, "softmax_blocked", "softmax_blocked"),
-    (7, "softmax_online", "softmax_online"),
-    (8, "flash_attention_v1", "flash_attention_v1"),
-    (9, "flash_attention_v2_fwd", "flash_attention_v2_fwd"),
-    (10, "flash_attention_v2_bwd", "flash_attention_v2_bwd"),
+    ("1", "vector_add", "vector_add"),
+    ("2", "matrix_add", "matrix_add"),
+    ("3", "matmul", "matmul"),
+    ("4", "matmul_fast", "matmul_fast"),
+    ("5", "softmax", "softmax"),
+    ("6", "softmax_blocked", "softmax_blocked"),
+    ("7", "softmax_online", "softmax_online"),
+    ("8", "flash_attention_v1", "flash_attention_v1"),
+    ("9", "flash_attention_v2_fwd", "flash_attention_v2_fwd"),
+    ("10a", "softmax_backward", "softmax_backward"),
+    ("10b", "flash_attention_v2_bwd_dkdv", "flash_attention_v2_bwd_dkdv"),
+    ("10", "flash_attention_v2_bwd", "flash_attention_v2_bwd"),
 ]
 
 
@@ -63,9 +66,46 @@ def test_solution_defines_the_contract_names_and_marks_the_learner_part(puzzle):
     assert "FILL ME IN (roughly" in stub and BEGIN not in stub
 
 
-def test_unknown_puzzle_is_a_clear_error():
-    with pytest.raises(LookupError, match="There is no puzzle 11"):
-        get_puzzle(11)
+def test_course_order_follows_the_file():
+    assert [p.order for p in load_puzzles()] == list(range(1, len(CONTRACT) + 1))
+
+
+@pytest.mark.parametrize(("given", "number"), [(7, "7"), ("7", "7"), ("07", "7"), (" 7 ", "7"), ("10a", "10a"),
+                                               ("10A", "10a"), ("010b", "10b"), (10, "10")])
+def test_a_puzzle_is_found_by_any_spelling_of_its_id(given, number):
+    assert get_puzzle(given).number == number
+
+
+@pytest.mark.parametrize(("number", "stem", "literal"), [("7", "07_softmax_online", "7"),
+                                                         ("10a", "10a_softmax_backward", '"10a"'),
+                                                         ("10", "10_flash_attention_v2_bwd", "10")])
+def test_lettered_ids_in_file_names_and_generated_code(number, stem, literal):
+    puzzle = get_puzzle(number)
+    assert puzzle.stem == stem and puzzle.literal == literal
+    assert puzzle.wrong_dir == ROOT / "solutions" / "wrong" / stem
+    assert spec_module(puzzle).__name__ == f"checks.puzzles.p{stem}"
+
+
+def test_step_10b_reuses_puzzle_10s_inputs_rather_than_a_copy():
+    from checks.puzzles import p10_flash_attention_v2_bwd as p10
+
+    assert spec_module(get_puzzle("10b")).make_inputs is p10.make_inputs
+
+
+@pytest.mark.parametrize("given", [11, "abc", "10c", ""])
+def test_unknown_puzzle_is_a_clear_error(given):
+    known = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10a, 10b, 10"
+    with pytest.raises(LookupError, match=f"^There is no puzzle {given}; the puzzles are {known}.$"):
+        get_puzzle(given)
+
+
+def test_the_known_wrong_printer_takes_lettered_ids(capsys):
+    from checks.wrong import main as print_wrong
+
+    assert print_wrong(["10b", "dk_missing_scale"]) == 0
+    assert "def flash_attention_v2_bwd_dkdv" in capsys.readouterr().out
+    assert print_wrong(["10a", "no_such_kernel"]) == 2
+    assert "Puzzle 10a has no known-wrong kernel" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("puzzle", puzzle_params())

@@ -39,7 +39,7 @@ class Work:
 
 
 def spec_module(puzzle: Puzzle) -> ModuleType:
-    return importlib.import_module(f"checks.puzzles.p{puzzle.number:02d}_{puzzle.slug}")
+    return importlib.import_module(f"checks.puzzles.p{puzzle.stem}")
 
 
 def tensor_items(inputs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
