@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.registry import Puzzle, load_puzzles
+from checks.registry import ROOT, Puzzle, load_puzzles
 from checks.wrong import known_wrong, name_of
 
 READY = [p for p in load_puzzles() if p.ready]
@@ -42,3 +42,11 @@ def puzzle_params() -> list:
 
 def wrong_params() -> list:
     return [pytest.param(p, f, id=f"{p.stem}/{name_of(f)}") for p, f in wrong_kernels()]
+
+
+def right_submissions() -> list[tuple[str, Path]]:
+    """Each right submission in another style, with the puzzle its name starts with (`10a_x.py` is 10a)."""
+    import re
+
+    paths = sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
+    return [(re.match(r"\d+[a-z]?", p.name).group(), p) for p in paths]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,13 @@ from checks.memory import Arena, fill_poison, is_poison
 from checks.registry import ROOT, Puzzle, get_puzzle
 from checks.sandbox import grade
 from checks.source import SubmissionError, notebook_code
+from tests.conftest import right_submissions
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 
 
 def right_params() -> list:
-    """Each right submission, with the puzzle its name starts with: `03_x.py` is 3, `10a_x.py` is 10a."""
-    paths = sorted((SUBMISSIONS / "right").glob("*.py"))
-    return [pytest.param(re.match(r"\d+[a-z]?", p.name).group(), p, id=p.stem) for p in paths]
+    return [pytest.param(number, p, id=p.stem) for number, p in right_submissions()]
 
 
 @pytest.mark.parametrize(("number", "path"), right_params())

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+from checks.answer_key import expectations
 from checks.engine.observations import CaseObservation, TorchOp
 from checks.engine.rules import CaseContext
 from checks.engine.torch_rule import torch_free
@@ -25,7 +26,7 @@ from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
 from checks.source import load_module
 from checks.tracking import Tracker, guard_allocations, watch_launches
-from tests.conftest import expectation
+from tests.conftest import right_submissions
 
 autotune_without_benchmarks()
 _names = itertools.count()
@@ -232,10 +233,7 @@ def test_allow_list_holds_no_arithmetic():
 # -- the watcher flags nothing in right answers, with the grader's own ops around them -------------
 
 RIGHT = [pytest.param(p.number, p.solution, id=p.solution.stem) for p in load_puzzles() if p.ready]
-RIGHT += [
-    pytest.param(int(p.name[:2]), p, id=f"right/{p.stem}")
-    for p in sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
-]
+RIGHT += [pytest.param(number, p, id=f"right/{p.stem}") for number, p in right_submissions()]
 
 
 def run_watched(number: int, path: Path, case: int = 0) -> tuple[Any, Any, Tracker, list]:
@@ -284,5 +282,6 @@ def test_known_wrong_token_kernels_are_caught_by_the_rule(number, path):
     assert tracker.own_launches, "the token kernel runs, so only the torch rule can reject this"
     problem = torch_free(context(watch.ops))
     assert problem is not None
-    assert any(text.lower() in problem.message.lower() for text in expectation(path)), problem.message
+    expected = expectations(path)
+    assert any(e.rule == problem.rule and e.text.lower() in problem.message.lower() for e in expected), problem.message
     print(number, problem.message, *problem.details, sep="\n  ")
