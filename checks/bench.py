@@ -36,6 +36,7 @@ from checks.timing import bench_ms, device_peaks, loosest_tolerance, output_diff
 __all__ = ["Row", "csv_record", "read_csv", "main"]  # checks.figures reads the CSV through these
 NO_GPU = "The benchmark needs a CUDA GPU, and this machine has none: run `make bench` on a machine with one."
 RESERVE_S = 20.0  # kept back for each puzzle still to run, so that a slow one cannot starve the rest
+SMOKE_NOTE = "a --smoke run: tiny sizes that check the benchmark itself; its times mean nothing"
 
 
 def plan(puzzle: Puzzle, mode: str = "full") -> list[dict[str, Any]]:
@@ -132,7 +133,7 @@ def run_child(job: dict[str, Any], timeout: float) -> tuple[list[dict[str, Any]]
 
 def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Path) -> tuple[list[Row], dict]:
     """Each puzzle in its own process; its points that did not report become 'not run' rows."""
-    start, rows, meta = time.monotonic(), [], {"notes": []}
+    start, rows, meta = time.monotonic(), [], {"notes": [SMOKE_NOTE] if mode == "smoke" else []}
     runnable = [p for p in puzzles if p.ready and p.sweep and p.solution.exists()]
     meta["notes"] += [f"puzzle {p.number} ({p.slug}): not ready, or no bench.sweep or answer key: skipped"
                       for p in puzzles if p not in runnable]
@@ -186,8 +187,6 @@ def main(argv: list[str] | None = None) -> int:
         puzzles = [p for p in load_puzzles() if args.only is None or str(p.number) in args.only]
         rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out)
         meta["command"] = " ".join(["python -m checks.bench", *argv])
-        if args.smoke:
-            meta["notes"].insert(0, "a --smoke run: tiny sizes that check the benchmark itself; its times mean nothing")
         meta["seconds"] = round(time.monotonic() - start)
     goals = [t for p in load_puzzles() if p.sweep for t in targets(p)]
     written = write_outputs(rows, meta, out, goals)

@@ -67,7 +67,8 @@ class Target:
 
     @property
     def requirement(self) -> str:
-        return f">= {self.value:g} TFLOPS" if self.kind == "tflops" else f">= {self.value:g}x {self.baseline or ''}"
+        ratio = f">= {self.value:g}x {self.baseline or ''}".rstrip()
+        return f">= {self.value:g} TFLOPS" if self.kind == "tflops" else ratio
 
 
 def evaluate(target: Target, rows: list[Row]) -> tuple[str, str, str]:
@@ -149,8 +150,7 @@ def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str], tar
 
 
 def write_plots(rows: list[Row], folder: Path) -> list[Path]:
-    """A PNG per plot (bench.sweep.plot) with measured rows, a panel per series; removes the other plots' files
-    (they would disagree with the CSV beside them); returns the files written."""
+    """A PNG per plot (bench.sweep.plot), a panel per series; deletes those without rows; returns those written."""
     import matplotlib
 
     matplotlib.use("Agg")
