@@ -188,12 +188,13 @@ def main(argv: list[str] | None = None) -> int:
         rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out)
         meta["command"] = " ".join(["python -m checks.bench", *argv])
         meta["seconds"] = round(time.monotonic() - start)
+        write_data(rows, meta, out)
     goals = [t for p in load_puzzles() if p.sweep for t in targets(p)]
     written = write_outputs(rows, meta, out, goals)
     for t in goals:
         measured, ratio, verdict = evaluate(t, rows)
         print(f"  {verdict:<12} {t.label}: {measured}, {ratio} (target {t.requirement})")
-    print(f"\nWrote {written['csv']}, {len(written['plots'])} plot(s) and {written['markdown']}.")
+    print(f"\nWrote {len(written['plots'])} plot(s) under {out / 'bench'} and {written['markdown']}.")
     return 0
 
 

@@ -191,8 +191,7 @@ def write_plots(rows: list[Row], folder: Path) -> list[Path]:
 
 
 def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path, targets: list[Target]) -> dict[str, Any]:
-    """The CSV, the plots and BENCHMARKS.md under `out`; returns their paths."""
-    csv_path, plots = write_data(rows, meta, out), write_plots(rows, out / "bench")
-    report = out / "BENCHMARKS.md"
+    """The plots and BENCHMARKS.md under `out`, beside the data write_data wrote; returns their paths."""
+    plots, report = write_plots(rows, out / "bench"), out / "BENCHMARKS.md"
     report.write_text(markdown_report(rows, meta, [f"bench/{p.name}" for p in plots], targets), encoding="utf-8")
-    return {"csv": csv_path, "plots": plots, "markdown": report}
+    return {"plots": plots, "markdown": report}

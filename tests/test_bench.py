@@ -140,7 +140,7 @@ def test_csv_holds_the_numbers(tmp_path):
 
 def test_plots_are_pngs(tmp_path):
     (tmp_path / "bench").mkdir()
-    (tmp_path / "bench" / "matrix_add.png").write_bytes(b"stale")
+    (tmp_path / "bench" / "matrix_add.png").write_bytes(b"stale")  # drawn from rows no longer there
     written = bench.write_outputs(fake_rows(), META, tmp_path, [])["plots"]
     assert sorted(p.stem for p in written) == ["attention_bwd", "attention_fwd", "matmul", "vector_add"]
     for path in written:
@@ -162,8 +162,8 @@ def test_markdown_report():
 
 
 def test_write_outputs_puts_everything_under_out(tmp_path):
+    assert write_data(fake_rows(), META, tmp_path) == tmp_path / "bench" / "results.csv"
     written = write_outputs(fake_rows(), META, tmp_path, [])
-    assert written["csv"] == tmp_path / "bench" / "results.csv" and written["csv"].exists()
     assert written["markdown"] == tmp_path / "BENCHMARKS.md"
     assert "](bench/matmul.png)" in written["markdown"].read_text(encoding="utf-8")
     assert all(p.parent == tmp_path / "bench" for p in written["plots"])
@@ -180,7 +180,9 @@ def test_without_cuda_it_says_so_and_exits_1(monkeypatch, capsys):
 
 def test_render_redraws_the_recorded_run(tmp_path):
     """The committed H200 run (bench/results.csv, before other_baselines) still renders, with its verdicts."""
+    recorded = (ROOT / "bench" / "results.csv").read_bytes()
     assert bench.main(["--render", str(ROOT), "--out", str(tmp_path)]) == 0
+    assert (ROOT / "bench" / "results.csv").read_bytes() == recorded, "--render measures and writes no data"
     text = (tmp_path / "BENCHMARKS.md").read_text(encoding="utf-8")
     assert "NVIDIA H200" in text and "11 of 13 targets met." in text and "## Reading these figures" in text
     assert (tmp_path / "bench" / "attention_fwd.png").exists()
