@@ -157,6 +157,7 @@ def write_plots(rows: list[Row], folder: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     written, groups = [], {}
+    folder.mkdir(parents=True, exist_ok=True)
     for p in (p for p in load_puzzles() if p.sweep.get("plot")):
         groups.setdefault(p.sweep["plot"], []).append(p)
     for stem, group in groups.items():
@@ -166,7 +167,7 @@ def write_plots(rows: list[Row], folder: Path) -> list[Path]:
             (folder / f"{stem}.png").unlink(missing_ok=True)
             continue
         cols, high = min(len(series), 2), math.ceil(len(series) / 2)
-        fig, axes = plt.subplots(high, cols, figsize=(6.4 * cols, 4.2 * high), squeeze=False)
+        fig, axes = plt.subplots(high, cols, figsize=(6.4 * cols, 4.2 * high), squeeze=False, layout="tight")
         for ax, name in zip(axes.flat, series, strict=False):
             keys, bases = {}, {}  # label -> {x: rate}: a solid line per answer key, a dashed one per baseline
             for r in sorted((r for r in chosen if r.series == name), key=lambda r: r.x):
@@ -183,7 +184,6 @@ def write_plots(rows: list[Row], folder: Path) -> list[Path]:
         for ax in list(axes.flat)[len(series):]:
             ax.set_visible(False)
         fig.suptitle(" / ".join(p.title for p in group if p.number in {r.puzzle for r in chosen}))
-        fig.tight_layout()
         fig.savefig(folder / f"{stem}.png", dpi=110)
         plt.close(fig)
         written.append(folder / f"{stem}.png")
