@@ -46,7 +46,8 @@ class Puzzle:
     solution: Path
     tolerance: dict[str, Any] = field(default_factory=dict)
     cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    bench: dict[str, Any] = field(default_factory=dict)
+    bench: dict[str, Any] = field(default_factory=dict)  # the grader's timing case, with its `baseline`
+    sweep: dict[str, Any] = field(default_factory=dict)  # bench.sweep: what `make bench` measures (checks.bench)
     speed_bar: dict[str, Any] | None = None
     hints: tuple[str, ...] = ()
     timeout: float = 120.0
@@ -109,7 +110,8 @@ def _puzzle(entry: dict[str, Any], order: int) -> Puzzle:
         solution=ROOT / entry["solution"],
         tolerance=entry.get("tolerance", {}),
         cases=entry.get("cases", {}),
-        bench=entry.get("bench", {}),
+        bench={k: v for k, v in (entry.get("bench") or {}).items() if k != "sweep"},
+        sweep=(entry.get("bench") or {}).get("sweep", {}),
         speed_bar=entry.get("speed_bar"),
         hints=tuple(entry.get("hints", ())),
         timeout=float(entry.get("timeout", 120.0)),

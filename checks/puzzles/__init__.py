@@ -6,6 +6,10 @@ Each module defines
     reference(inputs) -> list[Expected]    each output: name, value (float32/float64), dtype, dims
     baseline(inputs) -> Callable           the torch operation the GPU timing compares with
     work(inputs) -> Work                   bytes moved and flops done, for GB/s and TFLOPS
+
+and may define `baselines(inputs) -> dict[name, Callable]`: more baselines that `make bench` (checks.bench)
+times and plots beside `baseline` (attention: SDPA held to its flash and cuDNN backends, where they run).
+A case may hold more than the graded cases use (softmax's `dtype: float16`) where the benchmark needs it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,14 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import O_DIMS, attention_reference, attention_work, draw_qkv, scale_of
+from checks.puzzles.p09_flash_attention_v2_fwd import (
+    O_DIMS,
+    attention_reference,
+    attention_work,
+    draw_qkv,
+    scale_of,
+    sdpa_backends,
+)
 
 
 def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
@@ -30,6 +37,10 @@ def reference(inputs: dict[str, Any]) -> list[Expected]:
 def baseline(inputs: dict[str, Any]) -> BaselineFn:
     q, k, v, scale = inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]
     return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
+
+
+def baselines(inputs: dict[str, Any]) -> dict[str, BaselineFn]:
+    return sdpa_backends(inputs, causal=False)
 
 
 def work(inputs: dict[str, Any]) -> Work:

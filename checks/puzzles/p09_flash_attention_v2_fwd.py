@@ -66,6 +66,30 @@ def baseline(inputs: dict[str, Any]) -> BaselineFn:
     return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
 
+def sdpa_backends(inputs: dict[str, Any], causal: bool) -> dict[str, BaselineFn]:
+    """`make bench`'s other baselines: SDPA held to its flash and to its cuDNN backend, where they run here."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v, scale = inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]
+    found: dict[str, BaselineFn] = {}
+    for name, backend in (("sdpa flash", SDPBackend.FLASH_ATTENTION), ("sdpa cudnn", SDPBackend.CUDNN_ATTENTION)):
+
+        def call(backend: SDPBackend = backend) -> torch.Tensor:
+            with sdpa_kernel(backend):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+        try:
+            call()
+        except RuntimeError:  # this backend has no kernel for this device, dtype or shape
+            continue
+        found[name] = call
+    return found
+
+
+def baselines(inputs: dict[str, Any]) -> dict[str, BaselineFn]:
+    return sdpa_backends(inputs, inputs["causal"])
+
+
 def attention_work(q: torch.Tensor, causal: bool) -> Work:
     b, h, n, d = q.shape
     flops = 4.0 * b * h * n * n * d  # two matmuls (q k^T and p v), 2 flops per multiply-add

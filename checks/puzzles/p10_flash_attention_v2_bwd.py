@@ -84,18 +84,37 @@ def reference(inputs: dict[str, Any]) -> list[Expected]:
     ]
 
 
-def baseline(inputs: dict[str, Any]) -> BaselineFn:
-    """The backward pass alone of torch's scaled_dot_product_attention (its flash kernel where it has one)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+def _sdpa_backward(inputs: dict[str, Any], backend: Any = None) -> BaselineFn:
+    """The backward pass alone of scaled_dot_product_attention, through the backend named (or torch's choice)."""
+    import contextlib
+
+    from torch.nn.attention import sdpa_kernel
 
     q, k, v = (inputs[name].detach().clone().requires_grad_(True) for name in ("q", "k", "v"))
-    causal, scale = inputs["causal"], inputs["sm_scale"]
-    try:
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    except RuntimeError:  # no flash kernel for this device or shape: let torch choose
-        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=inputs["causal"], scale=inputs["sm_scale"])
     return lambda: torch.autograd.grad(o, (q, k, v), inputs["do"], retain_graph=True)
+
+
+def baseline(inputs: dict[str, Any]) -> BaselineFn:
+    """The backward pass of torch's scaled_dot_product_attention: its flash kernel where it has one."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        return _sdpa_backward(inputs, SDPBackend.FLASH_ATTENTION)
+    except RuntimeError:  # no flash kernel for this device or shape: let torch choose
+        return _sdpa_backward(inputs)
+
+
+def baselines(inputs: dict[str, Any]) -> dict[str, BaselineFn]:
+    """`make bench`'s other baseline: the backward pass of SDPA's cuDNN backend, where it runs here."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        return {"sdpa cudnn": _sdpa_backward(inputs, SDPBackend.CUDNN_ATTENTION)}
+    except RuntimeError:
+        return {}
 
 
 def work(inputs: dict[str, Any]) -> Work:
