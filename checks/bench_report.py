@@ -25,7 +25,7 @@ _num = lambda value, digits=4: "" if value is None else f"{value:.{digits}g}"  #
 class Row:
     """One result: the answer key and its baselines at one size. Times in ms; None where nothing was measured."""
 
-    puzzle: int | str
+    puzzle: str
     slug: str
     series: str  # what varies besides the size: "fp32", "D=64 causal", "b transposed", ...
     size: str  # the size in words: "n=2^28", "4096x4096", "N=16384"
@@ -58,7 +58,7 @@ class Row:
 @dataclass(frozen=True)
 class Target:
     label: str
-    puzzle: int | str
+    puzzle: str
     series: str
     size: str
     kind: str  # "ratio": a baseline's time over the answer key's; "tflops": the answer key's rate
@@ -95,7 +95,7 @@ def read_csv(path: Path) -> list[Row]:
     """Rows back from a results.csv (also one written before the other_baselines column)."""
     num = lambda text: float(text) if text else None
     with open(path, newline="", encoding="utf-8") as f:
-        return [Row(int(r["puzzle"]) if r["puzzle"].isdigit() else r["puzzle"], r["slug"], r["series"], r["size"],
+        return [Row(r["puzzle"], r["slug"], r["series"], r["size"],
                     float(r["x"]), r["status"], num(r["key_ms"]), r["baseline"], num(r["baseline_ms"]),
                     float(r["bytes"]), float(r["flops"]), r["check"], num(r["roofline"]),
                     {k: float(ms) for k, _, ms in (p.partition("=") for p in (r.get(CSV_COLUMNS[-1]) or "").split("; ")

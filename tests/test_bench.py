@@ -31,24 +31,24 @@ def fake_rows() -> list[Row]:
     n, fa, fa_causal = 1 << 28, attention_flops(16384, 64, False), attention_flops(16384, 64, True)
     rows = [
         # vector add: 3.2 GB in 1.1 ms against torch's 1.0 ms -> 0.909x, below the 0.95x target
-        Row(1, "vector_add", "fp32", "n=2^28", n, key_ms=1.1, baseline="torch.add", baseline_ms=1.0,
+        Row("1", "vector_add", "fp32", "n=2^28", n, key_ms=1.1, baseline="torch.add", baseline_ms=1.0,
             bytes=12.0 * n, check="ok"),
-        Row(1, "vector_add", "fp32", "n=2^24", 1 << 24, key_ms=0.08, baseline="torch.add", baseline_ms=0.08,
+        Row("1", "vector_add", "fp32", "n=2^24", 1 << 24, key_ms=0.08, baseline="torch.add", baseline_ms=0.08,
             bytes=12.0 * (1 << 24), check="ok"),
         # matmul_fast: 0.19 ms against cuBLAS 0.18 ms -> 0.947x, meets the 0.8x speed bar
-        Row(4, "matmul_fast", "fp16", "4096x4096x4096", 4096, key_ms=0.19, baseline="torch.matmul",
+        Row("4", "matmul_fast", "fp16", "4096x4096x4096", 4096, key_ms=0.19, baseline="torch.matmul",
             baseline_ms=0.18, bytes=6.0 * 4096**2, flops=2.0 * 4096**3, check="ok"),
-        Row(4, "matmul_fast", "fp16", "1024x1024x1024", 1024, status="failed: out of memory"),
+        Row("4", "matmul_fast", "fp16", "1024x1024x1024", 1024, status="failed: out of memory"),
         # FA2 forward D=64: 430 TFLOPS; the default SDPA 0.9x its time, SDPA's flash backend 1.4x
-        Row(9, "flash_attention_v2_fwd", "D=64", "N=16384", 16384, key_ms=fa / 430e9,
+        Row("9", "flash_attention_v2_fwd", "D=64", "N=16384", 16384, key_ms=fa / 430e9,
             baseline="scaled_dot_product_attention", baseline_ms=0.9 * fa / 430e9, bytes=1e9, flops=fa, check="ok",
             others={"sdpa flash": 1.4 * fa / 430e9}),
-        Row(9, "flash_attention_v2_fwd", "D=64 causal", "N=16384", 16384, key_ms=fa_causal / 380e9,
+        Row("9", "flash_attention_v2_fwd", "D=64 causal", "N=16384", 16384, key_ms=fa_causal / 380e9,
             baseline="scaled_dot_product_attention", baseline_ms=fa_causal / 380e9, bytes=1e9, flops=fa_causal,
             check="ok", others={"sdpa flash": 1.2 * fa_causal / 380e9}),
-        Row(8, "flash_attention_v1", "D=64", "N=16384", 16384, key_ms=fa / 200e9,
+        Row("8", "flash_attention_v1", "D=64", "N=16384", 16384, key_ms=fa / 200e9,
             baseline="scaled_dot_product_attention", baseline_ms=fa / 300e9, bytes=1e9, flops=fa, check="ok"),
-        Row(10, "flash_attention_v2_bwd", "D=64 causal", "N=4096", 4096, key_ms=2.0,
+        Row("10", "flash_attention_v2_bwd", "D=64 causal", "N=4096", 4096, key_ms=2.0,
             baseline="scaled_dot_product_attention", baseline_ms=2.2, bytes=1e9,
             flops=attention_flops(4096, 64, True, backward=True), check="ok", others={"sdpa cudnn": 1.5}),  # 0.75x
     ]
@@ -193,7 +193,7 @@ def test_smoke_run_end_to_end(tmp_path):
     """The whole pipeline (child process, spec inputs and baseline, answer key, writers) on vector add."""
     assert bench.main(["--smoke", "--only", "1", "--out", str(tmp_path)]) == 0
     rows = read_csv(tmp_path / "bench" / "results.csv")
-    assert [(r.puzzle, r.size, r.status, r.check) for r in rows] == [(1, "n=3000", "ok", "ok")]
+    assert [(r.puzzle, r.size, r.status, r.check) for r in rows] == [("1", "n=3000", "ok", "ok")]
     assert rows[0].key_ms > 0 and rows[0].baseline_ms > 0 and rows[0].bytes == 3 * 3000 * 4
     assert "--smoke" in (tmp_path / "BENCHMARKS.md").read_text(encoding="utf-8")
     assert (tmp_path / "bench" / "vector_add.png").exists()
