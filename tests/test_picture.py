@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -14,9 +13,10 @@ from checks import verdict as V
 from checks.registry import ROOT, get_puzzle
 from checks.sandbox import grade
 from checks.source import answer_cell
+from checks.wrong import source_of
 
 PUZZLE = get_puzzle(1)
-TAIL_BUG = ROOT / "solutions" / "wrong" / "01_vector_add" / "grid_rounds_down.py"
+TAIL_BUG_SOURCE = source_of(PUZZLE, ROOT / "solutions" / "wrong" / "01_vector_add" / "grid_rounds_down.edit.yaml")
 RED = np.array([0xD6, 0x27, 0x28]) / 255  # picture.COLOURS[UNWRITTEN]
 
 
@@ -24,7 +24,9 @@ RED = np.array([0xD6, 0x27, 0x28]) / 255  # picture.COLOURS[UNWRITTEN]
 def failed(tmp_path_factory):
     """A known-wrong kernel (its grid rounds down, so the tail is never written), graded with artifacts."""
     folder = tmp_path_factory.mktemp("artifacts")
-    verdict = grade(PUZZLE, TAIL_BUG, artifacts=folder, timeout=60)
+    submission = folder / "grid_rounds_down.py"
+    submission.write_text(TAIL_BUG_SOURCE, encoding="utf-8")
+    verdict = grade(PUZZLE, submission, artifacts=folder, timeout=60)
     assert verdict.status == V.FAILED, verdict.summary
     return verdict
 
@@ -108,7 +110,7 @@ def test_no_picture_for_a_pass_or_for_a_failure_without_values(tmp_path):
 def test_the_terminal_saves_the_picture_with_picture_path(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
     submission = tmp_path / "my_answer.py"
-    shutil.copy(TAIL_BUG, submission)
+    submission.write_text(TAIL_BUG_SOURCE, encoding="utf-8")
     png = tmp_path / "where.png"
     assert cli.main(["1", "--file", str(submission), "--picture", str(png), "--timeout", "60"]) == 1
     out = capsys.readouterr().out
@@ -120,7 +122,7 @@ def test_the_terminal_saves_the_picture_with_picture_path(tmp_path, monkeypatch,
 
 def test_a_failing_notebook_check_saves_the_picture_beside_the_notebook(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
-    cell = answer_cell(TAIL_BUG.read_text(encoding="utf-8"), 1)  # as if the learner had run this cell
+    cell = answer_cell(TAIL_BUG_SOURCE, 1)  # as if the learner had run this cell
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: [cell])
     monkeypatch.setattr(notebook, "picture_folder", lambda puzzle: tmp_path / ".check_pictures")
     notebook.check(1, timeout=60)
@@ -148,7 +150,7 @@ def test_ticks_sit_on_cell_centres_and_the_grid_shows_over_dark_cells():
 def test_a_terminal_failure_says_how_to_get_the_picture(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
     submission = tmp_path / "my_answer.py"
-    shutil.copy(TAIL_BUG, submission)
+    submission.write_text(TAIL_BUG_SOURCE, encoding="utf-8")
     assert cli.main(["1", "--file", str(submission), "--timeout", "60", "--seed", "5"]) == 1
     out = capsys.readouterr().out
     assert "--seed 5 --picture where.png" in out and "make check PUZZLE=1" in out
