@@ -142,8 +142,7 @@ def _programs_panel(ax: Any, log: AccessLog, title: str) -> None:
     image = _as_image(owner)
     programs = int(np.nanmax(owner)) + 1 if np.isfinite(owner).any() else 1
     palette = [matplotlib_colour("tab20", i % 20) for i in range(programs)]
-    cmap = ListedColormap(palette)
-    cmap.set_bad("#f4f4f4")
+    cmap = ListedColormap(palette).with_extremes(bad="#f4f4f4")
     norm = BoundaryNorm(np.arange(-0.5, programs + 0.5), programs)
     ax.imshow(image, cmap=cmap, norm=norm, interpolation="nearest", aspect="auto")
     region = log.regions[out]
@@ -198,6 +197,9 @@ def _matmul_panel(ax: Any, log: AccessLog, title: str, wave: int = WAVE) -> None
     if not len(stores):
         ax.text(0.5, 0.5, "nothing stored", ha="center", va="center")
         ax.set_axis_off()
+        return
+    if len(log.regions[out]["shape"]) != 2:
+        _programs_panel(ax, log, title)
         return
     launch = int(np.bincount(stores[:, F["launch"]]).argmax())
     stores = stores[stores[:, F["launch"]] == launch]
@@ -330,9 +332,18 @@ def _attention_panel(ax: Any, kernel: str, image: np.ndarray, tiles: list, causa
 def _cmap(name: str) -> Any:
     import matplotlib
 
-    cmap = matplotlib.colormaps[name].copy()
-    cmap.set_bad("#f4f4f4")
-    return cmap
+    return matplotlib.colormaps[name].with_extremes(bad="#f4f4f4")
+
+
+def _safely(ax: Any, panel: Any, *args: Any) -> None:
+    """Draw one panel; a log the panel cannot read (an odd submission) gives a note, not a crash."""
+    try:
+        panel(ax, *args)
+    except Exception as exc:  # noqa: BLE001 - the picture is a help, never a reason to fail
+        ax.clear()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"cannot draw this panel:\n{type(exc).__name__}: {exc}", ha="center", va="center",
+                fontsize=8, wrap=True)  # fmt: skip
 
 
 def draw(number: int, mine: dict[str, Any], key: dict[str, Any] | None, png: Path) -> Path:
@@ -354,19 +365,16 @@ def draw(number: int, mine: dict[str, Any], key: dict[str, Any] | None, png: Pat
         for col, ((title, _), found) in enumerate(zip(sides, panels, strict=True)):
             for row in range(rows):
                 if row < len(found):
-                    _attention_panel(axes[row][col], *found[row], causal, title)
+                    _safely(axes[row][col], _attention_panel, *found[row], causal, title)
                 else:
                     axes[row][col].set_axis_off()
     else:
         per_side = 2 if kind == SOFTMAX else 1
         fig, axes = plt.subplots(per_side, len(sides), figsize=(6.2 * len(sides), 4.6 * per_side), squeeze=False)
         for col, (title, log) in enumerate(sides):
-            if kind == MATMUL:
-                _matmul_panel(axes[0][col], log, title)
-            else:
-                _programs_panel(axes[0][col], log, title)
+            _safely(axes[0][col], _matmul_panel if kind == MATMUL else _programs_panel, log, title)
             if kind == SOFTMAX:
-                _reads_panel(axes[1][col], log, "x", title)
+                _safely(axes[1][col], _reads_panel, log, "x", title)
     case = ", ".join(f"{k}={v}" for k, v in mine.get("case", {}).items() if k != "note")
     fig.suptitle(f"Puzzle {number}: where your kernel reads and writes ({case})", fontsize=11)
     fig.tight_layout()
