@@ -147,17 +147,17 @@ def _programs_panel(ax: Any, log: AccessLog, title: str) -> None:
     ax.imshow(image, cmap=cmap, norm=norm, interpolation="nearest", aspect="auto")
     region = log.regions[out]
     stores = _records(log, out, STORE)
-    if len(stores) <= 48:
-        width = image.shape[1]
-        for row in stores:
-            label = _program_label(log, int(row[F["launch"]]), int(row[F["pid"]]))
-            if len(region["shape"]) == 1:
-                y, x = divmod((int(row[F["lo0"]]) + int(row[F["hi0"]])) // 2, width)
-            else:
-                y = (row[F["lo0"]] + row[F["hi0"]]) / 2
-                x = (row[F["lo1"]] + row[F["hi1"]]) / 2
-            ax.text(x, y, label, ha="center", va="center", fontsize=7,
-                    bbox={"facecolor": "white", "alpha": 0.7, "pad": 1, "linewidth": 0})  # fmt: skip
+    every = max(1, math.ceil(len(stores) / 24))  # at most about 24 labels
+    width = image.shape[1]
+    for row in stores[::every]:
+        label = _program_label(log, int(row[F["launch"]]), int(row[F["pid"]]))
+        if len(region["shape"]) == 1:
+            y, x = divmod((int(row[F["lo0"]]) + int(row[F["hi0"]])) // 2, width)
+        else:
+            y = (row[F["lo0"]] + row[F["hi0"]]) / 2
+            x = (row[F["lo1"]] + row[F["hi1"]]) / 2
+        ax.text(x, y, label, ha="center", va="center", fontsize=7,
+                bbox={"facecolor": "white", "alpha": 0.7, "pad": 1, "linewidth": 0})  # fmt: skip
     unwritten = int(np.isnan(owner).sum())
     note = f"; {unwritten} never written (grey)" if unwritten else ""
     ax.set_title(f"{title}: the program that wrote each element of {region['name']} {tuple(region['shape'])}\n"
@@ -223,12 +223,15 @@ def _matmul_panel(ax: Any, log: AccessLog, title: str, wave: int = WAVE) -> None
         ax.add_patch(Rectangle((c, r), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
     rows_a = _first_wave_tiles(log, "a", launch, wave, 0, tm)
     cols_b = _first_wave_tiles(log, "b", launch, wave, 1, tn)
+    bar = 0.04 * max(nm, nn, 3)  # the bars' thickness, in tiles
     for r in rows_a:  # a's row-tiles: a red bar left of the grid
-        ax.add_patch(Rectangle((-0.6, r), 0.4, 1, color="red", clip_on=False))
+        ax.add_patch(Rectangle((-1.5 * bar, r), bar, 1, color="red", clip_on=False))
     for c in cols_b:  # b's column-tiles: a red bar above the grid
-        ax.add_patch(Rectangle((c, -0.6), 1, 0.4, color="red", clip_on=False))
-    ax.set_xlim(-0.7, nn)
-    ax.set_ylim(nm, -0.7)
+        ax.add_patch(Rectangle((c, -1.5 * bar), 1, bar, color="red", clip_on=False))
+    ax.set_xlim(-1.7 * bar, nn)
+    ax.set_ylim(nm, -1.7 * bar)
+    ax.set_xticks(range(nn + 1) if nn <= 16 else ax.get_xticks())
+    ax.set_yticks(range(nm + 1) if nm <= 16 else ax.get_yticks())
     ax.set_title(f"{title}: tiles of c in launch order ({nm} x {nn} tiles of {tm} x {tn})\n"
                  f"first {wave} programs (red) load {len(rows_a)} tile(s) of a + {len(cols_b)} of b = "
                  f"{len(rows_a) + len(cols_b)}", fontsize=9)  # fmt: skip
@@ -248,7 +251,7 @@ def _first_wave_tiles(log: AccessLog, name: str, launch: int, wave: int, dim: in
 def attention_visits(log: AccessLog) -> list[tuple[str, np.ndarray, list]]:
     """Per launch that pairs query and key tiles: (kernel, N x N order map of the first head, the tiles).
 
-    A tile pair is ((first query row, end), (first key row, end)).
+    A tile pair is ((first query row, end), (first key row, end), its step in its program).
     """
     names = {i: r["name"] for i, r in enumerate(log.regions)}
     n = next((r["shape"][2] for r in log.regions if r["name"] == "q"), 0)
@@ -274,7 +277,7 @@ def attention_visits(log: AccessLog) -> list[tuple[str, np.ndarray, list]]:
 _SWEEPS = {
     "q": "a program per query block (a row each)",
     "k": "a program per key block (a column each)",
-    None: "programs own neither queries nor keys",
+    None: "each program walks every tile pair",
 }
 
 
@@ -283,31 +286,39 @@ def _program_visits(prog: np.ndarray, names: dict[int, str], image: np.ndarray) 
     def rows_of(row: np.ndarray) -> tuple[int, int]:
         return int(row[F["lo2"]]), int(row[F["hi2"]]) + 1
 
-    own_q = own_k = None
+    # A program owns the rows of an output it stores exactly once (FlashAttention-2's o, dq, dk, dv);
+    # one that stores an output over and over (FlashAttention-1's o in its inner loop) owns none.
+    stores: dict[str, list[tuple[int, int]]] = {}
     for row in prog[prog[:, F["kind"]] == STORE]:
-        name = names.get(int(row[F["region"]]))
-        if name in QUERY_OWNERS:
-            own_q = rows_of(row) if own_q is None else (min(own_q[0], row[F["lo2"]]), max(own_q[1], row[F["hi2"]] + 1))
-        elif name in KEY_OWNERS:
-            own_k = rows_of(row) if own_k is None else (min(own_k[0], row[F["lo2"]]), max(own_k[1], row[F["hi2"]] + 1))
+        stores.setdefault(names.get(int(row[F["region"]]), ""), []).append(rows_of(row))
+    owned = {name: spans[0] for name, spans in stores.items() if len(spans) == 1}
+    own_q = next((owned[n] for n in QUERY_OWNERS if n in owned), None)
+    own_k = next((owned[n] for n in KEY_OWNERS if n in owned), None)
     loads = prog[prog[:, F["kind"]] == LOAD]
+    sides = [names.get(int(r)) for r in loads[:, F["region"]]]
+    # a pair is visited when the inner loop loads its next tile: the side the program does not own,
+    # or (owning neither, as FlashAttention-1) the side it loads more often
+    if own_q is not None or own_k is not None:
+        inner = KEY_SIDE if own_q is not None else QUERY_SIDE
+    else:
+        inner = QUERY_SIDE if sum(s in QUERY_SIDE for s in sides) > sum(s in KEY_SIDE for s in sides) else KEY_SIDE
     cur_q = cur_k = None
     visits: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    for row in loads:
-        name = names.get(int(row[F["region"]]))
+    for row, name in zip(loads, sides, strict=True):
         if name in QUERY_SIDE:
             cur_q = rows_of(row)
         elif name in KEY_SIDE:
             cur_k = rows_of(row)
-        else:
+        if name not in inner:
             continue
-        qs, ks = own_q or cur_q, own_k or cur_k
-        if qs is not None and ks is not None and (not visits or visits[-1] != (qs, ks)):
-            visits.append((qs, ks))
+        pair = (own_q or cur_q, own_k or cur_k)
+        if pair[0] is not None and pair[1] is not None and pair not in visits:
+            visits.append(pair)
     for step, ((q0, q1), (k0, k1)) in enumerate(visits):
         patch = image[q0:q1, k0:k1]
         patch[np.isnan(patch)] = step / max(1, len(visits) - 1)
-    return visits, "k" if own_k is not None else "q" if own_q is not None else None
+    owner = "k" if own_k is not None else "q" if own_q is not None else None
+    return [(q, k, step) for step, (q, k) in enumerate(visits)], owner
 
 
 def _attention_panel(ax: Any, kernel: str, image: np.ndarray, tiles: list, causal: bool, title: str) -> None:
@@ -316,8 +327,11 @@ def _attention_panel(ax: Any, kernel: str, image: np.ndarray, tiles: list, causa
 
     n = image.shape[0]
     shown = ax.imshow(image, cmap=_cmap("viridis"), vmin=0, vmax=1, interpolation="nearest", extent=(0, n, n, 0))
-    edges = [Rectangle((k0, q0), k1 - k0, q1 - q0) for (q0, q1), (k0, k1) in tiles[:4000]]
+    edges = [Rectangle((k0, q0), k1 - k0, q1 - q0) for (q0, q1), (k0, k1), _ in tiles[:4000]]
     ax.add_collection(PatchCollection(edges, facecolor="none", edgecolor="white", linewidth=0.4))
+    if len(tiles) <= 100:  # each tile pair numbered in its program's order
+        for (q0, q1), (k0, k1), step in tiles:
+            ax.text((k0 + k1) / 2, (q0 + q1) / 2, str(step), ha="center", va="center", fontsize=6, color="white")
     bar = ax.figure.colorbar(shown, ax=ax, fraction=0.04, ticks=[0, 1])
     bar.ax.set_yticklabels(["first", "last"])
     bar.set_label("when, within its program")
@@ -376,7 +390,7 @@ def draw(number: int, mine: dict[str, Any], key: dict[str, Any] | None, png: Pat
             if kind == SOFTMAX:
                 _safely(axes[1][col], _reads_panel, log, "x", title)
     case = ", ".join(f"{k}={v}" for k, v in mine.get("case", {}).items() if k != "note")
-    fig.suptitle(f"Puzzle {number}: where your kernel reads and writes ({case})", fontsize=11)
+    fig.suptitle(f"Puzzle {number}: where the kernels read and write\n({case})", fontsize=10)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
