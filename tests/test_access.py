@@ -51,6 +51,13 @@ def block_ptr_copy(a_ptr, out_ptr, M, N, stride_am, stride_an, BM: tl.constexpr,
 
 
 @triton.jit
+def descriptor_copy(a_ptr, out_ptr, M, N, stride_am, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_tensor_descriptor(a_ptr, shape=[M, N], strides=[stride_am, 1], block_shape=[BM, BN])
+    dst = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    dst.store([tl.program_id(0) * BM, 0], src.load([tl.program_id(0) * BM, 0]))
+
+
+@triton.jit
 def total(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     # every lane adds into out[0] (tl.sum is a @triton.jit function: not callable once triton was
@@ -155,7 +162,23 @@ def test_boxes_are_in_the_tensors_own_index_space(kernels):
     assert torch.equal(log.element_counts("a"), torch.ones((40, 24), dtype=torch.int32))
 
 
+def test_tensor_descriptors_are_recorded(kernels):
+    a = arena()
+    src = make_input(a, (20, 16), torch.float32, "a")
+    with record_access(a, {"a": src}) as rec, guard_allocations(a):
+        out = torch.empty((20, 16))
+        kernels.descriptor_copy[(3,)](src, out, 20, 16, src.stride(0), BM=8, BN=16)
+    log = rec.log()
+    torch.testing.assert_close(out, src)
+    assert log.loaded[0] == 320 and log.outside() == {}  # the rows past 20 are masked off
+    assert sum(log.stored[1:]) == 320
+
+
 def test_block_pointers_are_recorded(kernels):
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    if not hasattr(InterpreterBuilder, "create_tensor_pointer_load"):
+        pytest.skip("this Triton has no block pointers (removed in 3.9 for tensor descriptors)")
     a = arena()
     src = make_input(a, (20, 16), torch.float32, "a")
     with record_access(a, {"a": src}) as rec, guard_allocations(a):
@@ -186,7 +209,7 @@ def test_triton_interpreter_methods_still_exist():
     from triton.runtime import interpreter
 
     for name in ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas",
-                 "set_grid_dim", "create_tensor_pointer_load", "create_descriptor_load"):  # fmt: skip
+                 "set_grid_dim", "create_descriptor_load", "create_descriptor_store"):  # fmt: skip
         assert hasattr(interpreter.InterpreterBuilder, name), name
     assert "__call__" in vars(interpreter.GridExecutor)
 

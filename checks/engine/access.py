@@ -2,9 +2,10 @@
 
 `record_access(arena, inputs)` patches the interpreter's memory paths for the duration of a block:
 
-    InterpreterBuilder.create_masked_load / create_masked_store   (tl.load / tl.store; block pointers
-        and tensor descriptors end there too: create_tensor_pointer_load/store and
-        create_descriptor_load/store call them, in Triton 3.6 and 3.9 alike)
+    InterpreterBuilder.create_masked_load / create_masked_store   (tl.load / tl.store; tensor
+        descriptors end there too, through create_descriptor_load/store, in Triton 3.6 and 3.9;
+        so do block pointers, through create_tensor_pointer_load/store, in 3.6 (3.9 removed them);
+        3.9's tl.atomic_load/store call them as well)
     InterpreterBuilder.create_atomic_rmw / create_atomic_cas     (tl.atomic_*)
     InterpreterBuilder.set_grid_dim                               (the grid of each launch)
     GridExecutor.__call__                                         (the kernel's name and tensor arguments)
