@@ -114,6 +114,18 @@ def test_loads_and_stores_are_counted_per_element_and_program(kernels):
     assert stores[:, F["lanes"]].tolist() == [32, 32, 32, 4]  # masked-off lanes are not counted
 
 
+def test_reading_a_scratch_copy_counts_as_reading_the_input(kernels):
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        copy = torch.empty(100)
+        kernels.add[(4,)](x, x, copy, 100, BLOCK=32, MASKED=True)  # copy = 2x, reading x twice
+        out = torch.empty(100)
+        kernels.add[(4,)](copy, copy, out, 100, BLOCK=32, MASKED=True)  # then the copy twice
+    log = rec.log()
+    assert log.per_element("x") == 2.0 and log.per_element_all("x") == 4.0
+
+
 def test_loads_past_the_end_hit_the_guard_band(kernels):
     log, _, _ = vector_add(kernels, masked=False)
     assert log.outside() == {"the input x": 28, "the input y": 28}

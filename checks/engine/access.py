@@ -390,6 +390,18 @@ class AccessLog:
         i = self.index(name)
         return self.loaded[i] / max(1, self.regions[i]["numel"]) if i >= 0 else 0.0
 
+    def per_element_all(self, name: str) -> float:
+        """Lanes loaded from this input and from every buffer that is not an input, per element of the input.
+
+        The passes over memory of a one-input kernel (softmax): re-reading its output, or a scratch
+        copy of the input, counts as much as re-reading the input.
+        """
+        i = self.index(name)
+        if i < 0:
+            return 0.0
+        own = sum(n for n, r in zip(self.loaded, self.regions, strict=True) if r["role"] != "input")
+        return (self.loaded[i] + own) / max(1, self.regions[i]["numel"])
+
     def outside(self) -> dict[str, int]:
         """Buffer label -> lanes loaded from its guard bands (what `Reads.outside` says)."""
         found = {}
