@@ -26,7 +26,7 @@ else
   DEV_PY := $(if $(HAVE_SYSTEM_DEV),python3,$(VENV_PY))
 endif
 
-.PHONY: help check solutions notebooks test test-fast lint lab env env-dev hint progress grade doctor html bench
+.PHONY: help check solutions notebooks test test-fast lint lab env env-dev hint progress grade doctor html bench map
 
 help: ## list the targets
 	@echo "Triton puzzles: make <target> [PUZZLE=N] [FILE=path]"
@@ -49,6 +49,10 @@ env-dev: $(if $(filter $(VENV_PY),$(DEV_PY)),.venv/.dev)
 check: env ## grade one puzzle: make check PUZZLE=N [FILE=path.py|notebook.ipynb]
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make check PUZZLE=1 (see the table in README.md)."; exit 2; fi
 	@$(PY) -m checks $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
+
+map: env ## draw where your kernel reads and writes, beside the answer key: make map PUZZLE=N [FILE=path]
+	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make map PUZZLE=9 (see the table in README.md)."; exit 2; fi
+	@$(PY) -m checks.maps $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
 
 solutions: env ## grade every answer key (must pass) and known-wrong kernel (must fail)
 	@$(PY) -m checks.answer_key $(ARGS)

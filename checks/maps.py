@@ -1,0 +1,474 @@
+"""Access maps: which program touched what, for your kernel beside the answer key's.
+
+    python -m checks.maps N [--file F | --solution] [--case I] [--out PNG]
+    make map PUZZLE=N [FILE=...]
+
+runs the submission (by default your notebook's graded cell) and the answer key, each in a child
+process with the puzzle's time limit, on one CPU case in Triton's interpreter under the access
+recorder (`checks.engine.access`), and draws one PNG:
+
+- puzzles 1, 2: the program that wrote each element of the output;
+- puzzles 5-7: the program that wrote each element, and how many times each element of x was read;
+- puzzles 3, 4: the tiles of c numbered in launch order, with the first wave's tiles outlined and
+  the row-tiles of a and column-tiles of b it loads marked beside the grid (grouped vs row-major);
+- puzzles 8-10: for the first (batch, head), a query-row x key-row grid of the tile pairs each
+  program loaded, coloured by when in the program (dark first, light last), with the causal diagonal:
+  FlashAttention-1 sweeps columns, FlashAttention-2 rows; puzzle 10 shows the dK/dV and dQ sweeps.
+
+`show(N)` does the same from a notebook and displays the picture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from checks.engine.access import LOAD, STORE, AccessLog, F
+from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle
+
+ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION = "elementwise", "softmax", "matmul", "attention"
+KIND = {1: ELEMENTWISE, 2: ELEMENTWISE, 3: MATMUL, 4: MATMUL, 5: SOFTMAX, 6: SOFTMAX, 7: SOFTMAX,
+        8: ATTENTION, 9: ATTENTION, 10: ATTENTION}  # fmt: skip
+QUERY_SIDE, KEY_SIDE = ("q", "do"), ("k", "v")
+QUERY_OWNERS, KEY_OWNERS = ("o", "dq"), ("dk", "dv")
+WAVE = 16  # programs drawn as the first wave of a matmul
+
+
+# -- recording, in a child process ---------------------------------------------------------------
+def record_in_child(number: int, path: Path, case: int, timeout: float) -> dict[str, Any]:
+    """Run `path` on one CPU case in a child process and return its recording (see record_file)."""
+    import torch
+
+    with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
+        out = Path(tmp) / "log.pt"
+        command = [sys.executable, "-m", "checks.maps", "--record", str(number), str(path), str(case), str(out)]
+        try:
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise MapError(f"{path.name} ran past the {timeout:g} s limit; fix it with `make check` first.") from exc
+        if done.returncode != 0 or not out.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            raise MapError(f"{path.name} could not be recorded: " + " / ".join(tail))
+        return torch.load(out, weights_only=True)
+
+
+class MapError(RuntimeError):
+    """Something to tell the learner instead of a picture."""
+
+
+def _child(number: int, path: str, case: int, out: str) -> int:
+    import torch
+
+    from checks.engine.recording import interpreter_setup, record_file
+
+    interpreter_setup()
+    torch.save(record_file(number, Path(path), case), out)
+    return 0
+
+
+# -- reading a log ---------------------------------------------------------------------------------
+def _output(log: AccessLog) -> int:
+    """The first region the learner returned (named by its output name), else the most-written one."""
+    named = [i for i, r in enumerate(log.regions) if r["role"] != "input" and r["name"] != r["label"]]
+    if named:
+        return named[0]
+    return int(np.argmax(log.stored)) if log.stored else -1
+
+
+def _records(log: AccessLog, region: int, kind: int) -> np.ndarray:
+    rows = log.records.numpy()
+    return rows[(rows[:, F["region"]] == region) & (rows[:, F["kind"]] == kind)]
+
+
+def _box(row: np.ndarray, ndim: int) -> tuple[slice, ...]:
+    return tuple(slice(int(row[F[f"lo{d}"]]), int(row[F[f"hi{d}"]]) + 1) for d in range(ndim))
+
+
+def program_map(log: AccessLog, region: int) -> np.ndarray:
+    """For each element of a region's tensor, the (launch-order) program that stored it last; -1: none."""
+    shape = log.regions[region]["shape"]
+    owner = np.full(shape, -1, dtype=np.int64)
+    for row in _records(log, region, STORE):
+        owner[_box(row, len(shape))] = row[F["pid"]]
+    return owner
+
+
+# -- drawing ---------------------------------------------------------------------------------------
+def _fold(values: np.ndarray) -> np.ndarray:
+    """A 1-D array as a 2-D image, rows of a round width (NaN past the end)."""
+    n = values.size
+    width = min(n, 2 ** max(4, math.ceil(math.log2(math.sqrt(max(n, 1))))))
+    rows = math.ceil(n / width)
+    out = np.full(rows * width, np.nan)
+    out[:n] = values
+    return out.reshape(rows, width)
+
+
+def _as_image(values: np.ndarray) -> np.ndarray:
+    values = values.astype(float)
+    if values.ndim == 1:
+        return _fold(values)
+    while values.ndim > 2:
+        values = values[0]
+    return values
+
+
+def _program_label(log: AccessLog, launch: int, pid: int) -> str:
+    if launch >= len(log.launches):
+        return str(pid)
+    gx, gy, gz = log.launches[launch]["grid"]
+    if gy == gz == 1:
+        return str(pid)
+    return f"({pid % gx},{pid // gx % gy})" if gz == 1 else f"({pid % gx},{pid // gx % gy},{pid // (gx * gy)})"
+
+
+def _programs_panel(ax: Any, log: AccessLog, title: str) -> None:
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    out = _output(log)
+    if out < 0:
+        ax.text(0.5, 0.5, "nothing stored", ha="center", va="center")
+        ax.set_axis_off()
+        return
+    owner = program_map(log, out).astype(float)
+    owner[owner < 0] = np.nan
+    image = _as_image(owner)
+    programs = int(np.nanmax(owner)) + 1 if np.isfinite(owner).any() else 1
+    palette = [matplotlib_colour("tab20", i % 20) for i in range(programs)]
+    cmap = ListedColormap(palette).with_extremes(bad="#f4f4f4")
+    norm = BoundaryNorm(np.arange(-0.5, programs + 0.5), programs)
+    ax.imshow(image, cmap=cmap, norm=norm, interpolation="nearest", aspect="auto")
+    region = log.regions[out]
+    stores = _records(log, out, STORE)
+    every = max(1, math.ceil(len(stores) / 24))  # at most about 24 labels
+    width = image.shape[1]
+    for row in stores[::every]:
+        label = _program_label(log, int(row[F["launch"]]), int(row[F["pid"]]))
+        if len(region["shape"]) == 1:
+            y, x = divmod((int(row[F["lo0"]]) + int(row[F["hi0"]])) // 2, width)
+        else:
+            y = (row[F["lo0"]] + row[F["hi0"]]) / 2
+            x = (row[F["lo1"]] + row[F["hi1"]]) / 2
+        ax.text(x, y, label, ha="center", va="center", fontsize=7,
+                bbox={"facecolor": "white", "alpha": 0.7, "pad": 1, "linewidth": 0})  # fmt: skip
+    unwritten = int(np.isnan(owner).sum())
+    note = f"; {unwritten} never written (grey)" if unwritten else ""
+    ax.set_title(f"{title}: the program that wrote each element of {region['name']} {tuple(region['shape'])}\n"
+                 f"{programs} programs, labelled by program id{note}", fontsize=9)  # fmt: skip
+    if len(region["shape"]) == 1:
+        ax.set_xlabel(f"element % {image.shape[1]}")
+        ax.set_ylabel(f"element // {image.shape[1]}")
+    else:
+        ax.set_xlabel("column")
+        ax.set_ylabel("row")
+
+
+def matplotlib_colour(name: str, index: int) -> tuple[float, ...]:
+    import matplotlib
+
+    return tuple(matplotlib.colormaps[name](index))
+
+
+def _reads_panel(ax: Any, log: AccessLog, name: str, title: str) -> None:
+    i = log.index(name)
+    counts = log.element_counts(name).numpy().astype(float) if i >= 0 else np.zeros((1, 1))
+    image = _as_image(counts)
+    top = max(1.0, float(np.nanmax(image)))
+    shown = ax.imshow(image, cmap=_cmap("viridis"), vmin=0, vmax=top, interpolation="nearest", aspect="auto")
+    ax.figure.colorbar(shown, ax=ax, fraction=0.04, label="times read")
+    ax.set_title(f"{title}: times each element of {name} was read\n"
+                 f"{log.per_element(name):.2f} reads per element on average", fontsize=9)  # fmt: skip
+    ax.set_xlabel("column")
+    ax.set_ylabel("row")
+
+
+def _matmul_panel(ax: Any, log: AccessLog, title: str, wave: int = WAVE) -> None:
+    from matplotlib.patches import Rectangle
+
+    out = _output(log)
+    stores = _records(log, out, STORE)
+    if not len(stores):
+        ax.text(0.5, 0.5, "nothing stored", ha="center", va="center")
+        ax.set_axis_off()
+        return
+    if len(log.regions[out]["shape"]) != 2:
+        _programs_panel(ax, log, title)
+        return
+    launch = int(np.bincount(stores[:, F["launch"]]).argmax())
+    stores = stores[stores[:, F["launch"]] == launch]
+    m, n = log.regions[out]["shape"][:2]
+    tm = int((stores[:, F["hi0"]] - stores[:, F["lo0"]]).max()) + 1
+    tn = int((stores[:, F["hi1"]] - stores[:, F["lo1"]]).max()) + 1
+    nm, nn = math.ceil(m / tm), math.ceil(n / tn)
+    order = np.full((nm, nn), np.nan)
+    for row in stores:
+        order[int(row[F["lo0"]]) // tm, int(row[F["lo1"]]) // tn] = row[F["pid"]]
+    wave = min(wave, log.programs(launch))
+    shown = ax.imshow(order, cmap=_cmap("viridis"), interpolation="nearest", extent=(0, nn, nm, 0))
+    ax.figure.colorbar(shown, ax=ax, fraction=0.04, label="program (launch order)")
+    if nm * nn <= 256:
+        for (r, c), pid in np.ndenumerate(order):
+            if np.isfinite(pid):
+                colour = "white" if pid < wave else "black"
+                ax.text(c + 0.5, r + 0.5, str(int(pid)), ha="center", va="center", fontsize=7, color=colour)
+    first = [(r, c) for (r, c), pid in np.ndenumerate(order) if np.isfinite(pid) and pid < wave]
+    for r, c in first:
+        ax.add_patch(Rectangle((c, r), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
+    rows_a = _first_wave_tiles(log, "a", launch, wave, 0, tm)
+    cols_b = _first_wave_tiles(log, "b", launch, wave, 1, tn)
+    bar = 0.04 * max(nm, nn, 3)  # the bars' thickness, in tiles
+    for r in rows_a:  # a's row-tiles: a red bar left of the grid
+        ax.add_patch(Rectangle((-1.5 * bar, r), bar, 1, color="red", clip_on=False))
+    for c in cols_b:  # b's column-tiles: a red bar above the grid
+        ax.add_patch(Rectangle((c, -1.5 * bar), 1, bar, color="red", clip_on=False))
+    ax.set_xlim(-1.7 * bar, nn)
+    ax.set_ylim(nm, -1.7 * bar)
+    ax.set_xticks(range(nn + 1) if nn <= 16 else ax.get_xticks())
+    ax.set_yticks(range(nm + 1) if nm <= 16 else ax.get_yticks())
+    ax.set_title(f"{title}: tiles of c in launch order ({nm} x {nn} tiles of {tm} x {tn})\n"
+                 f"first {wave} programs (red) load {len(rows_a)} tile(s) of a + {len(cols_b)} of b = "
+                 f"{len(rows_a) + len(cols_b)}", fontsize=9)  # fmt: skip
+    ax.set_xlabel("tile column (red bars: tiles of b the first wave loads)")
+    ax.set_ylabel("tile row (red bars: tiles of a)")
+
+
+def _first_wave_tiles(log: AccessLog, name: str, launch: int, wave: int, dim: int, tile: int) -> list[int]:
+    i = log.index(name)
+    if i < 0:
+        return []
+    rows = _records(log, i, LOAD)
+    rows = rows[(rows[:, F["launch"]] == launch) & (rows[:, F["pid"]] < wave)]
+    return sorted({int(lo) // tile for lo in rows[:, F[f"lo{dim}"]]})
+
+
+def attention_visits(log: AccessLog) -> list[tuple[str, np.ndarray, list]]:
+    """Per launch that pairs query and key tiles: (kernel, N x N order map of the first head, the tiles).
+
+    A tile pair is ((first query row, end), (first key row, end), its step in its program).
+    """
+    names = {i: r["name"] for i, r in enumerate(log.regions)}
+    n = next((r["shape"][2] for r in log.regions if r["name"] == "q"), 0)
+    rows = log.records.numpy()
+    found = []
+    for launch, info in enumerate(log.launches):
+        mine = rows[rows[:, F["launch"]] == launch]
+        first_head = (mine[:, F["lo0"]] == 0) & (mine[:, F["lo1"]] == 0) & (mine[:, F["hi0"]] == 0)
+        mine = mine[first_head & (mine[:, F["hi1"]] == 0)]
+        image = np.full((n, n), np.nan)
+        tiles: list = []
+        owners = {"q": 0, "k": 0, None: 0}
+        for pid in np.unique(mine[:, F["pid"]]):
+            prog = mine[mine[:, F["pid"]] == pid]
+            visits, owner = _program_visits(prog, names, image)
+            tiles += visits
+            owners[owner] += 1
+        if tiles:
+            found.append((f"{info['kernel']}, {_SWEEPS[max(owners, key=lambda o: owners[o])]}", image, tiles))
+    return found
+
+
+_SWEEPS = {
+    "q": "a program per query block (a row each)",
+    "k": "a program per key block (a column each)",
+    None: "each program walks every tile pair",
+}
+
+
+def _program_visits(prog: np.ndarray, names: dict[int, str], image: np.ndarray) -> tuple[list, str | None]:
+    """Fill the image with the order in which one program paired query and key tiles."""
+    def rows_of(row: np.ndarray) -> tuple[int, int]:
+        return int(row[F["lo2"]]), int(row[F["hi2"]]) + 1
+
+    # A program owns the rows of an output it stores exactly once (FlashAttention-2's o, dq, dk, dv);
+    # one that stores an output over and over (FlashAttention-1's o in its inner loop) owns none.
+    stores: dict[str, list[tuple[int, int]]] = {}
+    for row in prog[prog[:, F["kind"]] == STORE]:
+        stores.setdefault(names.get(int(row[F["region"]]), ""), []).append(rows_of(row))
+    owned = {name: spans[0] for name, spans in stores.items() if len(spans) == 1}
+    own_q = next((owned[n] for n in QUERY_OWNERS if n in owned), None)
+    own_k = next((owned[n] for n in KEY_OWNERS if n in owned), None)
+    loads = prog[prog[:, F["kind"]] == LOAD]
+    sides = [names.get(int(r)) for r in loads[:, F["region"]]]
+    # a pair is visited when the inner loop loads its next tile: the side the program does not own,
+    # or (owning neither, as FlashAttention-1) the side it loads more often
+    if own_q is not None or own_k is not None:
+        inner = KEY_SIDE if own_q is not None else QUERY_SIDE
+    else:
+        inner = QUERY_SIDE if sum(s in QUERY_SIDE for s in sides) > sum(s in KEY_SIDE for s in sides) else KEY_SIDE
+    cur_q = cur_k = None
+    visits: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    for row, name in zip(loads, sides, strict=True):
+        if name in QUERY_SIDE:
+            cur_q = rows_of(row)
+        elif name in KEY_SIDE:
+            cur_k = rows_of(row)
+        if name not in inner:
+            continue
+        pair = (own_q or cur_q, own_k or cur_k)
+        if pair[0] is not None and pair[1] is not None and pair not in visits:
+            visits.append(pair)
+    for step, ((q0, q1), (k0, k1)) in enumerate(visits):
+        patch = image[q0:q1, k0:k1]
+        patch[np.isnan(patch)] = step / max(1, len(visits) - 1)
+    owner = "k" if own_k is not None else "q" if own_q is not None else None
+    return [(q, k, step) for step, (q, k) in enumerate(visits)], owner
+
+
+def _attention_panel(ax: Any, kernel: str, image: np.ndarray, tiles: list, causal: bool, title: str) -> None:
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+
+    n = image.shape[0]
+    shown = ax.imshow(image, cmap=_cmap("viridis"), vmin=0, vmax=1, interpolation="nearest", extent=(0, n, n, 0))
+    edges = [Rectangle((k0, q0), k1 - k0, q1 - q0) for (q0, q1), (k0, k1), _ in tiles[:4000]]
+    ax.add_collection(PatchCollection(edges, facecolor="none", edgecolor="white", linewidth=0.4))
+    if len(tiles) <= 100:  # each tile pair numbered in its program's order
+        for (q0, q1), (k0, k1), step in tiles:
+            ax.text((k0 + k1) / 2, (q0 + q1) / 2, str(step), ha="center", va="center", fontsize=6, color="white")
+    bar = ax.figure.colorbar(shown, ax=ax, fraction=0.04, ticks=[0, 1])
+    bar.ax.set_yticklabels(["first", "last"])
+    bar.set_label("when, within its program")
+    if causal:
+        ax.plot([0, n], [0, n], color="red", linewidth=1)
+        ax.text(n * 0.97, n * 0.05, "masked", color="red", ha="right", va="top", fontsize=8)
+    ax.set_title(f"{title}: {kernel}\n{len(tiles)} (query, key) tile pairs loaded, first head", fontsize=9)
+    ax.set_xlabel("key row")
+    ax.set_ylabel("query row")
+
+
+def _cmap(name: str) -> Any:
+    import matplotlib
+
+    return matplotlib.colormaps[name].with_extremes(bad="#f4f4f4")
+
+
+def _safely(ax: Any, panel: Any, *args: Any) -> None:
+    """Draw one panel; a log the panel cannot read (an odd submission) gives a note, not a crash."""
+    try:
+        panel(ax, *args)
+    except Exception as exc:  # noqa: BLE001 - the picture is a help, never a reason to fail
+        ax.clear()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"cannot draw this panel:\n{type(exc).__name__}: {exc}", ha="center", va="center",
+                fontsize=8, wrap=True)  # fmt: skip
+
+
+def draw(number: int, mine: dict[str, Any], key: dict[str, Any] | None, png: Path) -> Path:
+    """Draw a recording (and the answer key's, beside it) into png; returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sides = [("yours", AccessLog.from_dict(mine["log"]))]
+    if key is not None:
+        sides.append(("answer key", AccessLog.from_dict(key["log"])))
+    kind = KIND.get(number, ELEMENTWISE)
+    causal = bool(mine.get("scalars", {}).get("causal", False))
+    if kind == ATTENTION:
+        panels = [attention_visits(log) for _, log in sides]
+        rows = max(1, max(len(p) for p in panels))
+        fig, axes = plt.subplots(rows, len(sides), figsize=(5.8 * len(sides), 5.0 * rows), squeeze=False)
+        for col, ((title, _), found) in enumerate(zip(sides, panels, strict=True)):
+            for row in range(rows):
+                if row < len(found):
+                    _safely(axes[row][col], _attention_panel, *found[row], causal, title)
+                else:
+                    axes[row][col].set_axis_off()
+    else:
+        per_side = 2 if kind == SOFTMAX else 1
+        fig, axes = plt.subplots(per_side, len(sides), figsize=(6.2 * len(sides), 4.6 * per_side), squeeze=False)
+        for col, (title, log) in enumerate(sides):
+            _safely(axes[0][col], _matmul_panel if kind == MATMUL else _programs_panel, log, title)
+            if kind == SOFTMAX:
+                _safely(axes[1][col], _reads_panel, log, "x", title)
+    case = ", ".join(f"{k}={v}" for k, v in mine.get("case", {}).items() if k != "note")
+    fig.suptitle(f"Puzzle {number}: where the kernels read and write\n({case})", fontsize=10)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png
+
+
+# -- commands --------------------------------------------------------------------------------------
+def make_map(
+    puzzle: Puzzle, file: Path | None = None, *, solution: bool = False, case: int = 0, out: Path | None = None,
+    source: tuple[str, str] | None = None,
+) -> tuple[Path, list[str]]:
+    """Record the submission and the answer key, draw the map; (png, traffic lines)."""
+    from checks.engine.traffic import traffic_lines
+    from checks.sandbox import prepare
+
+    with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
+        submission, _ = prepare(puzzle, file, solution, Path(tmp), source)
+        mine = record_in_child(puzzle.number, submission, case, puzzle.timeout)
+    key = mine if solution else record_in_child(puzzle.number, puzzle.solution, case, puzzle.timeout)
+    png = out or ROOT / "build" / "maps" / f"{puzzle.stem}.png"
+    draw(puzzle.number, mine, None if solution else key, png)
+    return png, traffic_lines(mine["log"], None if solution else key["log"])
+
+
+def show(number: int, file: str | None = None, case: int = 0) -> Path | None:
+    """In a notebook: draw the access map of your graded cell (as last run) beside the answer key's."""
+    from checks.notebook import _ran_cells
+    from checks.source import as_module
+
+    puzzle = get_puzzle(number)
+    cells = [] if file else _ran_cells(number)
+    source = (as_module(cells), "your graded cell") if cells else None
+    try:
+        png, lines = make_map(puzzle, Path(file) if file else None, case=case, source=source,
+                              out=puzzle.notebook.parent / ".check_pictures" / f"{puzzle.stem}_map.png")  # fmt: skip
+    except MapError as exc:
+        print(exc)
+        return None
+    print("\n".join(lines))
+    try:
+        from IPython.display import Image, display
+
+        display(Image(filename=str(png)))
+    except ImportError:
+        print(f"Access map saved to {png}")
+    return png
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--record"]:
+        _, number, path, case, out = argv
+        return _child(int(number), path, int(case), out)
+    parser = argparse.ArgumentParser(prog="python -m checks.maps", description=__doc__.split("\n\n")[0])
+    parser.add_argument("puzzle", type=int)
+    parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")
+    parser.add_argument("--solution", action="store_true", help="map the answer key alone")
+    parser.add_argument("--case", type=int, default=0, help="which CPU case of puzzles.yaml (default: the first)")
+    parser.add_argument("--out", type=Path, help="where to write the PNG (default: build/maps/NN_slug.png)")
+    args = parser.parse_args(argv)
+    try:
+        puzzle = get_puzzle(args.puzzle)
+        if not 0 <= args.case < len(puzzle.cases.get("cpu", [])):
+            raise MapError(f"Puzzle {puzzle.number} has {len(puzzle.cases.get('cpu', []))} CPU cases; pick 0 to "
+                           f"{len(puzzle.cases.get('cpu', [])) - 1} with --case.")  # fmt: skip
+        png, lines = make_map(puzzle, args.file, solution=args.solution, case=args.case, out=args.out)
+    except (UnknownPuzzle, MapError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a missing file and the like: say it, no traceback
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    shown = png.resolve().relative_to(ROOT) if png.resolve().is_relative_to(ROOT) else png
+    print(f"Access map saved to {shown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

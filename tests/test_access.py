@@ -1,0 +1,280 @@
+"""The access recorder (checks.engine.access), the traffic report and the access maps, in Triton's interpreter."""
+
+from __future__ import annotations
+
+import io
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from checks.engine.access import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F, record_access
+from checks.engine.traffic import traffic_lines
+from checks.memory import Arena, make_input
+from checks.source import load_module
+from checks.tracking import guard_allocations
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, MASKED: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if MASKED:
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        y = tl.load(y_ptr + offs, mask=offs < n)
+    else:
+        x = tl.load(x_ptr + offs)
+        y = tl.load(y_ptr + offs)
+    tl.store(out_ptr + offs, x + y, mask=offs < n)
+
+
+@triton.jit
+def tile_copy(a_ptr, out_ptr, M, N, stride_am, stride_an, BM: tl.constexpr, BN: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    a = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :] * stride_an, mask=mask)
+    tl.store(out_ptr + rows[:, None] * N + cols[None, :], a, mask=mask)
+
+
+@triton.jit
+def block_ptr_copy(a_ptr, out_ptr, M, N, stride_am, stride_an, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_block_ptr(a_ptr, (M, N), (stride_am, stride_an), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
+    dst = tl.make_block_ptr(out_ptr, (M, N), (N, 1), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
+    tl.store(dst, tl.load(src, boundary_check=(0, 1)), boundary_check=(0, 1))
+
+
+@triton.jit
+def descriptor_copy(a_ptr, out_ptr, M, N, stride_am, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_tensor_descriptor(a_ptr, shape=[M, N], strides=[stride_am, 1], block_shape=[BM, BN])
+    dst = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    dst.store([tl.program_id(0) * BM, 0], src.load([tl.program_id(0) * BM, 0]))
+
+
+@triton.jit
+def total(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    # every lane adds into out[0] (tl.sum is a @triton.jit function: not callable once triton was
+    # imported before TRITON_INTERPRET was set, as in this test process)
+    tl.atomic_add(out_ptr + offs * 0, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+'''
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    """The kernels above, decorated in Triton's interpreter (the environment is put back afterwards)."""
+    from triton.runtime.autotuner import Autotuner
+
+    before, bench = os.environ.get("TRITON_INTERPRET"), Autotuner._bench
+    os.environ["TRITON_INTERPRET"] = "1"
+    path = tmp_path_factory.mktemp("kernels") / "access_kernels.py"
+    path.write_text(KERNELS, encoding="utf-8")
+    yield load_module(path, "access_kernels")
+    Autotuner._bench = bench
+    if before is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = before
+
+
+def arena() -> Arena:
+    gen = torch.Generator()
+    gen.manual_seed(0)
+    return Arena("cpu", gen)
+
+
+def vector_add(kernels, n: int = 100, block: int = 32, masked: bool = True, **options):
+    a = arena()
+    inputs = {"x": make_input(a, (n,), torch.float32, "x"), "y": make_input(a, (n,), torch.float32, "y")}
+    with record_access(a, inputs, **options) as rec, guard_allocations(a):
+        out = torch.empty(n)
+        kernels.add[(-(-n // block),)](inputs["x"], inputs["y"], out, n, BLOCK=block, MASKED=masked)
+    rec.name_outputs([out], ["out"])
+    return rec.log(), out, inputs
+
+
+def test_loads_and_stores_are_counted_per_element_and_program(kernels):
+    log, out, inputs = vector_add(kernels)
+    torch.testing.assert_close(out, inputs["x"] + inputs["y"])
+    assert [r["name"] for r in log.regions] == ["x", "y", "out"]
+    assert log.loaded == [100, 100, 0] and log.stored == [0, 0, 100]
+    assert log.per_element("x") == 1.0 and log.widest == 32
+    assert log.outside() == {} and log.programs() == 4
+    assert log.launches == [{"kernel": "add", "grid": [4, 1, 1]}]
+    assert torch.equal(log.element_counts("x"), torch.ones(100, dtype=torch.int32))
+    stores = log.records_of("out", STORE)
+    assert stores[:, F["pid"]].tolist() == [0, 1, 2, 3]
+    assert stores[:, F["lo0"]].tolist() == [0, 32, 64, 96] and stores[:, F["hi0"]].tolist() == [31, 63, 95, 99]
+    assert stores[:, F["lanes"]].tolist() == [32, 32, 32, 4]  # masked-off lanes are not counted
+
+
+def test_reading_a_scratch_copy_counts_as_reading_the_input(kernels):
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        copy = torch.empty(100)
+        kernels.add[(4,)](x, x, copy, 100, BLOCK=32, MASKED=True)  # copy = 2x, reading x twice
+        out = torch.empty(100)
+        kernels.add[(4,)](copy, copy, out, 100, BLOCK=32, MASKED=True)  # then the copy twice
+    log = rec.log()
+    assert log.per_element("x") == 2.0 and log.per_element_all("x") == 4.0
+
+
+def test_loads_past_the_end_hit_the_guard_band(kernels):
+    log, _, _ = vector_add(kernels, masked=False)
+    assert log.outside() == {"the input x": 28, "the input y": 28}
+    assert log.loaded[0] == 100
+
+
+def test_the_log_is_plain_data(kernels):
+    log, _, _ = vector_add(kernels)
+    buffer = io.BytesIO()
+    torch.save(log.to_dict(), buffer)
+    buffer.seek(0)
+    back = AccessLog.from_dict(torch.load(buffer, weights_only=True))
+    assert back.regions == log.regions and back.loaded == log.loaded and back.launches == log.launches
+    assert torch.equal(back.records, log.records) and back.fields == list(FIELDS)
+    assert all(torch.equal(a, b) for a, b in zip(back.reads, log.reads, strict=True))
+
+
+def test_records_are_capped_but_totals_are_not(kernels):
+    log, _, _ = vector_add(kernels, n=1000, max_records=5)
+    assert len(log.records) == 5 and log.dropped == 32 * 3 - 5
+    assert log.loaded[0] == 1000 and int(log.reads[0].sum()) == 1000
+
+
+def test_pending_offsets_are_folded_into_the_counts(kernels, monkeypatch):
+    import checks.engine.access as access
+
+    monkeypatch.setattr(access, "_FLUSH_AT", 10)
+    log, _, _ = vector_add(kernels, n=300)
+    assert torch.equal(log.element_counts("y"), torch.ones(300, dtype=torch.int32))
+
+
+def test_boxes_are_in_the_tensors_own_index_space(kernels):
+    a = arena()
+    src = make_input(a, (40, 24), torch.float32, "a", "transposed")  # strides (1, 40)
+    with record_access(a, {"a": src}) as rec, guard_allocations(a):
+        out = torch.empty((40, 24))
+        kernels.tile_copy[(3, 2)](src, out, 40, 24, src.stride(0), src.stride(1), BM=16, BN=16)
+    rec.name_outputs([out], ["out"])
+    log = rec.log()
+    torch.testing.assert_close(out, src)
+    loads = log.records_of("a", LOAD)
+    # program (x, y) = (2, 1) is the 6th in launch order: rows 32-39, columns 16-23
+    last = loads[loads[:, F["pid"]] == 2 + 3 * 1][0]
+    assert [int(last[F[k]]) for k in ("lo0", "hi0", "lo1", "hi1")] == [32, 39, 16, 23]
+    assert sorted(loads[:, F["pid"]].tolist()) == list(range(6))
+    assert torch.equal(log.element_counts("a"), torch.ones((40, 24), dtype=torch.int32))
+
+
+def test_tensor_descriptors_are_recorded(kernels):
+    a = arena()
+    src = make_input(a, (20, 16), torch.float32, "a")
+    with record_access(a, {"a": src}) as rec, guard_allocations(a):
+        out = torch.empty((20, 16))
+        kernels.descriptor_copy[(3,)](src, out, 20, 16, src.stride(0), BM=8, BN=16)
+    log = rec.log()
+    torch.testing.assert_close(out, src)
+    assert log.loaded[0] == 320 and log.outside() == {}  # the rows past 20 are masked off
+    assert sum(log.stored[1:]) == 320
+
+
+def test_block_pointers_are_recorded(kernels):
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    if not hasattr(InterpreterBuilder, "create_tensor_pointer_load"):
+        pytest.skip("this Triton has no block pointers (removed in 3.9 for tensor descriptors)")
+    a = arena()
+    src = make_input(a, (20, 16), torch.float32, "a")
+    with record_access(a, {"a": src}) as rec, guard_allocations(a):
+        out = torch.empty((20, 16))
+        kernels.block_ptr_copy[(3,)](src, out, 20, 16, src.stride(0), src.stride(1), BM=8, BN=16)
+    log = rec.log()
+    torch.testing.assert_close(out, src)
+    assert log.loaded[0] == 320 and log.outside() == {}
+    assert sum(log.stored[1:]) == 320
+
+
+def test_atomics_count_as_a_load_and_a_store_and_tensors_outside_the_arena_are_named(kernels):
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    out = torch.zeros(1)  # not guarded: outside the arena and outside guard_allocations
+    with record_access(a, {"x": x}) as rec:
+        kernels.total[(4,)](x, out, 100, BLOCK=32)
+    log = rec.log()
+    torch.testing.assert_close(out, x.sum().reshape(1), rtol=1e-5, atol=1e-5)
+    i = log.index("out_ptr of total")
+    assert i >= 0 and log.regions[i]["role"] == "scratch"
+    assert log.loaded[i] == 100 and log.stored[i] == 100 and int(log.reads[i][0]) == 100
+    assert (log.records[:, F["kind"]] == ATOMIC).sum() == 4
+
+
+def test_triton_interpreter_methods_still_exist():
+    """The recorder patches these by name; a Triton release that renames them must fail here."""
+    from triton.runtime import interpreter
+
+    for name in ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas",
+                 "set_grid_dim", "create_descriptor_load", "create_descriptor_store"):  # fmt: skip
+        assert hasattr(interpreter.InterpreterBuilder, name), name
+    assert "__call__" in vars(interpreter.GridExecutor)
+
+
+def test_traffic_lines_compare_with_the_answer_key(kernels):
+    log, _, _ = vector_add(kernels)
+    wide = AccessLog.from_dict(log.to_dict())
+    wide.loaded = [lanes * 32 for lanes in wide.loaded]
+    lines = traffic_lines(wide, log)
+    assert "x    read 32.0x — answer key 1.0x, minimum 1.0x" in lines
+    assert "out  written 1.0x — answer key 1.0x, minimum 1.0x" in lines
+    assert lines[-1] == "programs: 4 in 1 launch — answer key 4 in 1 launch"
+    assert traffic_lines(log)[0] == "x    read 1.0x — minimum 1.0x"
+
+
+def test_maps_draw_each_kind_of_puzzle(kernels, tmp_path):
+    from checks.maps import draw
+
+    log, _, _ = vector_add(kernels)
+    recording = {"case": {"n": 100}, "log": log.to_dict(), "scalars": {}}
+    for number in (1, 3, 6, 9):
+        png = draw(number, recording, recording, tmp_path / f"{number}.png")
+        assert png.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("number", [2])
+def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsys):
+    from checks.maps import main
+
+    wrong = Path(__file__).resolve().parent.parent / "solutions" / "wrong" / "02_matrix_add" / "grid_axes_swapped.py"
+    assert main([str(number), "--file", str(wrong), "--out", str(tmp_path / "map.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "out  written 0.4x — answer key 1.0x" in printed and "Access map saved to" in printed
+    assert (tmp_path / "map.png").stat().st_size > 1000
+    assert main(["99"]) == 2
+
+
+def test_recording_example(tmp_path):
+    """record_file is what the map's child runs: the answer key of puzzle 1, recorded."""
+    code = textwrap.dedent(
+        """
+        from checks.engine.recording import interpreter_setup, record_file
+        from checks.registry import get_puzzle
+        import torch, sys
+        interpreter_setup()
+        torch.save(record_file(1, get_puzzle(1).solution), sys.argv[1])
+        """
+    )
+    import subprocess
+    import sys
+
+    out = tmp_path / "rec.pt"
+    subprocess.run([sys.executable, "-c", code, str(out)], check=True, cwd=Path(__file__).resolve().parent.parent)
+    data = torch.load(out, weights_only=True)
+    log = AccessLog.from_dict(data["log"])
+    assert log.per_element("x") == 1.0 and log.index("out") >= 0 and data["inputs"] == {"x": [3000], "y": [3000]}

@@ -1,0 +1,246 @@
+"""Method rules (checks.engine.method_rules): hand-made access logs, then real kernels recorded in a child."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from checks.engine.access import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.engine.method_rules import (
+    RULES,
+    apply_rules,
+    causal_skipping,
+    grouped_order,
+    p_never_stored,
+    parallel_over_queries,
+    rules_for,
+)
+from checks.engine.observations import CaseObservation
+from checks.engine.rules import CaseContext, Problem
+from checks.registry import get_puzzle
+
+
+# -- hand-made logs ---------------------------------------------------------------------------------
+def region(name: str, shape: tuple[int, ...], role: str = "input", element_size: int = 2) -> dict[str, Any]:
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    numel = math.prod(shape)
+    label = name if role == "input" else f"a {shape} tensor you allocated"
+    return {"name": name, "label": label, "role": role, "element_size": element_size, "size": numel,
+            "shape": list(shape), "strides": strides, "offset": 0, "numel": numel}  # fmt: skip
+
+
+class Log:
+    """Builds an access log the way the recorder would, one access at a time."""
+
+    def __init__(self, regions: list[dict[str, Any]]) -> None:
+        self.regions = regions
+        self.rows: list[list[int]] = []
+        self.launches: list[dict[str, Any]] = []
+
+    def launch(self, kernel: str, grid: tuple[int, int, int]) -> Log:
+        self.launches.append({"kernel": kernel, "grid": list(grid)})
+        return self
+
+    def access(self, kind: int, pid: int, name: str, box: list[tuple[int, int]]) -> Log:
+        r = next(i for i, x in enumerate(self.regions) if x["name"] == name)
+        lanes = math.prod(hi - lo + 1 for lo, hi in box)
+        lo = [b[0] for b in box] + [0] * (MAX_DIMS - len(box))
+        hi = [b[1] for b in box] + [0] * (MAX_DIMS - len(box))
+        self.rows.append([kind, len(self.launches) - 1, pid, r, lanes, *lo, *hi])
+        return self
+
+    def data(self) -> dict[str, Any]:
+        loaded = [sum(row[4] for row in self.rows if row[3] == i and row[0] == LOAD) for i in range(len(self.regions))]
+        stored = [sum(row[4] for row in self.rows if row[3] == i and row[0] == STORE) for i in range(len(self.regions))]
+        return AccessLog(
+            regions=self.regions, reads=[torch.zeros(0, dtype=torch.int32)] * len(self.regions),
+            writes=[torch.zeros(0, dtype=torch.int32)] * len(self.regions), loaded=loaded, stored=stored,
+            outside_loads=[0] * len(self.regions), outside_stores=[0] * len(self.regions),
+            launches=self.launches, records=torch.tensor(self.rows, dtype=torch.int64).reshape(-1, len(FIELDS)),
+        ).to_dict()  # fmt: skip
+
+
+def context(access: dict[str, Any] | None, case: dict[str, Any] | None = None, **inputs: Any) -> CaseContext:
+    return CaseContext(None, case or {}, inputs, [], [], CaseObservation(index=0, access=access))
+
+
+# -- grouped_order ----------------------------------------------------------------------------------
+def matmul_log(m: int, n: int, tile: int, order: str, k: int = 64) -> dict[str, Any]:
+    num_m, num_n = -(-m // tile), -(-n // tile)
+    log = Log([region("a", (m, k)), region("b", (k, n)), region("c", (m, n), "allocated")])
+    log.launch("matmul_kernel", (num_m * num_n, 1, 1))
+    for pid in range(num_m * num_n):
+        if order == "row-major":
+            pm, pn = divmod(pid, num_n)
+        else:  # grouped, GROUP_SIZE_M = 2
+            group, first = 2 * num_n, (pid // (2 * num_n)) * 2
+            size = min(num_m - first, 2)
+            pm, pn = first + (pid % group) % size, (pid % group) // size
+        rows, cols = (pm * tile, min(m, pm * tile + tile) - 1), (pn * tile, min(n, pn * tile + tile) - 1)
+        for step in range(0, k, 32):
+            log.access(LOAD, pid, "a", [rows, (step, step + 31)]).access(LOAD, pid, "b", [(step, step + 31), cols])
+        log.access(STORE, pid, "c", [rows, cols])
+    return log.data()
+
+
+def test_grouped_order_passes_a_grouped_launch_and_fails_row_major() -> None:
+    assert grouped_order(context(matmul_log(128, 512, 32, "grouped"))) is None
+    problem = grouped_order(context(matmul_log(128, 512, 32, "row-major")), message="Group your tiles.")
+    assert isinstance(problem, Problem) and problem.rule == "grouped_order"
+    assert problem.message.startswith("Group your tiles. Your first 16 programs load 1 row-tile of a and 16 column")
+    assert problem.picture == {"kind": "matmul_order", "launch": 0, "wave": 16}
+
+
+def test_grouped_order_says_nothing_where_the_grid_cannot_tell() -> None:
+    assert grouped_order(context(matmul_log(130, 100, 32, "row-major"))) is None  # 5 x 4 tiles
+    assert grouped_order(context(None)) is None  # on a GPU: no access log
+
+
+# -- causal_skipping --------------------------------------------------------------------------------
+def attention_log(n: int, block_m: int, block_n: int, skip: bool, backward: bool = False) -> dict[str, Any]:
+    shape = (1, 1, n, 16)
+    names = ["q", "k", "v", "do"] if backward else ["q", "k", "v"]
+    outputs = ["dq", "dk", "dv"] if backward else ["o"]
+    log = Log([region(x, shape) for x in names] + [region(x, shape, "allocated") for x in outputs])
+    head = [(0, 0), (0, 0)]
+    if backward:  # dK/dV: one program per key block, walking query blocks
+        log.launch("dkdv", (-(-n // block_n), 1, 1))
+        for pid, start in enumerate(range(0, n, block_n)):
+            keys = (start, min(n, start + block_n) - 1)
+            log.access(LOAD, pid, "k", [*head, keys, (0, 15)]).access(LOAD, pid, "v", [*head, keys, (0, 15)])
+            for q0 in range(start - start % block_m if skip else 0, n, block_m):
+                rows = [*head, (q0, min(n, q0 + block_m) - 1), (0, 15)]
+                log.access(LOAD, pid, "q", rows).access(LOAD, pid, "do", rows)
+            log.access(STORE, pid, "dk", [*head, keys, (0, 15)]).access(STORE, pid, "dv", [*head, keys, (0, 15)])
+    log.launch("fwd" if not backward else "dq", (-(-n // block_m), 1, 1))
+    for pid, start in enumerate(range(0, n, block_m)):
+        rows = (start, min(n, start + block_m) - 1)
+        log.access(LOAD, pid, "q", [*head, rows, (0, 15)])
+        for k0 in range(0, (rows[1] + 1) if skip else n, block_n):
+            keys = [*head, (k0, min(n, k0 + block_n) - 1), (0, 15)]
+            log.access(LOAD, pid, "k", keys).access(LOAD, pid, "v", keys)
+        log.access(STORE, pid, outputs[0], [*head, rows, (0, 15)])
+    return log.data()
+
+
+@pytest.mark.parametrize("block_m, block_n", [(32, 16), (16, 16), (64, 32), (16, 32)])
+def test_causal_skipping_passes_kernels_that_stop_at_the_diagonal(block_m: int, block_n: int) -> None:
+    for backward in (False, True):
+        log = attention_log(130, block_m, block_n, skip=True, backward=backward)
+        assert causal_skipping(context(log, {"causal": True}, causal=True)) is None
+
+
+def test_causal_skipping_fails_a_forward_that_walks_every_key_block() -> None:
+    log = attention_log(130, 32, 16, skip=False)
+    problem = causal_skipping(context(log, {"causal": True}, causal=True))
+    assert problem is not None and problem.rule == "causal_skipping"
+    assert "fwd, program 0 (owns query rows 0-31) loaded k rows 32-47" in problem.details
+    assert causal_skipping(context(log, {"causal": False}, causal=False)) is None  # not causal: nothing to skip
+
+
+def test_causal_skipping_fails_dkdv_programs_that_load_queries_before_their_keys() -> None:
+    problem = causal_skipping(context(attention_log(96, 16, 32, skip=False, backward=True), causal=True))
+    assert problem is not None
+    assert any(d.startswith("dkdv, program 1 (owns key rows 32-63) loaded q rows 0-15") for d in problem.details)
+    assert any(d.startswith("dq, program 0") for d in problem.details)
+
+
+# -- parallel_over_queries --------------------------------------------------------------------------
+def test_parallel_over_queries_wants_more_programs_than_heads() -> None:
+    q = torch.zeros((2, 3, 100, 16))
+    per_head = Log([region("q", (2, 3, 100, 16)), region("o", (2, 3, 100, 16), "allocated")]).launch("fwd", (6, 1, 1))
+    for pid in range(6):
+        per_head.access(STORE, pid, "o", [(pid // 3, pid // 3), (pid % 3, pid % 3), (0, 99), (0, 15)])
+    problem = parallel_over_queries(context(per_head.data(), q=q))
+    assert problem is not None and "ran 6 programs for B * H = 6 heads" in problem.message
+    assert parallel_over_queries(context(per_head.data(), q=q[:, :, :40])) is None  # N below min_n
+    blocks = Log([region("q", (2, 3, 100, 16)), region("o", (2, 3, 100, 16), "allocated")]).launch("fwd", (4, 6, 1))
+    blocks.access(STORE, 0, "o", [(0, 0), (0, 0), (0, 31), (0, 15)])
+    assert parallel_over_queries(context(blocks.data(), q=q)) is None
+
+
+# -- p_never_stored ---------------------------------------------------------------------------------
+def test_p_never_stored_fails_an_n_by_n_buffer() -> None:
+    inputs = {name: torch.zeros((1, 1, 192, 16), dtype=torch.float16) for name in ("q", "k", "v", "o", "do")}
+    regions = [region(name, (1, 1, 192, 16)) for name in inputs]
+    fine = Log([*regions, region("dq", (1, 1, 192, 16), "allocated")]).launch("bwd", (6, 1, 1))
+    fine.access(STORE, 0, "dq", [(0, 0), (0, 0), (0, 191), (0, 15)])
+    assert p_never_stored(context(fine.data(), **inputs)) is None
+    p = region("p", (1, 192, 192), "allocated", element_size=4)
+    p["name"] = p["label"]
+    stores_p = Log([*regions, p]).launch("probs", (12, 1, 1)).access(STORE, 0, p["name"], [(0, 0), (0, 191), (0, 191)])
+    problem = p_never_stored(context(stores_p.data(), **inputs), factor=3)
+    assert problem is not None and problem.rule == "p_never_stored"
+    assert "the largest buffer is a (1, 192, 192) tensor you allocated" in problem.message
+
+
+# -- the registry's entries -------------------------------------------------------------------------
+@pytest.mark.parametrize("number", [4, 9, 10])
+def test_every_rule_in_puzzles_yaml_exists_and_takes_its_params(number: int) -> None:
+    rules = rules_for(number)
+    assert rules and set(rules) <= set(RULES)
+    assert all(params.get("message", "").endswith(".") for params in rules.values())
+    assert apply_rules(context(None, causal=True), rules) == []  # on a GPU every rule is silent
+
+
+# -- real kernels, recorded in a child process (the interpreter needs a fresh process) ---------------
+_RECORDED: dict[tuple[int, str, int], dict[str, Any]] = {}
+
+
+def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] | None = None) -> CaseContext:
+    """The answer key ("key"), a known-wrong edit file, or the key with `edits`, recorded on one CPU case."""
+    from checks.engine.recording import draw_case
+    from checks.maps import record_in_child
+    from checks.wrong import answer_key_body, apply_edits, known_wrong, materialize, name_of
+
+    puzzle = get_puzzle(number)
+    if (number, variant, case) not in _RECORDED:
+        with tempfile.TemporaryDirectory() as tmp:
+            if variant == "key":
+                path = puzzle.solution
+            elif edits:
+                path = Path(tmp) / f"{variant}.py"
+                path.write_text(apply_edits(answer_key_body(puzzle), edits, variant), encoding="utf-8")
+            else:
+                path = materialize(puzzle, next(f for f in known_wrong(puzzle) if name_of(f) == variant), Path(tmp))
+            _RECORDED[(number, variant, case)] = record_in_child(number, path, case, 300)
+    _, inputs, _ = draw_case(number, case)
+    data = _RECORDED[(number, variant, case)]
+    return CaseContext(puzzle, data["case"], inputs, [], [], CaseObservation(index=case, access=data["log"]))
+
+
+def problems(ctx: CaseContext) -> list[str]:
+    return [p.rule for p in apply_rules(ctx, rules_for(ctx.puzzle.number))]
+
+
+def _case(number: int, **match: Any) -> int:
+    cases = get_puzzle(number).cases["cpu"]
+    return next(i for i, c in enumerate(cases) if all(c.get(k) == v for k, v in match.items()))
+
+
+def test_matmul_fast_answer_key_passes_and_row_major_order_fails() -> None:
+    case = _case(4, M=128, N=512)
+    assert problems(recorded(4, "key", case)) == []
+    assert problems(recorded(4, "row_major_order", case)) == ["grouped_order"]
+
+
+def test_flash_attention_2_forward_skips_causal_blocks() -> None:
+    case = _case(9, N=130, causal=True)
+    assert problems(recorded(9, "key", case)) == []
+    assert problems(recorded(9, "causal_no_skipping", case)) == ["causal_skipping"]
+    bigger = [{"old": '[triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, num_warps=4, num_stages=1)]',
+               "new": '[triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=1)]'}]  # fmt: skip
+    assert problems(recorded(9, "blocks_64_32", case, bigger)) == []
+    assert problems(recorded(9, "key", 0)) == []  # N = 100, not causal: parallel over query blocks
+
+
+def test_flash_attention_2_backward_skips_causal_blocks_and_never_stores_p() -> None:
+    case = _case(10, N=192)
+    assert problems(recorded(10, "key", case)) == []
+    assert problems(recorded(10, "causal_no_skipping", case)) == ["causal_skipping"]
+    assert problems(recorded(10, "stores_p", case)) == ["p_never_stored"]
