@@ -102,6 +102,13 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
     display(Image(filename=str(drawn)))
 
 
+def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
+    """Draw the access map of your graded cell (as last run) beside the answer key's: which program touched what."""
+    from checks.maps import show as draw_map  # matplotlib is imported only when a map is asked for
+
+    return draw_map(number, file=file, case=case)
+
+
 def hint(number: int | str) -> None:
     """Show the next hint for a puzzle (one more each call; `make hint PUZZLE=N` shares the count)."""
     print("\n".join(hints.reveal(number)))

@@ -90,6 +90,11 @@ def progress_printer(number: int, title: str) -> Callable[[dict[str, Any]], None
     return show
 
 
+def puzzle_literal(puzzle: int | str) -> str:
+    """How a notebook names the puzzle in code: 7, or "10a"."""
+    return str(puzzle) if str(puzzle).isdigit() else f'"{puzzle}"'
+
+
 def explain_printed(printed: str) -> list[str]:
     """A sentence for the warnings a learner cannot act on as printed."""
     if "invalid value encountered" in printed:
@@ -132,5 +137,5 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     out.append(f"{word}: {v.summary}")
     if v.seed is not None and not v.passed and v.cases:
         out.append(f"(inputs drawn with seed {v.seed}: to check again on the same inputs, add --seed {v.seed} in a "
-                   f"terminal, or call check({v.puzzle}, seed={v.seed}) in the notebook)")
+                   f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)")
     return "\n".join(out)

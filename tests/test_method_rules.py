@@ -12,15 +12,13 @@ import torch
 
 from checks.engine.access import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.engine.method_rules import (
-    RULES,
-    apply_rules,
     causal_skipping,
     grouped_order,
     p_never_stored,
     parallel_over_queries,
-    rules_for,
 )
 from checks.engine.observations import CaseObservation
+from checks.engine.rulebook import ON_REQUEST
 from checks.engine.rules import CaseContext, Problem
 from checks.registry import get_puzzle
 
@@ -180,10 +178,20 @@ def test_p_never_stored_fails_an_n_by_n_buffer() -> None:
 
 
 # -- the registry's entries -------------------------------------------------------------------------
+def rules_for(number: int) -> dict[str, dict[str, Any]]:
+    """The puzzle's method rules (its `rules:` entry without the read limits)."""
+    return {name: params for name, params in get_puzzle(number).rules.items() if name != "limits"}
+
+
+def apply_rules(ctx: CaseContext, rules: dict[str, dict[str, Any]]) -> list[Problem]:
+    found = [ON_REQUEST[name](ctx, **params) for name, params in rules.items()]
+    return [p for p in found if p is not None]
+
+
 @pytest.mark.parametrize("number", [4, 9, 10])
 def test_every_rule_in_puzzles_yaml_exists_and_takes_its_params(number: int) -> None:
     rules = rules_for(number)
-    assert rules and set(rules) <= set(RULES)
+    assert rules and set(rules) <= set(ON_REQUEST)
     assert all(params.get("message", "").endswith(".") for params in rules.values())
     assert apply_rules(context(None, causal=True), rules) == []  # on a GPU every rule is silent
 

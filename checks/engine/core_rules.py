@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from checks.compare import Mismatch, compare
+from checks.engine.access import AccessLog
 from checks.engine.rules import CaseContext, Problem
 
 
@@ -71,7 +72,7 @@ def inputs_unchanged(ctx: CaseContext) -> Problem | None:
 
 def no_load_outside(ctx: CaseContext) -> Problem | None:
     """In the interpreter: no load touched a guard band (an unmasked or mis-offset load)."""
-    outside = (ctx.obs.access or {}).get("outside") or {}
+    outside = AccessLog.from_dict(ctx.obs.access).outside() if ctx.obs.access else {}
     if not outside:
         return None
     label, count = next(iter(outside.items()))
@@ -156,21 +157,28 @@ def values(ctx: CaseContext) -> Problem | None:
 
 
 def limits(
-    ctx: CaseContext, why: str = "", max_block: int | None = None, reads_per_element: dict[str, float] | None = None
+    ctx: CaseContext,
+    why: str = "",
+    max_block: int | None = None,
+    reads_per_element: dict[str, float] | None = None,
+    count_all: bool = False,
 ) -> Problem | None:
-    """In the interpreter: the puzzle's caps on passes over memory and on the lanes of one load."""
-    access = ctx.obs.access
-    if access is None:
+    """In the interpreter: the puzzle's caps on passes over memory and on the lanes of one load.
+
+    A read of a copy the learner made of an input counts as a read of the input; with `count_all`
+    (one-input puzzles such as softmax) so does a read of any tensor that is not an input, the
+    output included: re-reading what you wrote is another pass over memory.
+    """
+    if not ctx.obs.access:
         return None
-    widest = int(access.get("widest", 0))
-    if max_block and widest > max_block:
+    log = AccessLog.from_dict(ctx.obs.access)
+    if max_block and log.widest > max_block:
         return Problem(
             "limits",
-            f"One of your loads had {widest} lanes; this puzzle allows at most {max_block} in one tl.load: {why}",
+            f"One of your loads had {log.widest} lanes; this puzzle allows at most {max_block} in one tl.load: {why}",
         )
-    loads = access.get("loads_per_element", {})
     for name, most in (reads_per_element or {}).items():
-        seen = float(loads.get(name, 0.0))
+        seen = passes(log, name, count_all)
         if seen > most + 1e-6:
             return Problem(
                 "limits",
@@ -178,6 +186,19 @@ def limits(
                 f"this puzzle allows at most {most}: {why}",
             )
     return None
+
+
+def passes(log: AccessLog, name: str, count_all: bool) -> float:
+    """Lanes loaded per element of input `name`: from it, from copies of it, and with count_all from any non-input."""
+    i = log.index(name)
+    if i < 0:
+        return 0.0
+    counted = [
+        n
+        for n, r in zip(log.loaded, log.regions, strict=True)
+        if r["name"] in (name, f"{name} copy") or (count_all and r["role"] != "input")
+    ]
+    return sum(counted) / max(1, log.regions[i]["numel"])
 
 
 def kernels_matter(ctx: CaseContext) -> Problem | None:

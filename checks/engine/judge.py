@@ -13,9 +13,10 @@ from typing import Any
 import torch
 
 from checks import verdict as V
+from checks.engine.access import AccessLog
 from checks.engine.observations import CaseObservation
 from checks.engine.observe import draw
-from checks.engine.protocol import Tampered, outputs_path
+from checks.engine.protocol import Tampered, access_path, outputs_path
 from checks.engine.rulebook import after_all_cases, first_problem
 from checks.engine.rules import CaseContext, Problem
 from checks.memory import describe_tensor
@@ -60,6 +61,19 @@ def load_outputs(path: Path) -> list[Any]:
     return outputs
 
 
+def load_access(path: Path, output_names: list[str]) -> dict[str, Any]:
+    """The access log of one case, with the returned buffers named as the puzzle names its outputs."""
+    try:
+        log = AccessLog.from_dict(torch.load(path, weights_only=True))
+    except Exception as exc:  # noqa: BLE001 - an unreadable log is a broken report, whatever the reason
+        raise Tampered(f"the access log could not be read ({type(exc).__name__})") from exc
+    for region in log.regions:
+        label = str(region.get("name", ""))
+        if label.startswith("output ") and label[7:].isdigit() and int(label[7:]) < len(output_names):
+            region["name"] = output_names[int(label[7:])]
+    return log.to_dict()
+
+
 class Judge:
     """Judges the observations of one grading process for one puzzle."""
 
@@ -80,6 +94,8 @@ class Judge:
         outputs: list[Any] = []
         if not obs.raised:
             outputs = load_outputs(outputs_path(self.workdir, obs.index, kernels_off))
+        if obs.access is not None and not kernels_off:
+            obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected])
         return CaseContext(self.puzzle, case, inputs, expected, outputs, obs), describe_case(case, inputs)
 
     def case_result(self, obs: CaseObservation) -> V.CaseResult:
@@ -106,7 +122,7 @@ class Judge:
         return after_all_cases(ctx)
 
     def save_picture(self, problem: Problem, description: str) -> None:
-        if self.artifacts is None or self.picture or problem.picture is None:
+        if self.artifacts is None or self.picture or problem.picture is None or "error" not in problem.picture:
             return
         path = self.artifacts / f"puzzle{self.puzzle.stem}_errors.pt"
         torch.save({**problem.picture, "case": description}, path)

@@ -18,11 +18,13 @@ from typing import Any
 
 import torch
 
-from checks.engine.observations import BufferObs, CaseObservation, LaunchObs, TorchOp
+from checks.engine.access import AccessRecorder, record_access
+from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
+from checks.engine.protocol import access_path
 from checks.engine.torch_watch import watch_torch
 from checks.environment import NUMPY_PITFALL_TEXT, Machine
 from checks.memory import Arena
-from checks.tracking import Reads, Tracker, guard_allocations, input_regions, watch_launches, watch_loads
+from checks.tracking import Tracker, guard_allocations, watch_launches
 
 
 def draw(spec: Any, case: dict[str, Any], seed: int, index: int, device: str) -> tuple[Arena, dict[str, Any]]:
@@ -79,18 +81,20 @@ class Observer:
         self.own_files = set(self.names)
         self.workdir = workdir
 
-    def call(self, fn: Any, inputs: dict[str, Any], arena: Arena, skip: bool) -> tuple[Any, Tracker, list[TorchOp]]:
+    def call(self, fn: Any, inputs: dict[str, Any], arena: Arena, skip: bool) -> tuple[Any, Tracker, Any, Any]:
+        """Call fn inside the watchers: (what it returned, launches, torch operations, the access recorder)."""
         tracker = Tracker(self.own_files, skip=skip)
+        recorder = None
         with contextlib.ExitStack() as stack:
             stack.enter_context(watch_launches(tracker))
-            stack.enter_context(guard_allocations(arena))
             if self.machine.mode == "interpreter":
-                tracker.reads = stack.enter_context(watch_loads(Reads(input_regions(inputs), arena)))
-            ops = stack.enter_context(watch_torch(self.names))
+                recorder = stack.enter_context(record_access(arena, inputs))
+            stack.enter_context(guard_allocations(arena))
+            ops = stack.enter_context(watch_torch(self.names, on_copy=copies_of_inputs(recorder, inputs)))
             result = fn(*inputs.values())
             if self.machine.device == "cuda":
                 torch.cuda.synchronize()
-        return result, tracker, list(ops.ops)
+        return result, tracker, ops, recorder
 
     def observe(
         self, fn: Any, spec: Any, case: dict[str, Any], seed: int, index: int, out: Path, skip: bool = False
@@ -103,7 +107,8 @@ class Observer:
         printed = io.StringIO()
         try:
             with captured(printed):
-                returned, tracker, obs.torch_ops = self.call(fn, inputs, arena, skip)
+                returned, tracker, ops, recorder = self.call(fn, inputs, arena, skip)
+            obs.torch_ops = list(ops.ops)
         except NotImplementedError as exc:
             obs.raised, obs.stub = f"NotImplementedError ({exc})", True
             return obs
@@ -119,25 +124,46 @@ class Observer:
         obs.outputs_file = out.name
         obs.launches = [LaunchObs(x.kernel, tracker.own(x), x.blocks) for x in tracker.launches]
         obs.buffers = buffer_observations(arena, outputs)
-        if tracker.reads is not None:
-            obs.access = tracker.reads.summary()
+        if recorder is not None and not skip:
+            recorder.name_outputs(outputs, [f"output {i}" for i in range(len(outputs))])
+            torch.save(recorder.log().to_dict(), access_path(self.workdir, index))
+            obs.access = {"saved": True}  # the grader reads the log from the file it names itself
         return obs
 
 
 PRINTED_LIMIT = 3000
 
 
+def copies_of_inputs(recorder: AccessRecorder | None, inputs: dict[str, Any]) -> Any:
+    """For the torch watcher: a copy the learner makes of an input (or of a copy) is read as that input."""
+    if recorder is None:
+        return None
+    sources = {t.untyped_storage().data_ptr(): name for name, t in inputs.items() if isinstance(t, torch.Tensor)}
+
+    def on_copy(source: torch.Tensor, result: torch.Tensor) -> None:
+        name = sources.get(source.untyped_storage().data_ptr())
+        if name is not None and isinstance(result, torch.Tensor):
+            sources[result.untyped_storage().data_ptr()] = name
+            recorder.add_region(f"{name} copy", result, label=f"a copy of {name} you made")
+
+    return on_copy
+
+
 @contextlib.contextmanager
 def captured(buffer: io.StringIO) -> Iterator[None]:
     """What the call prints, and the warnings it raises (one line each), go to `buffer`."""
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(buffer):
-        warnings.simplefilter("always")
+        warnings.simplefilter("ignore")  # the libraries' own deprecation notes are not the learner's business
+        warnings.simplefilter("always", RuntimeWarning)  # numeric trouble: NaN, overflow, division by zero
         with contextlib.redirect_stderr(buffer):
             try:
                 yield
             finally:
-                for w in caught:
-                    buffer.write(f"{w.category.__name__}: {w.message} ({Path(w.filename).name}, line {w.lineno})\n")
+                lines = [
+                    f"{w.category.__name__}: {w.message} ({Path(w.filename).name}, line {w.lineno})"
+                    for w in caught
+                ]
+                buffer.writelines(f"{line}\n" for line in dict.fromkeys(lines))
 
 
 def buffer_observations(arena: Arena, outputs: list[Any]) -> list[BufferObs]:

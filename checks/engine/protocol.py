@@ -52,6 +52,11 @@ def outputs_path(workdir: Path, index: int, kernels_off: bool = False) -> Path:
     return workdir / (f"kernels_off_{index}.pt" if kernels_off else f"case_{index}.pt")
 
 
+def access_path(workdir: Path, index: int) -> Path:
+    """Where the grading process saves the interpreter's access log of one case."""
+    return workdir / f"access_{index}.pt"
+
+
 class Tampered(Exception):
     """The grading process's report does not follow the protocol."""
 

@@ -142,6 +142,8 @@ class Stage:
             )
             params = [self.judge.cases[r.index] for r in self.results]
             v.details += failure_pattern(params, [r.passed for r in self.results])
+            if first.rule in ACCESS_RULES:
+                v.details.append(map_advice(self.puzzle.number))
             return
         if self.selection[0] == 0 and self.stream.kernels_off is None:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
@@ -164,6 +166,17 @@ class Stage:
             v.status, v.summary, v.rule = V.FAILED, v.timings["bar_failed"], "speed_bar"
         elif v.timings.get("summary"):
             v.summary += " " + v.timings["summary"]
+
+
+# rules about how the kernels walk memory: a picture of which program loaded what shows the problem
+ACCESS_RULES = ("limits", "grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored")
+
+
+def map_advice(number: int | str) -> str:
+    return (
+        f"To see which program loaded what, draw the access map: make map PUZZLE={number} (add FILE=... for a "
+        f"file), or show({V.puzzle_literal(number)}) in the notebook, beside the answer key's."
+    )
 
 
 def failure_pattern(params: list[dict[str, Any]], passed: list[bool]) -> list[str]:
