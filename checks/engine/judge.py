@@ -86,6 +86,7 @@ class Judge:
         self.workdir = workdir
         self.artifacts = artifacts
         self.picture = ""
+        self.first_access: dict[str, Any] | None = None  # case 1's access log, for the traffic report
 
     def context(self, obs: CaseObservation, kernels_off: bool = False) -> tuple[CaseContext, str]:
         case = self.cases[obs.index]
@@ -96,6 +97,8 @@ class Judge:
             outputs = load_outputs(outputs_path(self.workdir, obs.index, kernels_off))
         if obs.access is not None and not kernels_off:
             obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected])
+            if obs.index == 0:
+                self.first_access = obs.access
         return CaseContext(self.puzzle, case, inputs, expected, outputs, obs), describe_case(case, inputs)
 
     def case_result(self, obs: CaseObservation) -> V.CaseResult:

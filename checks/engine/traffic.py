@@ -12,6 +12,7 @@ once, an output written once, a scratch buffer never touched), then the number o
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from checks.engine.access import AccessLog
@@ -103,3 +104,31 @@ def traffic_lines(
         programs += f" — answer key {_programs(theirs)}"
     lines.append(programs)
     return lines
+
+
+KEY_LOGS = Path(__file__).resolve().parent.parent.parent / "build" / "traffic"
+
+
+def answer_key_log(puzzle: Any, timeout: float = 120.0) -> dict[str, Any] | None:
+    """The answer key's access log on the puzzle's first CPU case, recorded once and kept under build/traffic."""
+    import hashlib
+
+    import torch
+
+    from checks.maps import MapError, record_in_child
+
+    if not puzzle.solution.exists():
+        return None
+    digest = hashlib.sha1(puzzle.solution.read_bytes() + repr(puzzle.cases["cpu"][0]).encode()).hexdigest()[:16]
+    path = KEY_LOGS / f"{puzzle.stem}-{digest}.pt"
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception:  # noqa: BLE001 - no usable copy yet: record it
+        pass
+    try:
+        log = record_in_child(puzzle.number, puzzle.solution, 0, timeout)["log"]
+    except MapError:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(log, path)
+    return log

@@ -16,6 +16,7 @@ from checks import verdict as V
 from checks.engine.judge import Judge
 from checks.engine.process import ChildEnd, run_child
 from checks.engine.protocol import TIME_COMMAND, Job, Stream, Tampered
+from checks.engine.traffic import answer_key_log, traffic_lines
 from checks.registry import Puzzle
 from checks.timing import from_measurement
 
@@ -153,6 +154,10 @@ class Stage:
             return
         v.status = V.PASSED
         v.summary = f"all {len(self.results)} cases match the reference."
+        if self.judge.first_access is not None:
+            key = answer_key_log(self.puzzle)
+            v.details += ["Memory traffic of case 1 (bytes per tensor, as multiples of its size):"]
+            v.details += ["  " + line for line in traffic_lines(self.judge.first_access, key)]
         if self.time_it:
             self.apply_timings(v)
 
