@@ -52,19 +52,19 @@ check: env ## grade one puzzle: make check PUZZLE=N [FILE=path.py|notebook.ipynb
 
 map: env ## draw where your kernel reads and writes, beside the answer key: make map PUZZLE=N [FILE=path]
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make map PUZZLE=9 (see the table in README.md)."; exit 2; fi
-	@$(PY) -m checks.maps $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
+	@$(PY) -m checks.learner.maps $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
 
 solutions: env ## grade every answer key (must pass) and known-wrong kernel (must fail)
-	@$(PY) -m checks.answer_key $(ARGS)
+	@$(PY) -m checks.instructor.solutions $(ARGS)
 
 notebooks: env ## regenerate notebooks/*.ipynb and the README table from their sources
-	@$(PY) -m checks.build
+	@$(PY) -m checks.authoring.build
 
 XDIST = $(shell $(DEV_PY) -c "import xdist" >/dev/null 2>&1 && echo "-n 2")
 RUFF = $(shell $(DEV_PY) -m ruff --version >/dev/null 2>&1 && echo yes)
 
 test: env-dev ## run the test suite (what CI runs)
-	$(DEV_PY) -m checks.build --check
+	$(DEV_PY) -m checks.authoring.build --check
 	$(if $(RUFF),$(MAKE) --no-print-directory lint,@echo "ruff is not installed here: lint skipped")
 	$(DEV_PY) -m pytest $(XDIST) -q $(ARGS)
 
@@ -84,19 +84,19 @@ lab: env-dev ## open the notebooks in JupyterLab (installs it into .venv the fir
 
 hint: env ## show the next hint for a puzzle: make hint PUZZLE=N
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make hint PUZZLE=1."; exit 2; fi
-	@$(PY) -m checks.hints $(PUZZLE) $(ARGS)
+	@$(PY) -m checks.learner.hints $(PUZZLE) $(ARGS)
 
 progress: env ## your table of puzzles: passed or not, best GPU ratio
-	@$(PY) -m checks.progress
+	@$(PY) -m checks.learner.progress
 
 grade: env ## instructors: grade a folder of submissions: make grade DIR=submissions/
-	@$(PY) -m checks.classroom "$(DIR)" $(ARGS)
+	@$(PY) -m checks.instructor.classroom "$(DIR)" $(ARGS)
 
 doctor: env ## check this machine: versions, GPU or interpreter, the numpy pitfall, a tiny kernel
-	@$(PY) -m checks.doctor
+	@$(PY) -m checks.learner.doctor
 
 html: env-dev ## render the notebooks to HTML under build/html for reading without Jupyter
-	@$(DEV_PY) -m checks.html
+	@$(DEV_PY) -m checks.instructor.html
 
 bench: env ## GPU: the answer key against torch over a sweep of sizes (table, CSV, plots)
-	@$(PY) -m checks.bench $(ARGS)
+	@$(PY) -m checks.instructor.bench $(ARGS)

@@ -1,10 +1,32 @@
 """The course grader: `python -m checks N [--file F] [--solution] [--json]`.
 
-Each submission runs in a child process (see `checks.sandbox`) so that a crash, a CUDA fault
-or an endless loop becomes a verdict instead of taking the grader down.
+How a submission is graded (one stage; on a GPU a second, in the interpreter, runs beside it):
+
+    checks.cli                     parse the command, then engine.grade.grade()
+      engine.grade                 prepare the code (notebook cell or file) and run the stage(s)
+        engine.verdicts.Stage      start the grading process and judge its report as it comes
+          engine.process           the grading process: time limit, token, checked event stream
+            engine.child           (in the grading process) load the learner's code, and for each case
+              engine.observe         draw the inputs from the seed, call the function inside the watchers
+                engine.memory          guard bands and poison around every tensor
+                engine.tracking        launches, allocations, loads (in the interpreter)
+                engine.torch_watch     torch arithmetic done by the learner's own lines
+              -> observations (engine.observations), never a verdict
+          engine.protocol          what the grading process may say, in which order
+          engine.judge             (in the grader) re-derive inputs and reference, load returned tensors
+            engine.rulebook        the rules, in order: engine.core_rules, engine.torch_rule, ...
+          engine.timing            GPU times (measured in the grading process, judged here)
+      checks.verdict               the verdict as data and as text
+
+Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in
+`checks.puzzles.pNN_slug`. Commands for learners are in `checks.learner` (hints, progress, doctor,
+pictures, notebook helpers), for instructors in `checks.instructor` (solutions, class grading,
+bench, HTML), for course authors in `checks.authoring` (notebook build, known-wrong kernels,
+figures). Triton is patched in one place per concern: `engine.tracking` (launches, loads),
+`engine.environment` (the interpreter's autotuner and the numpy shim).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
-triton and pyyaml (see `checks.preflight`), and says which Python to use when it has not.
+triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.
 """
 
 from __future__ import annotations

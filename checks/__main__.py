@@ -1,6 +1,6 @@
 import sys
 
-from checks.preflight import ensure
+from checks.learner.preflight import ensure
 
 status = ensure(sys.argv[1:])  # before anything that imports yaml, torch or triton
 if status is not None:

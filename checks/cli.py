@@ -3,9 +3,9 @@
 Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error.
 
 The verdict of a learner's submission is recorded in the progress file (`make progress`, see
-`checks.progress`), marked with the file's name when it is not the puzzle's notebook; runs of
+`checks.learner.progress`), marked with the file's name when it is not the puzzle's notebook; runs of
 the course's own solutions are not. With --picture PATH a failure with wrong or unwritten values
-is also drawn to PATH (see `checks.picture`); without it, such a failure says how to get one.
+is also drawn to PATH (see `checks.learner.picture`); without it, such a failure says how to get one.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from checks import progress
 from checks import verdict as V
+from checks.engine.grade import grade
+from checks.engine.source import SubmissionError, check_submission_kind
+from checks.learner import progress
 from checks.registry import ROOT, UnknownPuzzle, get_puzzle, load_puzzles
-from checks.sandbox import grade
-from checks.source import SubmissionError, check_submission_kind
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         note = ""
         if args.picture:
-            from checks.picture import draw_verdict
+            from checks.learner.picture import draw_verdict
 
             _, note = draw_verdict(verdict, args.picture)
         elif verdict.picture_data:
@@ -104,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
 def picture_advice(verdict: V.Verdict) -> str:
     """The sentence that tells a terminal user how to see where the output is wrong."""
     flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture where.png"
-    return (f"To see where the output is wrong, check again with {flags} "
-            f"(make check PUZZLE={verdict.puzzle} ARGS='{flags}') and open where.png.")
+    return (
+        f"To see where the output is wrong, check again with {flags} "
+        f"(make check PUZZLE={verdict.puzzle} ARGS='{flags}') and open where.png."
+    )
 
 
 def _origin(args: argparse.Namespace, notebook: Path) -> str:

@@ -47,7 +47,9 @@ class Puzzle:
     tolerance: dict[str, Any] = field(default_factory=dict)
     cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     bench: dict[str, Any] = field(default_factory=dict)  # the grader's timing case, with its `baseline`
-    sweep: dict[str, Any] = field(default_factory=dict)  # bench.sweep: what `make bench` measures (checks.bench)
+    sweep: dict[str, Any] = field(
+        default_factory=dict
+    )  # bench.sweep: what `make bench` measures (checks.instructor.bench)
     speed_bar: dict[str, Any] | None = None
     hints: tuple[str, ...] = ()
     timeout: float = 120.0
@@ -67,7 +69,7 @@ class Puzzle:
     def label(self) -> str:
         """The id padded to two digits, as file names carry it: `07`, `10a`."""
         digits = self.number.rstrip("abcdefghijklmnopqrstuvwxyz")
-        return f"{int(digits):02d}{self.number[len(digits):]}"
+        return f"{int(digits):02d}{self.number[len(digits) :]}"
 
     @property
     def literal(self) -> str:

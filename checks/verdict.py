@@ -130,12 +130,18 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
         out.append("  What your code printed (last lines):")
         out += [f"    | {line}" for line in v.output.rstrip().splitlines()[-15:]]
     out.append("")
-    word = {PASSED: "PASSED", FAILED: "FAILED", ERROR: "FAILED", TIMEOUT: "FAILED", CRASHED: "FAILED",
-            TAMPERED: "FAILED"}.get(
-        v.status, "NOT GRADED"
-    )
+    word = {
+        PASSED: "PASSED",
+        FAILED: "FAILED",
+        ERROR: "FAILED",
+        TIMEOUT: "FAILED",
+        CRASHED: "FAILED",
+        TAMPERED: "FAILED",
+    }.get(v.status, "NOT GRADED")
     out.append(f"{word}: {v.summary}")
     if v.seed is not None and not v.passed and v.cases:
-        out.append(f"(inputs drawn with seed {v.seed}: to check again on the same inputs, add --seed {v.seed} in a "
-                   f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)")
+        out.append(
+            f"(inputs drawn with seed {v.seed}: to check again on the same inputs, add --seed {v.seed} in a "
+            f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
+        )
     return "\n".join(out)

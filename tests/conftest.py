@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from checks.authoring.wrong import known_wrong, name_of
 from checks.registry import ROOT, Puzzle, load_puzzles
-from checks.wrong import known_wrong, name_of
 
 READY = [p for p in load_puzzles() if p.ready]
 

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from checks.engine.access import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F, record_access
+from checks.engine.memory import Arena, make_input
+from checks.engine.source import load_module
+from checks.engine.tracking import guard_allocations
 from checks.engine.traffic import traffic_lines
-from checks.memory import Arena, make_input
-from checks.source import load_module
-from checks.tracking import guard_allocations
 
-KERNELS = '''
+KERNELS = """
 import torch
 import triton
 import triton.language as tl
@@ -63,7 +63,7 @@ def total(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # every lane adds into out[0] (tl.sum is a @triton.jit function: not callable once triton was
     # imported before TRITON_INTERPRET was set, as in this test process)
     tl.atomic_add(out_ptr + offs * 0, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +238,7 @@ def test_traffic_lines_compare_with_the_answer_key(kernels):
 
 
 def test_maps_draw_each_kind_of_puzzle(kernels, tmp_path):
-    from checks.maps import draw
+    from checks.learner.maps import draw
 
     log, _, _ = vector_add(kernels)
     recording = {"case": {"n": 100}, "log": log.to_dict(), "scalars": {}}
@@ -249,12 +249,17 @@ def test_maps_draw_each_kind_of_puzzle(kernels, tmp_path):
 
 @pytest.mark.parametrize("number", [2])
 def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsys):
-    from checks.maps import main
+    from checks.authoring.wrong import materialize
+    from checks.learner.maps import main
+    from checks.registry import get_puzzle
 
-    wrong = Path(__file__).resolve().parent.parent / "solutions" / "wrong" / "02_matrix_add" / "grid_axes_swapped.py"
+    edit = (
+        Path(__file__).resolve().parent.parent / "solutions" / "wrong" / "02_matrix_add" / "grid_axes_swapped.edit.yaml"
+    )
+    wrong = materialize(get_puzzle(2), edit, tmp_path)
     assert main([str(number), "--file", str(wrong), "--out", str(tmp_path / "map.png")]) == 0
     printed = capsys.readouterr().out
-    assert "out  written 0.4x — answer key 1.0x" in printed and "Access map saved to" in printed
+    assert "out  written 0.7x — answer key 1.0x" in printed and "Access map saved to" in printed
     assert (tmp_path / "map.png").stat().st_size > 1000
     assert main(["99"]) == 2
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from checks import verdict as V
-from checks.answer_key import expectations, meets
+from checks.authoring.wrong import known_wrong, materialize
 from checks.engine import rulebook
-from checks.sandbox import grade
+from checks.engine.grade import grade
+from checks.instructor.solutions import expectations, meets
 from checks.verdict import format_verdict
-from checks.wrong import known_wrong, materialize
 from tests.conftest import READY, puzzle_params, wrong_params
 
 pytestmark = pytest.mark.slow

@@ -6,15 +6,30 @@ import csv
 
 import pytest
 
-from checks import bench
-from checks.bench_report import CSV_COLUMNS, Row, evaluate, markdown_report, read_csv, write_data, write_outputs
+from checks.engine.timing import Peaks, roofline_share
+from checks.instructor import bench
+from checks.instructor.bench_report import (
+    CSV_COLUMNS,
+    Row,
+    evaluate,
+    markdown_report,
+    read_csv,
+    write_data,
+    write_outputs,
+)
 from checks.registry import ROOT, get_puzzle, load_puzzles
-from checks.timing import Peaks, roofline_share
 
 PEAKS = Peaks(copy_gbps=3000.0, matmul_tflops=700.0, matmul_side=8192)
-META = {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "triton": "3.6.0", "cuda": "12.8",
-        "date": "2026-01-02 03:04 UTC", "command": "python -m checks.bench",
-        "peaks": {"copy_gbps": 3000.0, "matmul_tflops": 700.0, "matmul_side": 8192}, "notes": ["a note"]}
+META = {
+    "gpu": "NVIDIA H100 80GB HBM3",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "cuda": "12.8",
+    "date": "2026-01-02 03:04 UTC",
+    "command": "python -m checks.instructor.bench",
+    "peaks": {"copy_gbps": 3000.0, "matmul_tflops": 700.0, "matmul_side": 8192},
+    "notes": ["a note"],
+}
 BENCHED = [p for p in load_puzzles() if p.sweep]
 
 
@@ -31,26 +46,101 @@ def fake_rows() -> list[Row]:
     n, fa, fa_causal = 1 << 28, attention_flops(16384, 64, False), attention_flops(16384, 64, True)
     rows = [
         # vector add: 3.2 GB in 1.1 ms against torch's 1.0 ms -> 0.909x, below the 0.95x target
-        Row("1", "vector_add", "fp32", "n=2^28", n, key_ms=1.1, baseline="torch.add", baseline_ms=1.0,
-            bytes=12.0 * n, check="ok"),
-        Row("1", "vector_add", "fp32", "n=2^24", 1 << 24, key_ms=0.08, baseline="torch.add", baseline_ms=0.08,
-            bytes=12.0 * (1 << 24), check="ok"),
+        Row(
+            "1",
+            "vector_add",
+            "fp32",
+            "n=2^28",
+            n,
+            key_ms=1.1,
+            baseline="torch.add",
+            baseline_ms=1.0,
+            bytes=12.0 * n,
+            check="ok",
+        ),
+        Row(
+            "1",
+            "vector_add",
+            "fp32",
+            "n=2^24",
+            1 << 24,
+            key_ms=0.08,
+            baseline="torch.add",
+            baseline_ms=0.08,
+            bytes=12.0 * (1 << 24),
+            check="ok",
+        ),
         # matmul_fast: 0.19 ms against cuBLAS 0.18 ms -> 0.947x, meets the 0.8x speed bar
-        Row("4", "matmul_fast", "fp16", "4096x4096x4096", 4096, key_ms=0.19, baseline="torch.matmul",
-            baseline_ms=0.18, bytes=6.0 * 4096**2, flops=2.0 * 4096**3, check="ok"),
+        Row(
+            "4",
+            "matmul_fast",
+            "fp16",
+            "4096x4096x4096",
+            4096,
+            key_ms=0.19,
+            baseline="torch.matmul",
+            baseline_ms=0.18,
+            bytes=6.0 * 4096**2,
+            flops=2.0 * 4096**3,
+            check="ok",
+        ),
         Row("4", "matmul_fast", "fp16", "1024x1024x1024", 1024, status="failed: out of memory"),
         # FA2 forward D=64: 430 TFLOPS; the default SDPA 0.9x its time, SDPA's flash backend 1.4x
-        Row("9", "flash_attention_v2_fwd", "D=64", "N=16384", 16384, key_ms=fa / 430e9,
-            baseline="scaled_dot_product_attention", baseline_ms=0.9 * fa / 430e9, bytes=1e9, flops=fa, check="ok",
-            others={"sdpa flash": 1.4 * fa / 430e9}),
-        Row("9", "flash_attention_v2_fwd", "D=64 causal", "N=16384", 16384, key_ms=fa_causal / 380e9,
-            baseline="scaled_dot_product_attention", baseline_ms=fa_causal / 380e9, bytes=1e9, flops=fa_causal,
-            check="ok", others={"sdpa flash": 1.2 * fa_causal / 380e9}),
-        Row("8", "flash_attention_v1", "D=64", "N=16384", 16384, key_ms=fa / 200e9,
-            baseline="scaled_dot_product_attention", baseline_ms=fa / 300e9, bytes=1e9, flops=fa, check="ok"),
-        Row("10", "flash_attention_v2_bwd", "D=64 causal", "N=4096", 4096, key_ms=2.0,
-            baseline="scaled_dot_product_attention", baseline_ms=2.2, bytes=1e9,
-            flops=attention_flops(4096, 64, True, backward=True), check="ok", others={"sdpa cudnn": 1.5}),  # 0.75x
+        Row(
+            "9",
+            "flash_attention_v2_fwd",
+            "D=64",
+            "N=16384",
+            16384,
+            key_ms=fa / 430e9,
+            baseline="scaled_dot_product_attention",
+            baseline_ms=0.9 * fa / 430e9,
+            bytes=1e9,
+            flops=fa,
+            check="ok",
+            others={"sdpa flash": 1.4 * fa / 430e9},
+        ),
+        Row(
+            "9",
+            "flash_attention_v2_fwd",
+            "D=64 causal",
+            "N=16384",
+            16384,
+            key_ms=fa_causal / 380e9,
+            baseline="scaled_dot_product_attention",
+            baseline_ms=fa_causal / 380e9,
+            bytes=1e9,
+            flops=fa_causal,
+            check="ok",
+            others={"sdpa flash": 1.2 * fa_causal / 380e9},
+        ),
+        Row(
+            "8",
+            "flash_attention_v1",
+            "D=64",
+            "N=16384",
+            16384,
+            key_ms=fa / 200e9,
+            baseline="scaled_dot_product_attention",
+            baseline_ms=fa / 300e9,
+            bytes=1e9,
+            flops=fa,
+            check="ok",
+        ),
+        Row(
+            "10",
+            "flash_attention_v2_bwd",
+            "D=64 causal",
+            "N=4096",
+            4096,
+            key_ms=2.0,
+            baseline="scaled_dot_product_attention",
+            baseline_ms=2.2,
+            bytes=1e9,
+            flops=attention_flops(4096, 64, True, backward=True),
+            check="ok",
+            others={"sdpa cudnn": 1.5},
+        ),  # 0.75x
     ]
     for row in rows:
         if row.ok:
@@ -114,7 +204,9 @@ def test_targets_are_judged_from_the_rows():
     measured, ratio, met = verdicts[("FlashAttention-2 forward, D=64, N=16384", ">= 424 TFLOPS")]
     assert measured == "430.0 TFLOPS" and ratio == "0.90x scaled_dot_product_attention" and met == "met"
     assert verdicts[("FlashAttention-2 forward, D=64, N=16384", ">= 1.3x sdpa flash")][1:] == (
-        "1.40x sdpa flash", "met")
+        "1.40x sdpa flash",
+        "met",
+    )
     assert verdicts[("FlashAttention-2 forward, D=64 causal, N=16384", ">= 391 TFLOPS")][2] == "missed"
     assert verdicts[("FlashAttention-2 forward, D=64 causal, N=16384", ">= 1.3x sdpa flash")][2] == "missed"
     assert verdicts[("FlashAttention-2 forward, D=128, N=16384", ">= 512 TFLOPS")][2] == "not measured"
@@ -133,8 +225,9 @@ def test_csv_holds_the_numbers(tmp_path):
     assert float(first["roofline"]) == pytest.approx(12 * 2**28 / 3e9 / 1.1, rel=1e-2)
     assert records[3]["status"] == "failed: out of memory" and records[3]["key_ms"] == records[3]["ratio"] == ""
     again = read_csv(path)
-    assert [(r.puzzle, r.series, r.size, r.status) for r in again] == [(r.puzzle, r.series, r.size, r.status)
-                                                                         for r in rows]
+    assert [(r.puzzle, r.series, r.size, r.status) for r in again] == [
+        (r.puzzle, r.series, r.size, r.status) for r in rows
+    ]
     assert again[4].others == pytest.approx(rows[4].others, rel=1e-5) and again[0].key_ms == pytest.approx(1.1)
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from checks import build
+from checks.authoring import build
+from checks.engine.source import STUB_MARKER, graded_cells, make_stub
 from checks.registry import ROOT
-from checks.source import STUB_MARKER, graded_cells, make_stub
 from tests.conftest import puzzle_params
 
 
@@ -79,7 +79,7 @@ def test_parse_splits_markdown_and_fences():
 
 
 def test_figures_are_drawn_and_in_sync():
-    from checks import figures
+    from checks.authoring import figures
 
     assert figures.stale() == [], "run `make notebooks` and commit the figures"
 
@@ -87,7 +87,7 @@ def test_figures_are_drawn_and_in_sync():
 def test_figure_drift_is_detected(tmp_path):
     import shutil
 
-    from checks import figures
+    from checks.authoring import figures
 
     folder = tmp_path / "figures"
     shutil.copytree(figures.FOLDER, folder)

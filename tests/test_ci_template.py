@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from checks import classroom
+from checks.instructor import classroom
 from checks.registry import ROOT, load_puzzles
 
 TEMPLATE = ROOT / "docs" / "check-puzzles.yml"
@@ -45,8 +45,7 @@ def test_the_modules_targets_and_notebooks_it_names_exist():
     targets = set(re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE))
     for target in re.findall(r"\bmake ([a-z-]+)", text):
         assert target in targets, target
-    assert "python -m checks.classroom build/submissions --out build/grades" in text
-
+    assert "python -m checks.instructor.classroom build/submissions --out build/grades" in text
 
 
 def test_the_copied_notebooks_are_each_graded_as_their_puzzle(tmp_path):

@@ -10,17 +10,17 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from checks import classroom
 from checks import verdict as V
-from checks.build import build_notebook
+from checks.authoring.build import build_notebook
+from checks.authoring.wrong import source_of
+from checks.instructor import classroom
 from checks.registry import ROOT, get_puzzle
-from checks.wrong import source_of
 
 WRONG = ROOT / "solutions" / "wrong" / "01_vector_add"
 KEY = ROOT / "solutions" / "01_vector_add.py"
 TAMPERING = ROOT / "tests" / "submissions" / "tampering"
 
-EXITS = '''
+EXITS = """
 import os
 
 import triton
@@ -34,15 +34,15 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 
 def vector_add(x, y):
     os._exit(3)
-'''
+"""
 
-SEGFAULTS = '''
+SEGFAULTS = """
 import ctypes
 
 
 def vector_add(x, y):
     return ctypes.string_at(0)  # reads address 0: the process dies with SIGSEGV
-'''
+"""
 
 # learner -> (path under DIR, source, expected status)
 CLASS = {
@@ -66,8 +66,12 @@ def graded(tmp_path_factory):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(source, encoding="utf-8")
     puzzle = get_puzzle(1)  # a notebook submission, with the answer in its graded cell
-    nb = build_notebook(puzzle, puzzle.notebook_source.read_text(encoding="utf-8"),
-                        puzzle.solution.read_text(encoding="utf-8"), filled=True)
+    nb = build_notebook(
+        puzzle,
+        puzzle.notebook_source.read_text(encoding="utf-8"),
+        puzzle.solution.read_text(encoding="utf-8"),
+        filled=True,
+    )
     (root / "ivy").mkdir()
     (root / "ivy" / "01_vector_add.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     for path in UNCLEAR + IGNORED:
@@ -133,7 +137,7 @@ def test_the_terminal_shows_each_failure_and_advice_for_an_instructor(graded):
         if rows[name]["status"] != V.TIMEOUT:  # a timeout's line is the instructor's version, checked below
             assert rows[name]["summary"] in printed, name
     assert "ran past the 10 s time limit" in printed
-    assert 'make grade DIR=' in printed and 'ARGS="--timeout 300"' in printed
+    assert "make grade DIR=" in printed and 'ARGS="--timeout 300"' in printed
     assert "make check ARGS" not in printed  # the learner's advice stays in the learner's report
     assert "2 submission(s) were not graded because their grading process was tampered with" in printed
     assert "file(s) skipped because their names do not fit" in printed and classroom.NAMING in printed
@@ -152,8 +156,15 @@ def test_unclear_names_are_warned_about_and_skipped(tmp_path, capsys):
 
 
 def test_lettered_steps_are_named_like_puzzles(tmp_path):
-    names = ["amy/10a_softmax_dx.py", "amy/10_flash_bwd.py", "amy/10B-dkdv.ipynb", "amy/09.py", "bob_10b.py",
-             "bob-10.py", "carl/1a_typo.py"]
+    names = [
+        "amy/10a_softmax_dx.py",
+        "amy/10_flash_bwd.py",
+        "amy/10B-dkdv.ipynb",
+        "amy/09.py",
+        "bob_10b.py",
+        "bob-10.py",
+        "carl/1a_typo.py",
+    ]
     for path in names:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("x = 1\n", encoding="utf-8")
@@ -170,12 +181,17 @@ def test_lettered_steps_are_named_like_puzzles(tmp_path):
 
 
 def test_lettered_steps_get_their_own_junit_suite_in_course_order(tmp_path):
-    results = [classroom.Result(classroom.Submission("amy", get_puzzle(n), tmp_path / f"amy_{n}.py"), V.PASSED, "", 0.1)
-               for n in ("10", "10a", "2")]
+    results = [
+        classroom.Result(classroom.Submission("amy", get_puzzle(n), tmp_path / f"amy_{n}.py"), V.PASSED, "", 0.1)
+        for n in ("10", "10a", "2")
+    ]
     classroom.write_junit(results, tmp_path / "g.xml", tmp_path)
     suites = ET.parse(tmp_path / "g.xml").getroot().findall("testsuite")
     assert [s.get("name") for s in suites] == [
-        "puzzle 02 matrix_add", "puzzle 10a softmax_backward", "puzzle 10 flash_attention_v2_bwd"]
+        "puzzle 02 matrix_add",
+        "puzzle 10a softmax_backward",
+        "puzzle 10 flash_attention_v2_bwd",
+    ]
     assert suites[1].find("testcase").get("classname") == "puzzle10a_softmax_backward"
 
 
@@ -209,7 +225,6 @@ def test_reports_can_be_written_without_grading(tmp_path):
         assert next(csv.DictReader(f))["summary"] == 'said "hi" & <left>'
 
 
-
 def test_a_tampered_grading_is_an_error_with_its_reason_and_is_counted(tmp_path):
     puzzle = get_puzzle(1)
     reason = "The grading process's report was cut short before its last case; this submission was not graded."
@@ -229,5 +244,6 @@ def test_a_tampered_grading_is_an_error_with_its_reason_and_is_counted(tmp_path)
     assert suite.get("errors") == "2" and suite.get("failures") == "0"
     lines = classroom.class_summary(results, [], tmp_path, None)
     assert lines[0] == "1 of 3 submissions passed."
-    assert any(line.startswith("2 submission(s) were not graded because their grading process was tampered")
-               for line in lines)
+    assert any(
+        line.startswith("2 submission(s) were not graded because their grading process was tampered") for line in lines
+    )

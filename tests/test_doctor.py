@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from checks import doctor
+from checks.learner import doctor
 from checks.registry import ROOT
 
 
@@ -45,9 +45,11 @@ def test_a_failing_kernel_names_the_error():
 
 
 def test_each_problem_gets_one_sentence_and_exit_1(monkeypatch, capsys):
-    found = [doctor.Finding(doctor.OK, "python 3.11"),
-             doctor.Finding(doctor.PROBLEM, "triton: not installed", "Install Triton 3.6."),
-             doctor.Finding(doctor.PROBLEM, "pyyaml: not installed", "Install pyyaml.")]
+    found = [
+        doctor.Finding(doctor.OK, "python 3.11"),
+        doctor.Finding(doctor.PROBLEM, "triton: not installed", "Install Triton 3.6."),
+        doctor.Finding(doctor.PROBLEM, "pyyaml: not installed", "Install pyyaml."),
+    ]
     monkeypatch.setattr(doctor, "examine", lambda timeout: found)
     assert doctor.main([]) == 1
     out = capsys.readouterr().out
@@ -65,8 +67,9 @@ def test_jupyterlab_is_reported_and_make_lab_is_said_to_install_it(monkeypatch):
 
 
 def test_make_lab_passes_allow_root_to_root_and_args_through():
-    out = subprocess.run(["make", "-n", "lab", "ARGS=--port 9999"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60).stdout
+    out = subprocess.run(
+        ["make", "-n", "lab", "ARGS=--port 9999"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    ).stdout
     line = next(line for line in out.splitlines() if "jupyter lab" in line)
     assert line.endswith("--port 9999")
     assert ("--allow-root" in line) == (os.geteuid() == 0)

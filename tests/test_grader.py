@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from checks import progress
 from checks import verdict as V
 from checks.cli import main
-from checks.compare import compare, describe_indices
-from checks.environment import numpy_pitfall
-from checks.memory import Arena, fill_poison, is_poison
+from checks.engine.compare import compare, describe_indices
+from checks.engine.environment import numpy_pitfall
+from checks.engine.grade import grade
+from checks.engine.memory import Arena, fill_poison, is_poison
+from checks.engine.source import SubmissionError, notebook_code
+from checks.learner import progress
 from checks.registry import ROOT, Puzzle, get_puzzle
-from checks.sandbox import grade
-from checks.source import SubmissionError, notebook_code
 from tests.conftest import right_submissions
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
@@ -132,7 +132,7 @@ def test_guards_catch_writes_past_an_allocation():
 
 
 def test_notebook_magics_do_not_break_the_graded_cell():
-    from checks.source import as_module
+    from checks.engine.source import as_module
 
     code = as_module(["# Puzzle 1: your code\n%time x = 1\n!nvidia-smi\ny = 2"])
     compile(code, "cell", "exec")
@@ -140,7 +140,7 @@ def test_notebook_magics_do_not_break_the_graded_cell():
 
 
 def test_an_interpreter_fault_fails_a_submission_that_passed_on_the_gpu():
-    from checks.sandbox import merge_interpreter_stage
+    from checks.engine.grade import merge_interpreter_stage
 
     def gpu() -> V.Verdict:
         return V.Verdict(7, V.PASSED, "all cases match", mode="gpu", device="GPU")
@@ -159,7 +159,7 @@ def test_numpy_shim_turns_one_element_blocks_into_ints():
     import numpy as np
     import triton.runtime.interpreter as interpreter
 
-    from checks.environment import numpy_shim
+    from checks.engine.environment import numpy_shim
 
     class Scope:
         def __init__(self) -> None:

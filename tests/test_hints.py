@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from checks import hints, progress
-from checks.notebook import hint as notebook_hint
+from checks.learner import hints, progress
+from checks.learner.notebook import hint as notebook_hint
 from checks.registry import load_puzzles
 
 WITH_HINTS = next(p for p in load_puzzles() if len(p.hints) >= 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 
-from checks import html
+from checks.instructor import html
 from checks.registry import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from checks import verdict as V
+from checks.engine.grade import grade
 from checks.engine.protocol import Stream
 from checks.registry import get_puzzle
-from checks.sandbox import grade
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
 TOKEN = "s3cret"

@@ -202,9 +202,9 @@ _RECORDED: dict[tuple[int, str, int], dict[str, Any]] = {}
 
 def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] | None = None) -> CaseContext:
     """The answer key ("key"), a known-wrong edit file, or the key with `edits`, recorded on one CPU case."""
+    from checks.authoring.wrong import answer_key_body, apply_edits, known_wrong, materialize, name_of
     from checks.engine.recording import draw_case
-    from checks.maps import record_in_child
-    from checks.wrong import answer_key_body, apply_edits, known_wrong, materialize, name_of
+    from checks.learner.maps import record_in_child
 
     puzzle = get_puzzle(number)
     if (number, variant, case) not in _RECORDED:

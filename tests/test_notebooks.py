@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from checks.build import build_notebook, setup_notebook
+from checks.authoring.build import build_notebook, setup_notebook
 from checks.registry import ROOT
 from tests.conftest import puzzle_params
 

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from checks import cli, notebook, picture, progress
+from checks import cli
 from checks import verdict as V
+from checks.authoring.wrong import source_of
+from checks.engine.grade import grade
+from checks.engine.source import answer_cell
+from checks.learner import notebook, picture, progress
 from checks.registry import ROOT, get_puzzle
-from checks.sandbox import grade
-from checks.source import answer_cell
-from checks.wrong import source_of
 
 PUZZLE = get_puzzle(1)
 TAIL_BUG_SOURCE = source_of(PUZZLE, ROOT / "solutions" / "wrong" / "01_vector_add" / "grid_rounds_down.edit.yaml")

@@ -9,19 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from checks import preflight
+from checks.learner import preflight
 from checks.registry import ROOT
 
 # Run `python -m checks` with some packages made unimportable (sys.modules[name] = None).
-WITHOUT = "import runpy, sys\nfor name in sys.argv[1].split(','):\n    sys.modules[name] = None\n" \
-          "sys.argv = ['checks', *sys.argv[2:]]\nrunpy.run_module('checks', run_name='__main__', alter_sys=True)\n"
+WITHOUT = (
+    "import runpy, sys\nfor name in sys.argv[1].split(','):\n    sys.modules[name] = None\n"
+    "sys.argv = ['checks', *sys.argv[2:]]\nrunpy.run_module('checks', run_name='__main__', alter_sys=True)\n"
+)
 
 
 def run_without(modules: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, CHECKS_PROGRESS_FILE=str(tmp_path / "progress.json"))
     env.pop("PYTEST_CURRENT_TEST", None)
-    return subprocess.run([sys.executable, "-c", WITHOUT, modules, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT, modules, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_this_python_has_everything():
@@ -59,7 +62,13 @@ def test_the_system_python_without_torch_is_stopped_before_grading(tmp_path):
     if has_torch:
         pytest.skip("the base Python has torch")
     env = dict(os.environ, CHECKS_PROGRESS_FILE=str(tmp_path / "progress.json"))
-    proc = subprocess.run([str(base), "-E", "-s", "-m", "checks", "7", "--solution"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(base), "-E", "-s", "-m", "checks", "7", "--solution"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "torch" in proc.stderr and ".venv/bin/python -m checks 7" in proc.stderr
     assert not (tmp_path / "progress.json").exists()

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from checks import cli, progress
+from checks import cli
 from checks import verdict as V
+from checks.learner import progress
 from checks.registry import ROOT, load_puzzles
 
 

@@ -6,10 +6,10 @@ import ast
 
 import pytest
 
+from checks.authoring.wrong import known_wrong
+from checks.engine.source import BEGIN, END, make_stub
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
-from checks.source import BEGIN, END, make_stub
-from checks.wrong import known_wrong
 from tests.conftest import puzzle_params
 
 # The contract's table (shared/course-contract.md), in course order: number, slug, the function the
@@ -70,15 +70,22 @@ def test_course_order_follows_the_file():
     assert [p.order for p in load_puzzles()] == list(range(1, len(CONTRACT) + 1))
 
 
-@pytest.mark.parametrize(("given", "number"), [(7, "7"), ("7", "7"), ("07", "7"), (" 7 ", "7"), ("10a", "10a"),
-                                               ("10A", "10a"), ("010b", "10b"), (10, "10")])
+@pytest.mark.parametrize(
+    ("given", "number"),
+    [(7, "7"), ("7", "7"), ("07", "7"), (" 7 ", "7"), ("10a", "10a"), ("10A", "10a"), ("010b", "10b"), (10, "10")],
+)
 def test_a_puzzle_is_found_by_any_spelling_of_its_id(given, number):
     assert get_puzzle(given).number == number
 
 
-@pytest.mark.parametrize(("number", "stem", "literal"), [("7", "07_softmax_online", "7"),
-                                                         ("10a", "10a_softmax_backward", '"10a"'),
-                                                         ("10", "10_flash_attention_v2_bwd", "10")])
+@pytest.mark.parametrize(
+    ("number", "stem", "literal"),
+    [
+        ("7", "07_softmax_online", "7"),
+        ("10a", "10a_softmax_backward", '"10a"'),
+        ("10", "10_flash_attention_v2_bwd", "10"),
+    ],
+)
 def test_lettered_ids_in_file_names_and_generated_code(number, stem, literal):
     puzzle = get_puzzle(number)
     assert puzzle.stem == stem and puzzle.literal == literal
@@ -100,7 +107,7 @@ def test_unknown_puzzle_is_a_clear_error(given):
 
 
 def test_the_known_wrong_printer_takes_lettered_ids(capsys):
-    from checks.wrong import main as print_wrong
+    from checks.authoring.wrong import main as print_wrong
 
     assert print_wrong(["10b", "dk_missing_scale"]) == 0
     assert "def flash_attention_v2_bwd_dkdv" in capsys.readouterr().out
@@ -110,7 +117,7 @@ def test_the_known_wrong_printer_takes_lettered_ids(capsys):
 
 @pytest.mark.parametrize("puzzle", puzzle_params())
 def test_every_edited_answer_key_still_applies_and_differs(puzzle):
-    from checks.wrong import EDIT_SUFFIX, answer_key_body, source_of
+    from checks.authoring.wrong import EDIT_SUFFIX, answer_key_body, source_of
 
     for path in known_wrong(puzzle):
         source = source_of(puzzle, path)  # raises when an edit no longer finds its text
@@ -120,7 +127,7 @@ def test_every_edited_answer_key_still_applies_and_differs(puzzle):
 
 
 def test_an_edit_that_no_longer_applies_says_so():
-    from checks.wrong import EditError, apply_edits
+    from checks.authoring.wrong import EditError, apply_edits
 
     with pytest.raises(EditError, match="exactly once"):
         apply_edits("a = 1\n", [{"old": "b = 2\n", "new": ""}], "x.edit.yaml")

@@ -13,10 +13,11 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from checks.answer_key import expectations, reasons
 from checks.engine import rulebook
+from checks.engine.access import AccessLog
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs, TorchOp
 from checks.engine.rules import CaseContext
+from checks.instructor.solutions import expectations, reasons
 from checks.puzzles import Expected
 from checks.registry import get_puzzle
 from tests.conftest import wrong_kernels
@@ -33,6 +34,21 @@ def vector_ctx(out: torch.Tensor | None = None, **obs_fields) -> CaseContext:
     obs = CaseObservation(**{"index": 0, "returned": "tensor", "launches": [OWN], "buffers": [], **obs_fields})
     outputs = given if given is not None else [x + y if out is None else out]
     return CaseContext(get_puzzle(1), {"n": 10}, {"x": x, "y": y}, expected, outputs, obs)
+
+
+def access(
+    loaded: dict[str, int] | None = None,
+    outside: dict[str, int] | None = None,
+    widest: int = 16,
+    regions: tuple[tuple[str, str], ...] = (("x", "input"), ("y", "input"), ("out", "allocated")),
+) -> dict:
+    """An access log of a puzzle-1 call: lanes loaded per region, lanes loaded from each region's guard bands."""
+    loaded, outside = loaded or {}, outside or {}
+    rows = [{"name": n, "label": n, "role": role, "numel": 10, "shape": [10], "strides": [1], "offset": 0,
+             "size": 10, "element_size": 4} for n, role in regions]  # fmt: skip
+    log = AccessLog(regions=rows, loaded=[loaded.get(n, 0) for n, _ in regions],
+                    outside_loads=[outside.get(n, 0) for n, _ in regions], widest=widest)  # fmt: skip
+    return log.to_dict()
 
 
 def with_rules(ctx: CaseContext, **rules) -> CaseContext:
@@ -57,11 +73,11 @@ RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "torch_free": lambda: vector_ctx(torch_ops=[TorchOp("aten.add.Tensor", "a.py, line 9: return x + y")]),
     "no_write_outside": lambda: vector_ctx(buffers=[allocated(after=3, first_after=0)]),
     "inputs_unchanged": lambda: vector_ctx(buffers=[input_buffer(changed=4)]),
-    "no_load_outside": lambda: vector_ctx(access={"outside": {"the input x": 6}, "widest": 16}),
+    "no_load_outside": lambda: vector_ctx(access=access(outside={"x": 6})),
     "output_form": lambda: vector_ctx(out=torch.zeros(10, dtype=torch.float64)),
     "values": lambda: vector_ctx(out=torch.arange(10, dtype=torch.float32)),
     "limits": lambda: with_rules(
-        vector_ctx(access={"outside": {}, "widest": 16, "loads_per_element": {"x": 3.0}}),
+        vector_ctx(access=access(loaded={"x": 30})),
         limits={"reads_per_element": {"x": 2}, "why": "two passes."},
     ),
 }
@@ -69,7 +85,7 @@ RULE_CASES: dict[str, Callable[[], CaseContext]] = {
 
 def test_the_answer_keys_call_keeps_every_rule():
     ctx = with_rules(
-        vector_ctx(access={"outside": {}, "widest": 1024, "loads_per_element": {"x": 1.0}}),
+        vector_ctx(access=access(loaded={"x": 10}, widest=1024)),
         limits={"reads_per_element": {"x": 1}, "max_block": 4096},
     )
     assert rulebook.first_problem(ctx) is None
@@ -81,7 +97,9 @@ def test_each_rule_fires_on_its_own_call(name):
 
 
 def test_every_per_call_rule_has_a_case():
-    assert set(rulebook.EVERY_CALL) | set(rulebook.ON_REQUEST) == set(RULE_CASES)
+    """The method rules (access patterns) have theirs in tests/test_method_rules.py, on recorded logs."""
+    method = {"grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored"}
+    assert set(rulebook.EVERY_CALL) | set(rulebook.ON_REQUEST) == set(RULE_CASES) | method
 
 
 @pytest.mark.parametrize("name", sorted(RULE_CASES))
@@ -110,9 +128,12 @@ def test_a_write_into_an_inputs_guard_is_a_write_outside_not_a_changed_input():
 
 
 def test_output_form_names_count_type_device_shape_dtype_and_layout():
-    assert "it must return 1 tensor(s): out" in rulebook.first_problem(
-        vector_ctx(returned="tuple of 2", _outputs=[torch.zeros(10), torch.zeros(10)])
-    ).message
+    assert (
+        "it must return 1 tensor(s): out"
+        in rulebook.first_problem(
+            vector_ctx(returned="tuple of 2", _outputs=[torch.zeros(10), torch.zeros(10)])
+        ).message
+    )
     assert "other than a tensor" in rulebook.first_problem(vector_ctx(returned="list of 1", _outputs=[None])).message
     assert "has shape (9,)" in rulebook.first_problem(vector_ctx(out=torch.zeros(9))).message
     assert "expected torch.float32" in rulebook.first_problem(vector_ctx(out=torch.zeros(10).half())).message
@@ -120,7 +141,7 @@ def test_output_form_names_count_type_device_shape_dtype_and_layout():
 
 def test_limits_cap_the_widest_load():
     ctx = with_rules(
-        vector_ctx(access={"outside": {}, "widest": 131072, "loads_per_element": {}}),
+        vector_ctx(access=access(widest=131072)),
         limits={"max_block": 65536, "why": "fixed blocks."},
     )
     problem = rulebook.first_problem(ctx)
@@ -169,3 +190,14 @@ def test_the_summary_names_the_parameter_that_splits_failing_from_passing_cases(
     ]
     assert failure_pattern(params, [True, False, True, False]) == []  # no single parameter explains it
     assert failure_pattern(params, [False] * 4) == [] and failure_pattern(params, [True] * 4) == []
+
+
+def test_reads_of_a_copy_count_as_reads_of_its_input_and_count_all_adds_every_non_input():
+    copied = access(
+        loaded={"x": 10, "x copy": 20}, regions=(("x", "input"), ("x copy", "scratch"), ("out", "allocated"))
+    )
+    assert rulebook.first_problem(with_rules(vector_ctx(access=copied), limits={"reads_per_element": {"x": 2}})).rule
+    reread = access(loaded={"x": 20, "out": 10})
+    assert rulebook.first_problem(with_rules(vector_ctx(access=reread), limits={"reads_per_element": {"x": 2}})) is None
+    counted = with_rules(vector_ctx(access=reread), limits={"reads_per_element": {"x": 2}, "count_all": True})
+    assert "3.00 times" in rulebook.first_problem(counted).message

@@ -8,9 +8,7 @@ import math
 import pytest
 import torch
 
-from checks.puzzles import spec_module
-from checks.registry import get_puzzle
-from checks.timing import (
+from checks.engine.timing import (
     Peaks,
     bar_message,
     bound,
@@ -28,6 +26,8 @@ from checks.timing import (
     tflops,
     timing_table,
 )
+from checks.puzzles import spec_module
+from checks.registry import get_puzzle
 
 PEAKS = Peaks(copy_gbps=3000.0, matmul_tflops=700.0, matmul_side=8192)
 CASE = {"M": 4096, "N": 4096, "K": 4096}
@@ -61,9 +61,16 @@ def test_speed_ratio_is_baseline_over_yours():
     assert speed_ratio(3.0, 1.5) == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize(("ratio", "min_ratio", "fails"), [
-    (0.79, 0.8, True), (0.8, 0.8, False), (1.5, 0.8, False), (0.1, None, False), (0.94, "0.95", True),
-])
+@pytest.mark.parametrize(
+    ("ratio", "min_ratio", "fails"),
+    [
+        (0.79, 0.8, True),
+        (0.8, 0.8, False),
+        (1.5, 0.8, False),
+        (0.1, None, False),
+        (0.94, "0.95", True),
+    ],
+)
 def test_speed_bar(ratio, min_ratio, fails):
     message = bar_message(ratio, min_ratio, "torch.matmul")
     assert (message is not None) == fails
@@ -72,13 +79,27 @@ def test_speed_bar(ratio, min_ratio, fails):
 
 
 def test_judge_fails_below_the_bar_and_passes_above():
-    slow = judge(CASE, {"yours": 2.0, "answer key": 1.0, "torch.matmul": 1.0}, "torch.matmul", 0.8,
-                 MATMUL_BYTES, MATMUL_FLOPS, PEAKS)
+    slow = judge(
+        CASE,
+        {"yours": 2.0, "answer key": 1.0, "torch.matmul": 1.0},
+        "torch.matmul",
+        0.8,
+        MATMUL_BYTES,
+        MATMUL_FLOPS,
+        PEAKS,
+    )
     assert slow["ratio_vs_baseline"] == pytest.approx(0.5)
     assert slow["ratio_vs_answer_key"] == pytest.approx(0.5)
     assert "0.50x" in slow["bar_failed"]
-    fast = judge(CASE, {"yours": 1.0, "answer key": 1.1, "torch.matmul": 0.9}, "torch.matmul", 0.8,
-                 MATMUL_BYTES, MATMUL_FLOPS, PEAKS)
+    fast = judge(
+        CASE,
+        {"yours": 1.0, "answer key": 1.1, "torch.matmul": 0.9},
+        "torch.matmul",
+        0.8,
+        MATMUL_BYTES,
+        MATMUL_FLOPS,
+        PEAKS,
+    )
     assert "bar_failed" not in fast
     assert fast["ratio_vs_baseline"] == pytest.approx(0.9)
     assert fast["roofline_share"] == pytest.approx(MATMUL_FLOPS / 700e9 / 1.0)
@@ -92,8 +113,16 @@ def test_judge_without_a_bar_never_fails_on_speed():
 
 
 def test_judge_reports_a_wrong_answer_at_the_timing_size_even_when_fast():
-    result = judge(CASE, {"yours": 0.5, "torch.matmul": 1.0}, "torch.matmul", 0.8, MATMUL_BYTES, MATMUL_FLOPS,
-                   PEAKS, problem="the result: 7 of 16777216 elements differ from the answer key's")
+    result = judge(
+        CASE,
+        {"yours": 0.5, "torch.matmul": 1.0},
+        "torch.matmul",
+        0.8,
+        MATMUL_BYTES,
+        MATMUL_FLOPS,
+        PEAKS,
+        problem="the result: 7 of 16777216 elements differ from the answer key's",
+    )
     assert "wrong at the timing size (M=4096, N=4096, K=4096)" in result["bar_failed"]
     assert "7 of 16777216" in result["bar_failed"]
     crashed = judge(CASE, {}, "torch.matmul", 0.8, 0.0, 0.0, None, problem="it ran out of GPU memory")

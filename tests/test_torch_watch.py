@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 import torch
 
-from checks.answer_key import expectations
+from checks.engine.environment import autotune_without_benchmarks
+from checks.engine.memory import Arena
 from checks.engine.observations import CaseObservation, TorchOp
 from checks.engine.rules import CaseContext
+from checks.engine.source import load_module
 from checks.engine.torch_rule import torch_free
 from checks.engine.torch_watch import ALLOWED, watch_torch
-from checks.environment import autotune_without_benchmarks
-from checks.memory import Arena
+from checks.engine.tracking import Tracker, guard_allocations, watch_launches
+from checks.instructor.solutions import expectations
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
-from checks.source import load_module
-from checks.tracking import Tracker, guard_allocations, watch_launches
 from tests.conftest import right_submissions
 
 autotune_without_benchmarks()

@@ -10,7 +10,7 @@
     InterpreterBuilder.set_grid_dim                               (the grid of each launch)
     GridExecutor.__call__                                         (the kernel's name and tensor arguments)
 
-Memory is divided into named regions: the grader's guarded buffers (`checks.memory.Arena`: every
+Memory is divided into named regions: the grader's guarded buffers (`checks.engine.memory.Arena`: every
 input, and every tensor the submission allocates while graded, each with guard bands), tensors
 added with `AccessRecorder.add_region`, and any other tensor a kernel is launched with. For every
 access the recorder keeps, aggregated so that memory stays bounded:
@@ -157,7 +157,7 @@ class AccessRecorder:
         ))  # fmt: skip
 
     def add_guarded(self, entry: Any, view: torch.Tensor | None = None, name: str | None = None) -> None:
-        """One `checks.memory.Guarded` buffer; `view` is the tensor the learner sees in it."""
+        """One `checks.engine.memory.Guarded` buffer; `view` is the tensor the learner sees in it."""
         buf = entry.buf
         es = buf.element_size()
         low = buf.data_ptr()
@@ -513,8 +513,8 @@ def record_access(
 ) -> Iterator[AccessRecorder]:
     """Record every load and store of Triton's interpreter inside the block.
 
-    `arena` (a `checks.memory.Arena`) names its buffers: inputs by their name in `inputs`, the
-    submission's allocations by their label (wrap the call in `checks.tracking.guard_allocations`
+    `arena` (a `checks.engine.memory.Arena`) names its buffers: inputs by their name in `inputs`, the
+    submission's allocations by their label (wrap the call in `checks.engine.tracking.guard_allocations`
     inside this block so that they are guarded, and seen with their shape).
     """
     recorder = AccessRecorder(max_records)

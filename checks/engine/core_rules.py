@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from checks.compare import Mismatch, compare
 from checks.engine.access import AccessLog
+from checks.engine.compare import Mismatch, compare
 from checks.engine.rules import CaseContext, Problem
 
 

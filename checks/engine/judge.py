@@ -14,12 +14,12 @@ import torch
 
 from checks import verdict as V
 from checks.engine.access import AccessLog
+from checks.engine.memory import describe_tensor
 from checks.engine.observations import CaseObservation
 from checks.engine.observe import draw
 from checks.engine.protocol import Tampered, access_path, outputs_path
 from checks.engine.rulebook import after_all_cases, first_problem
 from checks.engine.rules import CaseContext, Problem
-from checks.memory import describe_tensor
 from checks.puzzles import spec_module
 from checks.registry import Puzzle
 

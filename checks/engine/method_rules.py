@@ -69,7 +69,12 @@ def best_working_set(num_pid_m: int, num_pid_n: int, wave: int) -> int:
 
 
 def grouped_order(
-    ctx: CaseContext, first_wave: int = 16, factor: float = 1.5, a: str = "a", b: str = "b", c: str = "c",
+    ctx: CaseContext,
+    first_wave: int = 16,
+    factor: float = 1.5,
+    a: str = "a",
+    b: str = "b",
+    c: str = "c",
     message: str | None = None,
 ) -> Problem | None:
     """The first wave of programs must share few tiles of a and b (a grouped launch order).
@@ -145,8 +150,11 @@ def _owners(log: AccessLog, names: tuple[str, ...]) -> dict[tuple[int, int], tup
 
 
 def causal_skipping(
-    ctx: CaseContext, queries: tuple[str, ...] = ("o", "dq"), keys: tuple[str, ...] = ("dk", "dv"),
-    key_inputs: tuple[str, ...] = ("k", "v"), query_inputs: tuple[str, ...] = ("q", "do"),
+    ctx: CaseContext,
+    queries: tuple[str, ...] = ("o", "dq"),
+    keys: tuple[str, ...] = ("dk", "dv"),
+    key_inputs: tuple[str, ...] = ("k", "v"),
+    query_inputs: tuple[str, ...] = ("q", "do"),
     message: str | None = None,
 ) -> Problem | None:
     """With causal=True no program loads a tile that lies entirely on the masked side of the diagonal.
@@ -236,9 +244,7 @@ def p_never_stored(ctx: CaseContext, factor: float = 3.0, message: str | None = 
     log = _log(ctx)
     if log is None:
         return None
-    input_bytes = sum(
-        int(t.numel()) * int(t.element_size()) for t in ctx.inputs.values() if hasattr(t, "element_size")
-    )
+    input_bytes = sum(int(t.numel()) * int(t.element_size()) for t in ctx.inputs.values() if hasattr(t, "element_size"))
     own = [i for i, r in enumerate(log.regions) if r["role"] != "input"]
     allocated = sum(log.regions[i]["size"] * log.regions[i]["element_size"] for i in own)
     stored = sum(log.stored[i] * log.regions[i]["element_size"] for i in own)

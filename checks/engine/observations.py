@@ -1,6 +1,6 @@
 """What the grading process reports about one call of the learner's function: observations, never a verdict.
 
-The learner's code runs in the grading process (`checks.child`); everything it may influence is
+The learner's code runs in the grading process (`checks.engine.child`); everything it may influence is
 gathered here as plain data and sent to the parent, which re-derives the inputs from the seed,
 computes the reference itself and applies the rules (`checks.engine.rules`). A forged observation
 can at worst claim what an honest kernel would have done; it can never say "passed".

@@ -19,12 +19,12 @@ from typing import Any
 import torch
 
 from checks.engine.access import AccessRecorder, record_access
+from checks.engine.environment import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.memory import Arena
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.protocol import access_path
 from checks.engine.torch_watch import watch_torch
-from checks.environment import NUMPY_PITFALL_TEXT, Machine
-from checks.memory import Arena
-from checks.tracking import Tracker, guard_allocations, watch_launches
+from checks.engine.tracking import Tracker, guard_allocations, watch_launches
 
 
 def draw(spec: Any, case: dict[str, Any], seed: int, index: int, device: str) -> tuple[Arena, dict[str, Any]]:
@@ -160,8 +160,7 @@ def captured(buffer: io.StringIO) -> Iterator[None]:
                 yield
             finally:
                 lines = [
-                    f"{w.category.__name__}: {w.message} ({Path(w.filename).name}, line {w.lineno})"
-                    for w in caught
+                    f"{w.category.__name__}: {w.message} ({Path(w.filename).name}, line {w.lineno})" for w in caught
                 ]
                 buffer.writelines(f"{line}\n" for line in dict.fromkeys(lines))
 

@@ -83,7 +83,7 @@ def _send(proc: subprocess.Popen, command: str) -> None:
 def run_child(
     job: Job, stream: Stream, timeout: float, workdir: Path, on_event: OnEvent, stop: Callable[[], bool] | None = None
 ) -> ChildEnd:
-    """Start `python -m checks.child`, feed its events through the protocol to on_event, stop it at the limit."""
+    """Start `python -m checks.engine.child`, feed its events through the protocol to on_event, stop it at the limit."""
     job_path, events_path, log_path = workdir / "job.json", workdir / "events.jsonl", workdir / "output.log"
     job_path.write_text(job.to_json(), encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
@@ -92,7 +92,7 @@ def run_child(
     timed_out, commanded = False, False
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "checks.child", str(job_path), str(events_path)],
+            [sys.executable, "-m", "checks.engine.child", str(job_path), str(events_path)],
             cwd=ROOT,
             env=env,
             stdout=log,

@@ -8,7 +8,7 @@ functions have been taken apart: `torch.nn.functional.softmax(x)` arrives as `at
 
 Deny by default: an operation whose overload packet is not in `ALLOWED` is recorded, with the
 learner's line, when the innermost Python frame outside the torch package is in one of the
-learner's own files. The grader's allocations (checks.memory's guard bands, poison fills, copies),
+learner's own files. The grader's allocations (checks.engine.memory's guard bands, poison fills, copies),
 Triton's interpreter and autotuner run from their own files and are never blamed.
 
 Autograd: the engine's ops are recorded like any others (on a CPU the engine runs on the calling

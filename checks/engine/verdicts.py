@@ -16,9 +16,9 @@ from checks import verdict as V
 from checks.engine.judge import Judge
 from checks.engine.process import ChildEnd, run_child
 from checks.engine.protocol import TIME_COMMAND, Job, Stream, Tampered
+from checks.engine.timing import from_measurement
 from checks.engine.traffic import answer_key_log, traffic_lines
 from checks.registry import Puzzle
-from checks.timing import from_measurement
 
 Progress = Callable[[dict[str, Any]], None]
 

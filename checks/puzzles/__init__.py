@@ -7,7 +7,7 @@ Each module defines
     baseline(inputs) -> Callable           the torch operation the GPU timing compares with
     work(inputs) -> Work                   bytes moved and flops done, for GB/s and TFLOPS
 
-and may define `baselines(inputs) -> dict[name, Callable]`: more baselines that `make bench` (checks.bench)
+and may define `baselines(inputs) -> dict[name, Callable]`: more baselines that `make bench` (checks.instructor.bench)
 times and plots beside `baseline` (attention: SDPA held to its flash and cuDNN backends, where they run).
 A case may hold more than the graded cases use (softmax's `dtype: float16`) where the benchmark needs it.
 """

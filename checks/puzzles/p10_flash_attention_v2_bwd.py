@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from checks.memory import Arena, make_input
+from checks.engine.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
 
 Q_DIMS = ("batch", "heads", "query rows", "head-dim columns")
@@ -93,7 +93,8 @@ def _sdpa_backward(inputs: dict[str, Any], backend: Any = None) -> BaselineFn:
     q, k, v = (inputs[name].detach().clone().requires_grad_(True) for name in ("q", "k", "v"))
     with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
         o = torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, is_causal=inputs["causal"], scale=inputs["sm_scale"])
+            q, k, v, is_causal=inputs["causal"], scale=inputs["sm_scale"]
+        )
     return lambda: torch.autograd.grad(o, (q, k, v), inputs["do"], retain_graph=True)
 
 

@@ -1,11 +1,13 @@
 """Right, in another style: @triton.autotune over several block sizes (the interpreter takes the first)."""
+
 import torch
 import triton
 import triton.language as tl
 
 
-@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 256}), triton.Config({"BLOCK_SIZE": 1024}, num_warps=8)],
-                 key=["n_elements"])
+@triton.autotune(
+    configs=[triton.Config({"BLOCK_SIZE": 256}), triton.Config({"BLOCK_SIZE": 1024}, num_warps=8)], key=["n_elements"]
+)
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)

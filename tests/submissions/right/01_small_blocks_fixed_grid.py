@@ -1,4 +1,5 @@
 """Right, in another style: a tuple grid, a small block, positional constexpr, zeros_like output."""
+
 import torch
 import triton
 import triton.language as tl

@@ -1,4 +1,5 @@
 """Right, in another style: block pointers with boundary checks, one row-block per program."""
+
 import torch
 import triton
 import triton.language as tl

@@ -1,4 +1,5 @@
 """Right, in another style: makes contiguous copies of the inputs and treats them as flat vectors."""
+
 import torch
 import triton
 import triton.language as tl

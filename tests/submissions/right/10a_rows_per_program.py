@@ -1,12 +1,14 @@
 """Right, another style: each program takes a tile of rows (a 2-D block), with the row sums along axis 1."""
+
 import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def _softmax_bwd_rows(y_ptr, dy_ptr, dx_ptr, M, N, stride_ym, stride_yn, stride_dym, stride_dyn,
-                      ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+def _softmax_bwd_rows(
+    y_ptr, dy_ptr, dx_ptr, M, N, stride_ym, stride_yn, stride_dym, stride_dyn, ROWS: tl.constexpr, BLOCK_N: tl.constexpr
+):
     offs_m = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     offs_n = tl.arange(0, BLOCK_N)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)

@@ -1,4 +1,5 @@
 """Right, another style: a fixed block walks each row twice, once for delta and once to write dx."""
+
 import torch
 import triton
 import triton.language as tl

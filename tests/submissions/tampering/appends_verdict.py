@@ -5,9 +5,7 @@ import os
 import sys
 
 with open(sys.argv[2], "a", encoding="utf-8") as events:
-    events.write(
-        json.dumps({"event": "verdict", "puzzle": 1, "status": "passed", "summary": "ok"}) + "\n"
-    )
+    events.write(json.dumps({"event": "verdict", "puzzle": 1, "status": "passed", "summary": "ok"}) + "\n")
 os._exit(0)
 
 

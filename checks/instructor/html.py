@@ -1,4 +1,4 @@
-"""`make html` (`python -m checks.html [--out DIR] [--no-figures]`): the notebooks as web pages, offline.
+"""`make html` (`python -m checks.instructor.html [--out DIR] [--no-figures]`): the notebooks as web pages, offline.
 
 Renders every notebooks/*.ipynb to build/html/<name>.html with nbconvert and writes an index.html
 that lists them in course order. The pages work without a network and without Jupyter:
@@ -6,7 +6,7 @@ that lists them in course order. The pages work without a network and without Ju
 - maths ($...$ and $$...$$ in the lessons) is turned into MathML with latex2mathml when the page is
   written, which browsers draw themselves, so no MathJax is fetched from a CDN;
 - the lesson figures are drawn by running the lesson cells in Triton's CPU interpreter
-  (`checks.html_figures`; never the graded cell or a check) and put under the cells that draw them;
+  (`checks.instructor.html_figures`; never the graded cell or a check) and put under the cells that draw them;
   `--no-figures` leaves them out, and a page then says where to see them;
 - every page links back to the index and on to the next notebook.
 
@@ -37,8 +37,10 @@ TEMPLATE = "{%- extends 'lab/index.html.j2' -%}\n" + "".join(
 _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.DOTALL)  # fenced blocks and code spans: never maths
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.DOTALL)
 _INLINE = re.compile(r"(?<![\\$])\$(?!\s)((?:[^$\n]|\n(?!\s*\n))+?)(?<!\s)\$(?!\$)")  # may wrap a line
-NAV_STYLE = ("<style>.course-nav{font-family:system-ui,sans-serif;max-width:1100px;margin:0.6em auto;padding:0.4em 1em;"
-             "display:flex;justify-content:space-between;gap:1em}.course-nav a{text-decoration:none}</style>")
+NAV_STYLE = (
+    "<style>.course-nav{font-family:system-ui,sans-serif;max-width:1100px;margin:0.6em auto;padding:0.4em 1em;"
+    "display:flex;justify-content:space-between;gap:1em}.course-nav a{text-decoration:none}</style>"
+)
 
 
 def _mathml(latex: str, display: str) -> str | None:
@@ -55,7 +57,7 @@ def math_to_mathml(markdown: str) -> str:
 
     def display(match: re.Match) -> str:
         ml = _mathml(match.group(1), "block")
-        return f"\n\n<div class=\"math-display\">{ml}</div>\n\n" if ml else match.group(0)
+        return f'\n\n<div class="math-display">{ml}</div>\n\n' if ml else match.group(0)
 
     def inline(match: re.Match) -> str:
         return _mathml(match.group(1), "inline") or match.group(0)
@@ -68,8 +70,11 @@ def math_to_mathml(markdown: str) -> str:
 
 def navigation(index: str, following: tuple[str, str] | None) -> str:
     """The bar at the top and bottom of a page: back to the index, on to the next notebook."""
-    ahead = (f'<a href="{html.escape(following[0])}">next: {html.escape(following[1])} &rarr;</a>'
-             if following else "<span>the last notebook</span>")
+    ahead = (
+        f'<a href="{html.escape(following[0])}">next: {html.escape(following[1])} &rarr;</a>'
+        if following
+        else "<span>the last notebook</span>"
+    )
     return f'<nav class="course-nav"><a href="{html.escape(index)}">&larr; all notebooks</a>{ahead}</nav>'
 
 
@@ -95,23 +100,28 @@ def exporter():
 
 
 def draw_figures(notebook: Path) -> tuple[dict[int, list[str]], str]:
-    """The lesson figures of one notebook (see `checks.html_figures`)."""
+    """The lesson figures of one notebook (see `checks.instructor.html_figures`)."""
     import nbformat
 
-    from checks import html_figures as lesson_figures
+    from checks.instructor import html_figures as lesson_figures
 
     return lesson_figures.draw(nbformat.read(notebook, as_version=4).cells)
 
 
-def render(notebook: Path, out_dir: Path, exporter, following: tuple[str, str] | None = None,
-           figures: bool | tuple[dict[int, list[str]], str] = True) -> tuple[Path, str]:
+def render(
+    notebook: Path,
+    out_dir: Path,
+    exporter,
+    following: tuple[str, str] | None = None,
+    figures: bool | tuple[dict[int, list[str]], str] = True,
+) -> tuple[Path, str]:
     """Write one page; returns it and a sentence when its figures could not be drawn.
 
     `figures` is True (draw them now), False (leave them out) or what `draw_figures` returned.
     """
     import nbformat
 
-    from checks import html_figures as lesson_figures
+    from checks.instructor import html_figures as lesson_figures
 
     nb = nbformat.read(notebook, as_version=4)
     drawn, note = draw_figures(notebook) if figures is True else figures or ({}, "")
@@ -121,8 +131,9 @@ def render(notebook: Path, out_dir: Path, exporter, following: tuple[str, str] |
         elif cell.cell_type == "code" and index in drawn:
             cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": png}) for png in drawn[index]]
         elif cell.cell_type == "code" and lesson_figures.draws(cell.source) and not figures:
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
-                                                   text="(Run this cell in Jupyter to see its figure.)\n")]
+            cell.outputs = [
+                nbformat.v4.new_output("stream", name="stdout", text="(Run this cell in Jupyter to see its figure.)\n")
+            ]
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
     nav = navigation("index.html", following)
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + "\n" + nav, body, count=1)
@@ -157,17 +168,25 @@ def index_page(entries: list[tuple[str, str]], planned: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checks.html", description="Render the notebooks to HTML.")
+    parser = argparse.ArgumentParser(
+        prog="python -m checks.instructor.html", description="Render the notebooks to HTML."
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the pages (default: build/html)")
-    parser.add_argument("--no-figures", action="store_true",
-                        help="do not run the lesson cells that draw figures (faster; the pages say where to see them)")
+    parser.add_argument(
+        "--no-figures",
+        action="store_true",
+        help="do not run the lesson cells that draw figures (faster; the pages say where to see them)",
+    )
     args = parser.parse_args(argv)
     try:
         import latex2mathml  # noqa: F401
         import nbconvert  # noqa: F401
     except ImportError as exc:
-        print(f"{exc.name} is not installed, so the notebooks cannot be rendered: run `make env-dev` "
-              f"(or `pip install -r requirements-dev.txt`), then `make html` again.", file=sys.stderr)
+        print(
+            f"{exc.name} is not installed, so the notebooks cannot be rendered: run `make env-dev` "
+            f"(or `pip install -r requirements-dev.txt`), then `make html` again.",
+            file=sys.stderr,
+        )
         return 1
     notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
     if not notebooks:
@@ -188,8 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             target, note = render(notebook, out, pages, following, figures=drawn.get(notebook, False))
         except Exception as exc:  # noqa: BLE001 - one unreadable notebook: say which, stop
-            print(f"Could not render {notebook.name} ({type(exc).__name__}: {exc}); regenerate it with "
-                  "`make notebooks` and try again.", file=sys.stderr)
+            print(
+                f"Could not render {notebook.name} ({type(exc).__name__}: {exc}); regenerate it with "
+                "`make notebooks` and try again.",
+                file=sys.stderr,
+            )
             return 1
         entries.append((target.name, titles[i]))
         print(f"  {target}")

@@ -1,6 +1,6 @@
 """The grading process: loads one submission and reports what it does, case by case; never a verdict.
 
-Started by `checks.engine.sandbox` as `python -m checks.child JOB.json EVENTS.jsonl`. It writes one
+Started by `checks.engine.sandbox` as `python -m checks.engine.child JOB.json EVENTS.jsonl`. It writes one
 JSON event per line to EVENTS in the order `checks.engine.protocol` accepts, saves what each call
 returned to the files the protocol names, and, when the grader asks on standard input, times the
 submission on a GPU. The grader, in a process that never ran the learner's code, decides.
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from checks.engine.environment import autotune_without_benchmarks, detect
 from checks.engine.protocol import TIME_COMMAND, Job, outputs_path
-from checks.environment import autotune_without_benchmarks, detect
 
 
 class Events:
@@ -30,9 +30,9 @@ class Events:
 def observe_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
     """Load the submission and observe every selected case, then the kernels-off re-run; the function."""
     from checks.engine.observe import Observer, explain_exception
+    from checks.engine.source import load_module
     from checks.puzzles import spec_module
     from checks.registry import get_puzzle
-    from checks.source import load_module
 
     puzzle = get_puzzle(job.puzzle)
     spec = spec_module(puzzle)
@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         autotune_without_benchmarks()
     fn = observe_all(job, events, machine, Path(args[0]).parent)
     if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
+        from checks.engine.timing import measure
         from checks.puzzles import spec_module
         from checks.registry import get_puzzle
-        from checks.timing import measure
 
         puzzle = get_puzzle(job.puzzle)
         events.emit("timings", **measure(puzzle, spec_module(puzzle), fn, job.solution_file))

@@ -1,8 +1,8 @@
-"""`make hint PUZZLE=N` (`python -m checks.hints N`): one more hint each time you ask.
+"""`make hint PUZZLE=N` (`python -m checks.learner.hints N`): one more hint each time you ask.
 
 Each puzzle keeps two or three hints in `puzzles.yaml`, from a nudge to nearly the whole idea
 (never the code itself). Every call reveals the next one and repeats those you have already
-seen; how many you have seen is kept in the progress file (see `checks.progress`), so the
+seen; how many you have seen is kept in the progress file (see `checks.learner.progress`), so the
 terminal and `hint(N)` in a notebook share the count. `--reset` starts a puzzle's hints over.
 
 Exit status: 0, or 2 for an unknown puzzle.
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from checks import progress
+from checks.learner import progress
 from checks.registry import UnknownPuzzle, get_puzzle
 
 
@@ -27,8 +27,10 @@ def reveal(number: int | str, path: Path | None = None) -> list[str]:
     number = puzzle.number
     total = len(puzzle.hints)
     if total == 0:
-        return [f"Puzzle {number} ({puzzle.title}) has no hints yet: re-read its notebook, whose "
-                "explanation and spec come before the cell you fill in."]
+        return [
+            f"Puzzle {number} ({puzzle.title}) has no hints yet: re-read its notebook, whose "
+            "explanation and spec come before the cell you fill in."
+        ]
     before = min(progress.hints_shown(number, path), total)
     shown = min(before + 1, total)
     if shown != before:
@@ -53,7 +55,9 @@ def reset(number: int | str, path: Path | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checks.hints", description="Show the next hint for a puzzle.")
+    parser = argparse.ArgumentParser(
+        prog="python -m checks.learner.hints", description="Show the next hint for a puzzle."
+    )
     parser.add_argument("puzzle", help="the puzzle number (7, 10a, ...)")
     parser.add_argument("--reset", action="store_true", help="forget how many hints you have seen for this puzzle")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The lesson figures of a notebook, drawn without Jupyter, for `make html` (see `checks.html`).
+"""The lesson figures of a notebook, drawn without Jupyter, for `make html` (see `checks.instructor.html`).
 
 The notebooks are committed without outputs, so their pictures (launch orders, block grids,
 the causal mask) exist only once a cell runs. `draw(notebook)` runs, in a child process with
@@ -6,7 +6,7 @@ Triton's CPU interpreter, every lesson cell up to the last one that draws with m
 (never the graded cell, a check or a hint), and returns the PNGs each drawing cell made. A cell
 that fails is skipped; a figure cell that fails simply has no picture.
 
-`python -m checks.html_figures` is the child: it reads the cells as JSON on stdin and writes
+`python -m checks.instructor.html_figures` is the child: it reads the cells as JSON on stdin and writes
 {cell index: [base64 PNG, ...]} as JSON to stdout.
 """
 
@@ -20,8 +20,8 @@ import os
 import subprocess
 import sys
 
+from checks.engine.source import _MARKER_RE, _without_magics, cell_source
 from checks.registry import ROOT
-from checks.source import _MARKER_RE, _without_magics, cell_source
 
 TIMEOUT = 300.0  # seconds for one notebook's cells
 
@@ -51,11 +51,22 @@ def draw(cells: list[dict], timeout: float = TIMEOUT) -> tuple[dict[int, list[st
     todo = lesson_cells(cells)
     if not todo:
         return {}, ""
-    env = dict(os.environ, TRITON_INTERPRET="1", MPLBACKEND="Agg",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="1",
+        MPLBACKEND="Agg",
+        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     try:
-        proc = subprocess.run([sys.executable, "-m", "checks.html_figures"], input=json.dumps(todo), cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", "checks.instructor.html_figures"],
+            input=json.dumps(todo),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {}, f"its lesson cells did not finish within {timeout:g} s"
     try:

@@ -1,4 +1,4 @@
-"""`python -m checks.build [--check]`: generate the notebooks and the README's puzzle table.
+"""`python -m checks.authoring.build [--check]`: generate the notebooks and the README's puzzle table.
 
 Sources: `notebooks/src/NN_slug.md` (the narrative) and `solutions/NN_slug.py` (the code). In a
 source, fenced blocks become code cells, and the text between them markdown cells:
@@ -7,7 +7,7 @@ source, fenced blocks become code cells, and the text between them markdown cell
     ```{setup}     the standard first code cell (finds the course, loads the grader)
     ```{stub}      the graded cell: the solution with its marked blocks replaced by FILL ME IN
     ```{check}     the check cell: check(N)
-    ```{figure}    a markdown cell showing a figure of recorded GPU measurements (checks/figures.py);
+    ```{figure}    a markdown cell showing a figure of recorded GPU measurements (checks/authoring/figures.py);
                    the fence holds the figure's name
 
 A line `<!-- cell -->` splits markdown into two cells. The figures are drawn into
@@ -23,9 +23,9 @@ import re
 import sys
 from pathlib import Path
 
-from checks import figures
+from checks.authoring import figures
+from checks.engine.source import answer_cell, stub_cell
 from checks.registry import ROOT, Puzzle, load_puzzles
-from checks.source import answer_cell, stub_cell
 
 SETUP_CELL = """\
 # Setup: run this cell first. It finds the course folder, loads the grader and picks the device:
@@ -33,7 +33,7 @@ SETUP_CELL = """\
 import pathlib, sys
 ROOT = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "puzzles.yaml").exists())
 sys.path.insert(0, str(ROOT))
-from checks.notebook import check, hint, setup
+from checks.learner.notebook import check, hint, setup
 DEVICE = setup()  # "cuda" or "cpu"; must run before triton is imported
 import math, torch, triton, triton.language as tl"""
 
@@ -163,7 +163,7 @@ def generated() -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argparse.ArgumentParser(prog="python -m checks.build", description=__doc__.splitlines()[0])
+    args = argparse.ArgumentParser(prog="python -m checks.authoring.build", description=__doc__.splitlines()[0])
     args.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
     opts = args.parse_args(argv)
     stale = []

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from checks.bench import Row, csv_record, read_csv
+from checks.instructor.bench import Row, csv_record, read_csv
 from checks.registry import ROOT
 
 
@@ -45,40 +45,101 @@ class Figure:
 
 
 FIGURES = (
-    Figure("vector_add_bandwidth", "Vector add: bandwidth against length", "n (float32 elements)",
-           (("", (Line("answer key (puzzle 1)", 1, "fp32"), Line("torch.add", 1, "fp32", True, "--"))),),
-           "Bytes moved per second (read x, read y, write out) against the vector length; the dotted line is "
-           "the device-to-device copy rate measured on the same GPU.", copy_peak=True),
-    Figure("matmul_vs_cublas", "float16 matmul against cuBLAS", "M = N = K",
-           (("", (Line("puzzle 3 answer key (this puzzle)", 3, "fp16"),
-                  Line("puzzle 4 answer key (grouped order, autotuned)", 4, "fp16"),
-                  Line("torch.matmul (cuBLAS)", 3, "fp16", True, "--"))),),
-           "TFLOPS (2·M·N·K floating-point operations per second) of square float16 products."),
-    Figure("softmax_passes", "Softmax of long rows: three passes against two", "row length N (float32)",
-           (("", (Line("three passes (puzzle 6)", 6, "fp32"), Line("two passes, online (puzzle 7)", 7, "fp32"),
-                  Line("torch.softmax", 7, "fp32", True, "--"))),),
-           "GB/s (one read and one write of the matrix per second) of a row-wise softmax whose rows do not fit "
-           "one block; the rows are 4096 × 8192, 4096 × 32768, 1024 × 131072 and 64 × 1048576."),
-    Figure("fa1_vs_fa2", "Attention forward: FlashAttention-1 and -2 loop orders", "sequence length N",
-           tuple((f"D = {d}, not causal", (Line("FlashAttention-1 order (puzzle 8)", 8, f"D={d}"),
-                                          Line("FlashAttention-2 order (puzzle 9)", 9, f"D={d}"),
-                                          Line("torch SDPA, flash backend", 9, f"D={d}", True, "--")))
-                 for d in (64, 128)),
-           "TFLOPS (4·B·H·N²·D per second, B·H = 128) of the two answer keys and of PyTorch's FlashAttention."),
-    Figure("fa2_fwd_vs_sdpa", "FlashAttention-2 forward against torch SDPA", "sequence length N",
-           tuple((f"D = {d}", (Line("answer key, not causal", 9, f"D={d}"),
-                               Line("answer key, causal", 9, f"D={d} causal"),
-                               Line("SDPA flash, not causal", 9, f"D={d}", True, "--"),
-                               Line("SDPA flash, causal", 9, f"D={d} causal", True, ":")))
-                 for d in (64, 128)),
-           "TFLOPS of puzzle 9's answer key and of PyTorch's scaled_dot_product_attention forced to its flash "
-           "backend (4·B·H·N²·D operations, half of it when causal; B·H = 128)."),
-    Figure("fa2_bwd_vs_sdpa", "FlashAttention-2 backward against torch SDPA (causal)", "sequence length N",
-           tuple((f"D = {d}, causal", (Line("answer key (puzzle 10)", 10, f"D={d} causal"),
-                                       Line("SDPA flash backward", 10, f"D={d} causal", True, "--")))
-                 for d in (64, 128)),
-           "TFLOPS of the backward pass, counted as 2.5 times the forward's operations (the usual convention: "
-           "five N × N products against two) whatever the kernel really computes; only causal runs were recorded."),
+    Figure(
+        "vector_add_bandwidth",
+        "Vector add: bandwidth against length",
+        "n (float32 elements)",
+        (("", (Line("answer key (puzzle 1)", 1, "fp32"), Line("torch.add", 1, "fp32", True, "--"))),),
+        "Bytes moved per second (read x, read y, write out) against the vector length; the dotted line is "
+        "the device-to-device copy rate measured on the same GPU.",
+        copy_peak=True,
+    ),
+    Figure(
+        "matmul_vs_cublas",
+        "float16 matmul against cuBLAS",
+        "M = N = K",
+        (
+            (
+                "",
+                (
+                    Line("puzzle 3 answer key (this puzzle)", 3, "fp16"),
+                    Line("puzzle 4 answer key (grouped order, autotuned)", 4, "fp16"),
+                    Line("torch.matmul (cuBLAS)", 3, "fp16", True, "--"),
+                ),
+            ),
+        ),
+        "TFLOPS (2·M·N·K floating-point operations per second) of square float16 products.",
+    ),
+    Figure(
+        "softmax_passes",
+        "Softmax of long rows: three passes against two",
+        "row length N (float32)",
+        (
+            (
+                "",
+                (
+                    Line("three passes (puzzle 6)", 6, "fp32"),
+                    Line("two passes, online (puzzle 7)", 7, "fp32"),
+                    Line("torch.softmax", 7, "fp32", True, "--"),
+                ),
+            ),
+        ),
+        "GB/s (one read and one write of the matrix per second) of a row-wise softmax whose rows do not fit "
+        "one block; the rows are 4096 × 8192, 4096 × 32768, 1024 × 131072 and 64 × 1048576.",
+    ),
+    Figure(
+        "fa1_vs_fa2",
+        "Attention forward: FlashAttention-1 and -2 loop orders",
+        "sequence length N",
+        tuple(
+            (
+                f"D = {d}, not causal",
+                (
+                    Line("FlashAttention-1 order (puzzle 8)", 8, f"D={d}"),
+                    Line("FlashAttention-2 order (puzzle 9)", 9, f"D={d}"),
+                    Line("torch SDPA, flash backend", 9, f"D={d}", True, "--"),
+                ),
+            )
+            for d in (64, 128)
+        ),
+        "TFLOPS (4·B·H·N²·D per second, B·H = 128) of the two answer keys and of PyTorch's FlashAttention.",
+    ),
+    Figure(
+        "fa2_fwd_vs_sdpa",
+        "FlashAttention-2 forward against torch SDPA",
+        "sequence length N",
+        tuple(
+            (
+                f"D = {d}",
+                (
+                    Line("answer key, not causal", 9, f"D={d}"),
+                    Line("answer key, causal", 9, f"D={d} causal"),
+                    Line("SDPA flash, not causal", 9, f"D={d}", True, "--"),
+                    Line("SDPA flash, causal", 9, f"D={d} causal", True, ":"),
+                ),
+            )
+            for d in (64, 128)
+        ),
+        "TFLOPS of puzzle 9's answer key and of PyTorch's scaled_dot_product_attention forced to its flash "
+        "backend (4·B·H·N²·D operations, half of it when causal; B·H = 128).",
+    ),
+    Figure(
+        "fa2_bwd_vs_sdpa",
+        "FlashAttention-2 backward against torch SDPA (causal)",
+        "sequence length N",
+        tuple(
+            (
+                f"D = {d}, causal",
+                (
+                    Line("answer key (puzzle 10)", 10, f"D={d} causal"),
+                    Line("SDPA flash backward", 10, f"D={d} causal", True, "--"),
+                ),
+            )
+            for d in (64, 128)
+        ),
+        "TFLOPS of the backward pass, counted as 2.5 times the forward's operations (the usual convention: "
+        "five N × N products against two) whatever the kernel really computes; only causal runs were recorded.",
+    ),
 )
 
 FOLDER = ROOT / "notebooks" / "figures"
@@ -103,8 +164,10 @@ def _meta_keys(meta: dict) -> dict:
 
 def caption(figure: Figure, meta: dict) -> str:
     m = _meta_keys(meta)
-    return (f"{figure.what} Recorded by `make bench` on an {m['gpu']}, {m['date']}, with torch {m['torch']}, "
-            f"Triton {m['triton']} and CUDA {m['cuda']} (data: `bench/results.csv`).")
+    return (
+        f"{figure.what} Recorded by `make bench` on an {m['gpu']}, {m['date']}, with torch {m['torch']}, "
+        f"Triton {m['triton']} and CUDA {m['cuda']} (data: `bench/results.csv`)."
+    )
 
 
 def markdown(name: str) -> str:
@@ -131,8 +194,14 @@ def _sha(data: bytes) -> str:
 
 def source_hash(figure: Figure, rows: list[Row], meta: dict) -> str:
     """What a figure is drawn from: its rows, the metadata of its caption, and this file's code."""
-    payload = json.dumps({"rows": [csv_record(r) for r in _rows(figure, rows)], "meta": _meta_keys(meta),
-                          "code": Path(__file__).read_text(encoding="utf-8")}, sort_keys=True)
+    payload = json.dumps(
+        {
+            "rows": [csv_record(r) for r in _rows(figure, rows)],
+            "meta": _meta_keys(meta),
+            "code": Path(__file__).read_text(encoding="utf-8"),
+        },
+        sort_keys=True,
+    )
     return _sha(payload.encode())
 
 
@@ -146,11 +215,21 @@ def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, len(figure.panels), figsize=(6.2 * len(figure.panels), 4.3), squeeze=False)
     for ax, (title, lines) in zip(axes.flat, figure.panels, strict=True):
         for colour, line in enumerate(lines):
-            points = sorted((r.x, r.baseline_rate if line.baseline else r.key_rate) for r in chosen
-                            if (r.puzzle, r.series) == (line.puzzle, line.series))
+            points = sorted(
+                (r.x, r.baseline_rate if line.baseline else r.key_rate)
+                for r in chosen
+                if (r.puzzle, r.series) == (line.puzzle, line.series)
+            )
             if points:
-                ax.plot([x for x, _ in points], [y for _, y in points], line.style, marker="o", markersize=3,
-                        color=f"C{colour}", label=line.label)
+                ax.plot(
+                    [x for x, _ in points],
+                    [y for _, y in points],
+                    line.style,
+                    marker="o",
+                    markersize=3,
+                    color=f"C{colour}",
+                    label=line.label,
+                )
         if figure.copy_peak:
             ax.axhline(_meta_keys(meta)["copy_gbps"], color="grey", linestyle=":", label="measured copy rate")
         metric = chosen[0].metric if chosen else ""
@@ -180,8 +259,11 @@ def stale(folder: Path = FOLDER) -> list[str]:
     for figure in FIGURES:
         png = folder / f"{figure.name}.png"
         entry = recorded.get(figure.name, {})
-        if (not png.exists() or entry.get("png") != _sha(png.read_bytes())
-                or entry.get("source") != source_hash(figure, rows, meta)):
+        if (
+            not png.exists()
+            or entry.get("png") != _sha(png.read_bytes())
+            or entry.get("source") != source_hash(figure, rows, meta)
+        ):
             found.append(_shown(png))
     known = {f"{f.name}.png" for f in FIGURES}
     found += [_shown(p) for p in sorted(folder.glob("*.png")) if p.name not in known]

@@ -11,7 +11,7 @@ of a large device-to-device copy (bytes read + written) and the rate of a large 
 torch.matmul. A puzzle with a `speed_bar` fails when yours is slower than min_ratio x the baseline.
 
 The arithmetic is in small pure functions (tested without a GPU in tests/test_timing.py); only
-`measure_peaks` and `time_submission` need CUDA. `checks.bench` reuses them.
+`measure_peaks` and `time_submission` need CUDA. `checks.instructor.bench` reuses them.
 """
 
 from __future__ import annotations
@@ -115,8 +115,9 @@ def output_difference(yours: Any, key: Any, atol: float, rtol: float, slack: flo
             diff = (a64 - b64).abs()
             finite = diff[torch.isfinite(diff)]
             largest = f"{float(finite.max()):.4g}" if finite.numel() else "nan"
-            return (f"{what}: {bad} of {close.numel()} elements differ from the answer key's "
-                    f"(largest difference {largest})")
+            return (
+                f"{what}: {bad} of {close.numel()} elements differ from the answer key's (largest difference {largest})"
+            )
     return None
 
 
@@ -127,8 +128,14 @@ def rate_text(nbytes: float, flops: float, ms: float) -> str:
     return text
 
 
-def timing_table(case: dict[str, Any], times: dict[str, float], nbytes: float, flops: float,
-                 peaks: Peaks | None, yours: str = "yours") -> list[str]:
+def timing_table(
+    case: dict[str, Any],
+    times: dict[str, float],
+    nbytes: float,
+    flops: float,
+    peaks: Peaks | None,
+    yours: str = "yours",
+) -> list[str]:
     """The lines the grader prints: one per timed function, then the roofline it is measured against."""
     size = ", ".join(f"{k}={v}" for k, v in case.items())
     lines = [f"GPU time at {size} (median of triton.testing.do_bench, fresh random inputs):"]
@@ -198,7 +205,7 @@ def measure_peaks(copy_elements: int = COPY_ELEMENTS, matmul_side: int = MATMUL_
 
 
 _peaks: list[Peaks | None] = []
-PEAKS_CACHE = Path(__file__).resolve().parent.parent / "build" / "roofline.json"
+PEAKS_CACHE = Path(__file__).resolve().parent.parent.parent / "build" / "roofline.json"
 
 
 def _machine_key() -> str:
@@ -246,8 +253,14 @@ def device_peaks() -> Peaks | None:
     return _peaks[0]
 
 
-def measure(puzzle: Puzzle, spec, fn, solution_file: str | None, device: str = "cuda",
-            timer: Callable[[Callable[[], Any]], float] | None = None) -> dict[str, Any]:
+def measure(
+    puzzle: Puzzle,
+    spec,
+    fn,
+    solution_file: str | None,
+    device: str = "cuda",
+    timer: Callable[[Callable[[], Any]], float] | None = None,
+) -> dict[str, Any]:
     """Time the submission, the answer key and the baseline on the bench case (in the grading process).
 
     Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict.
@@ -255,8 +268,8 @@ def measure(puzzle: Puzzle, spec, fn, solution_file: str | None, device: str = "
     """
     import torch
 
-    from checks.memory import Arena
-    from checks.source import load_module
+    from checks.engine.memory import Arena
+    from checks.engine.source import load_module
 
     case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
     if not case:
@@ -310,12 +323,28 @@ def from_measurement(puzzle: Puzzle, raw: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("timings without the submission's or the baseline's time")
     peaks = Peaks(**raw["peaks"]) if raw.get("peaks") else None
     min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
-    return judge(dict(raw.get("case", {})), times, baseline, min_ratio, float(raw.get("nbytes", 0.0)),
-                 float(raw.get("flops", 0.0)), peaks, raw.get("problem"))
+    return judge(
+        dict(raw.get("case", {})),
+        times,
+        baseline,
+        min_ratio,
+        float(raw.get("nbytes", 0.0)),
+        float(raw.get("flops", 0.0)),
+        peaks,
+        raw.get("problem"),
+    )
 
 
-def judge(case: dict[str, Any], times: dict[str, float], baseline: str, min_ratio: float | None, nbytes: float,
-          flops: float, peaks: Peaks | None, problem: str | None = None) -> dict[str, Any]:
+def judge(
+    case: dict[str, Any],
+    times: dict[str, float],
+    baseline: str,
+    min_ratio: float | None,
+    nbytes: float,
+    flops: float,
+    peaks: Peaks | None,
+    problem: str | None = None,
+) -> dict[str, Any]:
     """The timing verdict from measured times: the table, the ratios, and 'bar_failed' when it fails.
 
     With no times (the submission could not run at the timing size), only `problem` is reported.

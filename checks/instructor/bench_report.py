@@ -10,14 +10,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checks.engine.timing import gbps, speed_ratio, tflops
 from checks.registry import ROOT, load_puzzles
-from checks.timing import gbps, speed_ratio, tflops
 
 HAND_NOTES = ROOT / "bench" / "notes.md"  # what a person wrote about the last run, kept across re-runs
-CSV_COLUMNS = ["puzzle", "slug", "series", "size", "x", "status", "key_ms", "baseline", "baseline_ms", "ratio",
-               "metric", "key_rate", "baseline_rate", "roofline", "bytes", "flops", "check", "other_baselines"]
-HEADER = ["#", "puzzle", "series", "size", "answer key ms", "baseline", "baseline ms", "ratio", "answer key rate",
-          "baseline rate", "unit", "roofline", "other baselines", "status"]
+CSV_COLUMNS = [
+    "puzzle",
+    "slug",
+    "series",
+    "size",
+    "x",
+    "status",
+    "key_ms",
+    "baseline",
+    "baseline_ms",
+    "ratio",
+    "metric",
+    "key_rate",
+    "baseline_rate",
+    "roofline",
+    "bytes",
+    "flops",
+    "check",
+    "other_baselines",
+]
+HEADER = [
+    "#",
+    "puzzle",
+    "series",
+    "size",
+    "answer key ms",
+    "baseline",
+    "baseline ms",
+    "ratio",
+    "answer key rate",
+    "baseline rate",
+    "unit",
+    "roofline",
+    "other baselines",
+    "status",
+]
 _num = lambda value, digits=4: "" if value is None else f"{value:.{digits}g}"  # a CSV cell
 
 
@@ -83,23 +115,54 @@ def evaluate(target: Target, rows: list[Row]) -> tuple[str, str, str]:
 
 
 def csv_record(r: Row) -> dict[str, str]:
-    """A row of results.csv but its last column (what checks.figures hashes to know a figure is stale)."""
-    return {"puzzle": str(r.puzzle), "slug": r.slug, "series": r.series, "size": r.size, "x": f"{r.x:g}",
-            "status": r.status, "key_ms": _num(r.key_ms, 6), "baseline": r.baseline,
-            "baseline_ms": _num(r.baseline_ms, 6), "ratio": _num(r.ratio), "metric": r.metric,
-            "key_rate": _num(r.key_rate, 5), "baseline_rate": _num(r.baseline_rate, 5),
-            "roofline": _num(r.roofline, 3), "bytes": f"{r.bytes:g}", "flops": f"{r.flops:g}", "check": r.check}
+    """A row of results.csv but its last column (what checks.authoring.figures hashes to know a figure is stale)."""
+    return {
+        "puzzle": str(r.puzzle),
+        "slug": r.slug,
+        "series": r.series,
+        "size": r.size,
+        "x": f"{r.x:g}",
+        "status": r.status,
+        "key_ms": _num(r.key_ms, 6),
+        "baseline": r.baseline,
+        "baseline_ms": _num(r.baseline_ms, 6),
+        "ratio": _num(r.ratio),
+        "metric": r.metric,
+        "key_rate": _num(r.key_rate, 5),
+        "baseline_rate": _num(r.baseline_rate, 5),
+        "roofline": _num(r.roofline, 3),
+        "bytes": f"{r.bytes:g}",
+        "flops": f"{r.flops:g}",
+        "check": r.check,
+    }
 
 
 def read_csv(path: Path) -> list[Row]:
     """Rows back from a results.csv (also one written before the other_baselines column)."""
     num = lambda text: float(text) if text else None
     with open(path, newline="", encoding="utf-8") as f:
-        return [Row(r["puzzle"], r["slug"], r["series"], r["size"],
-                    float(r["x"]), r["status"], num(r["key_ms"]), r["baseline"], num(r["baseline_ms"]),
-                    float(r["bytes"]), float(r["flops"]), r["check"], num(r["roofline"]),
-                    {k: float(ms) for k, _, ms in (p.partition("=") for p in (r.get(CSV_COLUMNS[-1]) or "").split("; ")
-                                                   if p)}) for r in csv.DictReader(f)]
+        return [
+            Row(
+                r["puzzle"],
+                r["slug"],
+                r["series"],
+                r["size"],
+                float(r["x"]),
+                r["status"],
+                num(r["key_ms"]),
+                r["baseline"],
+                num(r["baseline_ms"]),
+                float(r["bytes"]),
+                float(r["flops"]),
+                r["check"],
+                num(r["roofline"]),
+                {
+                    k: float(ms)
+                    for k, _, ms in (p.partition("=") for p in (r.get(CSV_COLUMNS[-1]) or "").split("; ") if p)
+                },
+            )
+            for r in csv.DictReader(f)
+        ]
 
 
 def write_data(rows: list[Row], meta: dict[str, Any], out: Path) -> Path:
@@ -119,25 +182,51 @@ def cells(r: Row) -> list[str]:
     ms = lambda value: "-" if value is None else f"{value:.4f}"
     rate = lambda value: "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.3g}"
     others = ", ".join(f"{name} {r.ratio_to(name):.2f}x" for name in r.others if r.ratio_to(name) is not None)
-    return [str(r.puzzle), r.slug, r.series, r.size, ms(r.key_ms), r.baseline or "-", ms(r.baseline_ms),
-            "-" if r.ratio is None else f"{r.ratio:.2f}x", rate(r.key_rate), rate(r.baseline_rate),
-            r.metric if r.bytes or r.flops else "-", "-" if r.roofline is None else f"{100 * r.roofline:.0f}%",
-            others or "-", r.status if r.status != "ok" else (r.check or "ok")]
+    return [
+        str(r.puzzle),
+        r.slug,
+        r.series,
+        r.size,
+        ms(r.key_ms),
+        r.baseline or "-",
+        ms(r.baseline_ms),
+        "-" if r.ratio is None else f"{r.ratio:.2f}x",
+        rate(r.key_rate),
+        rate(r.baseline_rate),
+        r.metric if r.bytes or r.flops else "-",
+        "-" if r.roofline is None else f"{100 * r.roofline:.0f}%",
+        others or "-",
+        r.status if r.status != "ok" else (r.check or "ok"),
+    ]
 
 
 def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str], targets: list[Target]) -> str:
     """BENCHMARKS.md: the machine, the targets (met or missed), every result, the hand notes, the plots."""
-    lines = ["# Benchmarks", "", "The answer keys against their torch baselines, by `make bench` (sizes and targets "
-             "from `puzzles.yaml`): medians of `triton.testing.do_bench` on fresh random inputs; ratios are the "
-             "baseline's time over the answer key's (above 1: the answer key is faster); the roofline share compares "
-             "with the copy bandwidth and matmul rate measured below.", "", "| | |", "|---|---|"]
-    lines += [f"| {'GPU' if k == 'gpu' else k} | {meta[k]} |" for k in
-              ("gpu", "date", "torch", "triton", "cuda", "python", "command") if meta.get(k)]
+    lines = [
+        "# Benchmarks",
+        "",
+        "The answer keys against their torch baselines, by `make bench` (sizes and targets "
+        "from `puzzles.yaml`): medians of `triton.testing.do_bench` on fresh random inputs; ratios are the "
+        "baseline's time over the answer key's (above 1: the answer key is faster); the roofline share compares "
+        "with the copy bandwidth and matmul rate measured below.",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    lines += [
+        f"| {'GPU' if k == 'gpu' else k} | {meta[k]} |"
+        for k in ("gpu", "date", "torch", "triton", "cuda", "python", "command")
+        if meta.get(k)
+    ]
     if peaks := meta.get("peaks"):
-        lines += [f"| device-to-device copy | {peaks['copy_gbps']:.0f} GB/s (bytes read + written) |",
-                  f"| float16 torch.matmul {peaks['matmul_side']}^3 | {peaks['matmul_tflops']:.0f} TFLOPS |"]
-    table = lambda header, body: ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |"
-                                  for line in [header, ["---"] * len(header), *body]]
+        lines += [
+            f"| device-to-device copy | {peaks['copy_gbps']:.0f} GB/s (bytes read + written) |",
+            f"| float16 torch.matmul {peaks['matmul_side']}^3 | {peaks['matmul_tflops']:.0f} TFLOPS |",
+        ]
+    table = lambda header, body: [
+        "| " + " | ".join(cell.replace("|", "/") for cell in line) + " |"
+        for line in [header, ["---"] * len(header), *body]
+    ]
     judged = [[t.label, t.requirement, *evaluate(t, rows)] for t in targets]
     lines += ["", "## Targets", "", *table(["target", "requirement", "measured", "ratio", "met"], judged)]
     lines += ["", f"{sum(line[-1] == 'met' for line in judged)} of {len(judged)} targets met."]
@@ -181,7 +270,7 @@ def write_plots(rows: list[Row], folder: Path) -> list[Path]:
             ax.set_xscale("log", base=2)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
-        for ax in list(axes.flat)[len(series):]:
+        for ax in list(axes.flat)[len(series) :]:
             ax.set_visible(False)
         fig.suptitle(" / ".join(p.title for p in group if p.number in {r.puzzle for r in chosen}))
         fig.savefig(folder / f"{stem}.png", dpi=110)

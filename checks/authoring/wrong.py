@@ -16,7 +16,7 @@ changes and the bug stays the only difference:
 another puzzle that must fail this one), and `append:` adds code at the end.
 
 Each `old` must occur exactly once, so an edit that no longer applies fails loudly.
-`python -m checks.wrong NN NAME` prints the submission an edit file stands for.
+`python -m checks.authoring.wrong NN NAME` prints the submission an edit file stands for.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import yaml
 
+from checks.engine.source import module_body, strip_markers
 from checks.registry import Puzzle, get_puzzle
-from checks.source import module_body, strip_markers
 
 EDIT_SUFFIX = ".edit.yaml"
 
@@ -86,7 +86,7 @@ def materialize(puzzle: Puzzle, path: Path, folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checks.wrong", description="Print a known-wrong kernel.")
+    parser = argparse.ArgumentParser(prog="python -m checks.authoring.wrong", description="Print a known-wrong kernel.")
     parser.add_argument("puzzle", help="the puzzle number (7, 10a, ...)")
     parser.add_argument("name", help="its file name, without .py or .edit.yaml")
     args = parser.parse_args(argv)

@@ -12,12 +12,12 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from checks import hints, progress
 from checks import verdict as V
-from checks.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim
+from checks.engine.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim
+from checks.engine.grade import grade
+from checks.engine.source import as_module, graded_cells, load_module, notebook_code
+from checks.learner import hints, progress
 from checks.registry import ROOT, Puzzle, get_puzzle
-from checks.sandbox import grade
-from checks.source import as_module, graded_cells, load_module, notebook_code
 
 
 def setup() -> str:
@@ -34,8 +34,10 @@ def setup() -> str:
 
     if numpy_pitfall(triton.__version__, numpy.__version__):
         numpy_shim()
-    print(f"No CUDA GPU: kernels run in Triton's CPU interpreter (torch {torch.__version__}). "
-          "Everything works, only slower; speed is not graded.")
+    print(
+        f"No CUDA GPU: kernels run in Triton's CPU interpreter (torch {torch.__version__}). "
+        "Everything works, only slower; speed is not graded."
+    )
     return "cpu"
 
 
@@ -68,8 +70,14 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
         print(f"The graded cell has not been run in this session: grading the saved {puzzle.notebook.name}.")
         source = (notebook_code(puzzle.notebook, number), f"your graded cell in {puzzle.notebook.name}")
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
-        verdict = grade(puzzle, timeout=timeout, seed=seed, source=source, artifacts=Path(pictures),
-                        progress=V.progress_printer(number, puzzle.title))
+        verdict = grade(
+            puzzle,
+            timeout=timeout,
+            seed=seed,
+            source=source,
+            artifacts=Path(pictures),
+            progress=V.progress_printer(number, puzzle.title),
+        )
         print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
         if verdict.picture_data:
             _show_picture(verdict, picture_folder(puzzle) / f"{puzzle.stem}.png")
@@ -82,7 +90,7 @@ def picture_folder(puzzle: Puzzle) -> Path:
 
 
 def _show_picture(verdict: V.Verdict, png: Path) -> None:
-    from checks.picture import draw_verdict
+    from checks.learner.picture import draw_verdict
 
     drawn, note = draw_verdict(verdict, png)
     if drawn is None:
@@ -104,7 +112,7 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
 
 def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
     """Draw the access map of your graded cell (as last run) beside the answer key's: which program touched what."""
-    from checks.maps import show as draw_map  # matplotlib is imported only when a map is asked for
+    from checks.learner.maps import show as draw_map  # matplotlib is imported only when a map is asked for
 
     return draw_map(number, file=file, case=case)
 

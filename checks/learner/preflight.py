@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 NEEDED = (("torch", "torch"), ("triton", "triton"), ("yaml", "pyyaml"))  # (module, package)
 
 
@@ -37,10 +37,14 @@ def advice(absent: list[str], argv: list[str], root: Path = ROOT) -> str:
     head = f"This Python ({sys.executable}) cannot grade: it has no {names}, which the grader needs."
     in_venv = Path(sys.prefix).resolve() == (root / ".venv").resolve()  # its python is often a symlink
     if venv.exists() and not in_venv:
-        return (f"{head} Use the course's own Python instead: `.venv/bin/python -m checks {args}` "
-                "(or `source .venv/bin/activate` first), or `make check PUZZLE=N`, which picks it for you.")
-    return (f"{head} Run `make check PUZZLE=N` once from the course folder: it sets up .venv with them "
-            f"and grades; afterwards `.venv/bin/python -m checks {args}` works too.")
+        return (
+            f"{head} Use the course's own Python instead: `.venv/bin/python -m checks {args}` "
+            "(or `source .venv/bin/activate` first), or `make check PUZZLE=N`, which picks it for you."
+        )
+    return (
+        f"{head} Run `make check PUZZLE=N` once from the course folder: it sets up .venv with them "
+        f"and grades; afterwards `.venv/bin/python -m checks {args}` works too."
+    )
 
 
 def ensure(argv: list[str], find: Callable[[str], object | None] = _spec) -> int | None:

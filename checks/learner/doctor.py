@@ -1,4 +1,4 @@
-"""`make doctor` (`python -m checks.doctor`): can this machine run the course? What to fix if not.
+"""`make doctor` (`python -m checks.learner.doctor`): can this machine run the course? What to fix if not.
 
 It looks at the Python packages the course needs (versions of python, torch, triton, numpy,
 pyyaml, matplotlib), whether there is a CUDA GPU or kernels will run in Triton's CPU interpreter,
@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from checks.environment import NUMPY_PITFALL_TEXT, numpy_pitfall
+from checks.engine.environment import NUMPY_PITFALL_TEXT, numpy_pitfall
 
 OK, NOTE, PROBLEM = "ok", "note", "PROBLEM"
 MIN_PYTHON = (3, 10)
@@ -70,9 +70,12 @@ def check_python(version: tuple[int, ...] | None = None) -> Finding:
     version = tuple(sys.version_info[:3]) if version is None else version
     text = ".".join(str(v) for v in version)
     if tuple(version[:2]) < MIN_PYTHON:
-        return Finding(PROBLEM, f"python {text} ({sys.executable})",
-                       f"The course needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer: install a newer Python "
-                       "and run `make check PUZZLE=1` to set up the course's .venv with it.")
+        return Finding(
+            PROBLEM,
+            f"python {text} ({sys.executable})",
+            f"The course needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer: install a newer Python "
+            "and run `make check PUZZLE=1` to set up the course's .venv with it.",
+        )
     return Finding(OK, f"python {text} ({sys.executable})")
 
 
@@ -120,13 +123,19 @@ def check_jupyter() -> Finding:
     missing = [name for name in ("ipykernel", "nbformat", "IPython") if _module(name)[0] is None]
     lab = _module("jupyterlab")[0] is not None
     if missing:
-        return Finding(NOTE, f"Jupyter is not installed ({', '.join(missing)} missing): `make lab` installs it, "
-                             "JupyterLab included, into .venv and opens the notebooks; or grade .py files with "
-                             "`make check PUZZLE=N FILE=answer.py`")
+        return Finding(
+            NOTE,
+            f"Jupyter is not installed ({', '.join(missing)} missing): `make lab` installs it, "
+            "JupyterLab included, into .venv and opens the notebooks; or grade .py files with "
+            "`make check PUZZLE=N FILE=answer.py`",
+        )
     if lab:
         return Finding(OK, "Jupyter: JupyterLab is installed; `make lab` opens the notebooks")
-    return Finding(NOTE, "Jupyter: a kernel is installed but not JupyterLab; `make lab` installs JupyterLab into "
-                         ".venv the first time and opens the notebooks (or open them in your editor)")
+    return Finding(
+        NOTE,
+        "Jupyter: a kernel is installed but not JupyterLab; `make lab` installs JupyterLab into "
+        ".venv the first time and opens the notebooks (or open them in your editor)",
+    )
 
 
 def check_registry() -> Finding:
@@ -135,8 +144,11 @@ def check_registry() -> Finding:
 
         puzzles = load_puzzles()
     except Exception as exc:  # noqa: BLE001
-        return Finding(PROBLEM, f"puzzles.yaml cannot be read ({type(exc).__name__}: {exc})",
-                       "Restore puzzles.yaml from git (`git checkout puzzles.yaml`), then run the doctor again.")
+        return Finding(
+            PROBLEM,
+            f"puzzles.yaml cannot be read ({type(exc).__name__}: {exc})",
+            "Restore puzzles.yaml from git (`git checkout puzzles.yaml`), then run the doctor again.",
+        )
     ready = sum(p.ready for p in puzzles)
     return Finding(OK, f"puzzles.yaml: {len(puzzles)} puzzles, {ready} ready")
 
@@ -150,26 +162,41 @@ def check_kernel(interpreter: bool, timeout: float = KERNEL_TIMEOUT, code: str =
     program = f"DEVICE = {'cpu' if interpreter else 'cuda'!r}\n" + code
     start = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-c", program],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        return Finding(PROBLEM, f"a tiny kernel did not finish {where} within {timeout:g} s",
-                       "Something blocks Triton (a busy GPU or a stuck compile cache): close other GPU jobs, "
-                       "delete ~/.triton/cache, and run the doctor again.")
+        return Finding(
+            PROBLEM,
+            f"a tiny kernel did not finish {where} within {timeout:g} s",
+            "Something blocks Triton (a busy GPU or a stuck compile cache): close other GPU jobs, "
+            "delete ~/.triton/cache, and run the doctor again.",
+        )
     seconds = time.monotonic() - start
     if proc.returncode == 0 and "tiny kernel ok" in proc.stdout:
         return Finding(OK, f"a tiny Triton kernel ran {where} and gave the right answer ({seconds:.1f} s)")
     output = (proc.stderr or proc.stdout).strip().splitlines()
     last = output[-1] if output else f"exit code {proc.returncode}"
     if NUMPY_PITFALL_TEXT in proc.stderr:
-        advice = ("Install an older numpy with `pip install 'numpy<2.4'` (or use the course's .venv), "
-                  "then run the doctor again.")
+        advice = (
+            "Install an older numpy with `pip install 'numpy<2.4'` (or use the course's .venv), "
+            "then run the doctor again."
+        )
     elif proc.returncode < 0:
-        advice = (f"The process died (signal {-proc.returncode}): reinstall torch and triton in matching versions "
-                  "(`make env` sets up a .venv that works), then run the doctor again.")
+        advice = (
+            f"The process died (signal {-proc.returncode}): reinstall torch and triton in matching versions "
+            "(`make env` sets up a .venv that works), then run the doctor again."
+        )
     else:
-        advice = (f"Read the error above ({last[:200]}): usually torch and triton do not match; `make env` sets up "
-                  "a .venv with versions that work together.")
+        advice = (
+            f"Read the error above ({last[:200]}): usually torch and triton do not match; `make env` sets up "
+            "a .venv with versions that work together."
+        )
     return Finding(PROBLEM, f"a tiny Triton kernel failed {where}: {last[:200]}", advice)
 
 
@@ -193,9 +220,10 @@ def examine(kernel_timeout: float = KERNEL_TIMEOUT) -> list[Finding]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checks.doctor", description=__doc__.splitlines()[0])
-    parser.add_argument("--timeout", type=float, default=KERNEL_TIMEOUT,
-                        help="seconds for the tiny kernel (default 120)")
+    parser = argparse.ArgumentParser(prog="python -m checks.learner.doctor", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--timeout", type=float, default=KERNEL_TIMEOUT, help="seconds for the tiny kernel (default 120)"
+    )
     args = parser.parse_args(argv)
     print("Checking this machine for the Triton course:", flush=True)
     found = examine(args.timeout)

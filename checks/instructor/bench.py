@@ -1,7 +1,7 @@
-"""`python -m checks.bench [--quick] [--out DIR] [--only 4,9] [--budget S]`: the answer keys against torch.
+"""`python -m checks.instructor.bench [--quick] [--out DIR] [--only 4,9] [--budget S]`: the answer keys against torch.
 
 On a CUDA GPU, times each ready puzzle's answer key and baselines over its `bench.sweep` (puzzles.yaml) with
-the grader's inputs, baselines, work (checks/puzzles) and timer (`checks.timing.bench_ms`), a process per
+the grader's inputs, baselines, work (checks/puzzles) and timer (`checks.engine.timing.bench_ms`), a process per
 puzzle within the time budget, and writes DIR/bench/ (results.csv, meta.json, plots) and DIR/BENCHMARKS.md.
 Without a GPU it exits 1; --smoke: tiny sizes (the interpreter without a GPU); --render DIR: redraw a run's CSV.
 """
@@ -26,14 +26,14 @@ from typing import Any
 import torch
 import triton
 
-from checks.bench_report import Row, Target, csv_record, evaluate, read_csv, write_data, write_outputs
-from checks.memory import Arena
+from checks.engine.memory import Arena
+from checks.engine.source import load_module
+from checks.engine.timing import bench_ms, device_peaks, loosest_tolerance, output_difference, roofline_share
+from checks.instructor.bench_report import Row, Target, csv_record, evaluate, read_csv, write_data, write_outputs
 from checks.puzzles import spec_module
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
-from checks.source import load_module
-from checks.timing import bench_ms, device_peaks, loosest_tolerance, output_difference, roofline_share
 
-__all__ = ["Row", "csv_record", "read_csv", "main"]  # checks.figures reads the CSV through these
+__all__ = ["Row", "csv_record", "read_csv", "main"]  # checks.authoring.figures reads the CSV through these
 NO_GPU = "The benchmark needs a CUDA GPU, and this machine has none: run `make bench` on a machine with one."
 RESERVE_S = 20.0  # kept back for each puzzle still to run, so that a slow one cannot starve the rest
 SMOKE_NOTE = "a --smoke run: tiny sizes that check the benchmark itself; its times mean nothing"
@@ -57,13 +57,32 @@ def plan(puzzle: Puzzle, mode: str = "full") -> list[dict[str, Any]]:
 
 def targets(puzzle: Puzzle) -> list[Target]:
     """The sweep's targets, and the speed_bar as a ratio target at the grader's timing case."""
-    found = [Target(f"{puzzle.title}, {t['series']}, {t['size']}", puzzle.number, t["series"], t["size"], kind,
-                    float(t[kind]), t.get("baseline"))
-             for t in puzzle.sweep.get("targets", []) for kind in ("ratio", "tflops") if kind in t]
+    found = [
+        Target(
+            f"{puzzle.title}, {t['series']}, {t['size']}",
+            puzzle.number,
+            t["series"],
+            t["size"],
+            kind,
+            float(t[kind]),
+            t.get("baseline"),
+        )
+        for t in puzzle.sweep.get("targets", [])
+        for kind in ("ratio", "tflops")
+        if kind in t
+    ]
     at = next((p for p in plan(puzzle) if p["timing"]), None)
     if puzzle.speed_bar and at is not None:
-        found.append(Target(f"{puzzle.title}, {at['series']}, {at['size']} (speed_bar)", puzzle.number, at["series"],
-                            at["size"], "ratio", float(puzzle.speed_bar["min_ratio"])))
+        found.append(
+            Target(
+                f"{puzzle.title}, {at['series']}, {at['size']} (speed_bar)",
+                puzzle.number,
+                at["series"],
+                at["size"],
+                "ratio",
+                float(puzzle.speed_bar["min_ratio"]),
+            )
+        )
     return found
 
 
@@ -98,8 +117,13 @@ def child(job: dict[str, Any]) -> int:
     key = getattr(load_module(puzzle.solution, f"answer_key_{puzzle.stem}"), puzzle.name)
     timer = bench_ms if cuda else lambda fn: 1e3 * min(timeit.repeat(fn, number=1, repeat=3))  # --smoke on a CPU
     peaks = device_peaks() if cuda else None  # the roofline: copy bandwidth and float16 matmul rate
-    meta = {"gpu": torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)", "torch": torch.__version__,
-            "triton": triton.__version__, "cuda": torch.version.cuda or "", "python": sys.version.split()[0]}
+    meta = {
+        "gpu": torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda or "",
+        "python": sys.version.split()[0],
+    }
     print(json.dumps({"meta": dict(meta, **({"peaks": asdict(peaks)} if peaks else {}))}), flush=True)
     for point in job["points"]:
         row = measure(point, puzzle, key, timer, job["device"])
@@ -113,12 +137,21 @@ def child(job: dict[str, Any]) -> int:
 
 
 def run_child(job: dict[str, Any], timeout: float) -> tuple[list[dict[str, Any]], str]:
-    """`python -m checks.bench --child` in its own session, the job on its stdin, killed at `timeout`: the JSON
-    lines it printed, and why it stopped early ('' when it did not)."""
+    """`python -m checks.instructor.bench --child` in its own session, the job on its stdin, killed at `timeout`.
+
+    Returns the JSON lines it printed, and why it stopped early ('' when it did not).
+    """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # it times compiled kernels, but
     env.update({"TRITON_INTERPRET": "1"} if job["device"] == "cpu" else {})  # --smoke without a GPU: the interpreter
-    proc = subprocess.Popen([sys.executable, "-m", "checks.bench", "--child"], cwd=ROOT, env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "checks.instructor.bench", "--child"],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         output = proc.communicate(json.dumps(job), timeout=max(timeout, 1.0))[0]
         problem = f"its process ended with exit status {proc.returncode}" if proc.returncode else ""
@@ -135,8 +168,11 @@ def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Pat
     """Each puzzle in its own process; its points that did not report become 'not run' rows."""
     start, rows, meta = time.monotonic(), [], {"notes": [SMOKE_NOTE] if mode == "smoke" else []}
     runnable = [p for p in puzzles if p.ready and p.sweep and p.solution.exists()]
-    meta["notes"] += [f"puzzle {p.number} ({p.slug}): not ready, or no bench.sweep or answer key: skipped"
-                      for p in puzzles if p not in runnable]
+    meta["notes"] += [
+        f"puzzle {p.number} ({p.slug}): not ready, or no bench.sweep or answer key: skipped"
+        for p in puzzles
+        if p not in runnable
+    ]
     for index, p in enumerate(runnable):
         points, problem, got = plan(p, mode), "the time budget was spent", []
         left = budget - (time.monotonic() - start) - RESERVE_S * (len(runnable) - index - 1)
@@ -147,8 +183,11 @@ def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Pat
             got, problem = [Row(**r["row"]) for r in records if "row" in r], problem or "it stopped early"
             meta = {**next((r["meta"] for r in records if "meta" in r), {}), **meta}  # the first report stays
         done = {(r.series, r.size) for r in got}
-        got += [Row(p.number, p.slug, pt["series"], pt["size"], pt["x"], status=f"not run: {problem}")
-                for pt in points if (pt["series"], pt["size"]) not in done]
+        got += [
+            Row(p.number, p.slug, pt["series"], pt["size"], pt["x"], status=f"not run: {problem}")
+            for pt in points
+            if (pt["series"], pt["size"]) not in done
+        ]
         if len(got) > len(done):
             meta["notes"].append(f"puzzle {p.number}: {len(got) - len(done)} size(s) not run: {problem}")
         rows += sorted(got, key=lambda r: (list(p.sweep["series"]).index(r.series), r.x))
@@ -157,11 +196,14 @@ def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checks.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m checks.instructor.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes (the target sizes and a few more)")
     parser.add_argument("--out", type=Path, help="where bench/ and BENCHMARKS.md go (default: the repository)")
-    parser.add_argument("--only", type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
-                        help="comma-separated puzzle numbers (default: every ready puzzle)")
+    parser.add_argument(
+        "--only",
+        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
+        help="comma-separated puzzle numbers (default: every ready puzzle)",
+    )
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole sweep")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the CPU interpreter without a GPU)")
     parser.add_argument("--render", type=Path, metavar="DIR", help="redraw from DIR/bench/results.csv")
@@ -186,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         mode = "smoke" if args.smoke else "quick" if args.quick else "full"
         puzzles = [p for p in load_puzzles() if args.only is None or str(p.number) in args.only]
         rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out)
-        meta["command"] = " ".join(["python -m checks.bench", *argv])
+        meta["command"] = " ".join(["python -m checks.instructor.bench", *argv])
         meta["seconds"] = round(time.monotonic() - start)
         write_data(rows, meta, out)
     goals = [t for p in load_puzzles() if p.sweep for t in targets(p)]

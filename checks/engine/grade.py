@@ -1,7 +1,7 @@
 """Grade one submission: prepare its code, run the grading stage(s), and return the verdict.
 
 On a GPU a passing submission is graded a second time in Triton's interpreter, which sees every
-load. Each stage runs the learner's code in its own grading process (`checks.child`) and judges
+load. Each stage runs the learner's code in its own grading process (`checks.engine.child`) and judges
 what it reports here, in a process that never ran that code (`checks.engine.verdicts`).
 """
 
@@ -20,9 +20,9 @@ import torch
 
 from checks import verdict as V
 from checks.engine.protocol import Job
+from checks.engine.source import SubmissionError, notebook_code
 from checks.engine.verdicts import Stage
 from checks.registry import ROOT, Puzzle
-from checks.source import SubmissionError, notebook_code
 
 Progress = Callable[[dict[str, Any]], None]
 

@@ -1,4 +1,4 @@
-"""`make grade DIR=...` (`python -m checks.classroom DIR [--out DIR2] [--timeout S]`): grade a class.
+"""`make grade DIR=...` (`python -m checks.instructor.classroom DIR [--out DIR2] [--timeout S]`): grade a class.
 
 Instructors collect one file per learner per puzzle, a `.py` file or a notebook, named so that
 both the learner and the puzzle are clear. Either naming works, and they can be mixed:
@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import verdict as V
+from checks.engine.grade import grade
+from checks.engine.source import SubmissionError
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
-from checks.sandbox import grade
-from checks.source import SubmissionError
 
 SUFFIXES = (".py", ".ipynb")
 DEFAULT_OUT = ROOT / "build" / "grades"
@@ -113,13 +113,23 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
                     continue
                 rel = path.relative_to(root)
                 if len(rel.parts) != 2:
-                    warnings.append(Notice("name", f"{rel}: submissions go directly in the learner's folder "
-                                                   f"({entry.name}/), not deeper; skipped."))
+                    warnings.append(
+                        Notice(
+                            "name",
+                            f"{rel}: submissions go directly in the learner's folder "
+                            f"({entry.name}/), not deeper; skipped.",
+                        )
+                    )
                     continue
                 match = _IN_FOLDER.match(path.stem)
                 if not match:
-                    warnings.append(Notice("name", f"{rel}: the file name does not start with a puzzle number "
-                                                   f"(e.g. 01_vector_add{path.suffix}); skipped."))
+                    warnings.append(
+                        Notice(
+                            "name",
+                            f"{rel}: the file name does not start with a puzzle number "
+                            f"(e.g. 01_vector_add{path.suffix}); skipped.",
+                        )
+                    )
                     continue
                 puzzle = _puzzle(match.group(1), path, root, warnings)
                 if puzzle:
@@ -127,9 +137,14 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
         elif entry.is_file() and entry.suffix in SUFFIXES:
             match = _FLAT.match(entry.stem)
             if not match:
-                warnings.append(Notice("name", f"{entry.name}: the name does not say the learner and the puzzle "
-                                               f"(e.g. alice_01{entry.suffix} or alice/01_vector_add{entry.suffix}); "
-                                               "skipped."))
+                warnings.append(
+                    Notice(
+                        "name",
+                        f"{entry.name}: the name does not say the learner and the puzzle "
+                        f"(e.g. alice_01{entry.suffix} or alice/01_vector_add{entry.suffix}); "
+                        "skipped.",
+                    )
+                )
                 continue
             puzzle = _puzzle(match.group(2), entry, root, warnings)
             if puzzle:
@@ -138,9 +153,14 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
     for s in found:
         key = (s.learner, s.puzzle.number)
         if key in seen:
-            warnings.append(Notice("doubled", f"{s.path.relative_to(root)}: {s.learner} has another submission for "
-                                              f"puzzle {s.puzzle.number} ({seen[key].relative_to(root)}); both are "
-                                              "graded."))
+            warnings.append(
+                Notice(
+                    "doubled",
+                    f"{s.path.relative_to(root)}: {s.learner} has another submission for "
+                    f"puzzle {s.puzzle.number} ({seen[key].relative_to(root)}); both are "
+                    "graded.",
+                )
+            )
         else:
             seen[key] = s.path
     found.sort(key=lambda s: (s.puzzle.order, s.learner, str(s.path)))
@@ -178,8 +198,11 @@ def grade_all(submissions: list[Submission], root: Path, timeout: float | None, 
         nonlocal done
         done += 1
         s = r.submission
-        print(f"[{done:>{width}}/{len(submissions)}] puzzle {s.puzzle.number}, {s.learner} "
-              f"({s.path.relative_to(root)}): {r.status} ({r.seconds:.1f} s)", flush=True)
+        print(
+            f"[{done:>{width}}/{len(submissions)}] puzzle {s.puzzle.number}, {s.learner} "
+            f"({s.path.relative_to(root)}): {r.status} ({r.seconds:.1f} s)",
+            flush=True,
+        )
         if not r.passed:
             print(f"    {terminal_summary(r, timeout)}", flush=True)
 
@@ -202,8 +225,16 @@ def write_csv(results: list[Result], path: Path, root: Path) -> None:
         writer.writerow(["learner", "puzzle", "status", "summary", "seconds", "file"])
         for r in results:
             s = r.submission
-            writer.writerow([s.learner, s.puzzle.number, r.status, r.summary, f"{r.seconds:.1f}",
-                             s.path.relative_to(root).as_posix()])
+            writer.writerow(
+                [
+                    s.learner,
+                    s.puzzle.number,
+                    r.status,
+                    r.summary,
+                    f"{r.seconds:.1f}",
+                    s.path.relative_to(root).as_posix(),
+                ]
+            )
 
 
 def write_junit(results: list[Result], path: Path, root: Path) -> None:
@@ -219,8 +250,14 @@ def write_junit(results: list[Result], path: Path, root: Path) -> None:
         counts = {"tests": len(group), "failures": 0, "errors": 0, "skipped": 0, "time": sum(r.seconds for r in group)}
         for r in group:
             s = r.submission
-            case = ET.SubElement(suite, "testcase", name=s.learner, classname=f"puzzle{puzzle.stem}",
-                                 file=s.path.relative_to(root).as_posix(), time=f"{r.seconds:.3f}")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                name=s.learner,
+                classname=f"puzzle{puzzle.stem}",
+                file=s.path.relative_to(root).as_posix(),
+                time=f"{r.seconds:.3f}",
+            )
             if r.passed:
                 continue
             if r.status == V.NOT_READY:
@@ -248,18 +285,27 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m checks.classroom", description="Grade a folder of submissions. " + NAMING)
+    parser = _Parser(
+        prog="python -m checks.instructor.classroom", description="Grade a folder of submissions. " + NAMING
+    )
     parser.add_argument("dir", type=Path, help="the folder of submissions")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="where to write grades.csv and grades.xml (default: build/grades)")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="where to write grades.csv and grades.xml (default: build/grades)"
+    )
     parser.add_argument("--timeout", type=float, help="seconds per submission (default: the puzzle's, 120)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="submissions graded at once (default 1; keep 1 on a GPU so that timings are fair)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="submissions graded at once (default 1; keep 1 on a GPU so that timings are fair)",
+    )
     args = parser.parse_args(argv)
     root: Path = args.dir
     if not root.is_dir():
-        print(f"There is no folder {root}: give the folder of submissions, e.g. make grade DIR=submissions/.",
-              file=sys.stderr)
+        print(
+            f"There is no folder {root}: give the folder of submissions, e.g. make grade DIR=submissions/.",
+            file=sys.stderr,
+        )
         return 2
     if args.jobs < 1:
         print("--jobs must be 1 or more.", file=sys.stderr)
@@ -294,8 +340,10 @@ def limit_of(result: Result, timeout: float | None) -> float:
 def terminal_summary(result: Result, timeout: float | None) -> str:
     """The one line under a result that did not pass; a timeout gets the instructor's version."""
     if result.status == V.TIMEOUT:
-        return (f"ran past the {limit_of(result, timeout):g} s time limit (an endless loop, or just slow); "
-                "the summary at the end says how to allow longer.")
+        return (
+            f"ran past the {limit_of(result, timeout):g} s time limit (an endless loop, or just slow); "
+            "the summary at the end says how to allow longer."
+        )
     return result.summary
 
 
@@ -304,24 +352,32 @@ def class_summary(results: list[Result], warnings: list[Notice], root: Path, tim
     lines = [f"{sum(r.passed for r in results)} of {len(results)} submissions passed."]
     tampered = [r for r in results if r.status == V.TAMPERED]
     if tampered:
-        lines.append(f"{len(tampered)} submission(s) were not graded because their grading process was tampered with "
-                     "or ended before reporting (status 'tampered'; the reason is in their rows of the reports): "
-                     "read those files before trusting any result for them.")
+        lines.append(
+            f"{len(tampered)} submission(s) were not graded because their grading process was tampered with "
+            "or ended before reporting (status 'tampered'; the reason is in their rows of the reports): "
+            "read those files before trusting any result for them."
+        )
     slow = [r for r in results if r.status == V.TIMEOUT]
     if slow:
         longest = max(limit_of(r, timeout) for r in slow)
         longer = f"--timeout {max(300, 2 * longest):g}"
-        lines.append(f"{len(slow)} submission(s) ran past the {longest:g} s time limit: if they are only slow, "
-                     f'grade again with more time, e.g. make grade DIR={root} ARGS="{longer}".')
+        lines.append(
+            f"{len(slow)} submission(s) ran past the {longest:g} s time limit: if they are only slow, "
+            f'grade again with more time, e.g. make grade DIR={root} ARGS="{longer}".'
+        )
     names = [w for w in warnings if w.kind == "name"]
     doubled = [w for w in warnings if w.kind == "doubled"]
     if names:
-        lines.append(f"{len(names)} file(s) skipped because their names do not fit (listed above as warnings): "
-                     f"rename them and grade again. {NAMING}")
+        lines.append(
+            f"{len(names)} file(s) skipped because their names do not fit (listed above as warnings): "
+            f"rename them and grade again. {NAMING}"
+        )
     if doubled:
-        lines.append(f"{len(doubled)} submission(s) doubled: the learner has another file for the same puzzle "
-                     "(listed above as warnings); every file was graded and has its own row in the reports, "
-                     "so remove the extra ones and grade again if only one should count.")
+        lines.append(
+            f"{len(doubled)} submission(s) doubled: the learner has another file for the same puzzle "
+            "(listed above as warnings); every file was graded and has its own row in the reports, "
+            "so remove the extra ones and grade again if only one should count."
+        )
     return lines
 
 

@@ -1,6 +1,6 @@
 """Your progress: the last verdict of each puzzle, and how many hints you have seen.
 
-`make progress` (`python -m checks.progress`) prints the table. The grader records a verdict
+`make progress` (`python -m checks.learner.progress`) prints the table. The grader records a verdict
 each time you check a puzzle (`make check`, `python -m checks N`, or `check(N)` in a notebook);
 `make hint` remembers how many hints it has shown. Everything lives in one small JSON file,
 `.progress.json` at the course root (git-ignored, never committed). A missing or unreadable
@@ -74,8 +74,12 @@ def load(path: Path | None = None) -> dict[str, Any]:
     except ValueError:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("puzzles"), dict):
-        _say_once(path, "read", f"Your progress file {path} is damaged (not the JSON the grader writes); "
-                        "starting a fresh one, so earlier verdicts and hint counts are forgotten.")
+        _say_once(
+            path,
+            "read",
+            f"Your progress file {path} is damaged (not the JSON the grader writes); "
+            "starting a fresh one, so earlier verdicts and hint counts are forgotten.",
+        )
         return _fresh()
     data["puzzles"] = {k: v for k, v in data["puzzles"].items() if isinstance(v, dict)}
     return data
@@ -128,8 +132,14 @@ def record(verdict: V.Verdict, path: Path | None = None, source: str = "") -> bo
         return False
     data = load(path)
     e = entry(data, verdict.puzzle)
-    e.update(status=verdict.status, time=now(), mode=verdict.mode, device=verdict.device,
-             summary=verdict.summary[:300], source=source)
+    e.update(
+        status=verdict.status,
+        time=now(),
+        mode=verdict.mode,
+        device=verdict.device,
+        summary=verdict.summary[:300],
+        source=source,
+    )
     ratio = verdict.timings.get("ratio_vs_baseline") if verdict.timings else None
     if isinstance(ratio, (int, float)) and ratio > 0:
         e["last_ratio"] = float(ratio)
@@ -198,7 +208,7 @@ def next_step(data: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checks.progress", description="Print your progress.")
+    parser = argparse.ArgumentParser(prog="python -m checks.learner.progress", description="Print your progress.")
     parser.add_argument("--file", type=Path, help=f"the progress file (default: {DEFAULT_FILE.name} at the root)")
     args = parser.parse_args(argv)
     path = args.file if args.file is not None else progress_file()
@@ -207,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(next_step(data))
     if any(e.get("source") for e in data["puzzles"].values() if e.get("status")):
-        print("A verdict 'from FILE' came from `make check FILE=...`, not from the puzzle's notebook; "
-              "`make check PUZZLE=N` without FILE grades the notebook and records its verdict instead.")
+        print(
+            "A verdict 'from FILE' came from `make check FILE=...`, not from the puzzle's notebook; "
+            "`make check PUZZLE=N` without FILE grades the notebook and records its verdict instead."
+        )
     if path is not None and not path.exists():
         print(f"(No verdicts recorded yet: they are kept in {path.name} once you check a puzzle.)")
     return 0

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import verdict as V
+from checks.authoring.wrong import known_wrong, materialize, name_of
+from checks.engine.grade import grade
 from checks.engine.rulebook import all_rules
 from checks.registry import Puzzle, load_puzzles, puzzle_id
-from checks.sandbox import grade
-from checks.wrong import known_wrong, materialize, name_of
 
 
 @dataclass
@@ -114,7 +114,7 @@ def table(rows: list[Row]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checks.answer_key", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m checks.instructor.solutions", description=__doc__.splitlines()[0])
     parser.add_argument("--puzzle", type=puzzle_id, action="append", help="only these puzzles (repeatable)")
     parser.add_argument(
         "--jobs", type=int, default=min(8, os.cpu_count() or 2), help="known-wrong kernels graded at once"

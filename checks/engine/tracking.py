@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from checks.memory import Arena, poisonable
+from checks.engine.memory import Arena, poisonable
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Draw where an output is wrong: a heat map of |yours - expected|, one cell per element.
 
 When a case fails with wrong or unwritten values, the grading process saves the error map of
-that output (see `Grader.save_picture` in `checks/child.py`): a torch file with the keys
+that output (see `Grader.save_picture` in `checks/engine/child.py`): a torch file with the keys
 error (float64 |yours - expected|, NaN where unwritten or NaN), bad (bool), dims (a word per
 dimension), name, case, headline and blocks (the BLOCK_* constants the kernel was launched with,
 when they were passed by keyword). This module turns it into a PNG:
@@ -18,7 +18,7 @@ Colours: right elements are light grey, wrong ones coloured by the size of the e
 elements never written (or NaN/inf) red. Large outputs are shrunk by showing the worst element of
 each patch, so a single wrong element never disappears.
 
-`python -m checks.picture ERRORS.pt OUT.png` draws a saved file; the grader calls `save_png`.
+`python -m checks.learner.picture ERRORS.pt OUT.png` draws a saved file; the grader calls `save_png`.
 """
 
 from __future__ import annotations
@@ -86,8 +86,13 @@ def fold_1d(error: np.ndarray, bad: np.ndarray, block: int | None) -> Layout:
     padded_error[:n] = error
     category = np.full(rows * width, PAST_END, dtype=np.int8)
     category[:n] = _categories(error, bad)
-    layout = Layout(padded_error.reshape(rows, width), category.reshape(rows, width), row_label=row_is,
-                    col_label=f"offset in the {row_is} (element = {row_is} x {width} + offset)", where="")
+    layout = Layout(
+        padded_error.reshape(rows, width),
+        category.reshape(rows, width),
+        row_label=row_is,
+        col_label=f"offset in the {row_is} (element = {row_is} x {width} + offset)",
+        where="",
+    )
     if block and block != width:
         if width % block == 0:
             layout.col_block = block
@@ -189,14 +194,27 @@ def figure(data: dict[str, Any]):
     if finite.size:
         low, high = float(finite.min()), float(finite.max())
         norm = LogNorm(max(low, high * 1e-12), high) if low > 0 and high / low > 20 else Normalize(0.0, high)
-        image = ax.imshow(np.ma.masked_invalid(shown), cmap="viridis", norm=norm, extent=extent, aspect="auto",
-                          interpolation="nearest")
+        image = ax.imshow(
+            np.ma.masked_invalid(shown),
+            cmap="viridis",
+            norm=norm,
+            extent=extent,
+            aspect="auto",
+            interpolation="nearest",
+        )
         fig.colorbar(image, ax=ax, label="|yours - expected|", shrink=0.9)
     _grid(ax, layout, rows, cols)
     few = np.argwhere(category >= WRONG)
     if 0 < len(few) <= MAX_RINGS and category.size >= 50 * len(few):  # ring the few wrong cells so none is missed
-        ax.scatter((few[:, 1] + 0.5) * fx, (few[:, 0] + 0.5) * fy, s=120, facecolors="none", edgecolors="#000000",
-                   linewidths=1.2, clip_on=False)
+        ax.scatter(
+            (few[:, 1] + 0.5) * fx,
+            (few[:, 0] + 0.5) * fy,
+            s=120,
+            facecolors="none",
+            edgecolors="#000000",
+            linewidths=1.2,
+            clip_on=False,
+        )
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
     _centred_ticks(ax.xaxis, cols)
@@ -273,8 +291,10 @@ def draw_verdict(verdict, out: Path | str) -> tuple[Path | None, str]:
         return None, ""
     source = Path(verdict.picture_data) if verdict.picture_data else None
     if source is None or not source.exists():
-        return None, ("No picture for this failure: it is not about wrong or unwritten output values, "
-                      "so the report above says all there is.")
+        return None, (
+            "No picture for this failure: it is not about wrong or unwritten output values, "
+            "so the report above says all there is."
+        )
     try:
         png = save_png(source, out)
     except ImportError as exc:
@@ -287,7 +307,7 @@ def draw_verdict(verdict, out: Path | str) -> tuple[Path | None, str]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("Usage: python -m checks.picture ERRORS.pt OUT.png", file=sys.stderr)
+        print("Usage: python -m checks.learner.picture ERRORS.pt OUT.png", file=sys.stderr)
         return 2
     print(f"Picture saved to {save_png(args[0], args[1])}")
     return 0

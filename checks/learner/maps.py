@@ -1,6 +1,6 @@
 """Access maps: which program touched what, for your kernel beside the answer key's.
 
-    python -m checks.maps N [--file F | --solution] [--case I] [--out PNG]
+    python -m checks.learner.maps N [--file F | --solution] [--case I] [--out PNG]
     make map PUZZLE=N [FILE=...]
 
 runs the submission (by default your notebook's graded cell) and the answer key, each in a child
@@ -48,7 +48,7 @@ def record_in_child(number: int, path: Path, case: int, timeout: float) -> dict[
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
         out = Path(tmp) / "log.pt"
-        command = [sys.executable, "-m", "checks.maps", "--record", str(number), str(path), str(case), str(out)]
+        command = [sys.executable, "-m", "checks.learner.maps", "--record", str(number), str(path), str(case), str(out)]
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
@@ -283,6 +283,7 @@ _SWEEPS = {
 
 def _program_visits(prog: np.ndarray, names: dict[int, str], image: np.ndarray) -> tuple[list, str | None]:
     """Fill the image with the order in which one program paired query and key tiles."""
+
     def rows_of(row: np.ndarray) -> tuple[int, int]:
         return int(row[F["lo2"]]), int(row[F["hi2"]]) + 1
 
@@ -400,12 +401,17 @@ def draw(number: int, mine: dict[str, Any], key: dict[str, Any] | None, png: Pat
 
 # -- commands --------------------------------------------------------------------------------------
 def make_map(
-    puzzle: Puzzle, file: Path | None = None, *, solution: bool = False, case: int = 0, out: Path | None = None,
+    puzzle: Puzzle,
+    file: Path | None = None,
+    *,
+    solution: bool = False,
+    case: int = 0,
+    out: Path | None = None,
     source: tuple[str, str] | None = None,
 ) -> tuple[Path, list[str]]:
     """Record the submission and the answer key, draw the map; (png, traffic lines)."""
+    from checks.engine.grade import prepare
     from checks.engine.traffic import traffic_lines
-    from checks.sandbox import prepare
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
         submission, _ = prepare(puzzle, file, solution, Path(tmp), source)
@@ -418,8 +424,8 @@ def make_map(
 
 def show(number: int, file: str | None = None, case: int = 0) -> Path | None:
     """In a notebook: draw the access map of your graded cell (as last run) beside the answer key's."""
-    from checks.notebook import _ran_cells
-    from checks.source import as_module
+    from checks.engine.source import as_module
+    from checks.learner.notebook import _ran_cells
 
     puzzle = get_puzzle(number)
     cells = [] if file else _ran_cells(number)
@@ -445,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--record"]:
         _, number, path, case, out = argv
         return _child(int(number), path, int(case), out)
-    parser = argparse.ArgumentParser(prog="python -m checks.maps", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m checks.learner.maps", description=__doc__.split("\n\n")[0])
     parser.add_argument("puzzle", type=int)
     parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")
     parser.add_argument("--solution", action="store_true", help="map the answer key alone")

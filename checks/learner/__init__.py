@@ -1,0 +1,1 @@
+"""Commands for learners: hints, progress, the doctor, pictures and maps, the notebook helpers."""
