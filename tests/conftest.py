@@ -24,12 +24,36 @@ def machine_mode() -> str:
     return "gpu" if torch.cuda.is_available() else "interpreter"
 
 
+# Tests that grade in a grading process, run notebooks, or record kernels in the interpreter: seconds
+# each. `make test-fast` (pytest -m "not slow") leaves them out; `make test` runs everything.
+SLOW_MODULES = {"test_notebooks", "test_classroom", "test_html", "test_answer_key", "test_integrity_slow"}
+SLOW_TESTS = {
+    "test_right_answers_in_other_styles_pass", "test_broken_submissions_get_a_verdict_not_a_traceback",
+    "test_cli_exit_codes", "test_a_lettered_step_is_graded_by_its_id", "test_watcher_flags_torch_arithmetic",
+    "test_right_answers_run_no_torch", "test_known_wrong_token_kernels_are_caught_by_the_rule",
+    "test_token_kernel_plus_torch_answer_is_flagged",
+    "test_the_cli_says_when_it_records_a_file_that_is_not_the_notebook",
+    "test_the_terminal_saves_the_picture_with_picture_path", "test_a_terminal_failure_says_how_to_get_the_picture",
+    "test_a_failing_notebook_check_saves_the_picture_beside_the_notebook", "test_a_failing_case_saves_its_error_map",
+    "test_the_picture_is_drawn_with_the_unwritten_tail_in_red", "test_a_notebook_check_takes_a_seed",
+    "test_matmul_fast_answer_key_passes_and_row_major_order_fails",
+    "test_flash_attention_2_forward_skips_causal_blocks",
+    "test_flash_attention_2_backward_skips_causal_blocks_and_never_stores_p", "test_this_machine_is_healthy",
+    "test_a_hanging_kernel_is_cut_off", "test_write_outputs_puts_everything_under_out", "test_smoke_run_end_to_end",
+    "test_render_redraws_the_recorded_run", "test_plots_are_pngs", "test_recording_example",
+    "test_maps_draw_each_kind_of_puzzle", "test_map_command_records_in_a_child_and_writes_a_png",
+    "test_loads_and_stores_are_counted_per_element_and_program",
+}  # fmt: skip
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """`gpu` tests need a CUDA GPU; `interpreter` tests assert what only a CPU-only run shows."""
+    """Mark the slow tests; `gpu` tests need a CUDA GPU; `interpreter` tests assert what only a CPU-only run shows."""
     import torch
 
     gpu = torch.cuda.is_available()
     for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES or item.originalname in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
         if "gpu" in item.keywords and not gpu:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
         if "interpreter" in item.keywords and gpu:
