@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+import torch
+
+# Without a GPU, Triton must be in interpreter mode before anything imports it: tests that run
+# kernels in-process (the watchers, the recorder) would otherwise meet compiled kernels they cannot run.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from checks.authoring.wrong import known_wrong, name_of
 from checks.registry import ROOT, Puzzle, load_puzzles

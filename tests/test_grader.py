@@ -150,7 +150,12 @@ def test_an_interpreter_fault_fails_a_submission_that_passed_on_the_gpu():
     merged = merge_interpreter_stage(gpu(), failed)
     assert merged.status == V.FAILED and "3.00 times" in merged.summary and "interpreter" in merged.summary
     crashed = V.Verdict(7, V.ERROR, "Your code raised KeyError", mode="interpreter")
-    kept = merge_interpreter_stage(gpu(), crashed)
+    refused = merge_interpreter_stage(gpu(), crashed)  # raising only in the interpreter would dodge the rules
+    assert refused.status == V.ERROR and "raised KeyError" in refused.summary
+    slow = merge_interpreter_stage(gpu(), V.Verdict(7, V.TIMEOUT, "ran past the 120 s time limit", mode="interpreter"))
+    assert slow.status == V.TIMEOUT
+    broken = V.Verdict(7, V.ENVIRONMENT, "numpy 2.4 breaks Triton 3.6's interpreter", mode="interpreter")
+    kept = merge_interpreter_stage(gpu(), broken)
     assert kept.passed and "not checked" in kept.details[-1]
     assert merge_interpreter_stage(gpu(), V.Verdict(7, V.PASSED, "ok", mode="interpreter")).passed
 

@@ -114,22 +114,28 @@ INTERPRETER_STAGE = "  ... and once more in Triton's CPU interpreter, which sees
 
 
 def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
-    """The GPU verdict, failed when the interpreter found a fault, annotated when it could not run."""
+    """The GPU verdict, failed unless the interpreter stage passed too (or could not run through no fault of the code).
+
+    The interpreter stage is where loads and the puzzle's rules are checked, so a submission that
+    raises, hangs or breaks a rule only there does not pass: it would otherwise dodge those rules.
+    """
     if cpu.passed:
         gpu.details.append("Interpreter check: every load stayed inside its tensor and the puzzle's rules held.")
         return gpu
-    if cpu.status in (V.FAILED, V.TAMPERED):
-        gpu.status, gpu.rule = cpu.status, cpu.rule
-        gpu.summary = (
-            f"Every GPU case matched, but in Triton's interpreter, where the grader sees every load: {cpu.summary}"
+    if cpu.status in (V.ENVIRONMENT, V.INTERNAL):
+        gpu.details.append(
+            f"Interpreter check not done ({cpu.status}: {cpu.summary}); loads outside tensors and the puzzle's "
+            "rules were not checked."
         )
-        first = next((c for c in cpu.cases if not c.passed), None)
-        if first is not None:
-            gpu.details.append(f"Interpreter case {first.index + 1} ({first.description}): {first.problem}")
-            gpu.details += first.details
         return gpu
-    gpu.details.append(
-        f"Interpreter check not done ({cpu.status}: {cpu.summary}); loads outside tensors and the puzzle's "
-        "rules on passes were not checked."
+    gpu.status, gpu.rule = cpu.status, cpu.rule
+    gpu.summary = (
+        "Every GPU case matched, but in Triton's interpreter, where the grader sees every load and checks the "
+        f"puzzle's rules: {cpu.summary}"
     )
+    first = next((c for c in cpu.cases if not c.passed), None)
+    if first is not None:
+        gpu.details.append(f"Interpreter case {first.index + 1} ({first.description}): {first.problem}")
+        gpu.details += first.details
+    gpu.details += cpu.details
     return gpu
