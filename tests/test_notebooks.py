@@ -6,15 +6,14 @@ import json
 
 import pytest
 
-# A GPU machine without network has no Jupyter: these tests need it to execute notebooks.
-nbformat = pytest.importorskip("nbformat", reason="executing notebooks needs nbformat and nbclient (make env-dev)")
-NotebookClient = pytest.importorskip(
-    "nbclient", reason="executing notebooks needs nbclient (make env-dev)"
-).NotebookClient
-
 from checks.authoring.build import build_notebook, setup_notebook
 from checks.registry import ROOT
 from tests.conftest import puzzle_params
+
+# A GPU machine without network has no Jupyter: these tests need it to execute notebooks.
+WHY = "executing notebooks needs nbformat and nbclient (make env-dev)"
+nbformat = pytest.importorskip("nbformat", reason=WHY)
+NotebookClient = pytest.importorskip("nbclient", reason=WHY).NotebookClient
 
 
 def execute(notebook: dict) -> nbformat.NotebookNode:
