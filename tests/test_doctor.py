@@ -58,10 +58,11 @@ def test_each_problem_gets_one_sentence_and_exit_1(monkeypatch, capsys):
 
 
 def test_jupyterlab_is_reported_and_make_lab_is_said_to_install_it(monkeypatch):
-    real = doctor._module
-    monkeypatch.setattr(doctor, "_module", lambda name: (None, None) if name == "jupyterlab" else real(name))
+    monkeypatch.setattr(doctor, "_module", lambda name: (None, None) if name == "jupyterlab" else (object(), None))
     finding = doctor.check_jupyter()
     assert "not JupyterLab" in finding.what and "`make lab` installs JupyterLab" in finding.what
+    monkeypatch.setattr(doctor, "_module", lambda name: (None, None))
+    assert "`make lab` installs it" in doctor.check_jupyter().what
     monkeypatch.setattr(doctor, "_module", lambda name: (object(), None))
     assert "JupyterLab is installed" in doctor.check_jupyter().what
 
