@@ -57,6 +57,21 @@ class _Reader:
         return [line for line in complete.decode("utf-8", errors="replace").splitlines() if line.strip()]
 
 
+def start_module(module: str, *args: str, env: dict[str, str], stdout: Any, text: bool = False) -> subprocess.Popen:
+    """`python -m module args` from the repository root, in its own session (so that a kill takes its children too),
+    stdin a pipe, stderr into stdout."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.STDOUT if stdout is not subprocess.PIPE else None,
+        stdin=subprocess.PIPE,
+        text=text,
+        start_new_session=True,
+    )
+
+
 def _kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -91,15 +106,7 @@ def run_child(
     start = time.monotonic()
     timed_out, commanded = False, False
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "checks.engine.child", str(job_path), str(events_path)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.PIPE,
-            start_new_session=True,
-        )
+        proc = start_module("checks.engine.child", str(job_path), str(events_path), env=env, stdout=log)
         stream.token = secrets.token_hex(16)
         _write(proc, stream.token)
         while True:

@@ -27,6 +27,7 @@ import torch
 import triton
 
 from checks.engine.memory import Arena
+from checks.engine.process import start_module
 from checks.engine.source import load_module
 from checks.engine.timing import bench_ms, device_peaks, loosest_tolerance, output_difference, roofline_share
 from checks.instructor.bench_report import Row, Target, csv_record, evaluate, read_csv, write_data, write_outputs
@@ -143,15 +144,7 @@ def run_child(job: dict[str, Any], timeout: float) -> tuple[list[dict[str, Any]]
     """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # it times compiled kernels, but
     env.update({"TRITON_INTERPRET": "1"} if job["device"] == "cpu" else {})  # --smoke without a GPU: the interpreter
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "checks.instructor.bench", "--child"],
-        cwd=ROOT,
-        env=env,
-        text=True,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        start_new_session=True,
-    )
+    proc = start_module("checks.instructor.bench", "--child", env=env, stdout=subprocess.PIPE, text=True)
     try:
         output = proc.communicate(json.dumps(job), timeout=max(timeout, 1.0))[0]
         problem = f"its process ended with exit status {proc.returncode}" if proc.returncode else ""

@@ -90,12 +90,16 @@ def baselines(inputs: dict[str, Any]) -> dict[str, BaselineFn]:
     return sdpa_backends(inputs, inputs["causal"])
 
 
-def attention_work(q: torch.Tensor, causal: bool) -> Work:
+def attention_work(q: torch.Tensor, causal: bool, matmuls: int = 2, tensors: int = 4) -> Work:
+    """`matmuls` (N, N, D)-sized products at 2 flops per multiply-add, half when causal; `tensors` (B, H, N, D) moved.
+
+    The forward: q k^T and p v, reading q, k, v and writing o.
+    """
     b, h, n, d = q.shape
-    flops = 4.0 * b * h * n * n * d  # two matmuls (q k^T and p v), 2 flops per multiply-add
+    flops = matmuls * 2.0 * b * h * n * n * d
     if causal:
         flops /= 2
-    return Work(bytes=4 * b * h * n * d * q.element_size(), flops=flops)
+    return Work(bytes=tensors * b * h * n * d * q.element_size(), flops=flops)
 
 
 def work(inputs: dict[str, Any]) -> Work:

@@ -15,6 +15,7 @@ import torch
 
 from checks.engine.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
+from checks.puzzles.p09_flash_attention_v2_fwd import attention_work
 
 Q_DIMS = ("batch", "heads", "query rows", "head-dim columns")
 KV_DIMS = ("batch", "heads", "key rows", "head-dim columns")
@@ -119,10 +120,6 @@ def baselines(inputs: dict[str, Any]) -> dict[str, BaselineFn]:
 
 
 def work(inputs: dict[str, Any]) -> Work:
-    b, h, n, d = inputs["q"].shape
-    # Counted as in Triton's fused-attention tutorial: 2.5x the forward's two matmuls
-    # (the backward's five matmuls), half of it when causal.
-    flops = 2.5 * 4.0 * b * h * n * n * d
-    if inputs["causal"]:
-        flops /= 2
-    return Work(bytes=8 * b * h * n * d * inputs["q"].element_size(), flops=flops)
+    # Counted as in Triton's fused-attention tutorial: the backward's five matmuls (2.5x the forward's two);
+    # reads q, k, v, o, do and writes dq, dk, dv.
+    return attention_work(inputs["q"], inputs["causal"], matmuls=5, tensors=8)

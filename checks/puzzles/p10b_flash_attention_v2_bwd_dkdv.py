@@ -10,6 +10,7 @@ from typing import Any
 
 from checks.puzzles import Expected, Work
 from checks.puzzles import p10_flash_attention_v2_bwd as p10
+from checks.puzzles.p09_flash_attention_v2_fwd import attention_work
 
 make_inputs = p10.make_inputs
 
@@ -23,9 +24,5 @@ def reference(inputs: dict[str, Any]) -> list[Expected]:
 
 
 def work(inputs: dict[str, Any]) -> Work:
-    b, h, n, d = inputs["q"].shape
-    # Read q, k, v, o, do; write dk, dv. Four of the backward's five matmuls (S, dP, dV, dK), half when causal.
-    flops = 4 * 2.0 * b * h * n * n * d
-    if inputs["causal"]:
-        flops /= 2
-    return Work(bytes=7 * b * h * n * d * inputs["q"].element_size(), flops=flops)
+    # Four of the backward's five matmuls (S, dP, dV, dK); reads q, k, v, o, do and writes dk, dv.
+    return attention_work(inputs["q"], inputs["causal"], matmuls=4, tensors=7)
