@@ -10,12 +10,17 @@ How a submission is graded (one stage; on a GPU a second, in the interpreter, ru
               engine.observe         draw the inputs from the seed, call the function inside the watchers
                 engine.memory          guard bands and poison around every tensor
                 engine.tracking        launches, allocations, loads (in the interpreter)
+                engine.access_patches  every load and store (in the interpreter), for the access log:
+                                       engine.access_recorder tallies them by engine.access_regions
                 engine.torch_watch     torch arithmetic done by the learner's own lines
-              -> observations (engine.observations), never a verdict
+              -> observations (engine.observations) and the access log (engine.access_log), never a verdict
           engine.protocol          what the grading process may say, in which order
           engine.judge             (in the grader) re-derive inputs and reference, load returned tensors
             engine.rulebook        the rules, in order: engine.core_rules, engine.torch_rule, ...
-          engine.timing            GPU times (measured in the grading process, judged here)
+            engine.method_rules    how the kernels walked memory, from the access log (engine.access_records);
+                                   engine.order_rule, puzzle 4's launch order
+          engine.timing            GPU times (engine.measure, in the grading process), judged here
+          engine.endings           the verdict when the grading process could not grade, or did not finish
       checks.verdict               the verdict as data and as text
 
 Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in
@@ -23,7 +28,8 @@ Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and ref
 pictures, notebook helpers), for instructors in `checks.instructor` (solutions, class grading,
 bench, HTML), for course authors in `checks.authoring` (notebook build, known-wrong kernels,
 figures). Triton is patched in one place per concern: `engine.tracking` (launches, loads),
-`engine.environment` (the interpreter's autotuner and the numpy shim).
+`engine.access_patches` (every access, for the access log), `engine.environment` (the interpreter's
+autotuner and the numpy shim).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.

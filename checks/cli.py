@@ -11,12 +11,13 @@ is also drawn to PATH (see `checks.learner.picture`); without it, such a failure
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from checks import verdict as V
-from checks.engine.grade import grade
+from checks.engine.process import discard_prestarted, prestart_for
 from checks.engine.source import SubmissionError, check_submission_kind
 from checks.learner import progress
 from checks.registry import ROOT, UnknownPuzzle, get_puzzle, load_puzzles
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
         try:
-            verdict = grade(
+            verdict = _grade(
+                args,
                 puzzle,
                 args.file,
                 solution=args.solution,
@@ -99,6 +101,20 @@ def main(argv: list[str] | None = None) -> int:
     if note:
         print(note, file=sys.stderr if args.json else sys.stdout)
     return 0 if verdict.passed else 1
+
+
+def _grade(args: argparse.Namespace, puzzle, *rest, **options) -> V.Verdict:
+    """`grade`, with its grading processes started before this process imports torch (seconds sooner)."""
+    workdir = Path(tempfile.mkdtemp(prefix="checks-"))
+    try:
+        if puzzle.ready:
+            prestart_for(workdir, args.interpret)
+        from checks.engine.grade import grade  # imports torch, as the grading processes started above do
+
+        return grade(puzzle, *rest, workdir=workdir, **options)
+    finally:
+        discard_prestarted()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def picture_advice(verdict: V.Verdict) -> str:

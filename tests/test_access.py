@@ -1,4 +1,4 @@
-"""The access recorder (checks.engine.access), the traffic report and the access maps, in Triton's interpreter."""
+"""The access recorder (checks.engine.access_*), the traffic report and the access maps, in Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from checks.engine.access import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F, record_access
+from checks.engine.access_log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
+from checks.engine.access_patches import record_access
 from checks.engine.memory import Arena, make_input
 from checks.engine.source import load_module
 from checks.engine.tracking import guard_allocations
@@ -150,9 +151,9 @@ def test_records_are_capped_but_totals_are_not(kernels):
 
 
 def test_pending_offsets_are_folded_into_the_counts(kernels, monkeypatch):
-    import checks.engine.access as access
+    import checks.engine.access_recorder as access_recorder
 
-    monkeypatch.setattr(access, "_FLUSH_AT", 10)
+    monkeypatch.setattr(access_recorder, "_FLUSH_AT", 10)
     log, _, _ = vector_add(kernels, n=300)
     assert torch.equal(log.element_counts("y"), torch.ones(300, dtype=torch.int32))
 

@@ -62,7 +62,7 @@ def test_cli_exit_codes(capsys):
     assert main(["1", "--file", str(SUBMISSIONS / "broken" / "wrong_name.py")]) == 1
 
 
-@pytest.mark.parametrize("given", ["99", "abc", "10c"])
+@pytest.mark.parametrize("given", ["99", "0", "abc", "10c"])
 def test_an_unknown_puzzle_gets_one_sentence_and_exit_2(capsys, given):
     assert main([given]) == 2
     err = capsys.readouterr().err
@@ -127,8 +127,8 @@ def test_guards_catch_writes_past_an_allocation():
     out = arena.adopt(torch.empty(10), poison=True)
     assert bool(is_poison(out).all())
     out.as_strided((12,), (1,))[10:] = 1.0  # two elements past the end
-    before, after, first = arena.allocated()[0].guard_damage()
-    assert (before, after, first) == (0, 2, 0)
+    before, after, first, spans = arena.allocated()[0].guard_damage()
+    assert (before, after, first, spans) == (0, 2, 0, [0, 2])
 
 
 def test_notebook_magics_do_not_break_the_graded_cell():
@@ -187,3 +187,44 @@ def test_numpy_shim_turns_one_element_blocks_into_ints():
         assert scope.attrs["__index__"](Tensor()) == 7
     finally:
         interpreter._patch_lang_tensor = original
+
+
+PRINTS = """
+import warnings
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def vector_add(x, y):
+    n = x.numel()
+    print(f"vector_add called with n={n}")
+    out = torch.empty_like(x)
+    if n == 127:  # wrong only here: x + x, with the warning a NaN in the interpreter gives
+        warnings.warn("invalid value encountered in subtract", RuntimeWarning)
+        y = x
+    add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK_SIZE=256)
+    return out
+"""
+
+
+def test_what_a_case_printed_is_shown_under_that_case_and_the_nan_warning_is_explained(tmp_path):
+    path = tmp_path / "prints.py"
+    path.write_text(PRINTS, encoding="utf-8")
+    verdict = grade(get_puzzle(1), path, time_it=False)
+    report = V.format_verdict(verdict)
+    failing = next(c for c in verdict.cases if not c.passed)
+    assert verdict.status == V.FAILED and "(127,)" in failing.description, report
+    assert f"What your code printed during case {failing.index + 1}" in report, report
+    assert "| vector_add called with n=127" in report and "n=3000" not in report.split("printed during")[1]
+    assert "RuntimeWarning: invalid value encountered in subtract" in report
+    assert "-inf - (-inf)" in report, "the NaN warning is explained"
+    assert "Every failing case has n=127" in report, "the summary names the parameter that splits the cases"

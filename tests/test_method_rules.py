@@ -10,14 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from checks.engine.access import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
-from checks.engine.method_rules import (
-    causal_skipping,
-    grouped_order,
-    p_never_stored,
-    parallel_over_queries,
-)
+from checks.engine.access_log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.engine.method_rules import causal_skipping, p_never_stored, parallel_over_queries
 from checks.engine.observations import CaseObservation
+from checks.engine.order_rule import grouped_order
 from checks.engine.rulebook import ON_REQUEST
 from checks.engine.rules import CaseContext, Problem
 from checks.registry import get_puzzle
@@ -68,17 +64,23 @@ def context(access: dict[str, Any] | None, case: dict[str, Any] | None = None, *
 
 
 # -- grouped_order ----------------------------------------------------------------------------------
-def matmul_log(m: int, n: int, tile: int, order: str, k: int = 64) -> dict[str, Any]:
+def matmul_log(m: int, n: int, tile: int, order: str, k: int = 64, programs: int = 0) -> dict[str, Any]:
+    """A matmul's log: one program per tile, or with `programs`, a persistent kernel whose program p
+    computes the tiles p, p + programs, ... (in the interpreter, one program after the other)."""
     num_m, num_n = -(-m // tile), -(-n // tile)
     log = Log([region("a", (m, k)), region("b", (k, n)), region("c", (m, n), "allocated")])
-    log.launch("matmul_kernel", (num_m * num_n, 1, 1))
-    for pid in range(num_m * num_n):
+    programs = programs or num_m * num_n
+    log.launch("matmul_kernel", (programs, 1, 1))
+    walk = [(p, t) for p in range(programs) for t in range(p, num_m * num_n, programs)]
+    for pid, tile_id in walk:
         if order == "row-major":
-            pm, pn = divmod(pid, num_n)
+            pm, pn = divmod(tile_id, num_n)
+        elif order == "column-major":
+            pn, pm = divmod(tile_id, num_m)
         else:  # grouped, GROUP_SIZE_M = 2
-            group, first = 2 * num_n, (pid // (2 * num_n)) * 2
+            group, first = 2 * num_n, (tile_id // (2 * num_n)) * 2
             size = min(num_m - first, 2)
-            pm, pn = first + (pid % group) % size, (pid % group) // size
+            pm, pn = first + (tile_id % group) % size, (tile_id % group) // size
         rows, cols = (pm * tile, min(m, pm * tile + tile) - 1), (pn * tile, min(n, pn * tile + tile) - 1)
         for step in range(0, k, 32):
             log.access(LOAD, pid, "a", [rows, (step, step + 31)]).access(LOAD, pid, "b", [(step, step + 31), cols])
@@ -92,6 +94,26 @@ def test_grouped_order_passes_a_grouped_launch_and_fails_row_major() -> None:
     assert isinstance(problem, Problem) and problem.rule == "grouped_order"
     assert problem.message.startswith("Group your tiles. Your first 16 programs load 1 row-tile of a and 16 column")
     assert problem.picture == {"kind": "matmul_order", "launch": 0, "wave": 16}
+
+
+def test_grouped_order_fails_column_major_order_on_a_tall_grid() -> None:
+    """Column-major order is a grouped order on a wide grid (one group as tall as c), not on a tall one."""
+    assert grouped_order(context(matmul_log(128, 512, 32, "column-major"))) is None  # 4 x 16 tiles: cannot tell
+    assert grouped_order(context(matmul_log(512, 128, 32, "grouped"))) is None
+    assert grouped_order(context(matmul_log(512, 128, 32, "row-major"))) is None  # a tall grid suits it
+    problem = grouped_order(context(matmul_log(512, 128, 32, "column-major")))
+    assert problem is not None and "load 16 row-tiles of a and 1 column-tile of b" in problem.message
+    assert "column-major order: 17" in problem.message
+
+
+@pytest.mark.parametrize("programs", [8, 16])
+def test_grouped_order_follows_the_tiles_of_a_persistent_kernel(programs: int) -> None:
+    """Persistent programs each walk several tiles: the wave is every program's first tile, then its next."""
+    assert grouped_order(context(matmul_log(128, 512, 32, "grouped", programs=programs))) is None
+    problem = grouped_order(context(matmul_log(128, 512, 32, "row-major", programs=programs)))
+    assert problem is not None and "load 1 row-tile of a and 16 column-tiles of b" in problem.message
+    wave = "16 tiles (each program's first, then each one's next)" if programs < 16 else "16 programs"
+    assert f"Your first {wave} load" in problem.message
 
 
 def test_grouped_order_says_nothing_where_the_grid_cannot_tell() -> None:
@@ -152,14 +174,41 @@ def test_causal_skipping_fails_dkdv_programs_that_load_queries_before_their_keys
 def test_parallel_over_queries_wants_more_programs_than_heads() -> None:
     q = torch.zeros((2, 3, 100, 16))
     per_head = Log([region("q", (2, 3, 100, 16)), region("o", (2, 3, 100, 16), "allocated")]).launch("fwd", (6, 1, 1))
-    for pid in range(6):
-        per_head.access(STORE, pid, "o", [(pid // 3, pid // 3), (pid % 3, pid % 3), (0, 99), (0, 15)])
+    for pid in range(6):  # one program per head walks the query blocks of 32 rows in a loop
+        for start in range(0, 100, 32):
+            rows = (start, min(start + 31, 99))
+            per_head.access(STORE, pid, "o", [(pid // 3, pid // 3), (pid % 3, pid % 3), rows, (0, 15)])
     problem = parallel_over_queries(context(per_head.data(), q=q))
     assert problem is not None and "ran 6 programs for B * H = 6 heads" in problem.message
     assert parallel_over_queries(context(per_head.data(), q=q[:, :, :40])) is None  # N below min_n
     blocks = Log([region("q", (2, 3, 100, 16)), region("o", (2, 3, 100, 16), "allocated")]).launch("fwd", (4, 6, 1))
     blocks.access(STORE, 0, "o", [(0, 0), (0, 0), (0, 31), (0, 15)])
     assert parallel_over_queries(context(blocks.data(), q=q)) is None
+
+
+def whole_sequence_blocks(n: int) -> dict[str, Any]:
+    """Grid (cdiv(N, 128), B * H) with BLOCK_M = 128: one program per head while N <= 128."""
+    log = Log([region("q", (1, 2, n, 16)), region("o", (1, 2, n, 16), "allocated")])
+    log.launch("fwd", (-(-n // 128), 2, 1))
+    for block in range(-(-n // 128)):
+        for head in range(2):
+            rows = (block * 128, min(block * 128 + 127, n - 1))
+            log.access(STORE, block + head * -(-n // 128), "o", [(0, 0), (head, head), rows, (0, 15)])
+    return log.data()
+
+
+@pytest.mark.parametrize("n", [64, 100, 128, 130])
+def test_parallel_over_queries_accepts_a_query_block_that_holds_a_short_sequence(n: int) -> None:
+    """BLOCK_M = 128 (the tutorial's, and the notebook's) makes one program per head up to N = 128: not judged."""
+    assert parallel_over_queries(context(whole_sequence_blocks(n), q=torch.zeros((1, 2, n, 16)))) is None
+
+
+def test_parallel_over_queries_fails_a_query_block_as_tall_as_a_long_sequence() -> None:
+    log = Log([region("q", (1, 2, 200, 16)), region("o", (1, 2, 200, 16), "allocated")]).launch("fwd", (1, 2, 1))
+    for head in range(2):  # BLOCK_M = 256: one block, one program per head
+        log.access(STORE, head, "o", [(0, 0), (head, head), (0, 199), (0, 15)])
+    problem = parallel_over_queries(context(log.data(), q=torch.zeros((1, 2, 200, 16))))
+    assert problem is not None and "covers all 200 query rows" in problem.message
 
 
 # -- p_never_stored ---------------------------------------------------------------------------------
@@ -174,7 +223,33 @@ def test_p_never_stored_fails_an_n_by_n_buffer() -> None:
     stores_p = Log([*regions, p]).launch("probs", (12, 1, 1)).access(STORE, 0, p["name"], [(0, 0), (0, 191), (0, 191)])
     problem = p_never_stored(context(stores_p.data(), **inputs), factor=3)
     assert problem is not None and problem.rule == "p_never_stored"
-    assert "the largest buffer is a (1, 192, 192) tensor you allocated" in problem.message
+    assert "The largest buffer is a (1, 192, 192) tensor you allocated: 36864 elements" in problem.message
+
+
+def test_p_never_stored_fails_p_in_float16_too() -> None:
+    """P in half precision is 2.5x these inputs in bytes, under the factor: the N x N shape still shows."""
+    inputs = {name: torch.zeros((1, 1, 192, 16), dtype=torch.float16) for name in ("q", "k", "v", "o", "do")}
+    p = region("p", (1, 192, 192), "allocated", element_size=2)
+    log = Log([*(region(name, (1, 1, 192, 16)) for name in inputs), p]).launch("probs", (12, 1, 1))
+    problem = p_never_stored(context(log.data(), **inputs), factor=3)
+    assert problem is not None and "1.00 x B * H * N * N = 36864, an N x N matrix per head" in problem.message
+    # where N < 8 D an N x N buffer is not much larger than a few shaped like q: only the factor judges
+    small = {name: torch.zeros((1, 1, 100, 16), dtype=torch.float16) for name in inputs}
+    p100 = region("p", (1, 100, 100), "allocated", element_size=2)
+    log100 = Log([*(region(name, (1, 1, 100, 16)) for name in small), p100]).launch("probs", (7, 1, 1))
+    assert p_never_stored(context(log100.data(), **small), factor=3) is None
+
+
+def test_p_never_stored_does_not_count_dq_accumulated_in_place() -> None:
+    """One kernel adds each key block's share of dQ with tl.atomic_add: many stores, a small buffer, no P."""
+    inputs = {name: torch.zeros((2, 1, 100, 32), dtype=torch.float16) for name in ("q", "k", "v", "o", "do")}
+    dq32 = region("dq32", (2, 1, 100, 32), "allocated", element_size=4)
+    outs = [region(name, (2, 1, 100, 32), "allocated") for name in ("dk", "dv")]
+    log = Log([*(region(name, (2, 1, 100, 32)) for name in inputs), dq32, *outs]).launch("bwd", (7, 2, 1))
+    for pid in range(14):
+        for start in range(0, 100, 16):  # every key block adds to every query row of its head
+            log.access(STORE, pid, "dq32", [(pid // 7, pid // 7), (0, 0), (start, min(start + 15, 99)), (0, 31)])
+    assert p_never_stored(context(log.data(), **inputs), factor=3) is None
 
 
 # -- the registry's entries -------------------------------------------------------------------------

@@ -170,3 +170,33 @@ def test_a_notebook_check_takes_a_seed(monkeypatch, capsys):
     monkeypatch.setattr(notebook.progress, "record", lambda verdict: True)
     notebook.check(1, seed=1234)
     assert seen["seed"] == 1234
+
+
+def test_the_written_runs_past_an_end_are_found():
+    from checks.engine.memory import runs
+
+    mask = torch.zeros(20, dtype=torch.bool)
+    mask[0:3] = mask[5] = True
+    mask[10:12] = True
+    assert runs(mask) == [0, 3, 5, 6, 10, 12]
+    assert runs(mask, most=2) == [0, 3, 5, 6]
+    assert runs(torch.zeros(4, dtype=torch.bool)) == []
+
+
+def test_an_overhang_is_drawn_after_the_tensor_in_orange(tmp_path):
+    layout = picture.layout_for({"kind": "overhang", "size": 3000, "spans": [0, 72], "blocks": {"BLOCK_SIZE": 1024}})
+    flat = layout.category.reshape(-1)
+    assert layout.category.shape == (3, 1024)  # one row per block: the overhang is the end of the last block
+    assert (flat[:3000] == picture.RIGHT).all() and (flat[3000:3072] == picture.OUTSIDE).all()
+    png = picture.save_png({"kind": "overhang", "size": 3000, "spans": [0, 72], "name": "out"}, tmp_path / "o.png")
+    assert colour_share(png, np.array([0xFF, 0x7F, 0x0E]) / 255) > 0.001
+
+
+def test_a_write_past_the_end_is_pictured_in_the_terminal(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    submission = tmp_path / "no_mask.py"
+    submission.write_text(source_of(PUZZLE, ROOT / "solutions" / "wrong" / "01_vector_add" / "no_mask.edit.yaml"))
+    status = cli.main(["1", "--file", str(submission), "--picture", str(tmp_path / "where.png")])
+    out = capsys.readouterr().out
+    assert status == 1 and "wrote outside the output out" in out and "where.png" in out
+    assert colour_share(tmp_path / "where.png", np.array([0xFF, 0x7F, 0x0E]) / 255) > 0.001

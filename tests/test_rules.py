@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from checks.engine import rulebook
-from checks.engine.access import AccessLog
+from checks.engine.access_log import AccessLog
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs, TorchOp
 from checks.engine.rules import CaseContext
 from checks.instructor.solutions import expectations, reasons
@@ -201,3 +201,54 @@ def test_reads_of_a_copy_count_as_reads_of_its_input_and_count_all_adds_every_no
     assert rulebook.first_problem(with_rules(vector_ctx(access=reread), limits={"reads_per_element": {"x": 2}})) is None
     counted = with_rules(vector_ctx(access=reread), limits={"reads_per_element": {"x": 2}, "count_all": True})
     assert "3.00 times" in rulebook.first_problem(counted).message
+
+
+def softmax_access(x_shape: tuple[int, int], loaded: dict[str, int], others: dict[str, int]) -> dict:
+    """A softmax call's access log on x of `x_shape`: lanes loaded per region; `others`: allocated buffers, by numel."""
+    numel = x_shape[0] * x_shape[1]
+    regions = [("x", "input", numel, list(x_shape))] + [(n, "allocated", k, [k]) for n, k in others.items()]
+    rows = [{"name": n, "label": n, "role": role, "numel": k, "shape": shape, "strides": [1] * len(shape),
+             "offset": 0, "size": k, "element_size": 4} for n, role, k, shape in regions]  # fmt: skip
+    return AccessLog(regions=rows, loaded=[loaded.get(r["name"], 0) for r in rows],
+                     outside_loads=[0] * len(rows)).to_dict()  # fmt: skip
+
+
+@pytest.mark.parametrize("x_shape", [(6, 100), (6, 1)])
+def test_count_all_does_not_count_per_row_statistics_as_passes(x_shape):
+    """Three kernels, one pass each, hand the row max and sum on in (M,) buffers: still three passes over x."""
+    m, n = x_shape
+    stats = softmax_access(x_shape, {"x": 3 * m * n, "row max": 2 * m, "row sum": m},
+                           {"row max": m, "row sum": m, "out": m * n})  # fmt: skip
+    rules = {"reads_per_element": {"x": 3}, "count_all": True}
+    assert rulebook.first_problem(with_rules(vector_ctx(access=stats), limits=rules)) is None
+    # a copy of x in a scratch buffer, or the output, read again, still counts (when rows are longer than 1)
+    reread = softmax_access(x_shape, {"x": 3 * m * n, "out": m * n}, {"out": m * n})
+    problem = rulebook.first_problem(with_rules(vector_ctx(access=reread), limits=rules))
+    assert (problem is None) == (n == 1)  # with one column a per-row buffer is as large as x: not judged
+    if problem:
+        assert "4.00 times" in problem.message
+
+
+def test_limits_never_say_a_count_equals_the_cap_it_exceeds():
+    over = softmax_access((6, 10000), {"x": 3 * 60000, "out": 6}, {"out": 60000})
+    problem = rulebook.first_problem(
+        with_rules(vector_ctx(access=over), limits={"reads_per_element": {"x": 3}, "count_all": True})
+    )
+    assert "3.000100 times" in problem.message and "3.00 times" not in problem.message
+
+
+def test_a_write_past_the_end_of_an_output_comes_with_a_picture_of_the_overhang():
+    problem = rulebook.first_problem(vector_ctx(buffers=[allocated(after=3, first_after=2, after_spans=[2, 5])]))
+    assert problem is not None and problem.rule == "no_write_outside"
+    assert problem.picture is not None and problem.picture["kind"] == "overhang"
+    assert problem.picture["size"] == 10 and problem.picture["spans"] == [2, 5] and problem.picture["name"] == "out"
+    before = rulebook.first_problem(vector_ctx(buffers=[allocated(before=2)]))
+    assert before is not None and before.picture is None  # only the overhang past the end is drawn
+
+
+def test_forged_overhang_offsets_are_refused():
+    obs = CaseObservation(0, buffers=[allocated(after=1, first_after=0, after_spans=[0, 1])]).to_dict()
+    assert CaseObservation.from_dict(obs).buffers[0].after_spans == [0, 1]
+    obs["buffers"][0]["after_spans"] = ["0", 1]
+    with pytest.raises(TypeError):
+        CaseObservation.from_dict(obs)

@@ -8,18 +8,16 @@ import math
 import pytest
 import torch
 
+from checks.engine.measure import cached_peaks, measure, remember_peaks
 from checks.engine.timing import (
     Peaks,
     bar_message,
     bound,
-    cached_peaks,
     from_measurement,
     gbps,
     judge,
     loosest_tolerance,
-    measure,
     output_difference,
-    remember_peaks,
     roofline_ms,
     roofline_share,
     speed_ratio,

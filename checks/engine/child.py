@@ -1,6 +1,7 @@
 """The grading process: loads one submission and reports what it does, case by case; never a verdict.
 
-Started by `checks.engine.sandbox` as `python -m checks.engine.child JOB.json EVENTS.jsonl`. It writes one
+Started by `checks.engine.process` as `python -m checks.engine.child JOB.json EVENTS.jsonl [--preload MODE]`
+(with --preload, it imports torch and Triton for MODE before it waits for its token and job). It writes one
 JSON event per line to EVENTS in the order `checks.engine.protocol` accepts, saves what each call
 returned to the files the protocol names, and, when the grader asks on standard input, times the
 submission on a GPU. The grader, in a process that never ran the learner's code, decides.
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.engine.environment import autotune_without_benchmarks, detect
+from checks.engine.process import PRELOAD_FLAG
 from checks.engine.protocol import TIME_COMMAND, Job, outputs_path
 
 
@@ -66,10 +68,14 @@ def observe_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    machine = None
+    if len(args) == 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
+        machine = detect(force_interpreter=args[3] == "interpreter")
     token = sys.stdin.readline().strip()  # before any of the learner's code runs
     job = Job.from_json(Path(args[0]).read_text(encoding="utf-8"))
     events = Events(args[1], token)
-    machine = detect(force_interpreter=job.interpret)
+    if machine is None or (machine.mode == "interpreter") != job.interpret:
+        machine = detect(force_interpreter=job.interpret)
     events.emit(
         "machine",
         mode=machine.mode,
@@ -85,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         autotune_without_benchmarks()
     fn = observe_all(job, events, machine, Path(args[0]).parent)
     if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
-        from checks.engine.timing import measure
+        from checks.engine.measure import measure
         from checks.puzzles import spec_module
         from checks.registry import get_puzzle
 

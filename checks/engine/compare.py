@@ -71,6 +71,69 @@ def first_bad(bad: torch.Tensor) -> tuple[int, ...]:
     return tuple(int(i) for i in bad.nonzero()[0].tolist())
 
 
+def _unwritten_lines(
+    name: str, unwritten: torch.Tensor, bad: torch.Tensor, dims: tuple[str, ...]
+) -> tuple[str, list[str]]:
+    """Headline and lines when some elements still hold the poison: where they are, then the other wrong ones."""
+    where = first_bad(unwritten)
+    headline = (
+        f"{name}: {int(unwritten.sum())} of {bad.numel()} elements were never written "
+        f"(they still hold the grader's poison value; the first is at {list(where)})"
+    )
+    lines = locate(unwritten, dims)
+    rest = bad & ~unwritten
+    if bool(rest.any()):
+        lines.append(
+            f"{int(rest.sum())} more elements were written with wrong values, first at {list(first_bad(rest))}."
+        )
+    return headline, lines
+
+
+def _wrong_lines(
+    name: str,
+    yours: torch.Tensor,
+    expected: torch.Tensor,
+    bad: torch.Tensor,
+    atol: float,
+    rtol: float,
+    dims: tuple[str, ...],
+) -> tuple[str, list[str]]:
+    """Headline and lines when every element was written but some are wrong (`expected` in float64)."""
+    y, e = yours.double(), expected
+    error = (y - e).abs()
+    finite = error[torch.isfinite(error)]
+    max_abs = float(finite.max()) if finite.numel() else float("nan")
+    rel = error / e.abs().clamp_min(max(atol, 1e-30))
+    finite_rel = rel[torch.isfinite(rel)]
+    max_rel = float(finite_rel.max()) if finite_rel.numel() else float("nan")
+    n_bad = int(bad.sum())
+    total = bad.numel()
+    where = first_bad(bad)
+    headline = f"{name}: {n_bad} of {total} elements are wrong ({100.0 * n_bad / total:.3g}%)"
+    lines = [
+        f"first at {list(where)}: yours {_fmt(float(y[where]))}, expected {_fmt(float(e[where]))} "
+        f"(allowed error {_fmt(atol + rtol * abs(float(e[where])))})"
+    ]
+    n_nan = int(torch.isnan(y[bad]).sum())
+    n_outside = int(is_poison(yours, "input")[bad].sum())
+    if n_outside:
+        lines.append(
+            f"{n_outside} wrong elements hold the marker the grader puts around your inputs: the kernel "
+            "read outside an input (check offsets, strides and load masks)."
+        )
+    if n_nan:
+        lines.append(
+            f"{n_nan} of the wrong elements are NaN or inf" if n_nan < n_bad else "every wrong element is NaN or inf"
+        )
+    else:
+        lines.append(f"largest error {_fmt(max_abs)} (relative {_fmt(max_rel)})")
+    zeros = int((y[bad] == 0).sum())
+    if zeros == n_bad:
+        lines.append("every wrong element is exactly 0: were they written at all?")
+    lines += locate(bad, dims)
+    return headline, lines
+
+
 def compare(
     name: str,
     yours: torch.Tensor,
@@ -90,52 +153,9 @@ def compare(
     bad = ~ok
     if not bool(bad.any()):
         return None
-    total = bad.numel()
-    lines: list[str] = []
-    n_unwritten = int(unwritten.sum())
-    if n_unwritten:
-        where = first_bad(unwritten)
-        headline = (
-            f"{name}: {n_unwritten} of {total} elements were never written "
-            f"(they still hold the grader's poison value; the first is at {list(where)})"
-        )
-        lines += locate(unwritten, dims)
-        rest = bad & ~unwritten
-        if bool(rest.any()):
-            lines.append(
-                f"{int(rest.sum())} more elements were written with wrong values, first at {list(first_bad(rest))}."
-            )
+    if bool(unwritten.any()):
+        headline, lines = _unwritten_lines(name, unwritten, bad, dims)
     else:
-        finite = error[torch.isfinite(error)]
-        max_abs = float(finite.max()) if finite.numel() else float("nan")
-        rel = error / e.abs().clamp_min(max(atol, 1e-30))
-        finite_rel = rel[torch.isfinite(rel)]
-        max_rel = float(finite_rel.max()) if finite_rel.numel() else float("nan")
-        n_bad = int(bad.sum())
-        where = first_bad(bad)
-        headline = f"{name}: {n_bad} of {total} elements are wrong ({100.0 * n_bad / total:.3g}%)"
-        lines.append(
-            f"first at {list(where)}: yours {_fmt(float(y[where]))}, expected {_fmt(float(e[where]))} "
-            f"(allowed error {_fmt(atol + rtol * abs(float(e[where])))})"
-        )
-        n_nan = int(torch.isnan(y[bad]).sum())
-        n_outside = int(is_poison(yours_cpu, "input")[bad].sum())
-        if n_outside:
-            lines.append(
-                f"{n_outside} wrong elements hold the marker the grader puts around your inputs: the kernel "
-                "read outside an input (check offsets, strides and load masks)."
-            )
-        if n_nan:
-            lines.append(
-                f"{n_nan} of the wrong elements are NaN or inf"
-                if n_nan < n_bad
-                else "every wrong element is NaN or inf"
-            )
-        else:
-            lines.append(f"largest error {_fmt(max_abs)} (relative {_fmt(max_rel)})")
-        zeros = int((y[bad] == 0).sum())
-        if zeros == n_bad:
-            lines.append("every wrong element is exactly 0: were they written at all?")
-        lines += locate(bad, dims)
+        headline, lines = _wrong_lines(name, yours_cpu, e, bad, atol, rtol, dims)
     error = torch.where(unwritten, torch.full_like(error, float("nan")), error)
     return Mismatch(headline, lines, bad, error)

@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from checks.engine.access import AccessLog
+from checks.engine.access_log import AccessLog
 from checks.engine.compare import Mismatch, compare
+from checks.engine.picture_data import launch_blocks, overhang_picture
 from checks.engine.rules import CaseContext, Problem
 
 
@@ -51,10 +52,9 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
             where = f"{buf.after} elements past its end, starting {start}"
         else:
             where = f"{buf.before} elements before its start"
-        return Problem(
-            "no_write_outside",
-            f"Your code wrote outside {label}: {where}; a store is missing its mask, or its offsets run past it.",
-        )
+        message = f"Your code wrote outside {label}: {where}; a store is missing its mask, or its offsets run past it."
+        picture = overhang_picture(ctx, buf, message) if buf.after else None
+        return Problem("no_write_outside", message, picture=picture)
     return None
 
 
@@ -141,10 +141,7 @@ def values(ctx: CaseContext) -> Problem | None:
             if e is not exp
         ]
         details.append("Other outputs: " + "; ".join(others) + ".")
-    blocks: dict[str, int] = {}
-    for launch in ctx.obs.launches:
-        if launch.own:
-            blocks.update(launch.blocks)
+    blocks = launch_blocks(ctx)
     picture = {
         "error": first.error.float(),
         "bad": first.bad,
@@ -182,23 +179,43 @@ def limits(
         if seen > most + 1e-6:
             return Problem(
                 "limits",
-                f"Your kernels read each element of {name} {seen:.2f} times on average; "
+                f"Your kernels read each element of {name} {_times(seen, most)} times on average; "
                 f"this puzzle allows at most {most}: {why}",
             )
     return None
 
 
+def _times(seen: float, most: float) -> str:
+    """`seen` with two decimals, or more when two would show it equal to the cap it exceeds."""
+    return f"{seen:.2f}" if round(seen, 2) > most else f"{seen:.6f}"
+
+
 def passes(log: AccessLog, name: str, count_all: bool) -> float:
-    """Lanes loaded per element of input `name`: from it, from copies of it, and with count_all from any non-input."""
+    """Lanes loaded per element of input `name`: from it, from copies of it, and with count_all from any
+    non-input buffer that could hold a copy of it.
+
+    A buffer with fewer elements than the input (per-row or per-block statistics such as a row max
+    or sum, which a pass leaves for the next one) holds no copy of it: reading it is not a pass over
+    the input's memory. When each row of the input has one element, a per-row buffer is as large as
+    the input and cannot be told apart from a copy, so only the input and its copies count.
+    """
     i = log.index(name)
     if i < 0:
         return 0.0
+    source = log.regions[i]
+    numel = int(source["numel"])
+    shape = source.get("shape") or [numel]
+    rows = numel // max(1, int(shape[-1]))  # the input's rows: elements over the length of one
+
+    def copy_sized(region: dict[str, Any]) -> bool:
+        return int(region["numel"]) >= numel and numel > rows
+
     counted = [
         n
         for n, r in zip(log.loaded, log.regions, strict=True)
-        if r["name"] in (name, f"{name} copy") or (count_all and r["role"] != "input")
+        if r["name"] in (name, f"{name} copy") or (count_all and r["role"] != "input" and copy_sized(r))
     ]
-    return sum(counted) / max(1, log.regions[i]["numel"])
+    return sum(counted) / max(1, numel)
 
 
 def kernels_matter(ctx: CaseContext) -> Problem | None:

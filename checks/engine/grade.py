@@ -7,9 +7,12 @@ what it reports here, in a process that never ran that code (`checks.engine.verd
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import tempfile
+import threading
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -62,10 +65,12 @@ def grade(
     artifacts: Path | None = None,
     progress: Progress | None = None,
     source: tuple[str, str] | None = None,
+    workdir: Path | None = None,
 ) -> V.Verdict:
     """Grade one submission of one puzzle: a notebook's graded cell, a .py file, or the answer key.
 
-    `source` is (module code, how to call it in messages), for code that is in no file yet.
+    `source` is (module code, how to call it in messages), for code that is in no file yet. `workdir` is
+    an empty folder to work in (the one `prestart_for` started grading processes in), else a temporary one.
     """
     if not puzzle.ready:
         return V.Verdict(
@@ -78,36 +83,48 @@ def grade(
         )
     seed = random.randrange(1, 2**31) if seed is None else seed
     gpu = not interpret and os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
-    with tempfile.TemporaryDirectory(prefix="checks-") as tmp:
+    if gpu:
+        threading.Thread(target=warm_up_cuda, daemon=True).start()  # while the grading process starts
+    with contextlib.nullcontext(str(workdir)) if workdir else tempfile.TemporaryDirectory(prefix="checks-") as tmp:
         workdir = Path(tmp)
         submission, names = prepare(puzzle, file, solution, workdir, source)
-        job = Job(
-            puzzle.number,
-            str(submission),
-            names,
-            seed,
-            interpret=not gpu,
-            cases=cases,
-            solution_file=str(puzzle.solution),
-        )
+        key = str(puzzle.solution)
+        job = Job(puzzle.number, str(submission), names, seed, interpret=not gpu, cases=cases, solution_file=key)
         limit = timeout or puzzle.timeout
         stage = Stage(puzzle, job, "gpu" if gpu else "interpreter", workdir, time_it, artifacts, progress)
         if not gpu:
             return stage.run(limit)
-        # The interpreter sees every load: out-of-bounds reads that happen to give right values on a
-        # GPU, and the puzzles' rules on passes over memory. Same submission, the small CPU cases, in
-        # a second grading process that runs while the GPU one does (and is stopped if that fails).
-        (workdir / "interpreter").mkdir()
-        second = Stage(puzzle, replace(job, interpret=True, cases=None), "interpreter", workdir / "interpreter")
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            interpreted = pool.submit(second.run, limit)
-            verdict = stage.run(limit)
-            if not verdict.passed:
-                second.cancel()
-                return verdict
-            if progress:
-                progress({"event": "stage", "text": INTERPRETER_STAGE})
-            return merge_interpreter_stage(verdict, interpreted.result())
+        return with_interpreter_stage(stage, workdir, limit, progress)
+
+
+def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progress: Progress | None) -> V.Verdict:
+    """Run the GPU stage and, beside it, the same submission on the small CPU cases in the interpreter.
+
+    The interpreter sees every load: out-of-bounds reads that happen to give right values on a GPU,
+    and the puzzles' rules on passes over memory. Its grading process is stopped if the GPU stage fails.
+    """
+    (workdir / "interpreter").mkdir(exist_ok=True)
+    job = replace(gpu_stage.job, interpret=True, cases=None)
+    second = Stage(gpu_stage.puzzle, job, "interpreter", workdir / "interpreter")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        interpreted = pool.submit(second.run, limit)
+        verdict = gpu_stage.run(limit)
+        if not verdict.passed:
+            second.cancel()
+            return verdict
+        if progress:
+            progress({"event": "stage", "text": INTERPRETER_STAGE})
+        return merge_interpreter_stage(verdict, interpreted.result())
+
+
+def warm_up_cuda() -> None:
+    """Create the grader's CUDA context and cuBLAS handle while the grading process starts (it judges on the GPU)."""
+    warnings.filterwarnings("ignore", message="Attempting to run cuBLAS, but there was no current CUDA context")
+    try:
+        a = torch.ones(16, 16, device="cuda")
+        (a @ a).sum().item()
+    except Exception:  # noqa: BLE001 - only a head start; the judge meets any real problem itself
+        pass
 
 
 INTERPRETER_STAGE = "  ... and once more in Triton's CPU interpreter, which sees every load (small cases)"

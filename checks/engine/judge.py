@@ -13,10 +13,11 @@ from typing import Any
 import torch
 
 from checks import verdict as V
-from checks.engine.access import AccessLog
+from checks.engine.access_log import AccessLog
 from checks.engine.memory import describe_tensor
 from checks.engine.observations import CaseObservation
 from checks.engine.observe import draw
+from checks.engine.picture_data import drawable
 from checks.engine.protocol import Tampered, access_path, outputs_path
 from checks.engine.rulebook import after_all_cases, first_problem
 from checks.engine.rules import CaseContext, Problem
@@ -125,7 +126,7 @@ class Judge:
         return after_all_cases(ctx)
 
     def save_picture(self, problem: Problem, description: str) -> None:
-        if self.artifacts is None or self.picture or problem.picture is None or "error" not in problem.picture:
+        if self.artifacts is None or self.picture or not drawable(problem.picture):
             return
         path = self.artifacts / f"puzzle{self.puzzle.stem}_errors.pt"
         torch.save({**problem.picture, "case": description}, path)

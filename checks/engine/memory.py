@@ -72,19 +72,34 @@ class Guarded:
     label: str
     snapshot: torch.Tensor | None = None
 
-    def guard_damage(self) -> tuple[int, int, int]:
-        """(elements changed before the body, after the body, first offset after the end)."""
+    def guard_damage(self) -> tuple[int, int, int, list[int]]:
+        """(elements changed before the body, after the body, first offset after the end, the runs of
+        changed offsets after the end as a flat [start, stop, start, stop, ...] list, at most MAX_SPANS runs)."""
         ok = is_poison(self.buf, self.role)
         before = int((~ok[: self.guard]).sum())
         after_mask = ~ok[self.guard + self.size :]
         after = int(after_mask.sum())
         first_after = int(after_mask.nonzero()[0, 0]) if after else -1
-        return before, after, first_after
+        return before, after, first_after, runs(after_mask) if after else []
 
     def changed(self) -> int:
         """Elements (body or guard) that differ from the snapshot taken before the call."""
         assert self.snapshot is not None
         return int((bits(self.buf) != self.snapshot).sum())
+
+
+MAX_SPANS = 64  # runs of written guard elements reported for a picture; the first ones are what matter
+
+
+def runs(mask: torch.Tensor, most: int = MAX_SPANS) -> list[int]:
+    """The first `most` runs of True in a 1-D mask, as a flat [start, stop, start, stop, ...] list."""
+    hits = mask.nonzero().flatten().cpu()
+    if hits.numel() == 0:
+        return []
+    breaks = (hits[1:] != hits[:-1] + 1).nonzero().flatten()
+    starts = torch.cat([hits[:1], hits[breaks + 1]])[:most]
+    stops = torch.cat([hits[breaks] + 1, hits[-1:] + 1])[:most]
+    return torch.stack([starts, stops], dim=1).flatten().tolist()
 
 
 def guard_size(size: int) -> int:

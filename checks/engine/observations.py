@@ -33,6 +33,7 @@ class BufferObs:
     before: int = 0  # guard elements changed before the body
     after: int = 0  # guard elements changed after the body
     first_after: int = -1  # offset of the first changed element after the body
+    after_spans: list[int] = field(default_factory=list)  # runs of changed offsets after it: [start, stop, ...]
     output: int | None = None  # index of the returned output whose storage this buffer is
 
 
@@ -58,7 +59,7 @@ class CaseObservation:
     launches: list[LaunchObs] = field(default_factory=list)
     buffers: list[BufferObs] = field(default_factory=list)
     torch_ops: list[TorchOp] = field(default_factory=list)
-    access: dict[str, Any] | None = None  # the interpreter's access log (checks.engine.access), or None on a GPU
+    access: dict[str, Any] | None = None  # the interpreter's access log (engine.access_log), or None on a GPU
     printed: str = ""  # what the learner's code printed during this call
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,6 +75,9 @@ class CaseObservation:
         obs = _checked(cls(**data))
         if not all(isinstance(line, str) for line in obs.raised_where):
             raise TypeError("raised_where holds something other than text")
+        spans = [v for buf in obs.buffers for v in buf.after_spans]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in spans):
+            raise TypeError("after_spans holds something other than offsets")
         if obs.access is not None and not isinstance(obs.access, dict):
             raise TypeError("access is not a mapping")
         return obs
@@ -90,6 +94,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "list[LaunchObs]": (list,),
     "list[BufferObs]": (list,),
     "list[TorchOp]": (list,),
+    "list[int]": (list,),
     "dict[str, Any] | None": (dict, type(None)),
 }
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from checks.engine.access import AccessRecorder, record_access
+from checks.engine.access_patches import record_access
+from checks.engine.access_recorder import AccessRecorder
 from checks.engine.environment import NUMPY_PITFALL_TEXT, Machine
 from checks.engine.memory import Arena
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
@@ -170,7 +171,7 @@ def buffer_observations(arena: Arena, outputs: list[Any]) -> list[BufferObs]:
     found = []
     owners = {t.untyped_storage().data_ptr(): i for i, t in enumerate(outputs) if isinstance(t, torch.Tensor)}
     for entry in arena.buffers:
-        before, after, first_after = entry.guard_damage()
+        before, after, first_after, after_spans = entry.guard_damage()
         found.append(
             BufferObs(
                 label=entry.label,
@@ -181,6 +182,7 @@ def buffer_observations(arena: Arena, outputs: list[Any]) -> list[BufferObs]:
                 before=before,
                 after=after,
                 first_after=first_after,
+                after_spans=after_spans,
                 output=owners.get(entry.buf.data_ptr()) if entry.role == "allocated" else None,
             )
         )

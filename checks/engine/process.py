@@ -95,20 +95,102 @@ def _send(proc: subprocess.Popen, command: str) -> None:
     _write(proc, command, close=True)
 
 
+def child_env(interpret: bool) -> dict[str, str]:
+    """The grading process's environment: the course on the path; on a GPU, autotuning results kept on disk.
+
+    Triton keys a kept autotuning result by the kernel's source, its configs and the sizes, so a second
+    check of unchanged code skips the benchmarking of every config (seconds at the timing size).
+    """
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+    if not interpret:
+        env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
+    return env
+
+
+def _start_child(workdir: Path, interpret: bool, preload: bool) -> subprocess.Popen:
+    args = [str(workdir / "job.json"), str(workdir / "events.jsonl")]
+    if preload:
+        args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu"]
+    with open(workdir / "output.log", "ab") as log:
+        return start_module("checks.engine.child", *args, env=child_env(interpret), stdout=log)
+
+
+# Grading processes started before the grader imported torch, by (workdir, interpret).
+_prestarted: dict[tuple[str, bool], subprocess.Popen] = {}
+PRELOAD_FLAG = "--preload"
+
+
+def prestart(workdir: Path, interpret: bool) -> None:
+    """Start the grading process for `workdir` now: it imports torch and Triton while the grader does the same,
+    then waits for its token and job. `run_child` for the same workdir and mode takes it over."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    _prestarted[(str(workdir), interpret)] = _start_child(workdir, interpret, preload=True)
+
+
+def discard_prestarted() -> None:
+    """Stop every prestarted grading process that no stage took over (say, the submission could not be read)."""
+    while _prestarted:
+        _kill(_prestarted.popitem()[1])
+
+
+def likely_gpu(interpret: bool) -> bool:
+    """Whether this check will grade on a GPU, guessed before torch is imported (`grade` decides)."""
+    if interpret or os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return False
+    return Path("/dev/nvidiactl").exists() or Path("/dev/nvidia0").exists()
+
+
+def prestart_for(workdir: Path, interpret: bool) -> None:
+    """Start the grading processes `grade(..., workdir=workdir)` will use, before the grader imports torch.
+
+    Both import torch and Triton while the grader does, which takes seconds on a GPU machine. A guess
+    that turns out wrong costs nothing: `grade` starts the process it needs, and `discard_prestarted`
+    stops the rest.
+    """
+    if likely_gpu(interpret):
+        prestart(workdir, interpret=False)
+        prestart(workdir / "interpreter", interpret=True)
+    else:
+        prestart(workdir, interpret=True)
+
+
+def _take_prestarted(workdir: Path, interpret: bool) -> subprocess.Popen | None:
+    proc = _prestarted.pop((str(workdir), interpret), None)
+    if proc is not None and proc.poll() is not None:  # it ended before its job came: start a fresh one
+        proc.wait()
+        return None
+    return proc
+
+
 def run_child(
     job: Job, stream: Stream, timeout: float, workdir: Path, on_event: OnEvent, stop: Callable[[], bool] | None = None
 ) -> ChildEnd:
-    """Start `python -m checks.engine.child`, feed its events through the protocol to on_event, stop it at the limit."""
+    """Start `python -m checks.engine.child` (or take over the one prestarted for this workdir), feed its events
+    through the protocol to on_event, and stop it at the limit."""
     job_path, events_path, log_path = workdir / "job.json", workdir / "events.jsonl", workdir / "output.log"
     job_path.write_text(job.to_json(), encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
-    reader = _Reader(events_path)
+    proc = _take_prestarted(workdir, job.interpret) or _start_child(workdir, job.interpret, preload=False)
+    stream.token = secrets.token_hex(16)
+    _write(proc, stream.token)
     start = time.monotonic()
-    timed_out, commanded = False, False
-    with open(log_path, "wb") as log:
-        proc = start_module("checks.engine.child", str(job_path), str(events_path), env=env, stdout=log)
-        stream.token = secrets.token_hex(16)
-        _write(proc, stream.token)
+    timed_out = _follow(proc, _Reader(events_path), stream, timeout, on_event, stop)
+    return ChildEnd(
+        stream, None if timed_out else proc.returncode, timed_out, time.monotonic() - start, _tail(log_path)
+    )
+
+
+def _follow(
+    proc: subprocess.Popen,
+    reader: _Reader,
+    stream: Stream,
+    timeout: float,
+    on_event: OnEvent,
+    stop: Callable[[], bool] | None,
+) -> bool:
+    """Feed the grading process's events to on_event until it ends, is stopped or tampers; True at the time limit."""
+    start = time.monotonic()
+    commanded = False
+    try:
         while True:
             done = proc.poll() is not None
             for line in reader.lines():
@@ -120,21 +202,15 @@ def run_child(
                     commanded = True
                     stream.asked_time = answer is not None and answer != EXIT_COMMAND
                     _send(proc, answer or EXIT_COMMAND)
-            if stream.tampered:
+            if stream.tampered or (stop is not None and stop()):
                 _kill(proc)
-                break
+                return False
             if done:
-                break
-            if stop is not None and stop():
-                _kill(proc)
-                break
+                return False
             if time.monotonic() - start > timeout:
                 _kill(proc)
-                timed_out = True
-                break
+                return True
             time.sleep(0.02)
-    if not commanded:
-        _send(proc, EXIT_COMMAND)
-    return ChildEnd(
-        stream, None if timed_out else proc.returncode, timed_out, time.monotonic() - start, _tail(log_path)
-    )
+    finally:
+        if not commanded:
+            _send(proc, EXIT_COMMAND)

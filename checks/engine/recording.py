@@ -46,7 +46,7 @@ def draw_case(number: int, case_index: int = 0, seed: int = 1) -> tuple[Any, dic
 
 def record_call(fn: Any, arena: Any, inputs: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], list[Any]]:
     """Call fn on the inputs under the recorder (allocations guarded); (log dict, outputs)."""
-    from checks.engine.access import record_access
+    from checks.engine.access_patches import record_access
     from checks.engine.tracking import guard_allocations
 
     with record_access(arena, inputs) as recorder, guard_allocations(arena):

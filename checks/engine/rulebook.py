@@ -7,7 +7,7 @@ kernels-switched-off re-run of the first case. Adding a rule is one function and
 
 from __future__ import annotations
 
-from checks.engine import core_rules, method_rules
+from checks.engine import core_rules, method_rules, order_rule
 from checks.engine.rules import CaseContext, Problem, Rule
 from checks.engine.torch_rule import torch_free
 
@@ -22,7 +22,7 @@ EVERY_CALL: dict[str, Rule] = {
 }
 ON_REQUEST: dict[str, Rule] = {
     "limits": core_rules.limits,
-    "grouped_order": method_rules.grouped_order,
+    "grouped_order": order_rule.grouped_order,
     "causal_skipping": method_rules.causal_skipping,
     "parallel_over_queries": method_rules.parallel_over_queries,
     "p_never_stored": method_rules.p_never_stored,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checks.engine.access import AccessLog
+from checks.engine.access_log import AccessLog
 
 
 def _log(data: AccessLog | dict[str, Any] | None) -> AccessLog | None:

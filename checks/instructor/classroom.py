@@ -106,65 +106,62 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
         if _hidden(entry.name):
             continue
         if entry.is_dir():
-            for path in sorted(entry.rglob("*")):
-                if any(_hidden(part) for part in path.relative_to(root).parts) or path.suffix not in SUFFIXES:
-                    continue
-                if not path.is_file():
-                    continue
-                rel = path.relative_to(root)
-                if len(rel.parts) != 2:
-                    warnings.append(
-                        Notice(
-                            "name",
-                            f"{rel}: submissions go directly in the learner's folder "
-                            f"({entry.name}/), not deeper; skipped.",
-                        )
-                    )
-                    continue
-                match = _IN_FOLDER.match(path.stem)
-                if not match:
-                    warnings.append(
-                        Notice(
-                            "name",
-                            f"{rel}: the file name does not start with a puzzle number "
-                            f"(e.g. 01_vector_add{path.suffix}); skipped.",
-                        )
-                    )
-                    continue
-                puzzle = _puzzle(match.group(1), path, root, warnings)
-                if puzzle:
-                    found.append(Submission(entry.name, puzzle, path))
+            found += _in_folder(entry, root, warnings)
         elif entry.is_file() and entry.suffix in SUFFIXES:
-            match = _FLAT.match(entry.stem)
-            if not match:
-                warnings.append(
-                    Notice(
-                        "name",
-                        f"{entry.name}: the name does not say the learner and the puzzle "
-                        f"(e.g. alice_01{entry.suffix} or alice/01_vector_add{entry.suffix}); "
-                        "skipped.",
-                    )
-                )
-                continue
-            puzzle = _puzzle(match.group(2), entry, root, warnings)
-            if puzzle:
-                found.append(Submission(match.group(1), puzzle, entry))
-    seen: dict[tuple[str, str], Path] = {}
+            found += _flat(entry, root, warnings)
+    warnings += _doubled(found, root)
+    found.sort(key=lambda s: (s.puzzle.order, s.learner, str(s.path)))
+    return found, warnings
+
+
+def _in_folder(folder: Path, root: Path, warnings: list[Notice]) -> list[Submission]:
+    """`<learner>/<NN>_anything.py`: the files in one learner's folder."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(root)
+        if any(_hidden(part) for part in rel.parts) or path.suffix not in SUFFIXES or not path.is_file():
+            continue
+        match = _IN_FOLDER.match(path.stem)
+        if len(rel.parts) != 2:
+            why = f"submissions go directly in the learner's folder ({folder.name}/), not deeper"
+        elif not match:
+            why = f"the file name does not start with a puzzle number (e.g. 01_vector_add{path.suffix})"
+        else:
+            puzzle = _puzzle(match.group(1), path, root, warnings)
+            found += [Submission(folder.name, puzzle, path)] if puzzle else []
+            continue
+        warnings.append(Notice("name", f"{rel}: {why}; skipped."))
+    return found
+
+
+def _flat(path: Path, root: Path, warnings: list[Notice]) -> list[Submission]:
+    """`<learner>_<NN>.py` directly in the folder."""
+    match = _FLAT.match(path.stem)
+    if not match:
+        example = f"e.g. alice_01{path.suffix} or alice/01_vector_add{path.suffix}"
+        why = f"the name does not say the learner and the puzzle ({example})"
+        warnings.append(Notice("name", f"{path.name}: {why}; skipped."))
+        return []
+    puzzle = _puzzle(match.group(2), path, root, warnings)
+    return [Submission(match.group(1), puzzle, path)] if puzzle else []
+
+
+def _doubled(found: list[Submission], root: Path) -> list[Notice]:
+    """A notice for each second file of one learner for one puzzle (both are graded)."""
+    notices, seen = [], {}
     for s in found:
         key = (s.learner, s.puzzle.number)
         if key in seen:
-            warnings.append(
+            notices.append(
                 Notice(
                     "doubled",
-                    f"{s.path.relative_to(root)}: {s.learner} has another submission for "
-                    f"puzzle {s.puzzle.number} ({seen[key].relative_to(root)}); both are "
-                    "graded.",
+                    f"{s.path.relative_to(root)}: {s.learner} has another submission for puzzle {s.puzzle.number} "
+                    f"({seen[key].relative_to(root)}); both are graded.",
                 )
             )
         else:
             seen[key] = s.path
-    found.sort(key=lambda s: (s.puzzle.order, s.learner, str(s.path)))
-    return found, warnings
+    return notices
 
 
 def grade_one(submission: Submission, timeout: float | None) -> Result:

@@ -5,7 +5,7 @@
 
 runs the submission (by default your notebook's graded cell) and the answer key, each in a child
 process with the puzzle's time limit, on one CPU case in Triton's interpreter under the access
-recorder (`checks.engine.access`), and draws one PNG:
+recorder (`checks.engine.access_patches`), and draws one PNG:
 
 - puzzles 1, 2: the program that wrote each element of the output;
 - puzzles 5-7: the program that wrote each element, and how many times each element of x was read;
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from checks.engine.access import LOAD, STORE, AccessLog, F
+from checks.engine.access_log import LOAD, STORE, AccessLog, F
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION = "elementwise", "softmax", "matmul", "attention"

@@ -16,7 +16,9 @@ when they were passed by keyword). This module turns it into a PNG:
 
 Colours: right elements are light grey, wrong ones coloured by the size of the error, and
 elements never written (or NaN/inf) red. Large outputs are shrunk by showing the worst element of
-each patch, so a single wrong element never disappears.
+each patch, so a single wrong element never disappears. A write past the end of an output
+(`kind: overhang`) is drawn as the tensor's elements in memory order, grey, followed by the
+elements past its end, orange where written.
 
 `python -m checks.learner.picture ERRORS.pt OUT.png` draws a saved file; the grader calls `save_png`.
 """
@@ -32,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-PAST_END, RIGHT, WRONG, UNWRITTEN = 0, 1, 2, 3  # categories; a larger one wins when cells are merged
-COLOURS = {PAST_END: "#ffffff", RIGHT: "#e4e4e4", WRONG: "#35b779", UNWRITTEN: "#d62728"}
+PAST_END, RIGHT, WRONG, UNWRITTEN, OUTSIDE = 0, 1, 2, 3, 4  # categories; a larger one wins when cells are merged
+COLOURS = {PAST_END: "#ffffff", RIGHT: "#e4e4e4", WRONG: "#35b779", UNWRITTEN: "#d62728", OUTSIDE: "#ff7f0e"}
 MAX_ROWS, MAX_COLS = 256, 512  # cells drawn at most; larger outputs are shrunk patch by patch
 MAX_GRID_LINES = 128  # a block grid finer than this would hide the picture, so it is left out
 MAX_RINGS = 40  # when only this many cells are wrong, each gets a ring around it
@@ -79,13 +81,30 @@ def _fold_width(n: int, block: int | None) -> tuple[int, str]:
 
 def fold_1d(error: np.ndarray, bad: np.ndarray, block: int | None) -> Layout:
     """Fold a vector into rows; lanes past its end are drawn blank."""
+    return _fold(error, _categories(error, bad), block)
+
+
+def fold_overhang(size: int, spans: list[int], block: int | None) -> Layout:
+    """A tensor's elements in memory order, then the elements past its end, orange where something was written."""
+    pairs = [(int(a), int(b)) for a, b in zip(spans[0::2], spans[1::2], strict=False) if 0 <= a < b]
+    end = max((b for _, b in pairs), default=0)
+    category = np.full(size + end, PAST_END, dtype=np.int8)
+    category[:size] = RIGHT
+    for a, b in pairs:
+        category[size + a : size + b] = OUTSIDE
+    layout = _fold(np.full(size + end, np.nan), category, block)
+    layout.col_label = layout.col_label.replace("element =", "element (in memory order) =")
+    return layout
+
+
+def _fold(error: np.ndarray, categories: np.ndarray, block: int | None) -> Layout:
     n = error.shape[0]
     width, row_is = _fold_width(n, block)
     rows = max(1, math.ceil(n / width))
     padded_error = np.full(rows * width, np.nan)
     padded_error[:n] = error
     category = np.full(rows * width, PAST_END, dtype=np.int8)
-    category[:n] = _categories(error, bad)
+    category[:n] = categories
     layout = Layout(
         padded_error.reshape(rows, width),
         category.reshape(rows, width),
@@ -119,6 +138,9 @@ def _numpy(value: Any) -> Any:
 
 def layout_for(data: dict[str, Any]) -> Layout:
     """Choose what to draw for a picture file's contents."""
+    if data.get("kind") == "overhang":
+        blocks = data.get("blocks") or {}
+        return fold_overhang(int(data["size"]), list(data.get("spans") or []), blocks.get("BLOCK_SIZE"))
     error = np.asarray(_numpy(data["error"]), dtype=float)
     bad = np.asarray(_numpy(data["bad"]), dtype=bool)
     dims = [str(d) for d in data.get("dims") or ()]
@@ -175,20 +197,19 @@ def figure(data: dict[str, Any]):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import ListedColormap, LogNorm, Normalize
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
 
     layout = layout_for(data)
     error, category, (fy, fx) = shrink(layout)
     rows, cols = layout.category.shape
-    counts = {c: int((layout.category == c).sum()) for c in (RIGHT, WRONG, UNWRITTEN)}
+    counts = {c: int((layout.category == c).sum()) for c in (RIGHT, WRONG, UNWRITTEN, OUTSIDE)}
 
     height = min(7.0, max(3.2, 2.4 + 4.0 * rows / max(cols, 1)))
     fig = Figure(figsize=(10, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     extent = (0, cols, rows, 0)  # element coordinates, whatever the shrinking
-    base = ListedColormap([COLOURS[PAST_END], COLOURS[RIGHT], COLOURS[RIGHT], COLOURS[UNWRITTEN]])
-    ax.imshow(category, cmap=base, vmin=-0.5, vmax=3.5, extent=extent, aspect="auto", interpolation="nearest")
+    base = ListedColormap([COLOURS[PAST_END], COLOURS[RIGHT], COLOURS[RIGHT], COLOURS[UNWRITTEN], COLOURS[OUTSIDE]])
+    ax.imshow(category, cmap=base, vmin=-0.5, vmax=4.5, extent=extent, aspect="auto", interpolation="nearest")
     shown = np.where(category == WRONG, error, np.nan)
     finite = shown[np.isfinite(shown)]
     if finite.size:
@@ -222,9 +243,16 @@ def figure(data: dict[str, Any]):
     ax.set_xlabel(layout.col_label)
     ax.set_ylabel(layout.row_label)
 
+    ax.set_title(_title(data, layout, fy, fx), fontsize=9, loc="left")
+    handles = _legend(data, layout, counts)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+    return fig
+
+
+def _title(data: dict[str, Any], layout: Layout, fy: int, fx: int) -> str:
+    """The failure's headline, then the case and how to read the cells."""
     name = data.get("name", "output")
     headline = str(data.get("headline") or f"{name}: wrong values")
-    lines = textwrap.wrap(headline, 120)[:3]
     sub = [f"case: {data.get('case', '?')}"]
     if layout.where:
         sub.append(f"showing {layout.where}")
@@ -232,7 +260,18 @@ def figure(data: dict[str, Any]):
         sub.append(layout.grid_note)
     if fy > 1 or fx > 1:
         sub.append(f"each cell shows the worst of {fy} x {fx} elements")
-    ax.set_title("\n".join(lines + textwrap.wrap("; ".join(sub), 120)), fontsize=9, loc="left")
+    return "\n".join(textwrap.wrap(headline, 120)[:3] + textwrap.wrap("; ".join(sub), 120))
+
+
+def _legend(data: dict[str, Any], layout: Layout, counts: dict[int, int]) -> list[Any]:
+    from matplotlib.patches import Patch
+
+    if data.get("kind") == "overhang":
+        return [
+            Patch(color=COLOURS[RIGHT], label=f"{data.get('name', 'the tensor')} ({counts[RIGHT]} elements)"),
+            Patch(color=COLOURS[OUTSIDE], label=f"written past its end ({counts[OUTSIDE]})"),
+            Patch(facecolor=COLOURS[PAST_END], edgecolor="#999999", label="past its end, not written"),
+        ]
     handles = [Patch(color=COLOURS[RIGHT], label=f"right ({counts[RIGHT]})")]
     if counts[WRONG]:
         handles.append(Patch(color=COLOURS[WRONG], label=f"wrong value ({counts[WRONG]}; colour = size of the error)"))
@@ -240,8 +279,7 @@ def figure(data: dict[str, Any]):
         handles.append(Patch(color=COLOURS[UNWRITTEN], label=f"never written, NaN or inf ({counts[UNWRITTEN]})"))
     if (layout.category == PAST_END).any():
         handles.append(Patch(facecolor=COLOURS[PAST_END], edgecolor="#999999", label="past the end (no element)"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
-    return fig
+    return handles
 
 
 def cell_ticks(count: int, most: int = 9) -> list[int]:

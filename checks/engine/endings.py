@@ -1,0 +1,74 @@
+"""The verdict of a grading process that could not grade, or did not finish its report.
+
+`checks.engine.verdicts.Stage` gives these when the process ended with an `ending` event (the
+machine is unfit, the learner's code does not load, or it lacks the names the puzzle needs), or
+when it ran out of time, died or exited before its report was complete.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from checks import verdict as V
+from checks.engine.process import ChildEnd
+from checks.engine.protocol import Stream
+
+
+def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
+    """The grading process could not grade: the machine, code that does not load, or missing names."""
+    kind = ending["event"]
+    if kind == "environment":
+        v.status, v.summary = V.ENVIRONMENT, str(ending.get("problem", ""))
+    elif kind == "load_error":
+        v.status = V.ERROR
+        v.details = [f"Loading your code raised {ending.get('text', '')}"] + [str(x) for x in ending.get("where", [])]
+        v.summary = "Your code did not load: fix the error above and check again."
+    else:
+        v.status = V.ERROR
+        names = ", ".join(str(n) for n in ending.get("names", []))
+        v.summary = f"Your code does not define {names}: keep the function name from the stub."
+
+
+def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: float) -> None:
+    """The grading process ran out of time, died, or exited before its report was complete."""
+    current = stream.started
+    where = (
+        f" during case {current + 1}"
+        if current is not None
+        else (" while loading your code" if stream.machine else " while starting")
+    )
+    if end.timed_out:
+        v.status = V.TIMEOUT
+        v.summary = (
+            f"Your code ran past the {timeout:.0f} s time limit{where}: look for a loop whose bound never "
+            "changes or is far too large (a `while` in a kernel, a grid of the wrong size); if it is only "
+            "slow (autotuning many configs compiles each one), give it longer with --timeout "
+            "(make check ARGS='--timeout 300')."
+        )
+        return
+    v.status = V.CRASHED
+    code = end.returncode if end.returncode is not None else 0
+    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    failed = [c for c in v.cases if not c.passed]
+    if failed:
+        first = failed[0]
+        v.summary = (
+            f"The grading process died{where} ({how}), after {len(failed)} case(s) had already failed; "
+            f"start with case {first.index + 1} ({first.description}): {first.problem}"
+        )
+    elif code >= 0:
+        v.summary = (
+            f"Your code ended the grading process{where} ({how}) before it could give a verdict: "
+            "remove any exit(), sys.exit() or os._exit() call from your submission."
+        )
+    elif code == -signal.SIGKILL:
+        v.summary = (
+            f"The grading process was killed{where} (signal SIGKILL), most likely for using too much memory: "
+            "check the sizes you allocate and your grid."
+        )
+    else:
+        v.summary = (
+            f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: "
+            "check your masks, offsets and strides."
+        )
