@@ -4,9 +4,11 @@ Three kernels, launched one after the other:
   _attn_bwd_preprocess  one program per block of query rows: delta = rowsum(dO * O), and lse in base 2
   _attn_bwd_dkdv        one program per block of keys: keeps K, V, dK, dV on chip, walks the query blocks
   _attn_bwd_dq          one program per block of queries: keeps Q, dO, dQ on chip, walks the key blocks
-No program writes what another one writes, so no atomics are needed. The structure is that of
-Triton's fused-attention tutorial, with plain pointer arithmetic (any strides) and masks for
-sequence lengths that are not a multiple of a block.
+No program writes what another one writes, so no atomics are needed. The two walks are those of
+Triton's fused-attention tutorial, whose one `_attn_bwd` kernel runs both in each program; here they
+are two kernels (the course's choice: one job, grid and block size each), with plain pointer
+arithmetic (any strides) and masks for sequence lengths that are not a multiple of a block. The
+FlashAttention-2 paper's design, dQ by atomic adds, is solutions/variants/10_atomic_dq.py.
 
 Run the grader on it with `python -m checks 10 --solution`.
 """

@@ -11,6 +11,7 @@ import pytest
 from checks.engine.timing import Peaks, roofline_share
 from checks.instructor import bench
 from checks.instructor.bench_report import (
+    ANSWER_KEY,
     CSV_COLUMNS,
     Row,
     evaluate,
@@ -33,6 +34,7 @@ META = {
     "notes": ["a note"],
 }
 BENCHED = [p for p in load_puzzles() if p.sweep]
+VARIANTS = [(p, label, path) for p in BENCHED for label, path in bench.variant_files(p).items()]
 
 
 def attention_flops(n: int, d: int, causal: bool, backward: bool = False) -> float:
@@ -143,6 +145,21 @@ def fake_rows() -> list[Row]:
             check="ok",
             others={"sdpa cudnn": 1.5},
         ),  # 0.75x
+        # the atomic-dQ variant of the backward at the same point, timed against the answer key: 2.0 / 1.6 = 1.25x
+        Row(
+            "10",
+            "flash_attention_v2_bwd",
+            "D=64 causal",
+            "N=4096",
+            4096,
+            key_ms=1.6,
+            baseline=ANSWER_KEY,
+            baseline_ms=2.0,
+            bytes=1e9,
+            flops=attention_flops(4096, 64, True, backward=True),
+            check="ok",
+            variant="atomic dQ",
+        ),
     ]
     for row in rows:
         if row.ok:
@@ -164,7 +181,7 @@ def test_row_arithmetic():
 def test_plan_comes_from_the_registry(puzzle):
     sweep = puzzle.sweep
     full, quick, smoke = (bench.plan(puzzle, mode) for mode in ("full", "quick", "smoke"))
-    assert len(full) == len(sweep["series"]) * len(sweep["sizes"])
+    assert len(full) == len(sweep["series"]) * len(sweep["sizes"]) * (1 + len(sweep.get("variants", {})))
     assert {p["series"] for p in full} == set(sweep["series"]) and {p["size"] for p in full} == set(sweep["sizes"])
     assert 0 < len(quick) <= len(full) and {p["size"] for p in smoke} == set(sweep["smoke"])
     assert sum(p["timing"] for p in full) >= 1, "the grader's timing case is one of the sweep's points"
@@ -176,9 +193,42 @@ def test_plan_comes_from_the_registry(puzzle):
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
 def test_every_target_is_planned_first(quick):
     for puzzle in BENCHED:
-        planned = {(p["series"], p["size"]): p for p in bench.plan(puzzle, "quick" if quick else "full")}
+        planned = {
+            (p["series"], p["size"]): p for p in bench.plan(puzzle, "quick" if quick else "full") if not p["variant"]
+        }
         for target in bench.targets(puzzle):
             assert planned[(target.series, target.size)]["first"], target.label
+
+
+def test_plan_times_each_variant_as_its_own_series():
+    """A sweep's variants: every (series, size) of the answer key once more per variant, after the answer key's."""
+    puzzle = get_puzzle(10)
+    assert bench.variant_files(puzzle) == {"atomic dQ": ROOT / "solutions" / "variants" / "10_atomic_dq.py"}
+    for mode in ("full", "quick", "smoke"):
+        points = bench.plan(puzzle, mode)
+        key = [(p["series"], p["size"], p["x"]) for p in points if not p["variant"]]
+        variant = [(p["series"], p["size"], p["x"]) for p in points if p["variant"] == "atomic dQ"]
+        assert variant and sorted(variant) == sorted(key), mode
+        assert {p["variant"] for p in points} == {"", "atomic dQ"}
+        first_variant = next(i for i, p in enumerate(points) if p["variant"])
+        assert all(p["variant"] for p in points[first_variant:]), "a variant's points come after the answer key's"
+        assert not any(p["timing"] or p["first"] for p in points if p["variant"]), "targets are the answer key's"
+
+
+@pytest.mark.parametrize(("puzzle", "label", "path"), VARIANTS, ids=lambda v: getattr(v, "number", str(v)))
+def test_a_variant_file_defines_the_puzzle_function(puzzle, label, path):
+    assert path.is_file() and path.is_relative_to(ROOT / "solutions" / "variants"), label
+    assert f"def {puzzle.name}(" in path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("puzzle", "label", "path"), VARIANTS, ids=lambda v: getattr(v, "number", str(v)))
+def test_a_variant_passes_the_grader(puzzle, label, path):
+    """A variant is timed as another right answer to its puzzle: it must pass the same grader."""
+    from checks.engine.grade import grade
+    from checks.verdict import format_verdict
+
+    verdict = grade(puzzle, path, time_it=False)
+    assert verdict.passed, f"{label}:\n{format_verdict(verdict)}"
 
 
 def test_plan_sizes():
@@ -212,6 +262,7 @@ def test_targets_are_judged_from_the_rows():
     assert verdicts[("FlashAttention-2 forward, D=64 causal, N=16384", ">= 391 TFLOPS")][2] == "missed"
     assert verdicts[("FlashAttention-2 forward, D=64 causal, N=16384", ">= 1.3x sdpa flash")][2] == "missed"
     assert verdicts[("FlashAttention-2 forward, D=128, N=16384", ">= 512 TFLOPS")][2] == "not measured"
+    assert fake_rows()[-1].ratio == pytest.approx(1.25), "a variant's ratio: the answer key's time over its own"
 
 
 def test_csv_holds_the_numbers(tmp_path):
@@ -231,6 +282,19 @@ def test_csv_holds_the_numbers(tmp_path):
         (r.puzzle, r.series, r.size, r.status) for r in rows
     ]
     assert again[4].others == pytest.approx(rows[4].others, rel=1e-5) and again[0].key_ms == pytest.approx(1.1)
+    assert [r.variant for r in again] == [""] * (len(rows) - 1) + ["atomic dQ"] and again[-1].baseline == ANSWER_KEY
+    assert records[-1]["variant"] == "atomic dQ" and records[0]["variant"] == ""
+
+
+def test_a_csv_without_the_variant_column_reads_as_answer_keys(tmp_path):
+    path = write_data(fake_rows()[:2], META, tmp_path)
+    with open(path, newline="", encoding="utf-8") as f:
+        records = list(csv.DictReader(f))
+    with open(path, "w", newline="", encoding="utf-8") as f:  # as written before the column existed
+        writer = csv.DictWriter(f, fieldnames=[c for c in CSV_COLUMNS if c != "variant"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+    assert [(r.series, r.size, r.variant) for r in read_csv(path)] == [("fp32", "n=2^28", ""), ("fp32", "n=2^24", "")]
 
 
 def test_plots_are_pngs(tmp_path):
@@ -253,6 +317,8 @@ def test_markdown_report():
     assert "3 of 13 targets met." in text  # the speed bar, FA2 D=64 TFLOPS, FA2 D=64 vs SDPA flash
     failed = "| 4 | matmul_fast | fp16 | 1024x1024x1024 | - | - | - | - | - | - | - | - | - | failed: out of memory |"
     assert failed in text and "sdpa cudnn 0.75x" in text
+    variant = "| 10 | flash_attention_v2_bwd, variant: atomic dQ | D=64 causal | N=4096 | 1.6000 | answer key |"
+    assert variant + " 2.0000 | 1.25x |" in text
     assert "![vector add](bench/vector_add.png)" in text and "- a note" in text
 
 

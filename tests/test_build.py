@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -28,8 +29,11 @@ def test_build_check_reports_drift(tmp_path, monkeypatch, capsys):
     assert "make notebooks" in capsys.readouterr().err
 
 
+MOST_TO_FILL = 70  # lines of code a learner writes in one graded cell, at most
+
+
 @pytest.mark.parametrize("puzzle", puzzle_params())
-def test_notebook_is_clean_and_has_one_graded_cell(puzzle):
+def test_notebook_is_clean_and_its_graded_cells_are_short(puzzle):
     notebook = json.loads(puzzle.notebook.read_text())
     ids = [cell["id"] for cell in notebook["cells"]]
     assert len(ids) == len(set(ids)), "cell ids are unique"
@@ -37,10 +41,37 @@ def test_notebook_is_clean_and_has_one_graded_cell(puzzle):
     assert all(cell["outputs"] == [] and cell["execution_count"] is None for cell in code)
     sources = ["".join(cell["source"]) for cell in code]
     graded = graded_cells(sources, puzzle.number)
-    assert len(graded) == 1
-    assert graded[0].startswith(STUB_MARKER.format(number=puzzle.number))
+    if len(graded) == 1:
+        assert graded[0].startswith(STUB_MARKER.format(number=puzzle.number))
+    else:
+        markers = [build.PART_MARKER.format(number=puzzle.number, part=k, parts=len(graded)) for k in range(1, 7)]
+        assert [cell.splitlines()[0] for cell in graded] == markers[: len(graded)]
+    for cell in graded:
+        to_fill = sum(int(n) for n in re.findall(r"FILL ME IN \(roughly (\d+) lines\)", cell))
+        assert 0 < to_fill <= MOST_TO_FILL, f"{to_fill} lines to write in one graded cell:\n{cell[:200]}"
     assert any(f"check({puzzle.literal})" in s for s in sources)
     assert "data:image" not in puzzle.notebook.read_text(), "pictures are files or code, never base64"
+
+
+def test_graded_code_in_parts_is_the_whole_solution_in_order():
+    """Named {stub} fences split the solution into cells at function boundaries; joined, they are the solution."""
+    from checks.engine.source import module_body, strip_markers
+    from checks.registry import get_puzzle
+
+    puzzle = get_puzzle(10)
+    solution = puzzle.solution.read_text(encoding="utf-8")
+    fences = [["_attn_bwd_preprocess", "_attn_bwd_dkdv_inner"], ["_attn_bwd_dkdv"], ["flash_attention_v2_bwd"]]
+    cells = build.graded_parts(solution, 10, fences, filled=True)
+    assert [c.splitlines()[0] for c in cells] == [
+        build.PART_MARKER.format(number=10, part=k, parts=3) for k in (1, 2, 3)
+    ]
+    joined = "\n".join(c.split("\n", 1)[1] for c in cells)
+    assert joined.split() == strip_markers(module_body(solution)).split()
+    assert "def _attn_bwd_dq(" in cells[1] and cells[2].startswith(cells[2].splitlines()[0] + "\ndef flash_attention")
+    with pytest.raises(ValueError, match="order"):
+        build.graded_parts(solution, 10, fences[::-1], filled=False)
+    with pytest.raises(ValueError, match="does not define"):
+        build.graded_parts(solution, 10, [["_attn_bwd_nothing"]], filled=False)
 
 
 def test_stub_replaces_blocks_by_size():
@@ -96,3 +127,86 @@ def test_figure_drift_is_detected(tmp_path):
     png.write_bytes(png.read_bytes() + b"edited")
     (folder / f"{figures.FIGURES[1].name}.png").unlink()
     assert len(figures.stale(folder)) == 2
+
+
+def test_a_figure_without_recorded_rows_says_so_and_is_not_drawn(tmp_path, monkeypatch):
+    """Until `make bench` records a figure's rows, its cell says how to get them, and no PNG is kept."""
+    import shutil
+
+    from checks.authoring import figures
+
+    rows, meta = figures._bench()
+    monkeypatch.setattr(figures, "_bench", lambda: ([r for r in rows if not r.variant], meta))
+    text = figures.markdown("fa2_bwd_atomic_dq")
+    assert "No run of the atomic-dQ variant is recorded" in text and "![" not in text and "make bench" in text
+    folder = tmp_path / "figures"
+    shutil.copytree(figures.FOLDER, folder)
+    assert figures.stale(folder) == [str(folder / "fa2_bwd_atomic_dq.png"), str(folder / figures.MANIFEST)]
+    figures.write(folder)
+    assert not (folder / "fa2_bwd_atomic_dq.png").exists() and figures.stale(folder) == []
+
+
+def test_rows_merged_from_a_later_run_are_captioned_with_that_run(monkeypatch):
+    from checks.authoring import figures
+
+    rows, meta = figures._bench()
+    later = {"puzzle": "10", "variant": "atomic dQ", "gpu": "GPU X", "date": "2030-01-02 03:04 UTC"}
+    later |= {"torch": "9.9", "triton": "8.8", "cuda": "7.7"}
+    monkeypatch.setattr(figures, "_bench", lambda: (rows, {**meta, "merged": [later]}))
+    assert figures._rows(figures._figure("fa2_bwd_atomic_dq"), rows), "the recorded CSV has the variant's rows"
+    text = figures.markdown("fa2_bwd_atomic_dq")
+    assert "GPU X, 2030-01-02 03:04 UTC, with torch 9.9, Triton 8.8 and CUDA 7.7" in text
+    assert "At N = 16384, the time of the atomic-dQ variant was" in text and "answer key's with D=64 causal" in text
+    assert meta["date"] in figures.markdown("fa2_bwd_vs_sdpa") and "GPU X" not in figures.markdown("fa2_bwd_vs_sdpa")
+
+
+def test_the_readme_has_one_place_to_start():
+    """One "Start here" with the first commands; the learners' section points back to it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert [h for h in headings if "start" in h.lower()] == ["## Start here"]
+    start = text.split("## Start here", 1)[1].split("\n## ", 1)[0]
+    assert "make check PUZZLE=1" in start and "make doctor" in start and "make lab" in start
+    learners = text.split("## For learners", 1)[1].split("\n## ", 1)[0]
+    assert "see Start here" in learners and "make check PUZZLE=1" not in learners
+
+
+def test_check_grades_the_last_run_of_each_part_and_names_the_parts_not_run(monkeypatch, capsys):
+    """In a notebook whose graded code is in parts, check() joins the latest run of each, in part order."""
+    ipython = pytest.importorskip("IPython")
+    from checks.learner import notebook
+
+    part = lambda k, body: build.PART_MARKER.format(number=9, part=k, parts=2) + "\n" + body
+    history = ["", part(2, "b = 1"), part(1, "a = 1"), "print(a)", part(2, "b = 2")]
+    monkeypatch.setattr(ipython, "get_ipython", lambda: type("Shell", (), {"user_ns": {"In": history}})())
+    assert notebook._ran_cells(9) == [part(1, "a = 1"), part(2, "b = 2")]
+    assert notebook.parts_not_run(notebook._ran_cells(9)) == []
+    assert notebook.parts_not_run([part(2, "b = 2")]) == [1]
+    assert notebook.parts_not_run(["# Puzzle 9: your code (this whole cell is graded)\nx = 1"]) == []
+    history[:] = ["", part(2, "b = 1")]
+    monkeypatch.setattr(notebook, "grade", lambda *a, **k: pytest.fail("nothing is graded while a part has not run"))
+    notebook.check(9)
+    assert "Part 1 has not been run in this session" in capsys.readouterr().out
+
+
+def test_a_figure_of_another_baseline_appears_once_the_baseline_is_recorded(tmp_path, monkeypatch):
+    """The unfused attention is one of puzzle 9's other baselines: its figure waits for its timings."""
+    import dataclasses
+
+    from checks.authoring import figures
+
+    rows, meta = figures._bench()
+    figure = figures._figure("unfused_vs_flash")
+    if figures._complete(figure, rows):
+        pytest.skip("the recorded run already has the unfused timings")
+    assert "No run of the unfused attention is recorded" in figures.markdown("unfused_vs_flash")
+    timed = [
+        dataclasses.replace(r, others={**r.others, "torch unfused": 3 * r.key_ms})
+        if (r.puzzle, r.series) in {("9", "D=64"), ("9", "D=128")} and r.x <= 8192 and r.ok
+        else r
+        for r in rows
+    ]
+    monkeypatch.setattr(figures, "_bench", lambda: (timed, meta))
+    assert figures.markdown("unfused_vs_flash").startswith("![Attention forward")
+    figures.draw(figure, timed, meta, tmp_path / "unfused.png")
+    assert (tmp_path / "unfused.png").read_bytes()[:4] == b"\x89PNG"

@@ -63,3 +63,20 @@ def test_the_junit_report_is_kept_as_an_artifact():
     steps = workflow()["jobs"]["check"]["steps"]
     upload = next(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact"))
     assert upload["with"]["path"].rstrip("/") == "build/grades" and upload.get("if") == "always()"
+
+
+def test_the_summary_step_is_python_that_reads_the_class_reports_columns(tmp_path):
+    """The step that lists the verdicts on the run's page: its here-document compiles and finds its columns."""
+    step = next(s for s in workflow()["jobs"]["check"]["steps"] if "GITHUB_STEP_SUMMARY" in s.get("run", ""))
+    script = step["run"].split("<<'PY'", 1)[1].split("\n", 1)[1].rsplit("\nPY", 1)[0]
+    compile(script, "summary step", "exec")
+    root = tmp_path / "submissions"
+    (root / "octocat").mkdir(parents=True)
+    notebook = root / "octocat" / "01_vector_add.ipynb"
+    notebook.write_text("{}", encoding="utf-8")
+    found, _ = classroom.find_submissions(root)
+    result = classroom.Result(found[0], "failed", "a summary | with a bar", 1.0)
+    classroom.write_csv([result], tmp_path / "grades.csv", root)
+    columns = set(re.findall(r"row\['(\w+)'\]", script))
+    header = (tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
+    assert columns and columns <= set(header), (columns, header)

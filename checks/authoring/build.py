@@ -5,7 +5,10 @@ source, fenced blocks become code cells, and the text between them markdown cell
 
     ```python      an ordinary code cell
     ```{setup}     the standard first code cell (finds the course, loads the grader)
-    ```{stub}      the graded cell: the solution with its marked blocks replaced by FILL ME IN
+    ```{stub}      the graded cell: the solution with its marked blocks replaced by FILL ME IN. A fence
+                   that names functions (`_attn_fwd_inner`, one or more) makes the graded code several
+                   cells: each holds its functions, the first also what comes before them, and each
+                   begins '# Puzzle N: your code, part K of M' (the grader joins them in that order)
     ```{check}     the check cell: check(N)
     ```{figure}    a markdown cell showing a figure of recorded GPU measurements (checks/authoring/figures.py);
                    the fence holds the figure's name
@@ -18,13 +21,14 @@ generated file, or a figure, differs from what its sources give.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
 from pathlib import Path
 
 from checks.authoring import figures
-from checks.engine.source import answer_cell, stub_cell
+from checks.engine.source import answer_cell, make_stub, module_body, strip_markers, stub_cell
 from checks.registry import ROOT, Puzzle, load_puzzles
 
 SETUP_CELL = """\
@@ -37,7 +41,8 @@ from checks.learner.notebook import check, hint, setup
 DEVICE = setup()  # "cuda" or "cpu"; must run before triton is imported
 import math, torch, triton, triton.language as tl"""
 
-CHECK_CELL = "check({literal})  # grades the cell marked 'Puzzle {number}: your code' in a separate process"
+CHECK_CELL = "check({literal})  # grades the {cell} marked 'Puzzle {number}: your code' in a separate process"
+PART_MARKER = "# Puzzle {number}: your code, part {part} of {parts} (this whole cell is graded)"
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 
@@ -87,10 +92,52 @@ def parse(text: str) -> list[tuple[str, str]]:
     return blocks
 
 
-def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled: bool = False) -> dict:
-    """The notebook for one puzzle; with filled=True its graded cell holds the answer key."""
+def graded_parts(solution_text: str, number: int | str, fences: list[list[str]], filled: bool) -> list[str]:
+    """The graded cells' code: one cell with the whole solution, or one per {stub} fence that names functions.
+
+    A fence's cell runs from its first function (with the comment lines right above it) to the next
+    fence's first function; the first cell starts at the top. The names must follow the file's order.
+    """
+    if fences == [[]]:
+        return [(answer_cell if filled else stub_cell)(solution_text, number)]
+    if not all(fences):
+        raise ValueError("when one {stub} fence names functions, every {stub} fence must")
+    body = module_body(solution_text)
+    lines = body.splitlines()
+    starts = {
+        node.name: min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+        for node in ast.parse(body).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+    }
+    order = [name for names in fences for name in names]
+    missing = [name for name in order if name not in starts]
+    if missing:
+        raise ValueError(f"the {{stub}} fences name {', '.join(missing)}, which the solution does not define")
+    if [starts[n] for n in order] != sorted(starts[n] for n in order):
+        raise ValueError(f"the {{stub}} fences must name the functions in the solution's order: {', '.join(order)}")
+    bounds = [0]
+    for names in fences[1:]:
+        start = starts[names[0]]
+        while start > 0 and lines[start - 1].startswith("#"):  # the comment that introduces it comes along
+            start -= 1
+        bounds.append(start)
+    bounds.append(len(lines))
     cells = []
-    for index, (kind, text) in enumerate(parse(source_text)):
+    for part, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False), start=1):
+        code = "\n".join(lines[lo:hi]).strip("\n") + "\n"
+        code = strip_markers(code) if filled else make_stub(code, number)
+        marker = PART_MARKER.format(number=number, part=part, parts=len(fences))
+        cells.append(marker + "\n" + code.rstrip("\n"))
+    return cells
+
+
+def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled: bool = False) -> dict:
+    """The notebook for one puzzle; with filled=True its graded cell(s) hold the answer key."""
+    cells = []
+    blocks = parse(source_text)
+    fences = [text.split() for kind, text in blocks if kind == "stub"]
+    parts = graded_parts(solution_text, puzzle.number, fences, filled) if fences else []
+    for index, (kind, text) in enumerate(blocks):
         cell_id = f"p{puzzle.label}-{index:02d}"
         if kind == "markdown":
             cells.append(_cell("markdown", text, cell_id))
@@ -99,10 +146,12 @@ def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled:
         elif kind == "setup":
             cells.append(_cell("code", SETUP_CELL, cell_id, tags=["setup"]))
         elif kind == "stub":
-            code = (answer_cell if filled else stub_cell)(solution_text, puzzle.number)
-            cells.append(_cell("code", code, f"p{puzzle.label}-stub", tags=["stub"]))
+            part = len([c for c in cells if "stub" in c["metadata"].get("tags", [])])  # the graded cells so far
+            cell_id = f"p{puzzle.label}-stub" + (str(part + 1) if part else "")
+            cells.append(_cell("code", parts[part], cell_id, tags=["stub"]))
         elif kind == "check":
-            check = CHECK_CELL.format(literal=puzzle.literal, number=puzzle.number)
+            cell = "cells" if len(fences) > 1 else "cell"
+            check = CHECK_CELL.format(literal=puzzle.literal, number=puzzle.number, cell=cell)
             cells.append(_cell("code", check, cell_id, tags=["check"]))
         elif kind == "figure":
             cells.append(_cell("markdown", figures.markdown(text.strip()), cell_id))

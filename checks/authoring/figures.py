@@ -12,12 +12,17 @@ The PNGs go to `notebooks/figures/`, with `figures.json` beside them: for each f
 what it is drawn from (its rows, the metadata, this file) and a hash of the PNG. `--check` compares
 both without drawing, so a stale or hand-edited figure is caught; `make notebooks` redraws only the
 figures whose inputs changed (PNG bytes can differ between matplotlib versions).
+
+A figure with no rows in the CSV yet is not drawn: its cell says so (`Figure.missing`) until a run
+records them. Rows merged in from a later run (`meta.json`'s `merged`: a puzzle and variant, with
+that run's GPU, date and versions) are captioned with that run when a figure draws only them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +37,11 @@ class Line:
     series: str
     baseline: bool = False  # the row's baseline timing instead of the answer key's
     style: str = "-"
+    variant: str = ""  # the rows of this variant (bench.sweep.variants) instead of the answer key's
+    other: str = ""  # the timing of this other baseline of the rows (a name of the spec's baselines())
+
+
+Panels = tuple[tuple[str, tuple[Line, ...]], ...]  # (panel title, its lines) for each panel
 
 
 @dataclass(frozen=True)
@@ -39,9 +49,38 @@ class Figure:
     name: str
     title: str
     xlabel: str
-    panels: tuple[tuple[str, tuple[Line, ...]], ...]  # (panel title, its lines)
+    panels: Panels
     what: str  # the caption's first sentence
     copy_peak: bool = False  # draw the measured copy bandwidth as a horizontal line
+    missing: str = (
+        "No run of these measurements is recorded in `bench/results.csv` yet: `make bench` on a GPU records "
+        "them, and `make notebooks` then draws them here."
+    )  # the cell's text while the CSV has no rows for the figure
+    summary: Callable[[list[Row]], str] | None = None  # a sentence under the caption, computed from the rows
+
+
+def one_panel(*lines: Line) -> Panels:
+    """A figure's single panel, untitled."""
+    return (("", lines),)
+
+
+def against_torch(series: str, keys: dict[str, str], torch_line: tuple[str, str]) -> Panels:
+    """One untitled panel of one series: the answer keys (label -> puzzle), then torch's timing, dashed.
+
+    `torch_line` is (label, puzzle): the baseline timing of that puzzle's rows.
+    """
+    label, puzzle = torch_line
+    return one_panel(
+        *(Line(key, number, series) for key, number in keys.items()), Line(label, puzzle, series, True, "--")
+    )
+
+
+def per_head_dim(title: str, lines: Callable[[str], tuple[Line, ...]]) -> Panels:
+    """One panel for D = 64 and one for D = 128, titled `title` with {d} filled in.
+
+    `lines(series)` gives a panel's lines for that D's series ("D=64").
+    """
+    return tuple((title.format(d=d), lines(f"D={d}")) for d in (64, 128))
 
 
 FIGURES = (
@@ -49,7 +88,7 @@ FIGURES = (
         "vector_add_bandwidth",
         "Vector add: bandwidth against length",
         "n (float32 elements)",
-        (("", (Line("answer key (puzzle 1)", "1", "fp32"), Line("torch.add", "1", "fp32", True, "--"))),),
+        against_torch("fp32", {"answer key (puzzle 1)": "1"}, ("torch.add", "1")),
         "Bytes moved per second (read x, read y, write out) against the vector length; the dotted line is "
         "the device-to-device copy rate measured on the same GPU.",
         copy_peak=True,
@@ -58,15 +97,10 @@ FIGURES = (
         "matmul_vs_cublas",
         "float16 matmul against cuBLAS",
         "M = N = K",
-        (
-            (
-                "",
-                (
-                    Line("puzzle 3 answer key (this puzzle)", "3", "fp16"),
-                    Line("puzzle 4 answer key (grouped order, autotuned)", "4", "fp16"),
-                    Line("torch.matmul (cuBLAS)", "3", "fp16", True, "--"),
-                ),
-            ),
+        against_torch(
+            "fp16",
+            {"puzzle 3 answer key (this puzzle)": "3", "puzzle 4 answer key (grouped order, autotuned)": "4"},
+            ("torch.matmul (cuBLAS)", "3"),
         ),
         "TFLOPS (2·M·N·K floating-point operations per second) of square float16 products.",
     ),
@@ -74,15 +108,8 @@ FIGURES = (
         "softmax_passes",
         "Softmax of long rows: three passes against two",
         "row length N (float32)",
-        (
-            (
-                "",
-                (
-                    Line("three passes (puzzle 6)", "6", "fp32"),
-                    Line("two passes, online (puzzle 7)", "7", "fp32"),
-                    Line("torch.softmax", "7", "fp32", True, "--"),
-                ),
-            ),
+        against_torch(
+            "fp32", {"three passes (puzzle 6)": "6", "two passes, online (puzzle 7)": "7"}, ("torch.softmax", "7")
         ),
         "GB/s (one read and one write of the matrix per second) of a row-wise softmax whose rows do not fit "
         "one block; the rows are 4096 × 8192, 4096 × 32768, 1024 × 131072 and 64 × 1048576.",
@@ -91,16 +118,13 @@ FIGURES = (
         "fa1_vs_fa2",
         "Attention forward: FlashAttention-1 and -2 loop orders",
         "sequence length N",
-        tuple(
-            (
-                f"D = {d}, not causal",
-                (
-                    Line("FlashAttention-1 order (puzzle 8)", "8", f"D={d}"),
-                    Line("FlashAttention-2 order (puzzle 9)", "9", f"D={d}"),
-                    Line("torch SDPA (default backend)", "9", f"D={d}", True, "--"),
-                ),
-            )
-            for d in (64, 128)
+        per_head_dim(
+            "D = {d}, not causal",
+            lambda series: (
+                Line("FlashAttention-1 order (puzzle 8)", "8", series),
+                Line("FlashAttention-2 order (puzzle 9)", "9", series),
+                Line("torch SDPA (default backend)", "9", series, True, "--"),
+            ),
         ),
         "TFLOPS (4·B·H·N²·D per second, B·H = 128) of the two answer keys and of PyTorch's FlashAttention.",
     ),
@@ -108,37 +132,73 @@ FIGURES = (
         "fa2_fwd_vs_sdpa",
         "FlashAttention-2 forward against torch SDPA",
         "sequence length N",
-        tuple(
-            (
-                f"D = {d}",
-                (
-                    Line("answer key, not causal", "9", f"D={d}"),
-                    Line("answer key, causal", "9", f"D={d} causal"),
-                    Line("SDPA (default backend), not causal", "9", f"D={d}", True, "--"),
-                    Line("SDPA (default backend), causal", "9", f"D={d} causal", True, ":"),
-                ),
-            )
-            for d in (64, 128)
+        per_head_dim(
+            "D = {d}",
+            lambda series: (
+                Line("answer key, not causal", "9", series),
+                Line("answer key, causal", "9", f"{series} causal"),
+                Line("SDPA (default backend), not causal", "9", series, True, "--"),
+                Line("SDPA (default backend), causal", "9", f"{series} causal", True, ":"),
+            ),
         ),
-        "TFLOPS of puzzle 9's answer key and of PyTorch's scaled_dot_product_attention with its default backend "
+        "TFLOPS of puzzle 9's answer key and of PyTorch's scaled_dot_product_attention with its default "
         "backend (4·B·H·N²·D operations, half of it when causal; B·H = 128).",
     ),
     Figure(
         "fa2_bwd_vs_sdpa",
         "FlashAttention-2 backward against torch SDPA (causal)",
         "sequence length N",
-        tuple(
-            (
-                f"D = {d}, causal",
-                (
-                    Line("answer key (puzzle 10)", "10", f"D={d} causal"),
-                    Line("SDPA backward (default backend)", "10", f"D={d} causal", True, "--"),
-                ),
-            )
-            for d in (64, 128)
+        per_head_dim(
+            "D = {d}, causal",
+            lambda series: (
+                Line("answer key (puzzle 10)", "10", f"{series} causal"),
+                Line("SDPA backward (default backend)", "10", f"{series} causal", True, "--"),
+            ),
         ),
         "TFLOPS of the backward pass, counted as 2.5 times the forward's operations (the usual convention: "
         "five N × N products against two) whatever the kernel really computes; only causal runs were recorded.",
+    ),
+    Figure(
+        "unfused_vs_flash",
+        "Attention forward: S and P through memory, or FlashAttention-2",
+        "sequence length N",
+        per_head_dim(
+            "D = {d}, not causal",
+            lambda series: (
+                Line("FlashAttention-2 (puzzle 9's answer key)", "9", series),
+                Line("torch, unfused: S and P written and read back", "9", series, True, "--", other="torch unfused"),
+            ),
+        ),
+        "TFLOPS (4·B·H·N²·D per second, B·H = 128) of FlashAttention-2 and of the same attention in three torch "
+        "calls, `torch.softmax((q @ k.T) * sm_scale) @ v`, which write the N × N matrices S and P to the GPU's "
+        "memory in float16 and read them back. The unfused line stops where S and P would no longer fit in "
+        "the memory the GPU had free: 2·B·H·N² float16 numbers, 32 GiB at N = 8192.",
+        missing=(
+            "No run of the unfused attention is recorded in `bench/results.csv` yet: `make bench` on a GPU times "
+            "it (the `torch unfused` baseline of puzzle 9, not causal), and `make notebooks` then draws it here "
+            "beside FlashAttention-2."
+        ),
+    ),
+    Figure(
+        "fa2_bwd_atomic_dq",
+        "FlashAttention-2 backward: dQ by atomic adds against a second kernel (causal)",
+        "sequence length N",
+        per_head_dim(
+            "D = {d}, causal",
+            lambda series: (
+                Line("atomic dQ (solutions/variants/10_atomic_dq.py)", "10", f"{series} causal", variant="atomic dQ"),
+                Line("answer key (two kernels)", "10", f"{series} causal", True, "--", variant="atomic dQ"),
+            ),
+        ),
+        "TFLOPS of the atomic-dQ variant (one kernel over key blocks, 5 tile products per tile) and of the answer "
+        "key (a dK/dV kernel and a dQ kernel, 7), both counted as five N × N products, so the higher line is the "
+        "faster kernel; at each point the two ran one after the other on the same inputs.",
+        missing=(
+            "No run of the atomic-dQ variant is recorded in `bench/results.csv` yet. `make bench` on a GPU times it "
+            "beside the answer key (puzzle 10's `variants` in `puzzles.yaml`), and `make notebooks` then draws "
+            "the result here."
+        ),
+        summary=lambda rows: _versus_answer_key("the atomic-dQ variant", rows),
     ),
 )
 
@@ -152,8 +212,21 @@ def _bench() -> tuple[list[Row], dict]:
 
 
 def _rows(figure: Figure, rows: list[Row]) -> list[Row]:
-    wanted = {(line.puzzle, line.series) for _, lines in figure.panels for line in lines}
-    return [r for r in rows if (r.puzzle, r.series) in wanted and r.ok]
+    wanted = {(line.puzzle, line.variant, line.series) for _, lines in figure.panels for line in lines}
+    return [r for r in rows if (r.puzzle, r.variant, r.series) in wanted and r.ok]
+
+
+def _rate(row: Row, line: Line) -> float | None:
+    """What a line draws of a row: an other baseline's rate, the baseline's, or the answer key's (or variant's)."""
+    return row.rate(row.others.get(line.other)) if line.other else row.baseline_rate if line.baseline else row.key_rate
+
+
+def _run(rows: list[Row], meta: dict) -> dict:
+    """The metadata of the run the rows were measured in: a run merged in later when every row is one of its."""
+    for run in meta.get("merged", []):
+        if rows and all((r.puzzle, r.variant) == (run["puzzle"], run["variant"]) for r in rows):
+            return run
+    return meta
 
 
 def _meta_keys(meta: dict) -> dict:
@@ -162,8 +235,24 @@ def _meta_keys(meta: dict) -> dict:
     return keys
 
 
-def caption(figure: Figure, meta: dict) -> str:
-    m = _meta_keys(meta)
+def _versus_answer_key(name: str, rows: list[Row]) -> str:
+    """'At N = 16384, the time of <name> was 1.05x the answer key's with D=64 causal and ...', from variant rows
+    (their baseline is the answer key, timed beside them)."""
+    timed = [r for r in rows if r.ratio]
+    if not timed:
+        return ""
+    largest = max(r.x for r in timed)
+    first, *rest = [(f"{1 / r.ratio:.2f}x", r.series) for r in timed if r.x == largest]
+    said = " and ".join([f"{first[0]} the answer key's with {first[1]}", *(f"{t} with {s}" for t, s in rest)])
+    times = [1 / r.ratio for r in timed]
+    return (
+        f"At N = {largest:g}, the time of {name} was {said} (below 1: {name} is faster); over all the recorded "
+        f"sizes it ranges from {min(times):.2f}x to {max(times):.2f}x of the answer key's."
+    )
+
+
+def caption(figure: Figure, meta: dict, rows: list[Row] | None = None) -> str:
+    m = _meta_keys(_run(_rows(figure, rows or []), meta))
     return (
         f"{figure.what} Recorded by `make bench` on an {m['gpu']}, {m['date']}, with torch {m['torch']}, "
         f"Triton {m['triton']} and CUDA {m['cuda']} (data: `bench/results.csv`)."
@@ -171,10 +260,14 @@ def caption(figure: Figure, meta: dict) -> str:
 
 
 def markdown(name: str) -> str:
-    """The markdown cell that shows one figure, with its caption."""
+    """The markdown cell that shows one figure, with its caption; or says that no run of it is recorded yet."""
     figure = _figure(name)
-    _, meta = _bench()
-    return f"![{figure.title}](figures/{name}.png)\n\n*{caption(figure, meta)}*"
+    rows, meta = _bench()
+    chosen = _rows(figure, rows)
+    if not _complete(figure, rows):
+        return f"*{figure.missing}*"
+    text = f"![{figure.title}](figures/{name}.png)\n\n*{caption(figure, meta, rows)}*"
+    return text + (f"\n\n{figure.summary(chosen)}" if figure.summary else "")
 
 
 def _figure(name: str) -> Figure:
@@ -197,7 +290,7 @@ def source_hash(figure: Figure, rows: list[Row], meta: dict) -> str:
     payload = json.dumps(
         {
             "rows": [csv_record(r) for r in _rows(figure, rows)],
-            "meta": _meta_keys(meta),
+            "meta": _meta_keys(_run(_rows(figure, rows), meta)),
             "code": Path(__file__).read_text(encoding="utf-8"),
         },
         sort_keys=True,
@@ -216,9 +309,9 @@ def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
     for ax, (title, lines) in zip(axes.flat, figure.panels, strict=True):
         for colour, line in enumerate(lines):
             points = sorted(
-                (r.x, r.baseline_rate if line.baseline else r.key_rate)
+                (r.x, _rate(r, line))
                 for r in chosen
-                if (r.puzzle, r.series) == (line.puzzle, line.series)
+                if (r.puzzle, r.variant, r.series) == (line.puzzle, line.variant, line.series) and _rate(r, line)
             )
             if points:
                 ax.plot(
@@ -231,14 +324,15 @@ def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
                     label=line.label,
                 )
         if figure.copy_peak:
-            ax.axhline(_meta_keys(meta)["copy_gbps"], color="grey", linestyle=":", label="measured copy rate")
+            peak = _meta_keys(_run(chosen, meta))["copy_gbps"]
+            ax.axhline(peak, color="grey", linestyle=":", label="measured copy rate")
         metric = chosen[0].metric if chosen else ""
         ax.set(xlabel=figure.xlabel, ylabel=metric, title=title)
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    m = _meta_keys(meta)
+    m = _meta_keys(_run(chosen, meta))
     fig.suptitle(f"{figure.title}\n{m['gpu']}, {m['date']}, torch {m['torch']}, Triton {m['triton']}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -251,12 +345,30 @@ def _manifest(folder: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+def _drawn(rows: list[Row]) -> list[Figure]:
+    """The figures the CSV has something for on every line: the others are not drawn."""
+    return [f for f in FIGURES if _complete(f, rows)]
+
+
+def _complete(figure: Figure, rows: list[Row]) -> bool:
+    chosen = _rows(figure, rows)
+    return all(
+        any(
+            (r.puzzle, r.variant, r.series) == (line.puzzle, line.variant, line.series) and _rate(r, line)
+            for r in chosen
+        )
+        for _, lines in figure.panels
+        for line in lines
+    )
+
+
 def stale(folder: Path = FOLDER) -> list[str]:
     """The figures that are missing, hand-edited, or older than what they are drawn from (nothing is drawn)."""
     rows, meta = _bench()
     recorded = _manifest(folder)
     found = []
-    for figure in FIGURES:
+    drawn = _drawn(rows)
+    for figure in drawn:
         png = folder / f"{figure.name}.png"
         entry = recorded.get(figure.name, {})
         if (
@@ -265,20 +377,21 @@ def stale(folder: Path = FOLDER) -> list[str]:
             or entry.get("source") != source_hash(figure, rows, meta)
         ):
             found.append(_shown(png))
-    known = {f"{f.name}.png" for f in FIGURES}
+    known = {f"{f.name}.png" for f in drawn}
     found += [_shown(p) for p in sorted(folder.glob("*.png")) if p.name not in known]
-    if set(recorded) - {f.name for f in FIGURES}:
+    if set(recorded) - {f.name for f in drawn}:
         found.append(_shown(folder / MANIFEST))
     return found
 
 
 def write(folder: Path = FOLDER) -> list[str]:
-    """Redraw the stale figures, delete unknown ones, rewrite the manifest; returns what changed."""
+    """Redraw the stale figures, delete unknown ones and those without rows, rewrite the manifest."""
     rows, meta = _bench()
     recorded = _manifest(folder)
     changed = []
     manifest = {}
-    for figure in FIGURES:
+    drawn = _drawn(rows)
+    for figure in drawn:
         png = folder / f"{figure.name}.png"
         source = source_hash(figure, rows, meta)
         entry = recorded.get(figure.name, {})
@@ -286,7 +399,7 @@ def write(folder: Path = FOLDER) -> list[str]:
             draw(figure, rows, meta, png)
             changed.append(_shown(png))
         manifest[figure.name] = {"source": source, "png": _sha(png.read_bytes())}
-    known = {f"{f.name}.png" for f in FIGURES}
+    known = {f"{f.name}.png" for f in drawn}
     for extra in folder.glob("*.png"):
         if extra.name not in known:
             extra.unlink()

@@ -1,8 +1,10 @@
 """`python -m checks.instructor.bench [--quick] [--out DIR] [--only 4,9] [--budget S]`: the answer keys against torch.
 
 On a CUDA GPU, times each ready puzzle's answer key and baselines over its `bench.sweep` (puzzles.yaml) with
-the grader's inputs, baselines, work (checks/puzzles) and timer (`checks.engine.timing.bench_ms`), a process per
+the grader's inputs, baselines, work (checks/puzzles) and timer (`checks.engine.measure.bench_ms`), a process per
 puzzle within the time budget, and writes DIR/bench/ (results.csv, meta.json, plots) and DIR/BENCHMARKS.md.
+A sweep's `variants` (label -> file: the puzzle's function written another way, not graded) are timed at the
+same points, each against the answer key, as rows with that label in their `variant` column.
 Without a GPU it exits 1; --smoke: tiny sizes (the interpreter without a GPU); --render DIR: redraw a run's CSV.
 """
 
@@ -26,11 +28,21 @@ from typing import Any
 import torch
 import triton
 
+from checks.engine.measure import bench_ms, device_peaks
 from checks.engine.memory import Arena
 from checks.engine.process import start_module
 from checks.engine.source import load_module
-from checks.engine.timing import bench_ms, device_peaks, loosest_tolerance, output_difference, roofline_share
-from checks.instructor.bench_report import Row, Target, csv_record, evaluate, read_csv, write_data, write_outputs
+from checks.engine.timing import loosest_tolerance, output_difference, roofline_share
+from checks.instructor.bench_report import (
+    ANSWER_KEY,
+    Row,
+    Target,
+    csv_record,
+    evaluate,
+    read_csv,
+    write_data,
+    write_outputs,
+)
 from checks.puzzles import spec_module
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
@@ -41,19 +53,27 @@ SMOKE_NOTE = "a --smoke run: tiny sizes that check the benchmark itself; its tim
 
 
 def plan(puzzle: Puzzle, mode: str = "full") -> list[dict[str, Any]]:
-    """The points one puzzle is measured at (mode: full, quick or smoke): series, size, x (the plots' axis), case
-    (for the spec's make_inputs), timing (the grader's case?), first (measured first: a target or timing needs it)."""
+    """The points one puzzle is measured at (mode: full, quick or smoke): variant ("" for the answer key, else a
+    label of bench.sweep.variants), series, size, x (the plots' axis), case (for the spec's make_inputs), timing
+    (the grader's case?), first (measured first: a target or timing needs it). A variant's points come last."""
     sweep, timing = puzzle.sweep, {k: v for k, v in puzzle.bench.items() if k != "baseline"}
     wanted, points = {(t["series"], t["size"]) for t in sweep.get("targets", [])}, []
-    for series, shared in sweep["series"].items():
-        for size, own in sweep["smoke" if mode == "smoke" else "sizes"].items():
-            case = {**shared, **own}
-            x = math.prod(float(part) for part in sweep["x"].format(**case).split("*"))
-            point = {"series": series, "size": size, "x": x, "case": case, "timing": timing.items() <= case.items()}
-            point["first"] = point["timing"] or (series, size) in wanted
-            if mode != "quick" or point["first"] or size in sweep["quick"]:
-                points.append(point)
+    for variant in ["", *sweep.get("variants", {})]:
+        for series, shared in sweep["series"].items():
+            for size, own in sweep["smoke" if mode == "smoke" else "sizes"].items():
+                case = {**shared, **own}
+                x = math.prod(float(part) for part in sweep["x"].format(**case).split("*"))
+                point = {"variant": variant, "series": series, "size": size, "x": x, "case": case}
+                point["timing"] = not variant and timing.items() <= case.items()
+                point["first"] = point["timing"] or (not variant and (series, size) in wanted)
+                if mode != "quick" or point["first"] or size in sweep["quick"]:
+                    points.append(point)
     return sorted(points, key=lambda p: not p["first"])
+
+
+def variant_files(puzzle: Puzzle) -> dict[str, Path]:
+    """bench.sweep.variants: label -> the file that defines the puzzle's function another way."""
+    return {label: ROOT / file for label, file in puzzle.sweep.get("variants", {}).items()}
 
 
 def targets(puzzle: Puzzle) -> list[Target]:
@@ -87,16 +107,23 @@ def targets(puzzle: Puzzle) -> list[Target]:
     return found
 
 
-def measure(point: dict[str, Any], puzzle: Puzzle, key: Callable, timer: Callable, device: str) -> Row:
-    """Time one point: the answer key, then each baseline of the spec; any failure becomes the row's status."""
-    row = Row(puzzle.number, puzzle.slug, point["series"], point["size"], point["x"], baseline=puzzle.bench["baseline"])
+def measure(point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable], timer: Callable, device: str) -> Row:
+    """Time one point: the answer key (kernels[""]) and each baseline of the spec, or a variant (kernels[label])
+    and the answer key as its baseline; any failure becomes the row's status."""
+    variant = point["variant"]
+    row = Row(puzzle.number, puzzle.slug, point["series"], point["size"], point["x"], variant=variant)
+    row.baseline = ANSWER_KEY if variant else puzzle.bench["baseline"]
     spec, gen = spec_module(puzzle), torch.Generator(device=device)
-    gen.manual_seed(zlib.crc32(f"{puzzle.number} {row.series} {row.size}".encode()))
+    gen.manual_seed(zlib.crc32(f"{puzzle.number} {row.series} {row.size}".encode()))  # a variant gets the same inputs
+    key = kernels[variant]
     try:
         inputs = spec.make_inputs(point["case"], Arena(device, gen))
         args, work = list(inputs.values()), spec.work(inputs)
         row.bytes, row.flops = work.bytes, work.flops
-        calls = {row.baseline: spec.baseline(inputs), **getattr(spec, "baselines", lambda _: {})(inputs)}
+        if variant:
+            calls = {ANSWER_KEY: lambda: kernels[""](*args)}
+        else:
+            calls = {row.baseline: spec.baseline(inputs), **getattr(spec, "baselines", lambda _: {})(inputs)}
         mine, theirs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (key(*args), calls[row.baseline]()))
         atol, rtol = loosest_tolerance(puzzle.tolerance)
         rtol = max(rtol, 4 * torch.finfo(mine[0].dtype).eps)  # float16 rows of a float32 puzzle
@@ -112,10 +139,25 @@ def measure(point: dict[str, Any], puzzle: Puzzle, key: Callable, timer: Callabl
     return row
 
 
+def load_variant(path: Path, module: str, name: str) -> Callable:
+    """A variant's function; one that cannot be loaded fails its own rows, not the answer key's."""
+    try:
+        return getattr(load_module(path, module), name)
+    except Exception as exc:  # noqa: BLE001 - any failure is the variant's rows' status
+        problem = f"{path.name} could not be loaded: {type(exc).__name__}: {exc}"
+
+        def broken(*_: Any) -> Any:
+            raise RuntimeError(problem)
+
+        return broken
+
+
 def child(job: dict[str, Any]) -> int:
     """The benchmark's process for one puzzle: on stdout, a JSON line for the machine, then one per point."""
     puzzle, cuda = get_puzzle(job["puzzle"]), job["device"] == "cuda"
-    key = getattr(load_module(puzzle.solution, f"answer_key_{puzzle.stem}"), puzzle.name)
+    kernels = {"": getattr(load_module(puzzle.solution, f"answer_key_{puzzle.stem}"), puzzle.name)}
+    for index, (label, path) in enumerate(variant_files(puzzle).items()):
+        kernels[label] = load_variant(path, f"variant_{index}_{puzzle.stem}", puzzle.name)
     timer = bench_ms if cuda else lambda fn: 1e3 * min(timeit.repeat(fn, number=1, repeat=3))  # --smoke on a CPU
     peaks = device_peaks() if cuda else None  # the roofline: copy bandwidth and float16 matmul rate
     meta = {
@@ -127,10 +169,11 @@ def child(job: dict[str, Any]) -> int:
     }
     print(json.dumps({"meta": dict(meta, **({"peaks": asdict(peaks)} if peaks else {}))}), flush=True)
     for point in job["points"]:
-        row = measure(point, puzzle, key, timer, job["device"])
+        row = measure(point, puzzle, kernels, timer, job["device"])
         print(json.dumps({"row": asdict(row)}), flush=True)
         done = f"{row.key_ms:.4f} ms, {row.ratio:.2f}x {row.baseline} [{row.check}]" if row.ratio else row.status
-        print(f"  {row.puzzle} {row.series} {row.size}: {done}", file=sys.stderr, flush=True)
+        what = f"{row.puzzle} {row.variant + ', ' if row.variant else ''}{row.series} {row.size}"
+        print(f"  {what}: {done}", file=sys.stderr, flush=True)
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.synchronize()  # raises when a fault broke the CUDA context: the rest cannot run here
@@ -175,15 +218,16 @@ def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Pat
             records, problem = run_child({"device": device, "puzzle": p.number, "points": points}, share)
             got, problem = [Row(**r["row"]) for r in records if "row" in r], problem or "it stopped early"
             meta = {**next((r["meta"] for r in records if "meta" in r), {}), **meta}  # the first report stays
-        done = {(r.series, r.size) for r in got}
+        done = {(r.variant, r.series, r.size) for r in got}
         got += [
-            Row(p.number, p.slug, pt["series"], pt["size"], pt["x"], status=f"not run: {problem}")
+            Row(p.number, p.slug, pt["series"], pt["size"], pt["x"], f"not run: {problem}", variant=pt["variant"])
             for pt in points
-            if (pt["series"], pt["size"]) not in done
+            if (pt["variant"], pt["series"], pt["size"]) not in done
         ]
         if len(got) > len(done):
             meta["notes"].append(f"puzzle {p.number}: {len(got) - len(done)} size(s) not run: {problem}")
-        rows += sorted(got, key=lambda r: (list(p.sweep["series"]).index(r.series), r.x))
+        order = ["", *p.sweep.get("variants", {})], list(p.sweep["series"])
+        rows += sorted(got, key=lambda r: (order[0].index(r.variant), order[1].index(r.series), r.x))
         write_data(rows, meta, out)
     return rows, dict(meta, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
 

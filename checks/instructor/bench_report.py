@@ -14,9 +14,11 @@ from checks.engine.timing import gbps, speed_ratio, tflops
 from checks.registry import ROOT, load_puzzles
 
 HAND_NOTES = ROOT / "bench" / "notes.md"  # what a person wrote about the last run, kept across re-runs
+ANSWER_KEY = "answer key"  # the baseline of a variant's rows
 CSV_COLUMNS = [
     "puzzle",
     "slug",
+    "variant",
     "series",
     "size",
     "x",
@@ -55,7 +57,8 @@ _num = lambda value, digits=4: "" if value is None else f"{value:.{digits}g}"  #
 
 @dataclass
 class Row:
-    """One result: the answer key and its baselines at one size. Times in ms; None where nothing was measured."""
+    """One result: the answer key and its baselines at one size, or a variant (another way to write the puzzle's
+    function, bench.sweep.variants) and the answer key as its baseline. Times in ms; None where not measured."""
 
     puzzle: str
     slug: str
@@ -63,14 +66,15 @@ class Row:
     size: str  # the size in words: "n=2^28", "4096x4096", "N=16384"
     x: float  # the size as a number, for the plots' x axis
     status: str = "ok"  # "ok", or what went wrong ("failed: out of memory", "not run: ...")
-    key_ms: float | None = None
-    baseline: str = ""  # the grader's baseline (puzzles.yaml bench.baseline)
+    key_ms: float | None = None  # the answer key's time, or the variant's in a variant's row
+    baseline: str = ""  # the grader's baseline (puzzles.yaml bench.baseline); ANSWER_KEY in a variant's row
     baseline_ms: float | None = None
     bytes: float = 0.0
     flops: float = 0.0
     check: str = ""  # the answer key's output against the baseline's: "ok" or how they differ
     roofline: float | None = None  # the answer key's share of the roofline, 0..1
     others: dict[str, float] = field(default_factory=dict)  # the spec's other baselines: name -> ms
+    variant: str = ""  # "" for the answer key; else the label of the variant timed in its place
 
     ok = property(lambda self: self.status == "ok" and self.key_ms is not None)
     metric = property(lambda self: "TFLOPS" if self.flops else "GB/s")
@@ -104,8 +108,9 @@ class Target:
 
 
 def evaluate(target: Target, rows: list[Row]) -> tuple[str, str, str]:
-    """(measured, ratio vs baseline, 'met' / 'missed' / 'not measured') for one target."""
-    row = next((r for r in rows if (r.puzzle, r.series, r.size) == (target.puzzle, target.series, target.size)), None)
+    """(measured, ratio vs baseline, 'met' / 'missed' / 'not measured') for one target (of an answer key)."""
+    wanted = (target.puzzle, "", target.series, target.size)
+    row = next((r for r in rows if (r.puzzle, r.variant, r.series, r.size) == wanted), None)
     if row is None or not row.ok:
         return (row.status if row is not None else "-"), "-", "not measured"
     ratio, measured = row.ratio_to(target.baseline), f"{row.key_rate:.1f} {row.metric}"
@@ -119,6 +124,7 @@ def csv_record(r: Row) -> dict[str, str]:
     return {
         "puzzle": str(r.puzzle),
         "slug": r.slug,
+        "variant": r.variant,
         "series": r.series,
         "size": r.size,
         "x": f"{r.x:g}",
@@ -138,7 +144,7 @@ def csv_record(r: Row) -> dict[str, str]:
 
 
 def read_csv(path: Path) -> list[Row]:
-    """Rows back from a results.csv (also one written before the other_baselines column)."""
+    """Rows back from a results.csv (also one written before the variant or other_baselines columns)."""
     num = lambda text: float(text) if text else None
     with open(path, newline="", encoding="utf-8") as f:
         return [
@@ -160,6 +166,7 @@ def read_csv(path: Path) -> list[Row]:
                     k: float(ms)
                     for k, _, ms in (p.partition("=") for p in (r.get(CSV_COLUMNS[-1]) or "").split("; ") if p)
                 },
+                r.get("variant") or "",
             )
             for r in csv.DictReader(f)
         ]
@@ -184,7 +191,7 @@ def cells(r: Row) -> list[str]:
     others = ", ".join(f"{name} {r.ratio_to(name):.2f}x" for name in r.others if r.ratio_to(name) is not None)
     return [
         str(r.puzzle),
-        r.slug,
+        f"{r.slug}, variant: {r.variant}" if r.variant else r.slug,
         r.series,
         r.size,
         ms(r.key_ms),
@@ -208,7 +215,9 @@ def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str], tar
         "The answer keys against their torch baselines, by `make bench` (sizes and targets "
         "from `puzzles.yaml`): medians of `triton.testing.do_bench` on fresh random inputs; ratios are the "
         "baseline's time over the answer key's (above 1: the answer key is faster); the roofline share compares "
-        "with the copy bandwidth and matmul rate measured below.",
+        "with the copy bandwidth and matmul rate measured below. A row marked `variant` times another way to write "
+        "the puzzle's function (`bench.sweep.variants`) in the answer key's columns, with the answer key as its "
+        "baseline.",
         "",
         "| | |",
         "|---|---|",
@@ -258,9 +267,11 @@ def write_plots(rows: list[Row], folder: Path) -> list[Path]:
         cols, high = min(len(series), 2), math.ceil(len(series) / 2)
         fig, axes = plt.subplots(high, cols, figsize=(6.4 * cols, 4.2 * high), squeeze=False, layout="tight")
         for ax, name in zip(axes.flat, series, strict=False):
-            keys, bases = {}, {}  # label -> {x: rate}: a solid line per answer key, a dashed one per baseline
+            keys, bases = {}, {}  # label -> {x: rate}: solid, each answer key or variant; dashed, each baseline
             for r in sorted((r for r in chosen if r.series == name), key=lambda r: r.x):
-                keys.setdefault(f"{r.puzzle}: {r.slug}", {})[r.x] = r.key_rate
+                keys.setdefault(f"{r.puzzle}: {r.slug}" + (f", {r.variant}" if r.variant else ""), {})[r.x] = r.key_rate
+                if r.variant:  # its baseline is the answer key: a line of its own already
+                    continue
                 for baseline, ms in {r.baseline: r.baseline_ms, **r.others}.items():
                     bases.setdefault(baseline, {}).setdefault(r.x, r.rate(ms) or math.nan)
             for style, lines in (("-o", keys), ("--x", bases)):

@@ -1,13 +1,15 @@
 """What a notebook imports: `setup()` in its first cell, `check(N)` and `hint(N)` later.
 
 `check(N)` grades the code you last *ran* in the cell that starts with
-'# Puzzle N: your code', so there is no need to save the notebook first. `answer_key(N)` imports
+'# Puzzle N: your code' (or in each of the cells 'part 1 of M' ... 'part M of M', where a puzzle's
+code is split into parts), so there is no need to save the notebook first. `answer_key(N)` imports
 puzzle N's bundled answer key, for the cells that build on an earlier puzzle.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -41,8 +43,19 @@ def setup() -> str:
     return "cpu"
 
 
+_PART = re.compile(r"\bpart\s+(\d+)\s+of\s+(\d+)", re.IGNORECASE)  # in a graded cell's first line
+
+
+def _part(cell: str) -> tuple[int, int]:
+    """(K, M) of a graded cell whose first line says 'part K of M'; (0, 0) for a cell that is all the code."""
+    first = next((line for line in cell.splitlines() if line.strip()), "")
+    match = _PART.search(first)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
 def _ran_cells(number: int | str) -> list[str]:
-    """The graded cell's source as last executed in this Jupyter kernel (empty outside IPython)."""
+    """The graded cell(s) as last executed in this Jupyter kernel, the last run of each part in part
+    order (empty outside IPython)."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -51,8 +64,15 @@ def _ran_cells(number: int | str) -> list[str]:
     if shell is None:
         return []
     history = [text for text in shell.user_ns.get("In", []) if isinstance(text, str)]
-    found = graded_cells(history, number)
-    return found[-1:]
+    latest = {_part(cell)[0]: cell for cell in graded_cells(history, number)}
+    return [latest[part] for part in sorted(latest)]
+
+
+def parts_not_run(cells: list[str]) -> list[int]:
+    """The parts of a puzzle's graded code ('part K of M') that are not among the cells that ran."""
+    parts = max((_part(cell)[1] for cell in cells), default=0)
+    ran = {_part(cell)[0] for cell in cells}
+    return [part for part in range(1, parts + 1) if part not in ran]
 
 
 def check(number: int | str, timeout: float | None = None, seed: int | None = None) -> None:
@@ -64,8 +84,15 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
     """
     puzzle = get_puzzle(number)
     cells = _ran_cells(number)
+    if missing := parts_not_run(cells):
+        which = f"Part {missing[0]} has" if len(missing) == 1 else f"Parts {', '.join(map(str, missing))} have"
+        print(
+            f"{which} not been run in this session: run every cell that starts with '# Puzzle {number}: your code' "
+            f"(parts 1 to {_part(cells[0])[1]}), then check again."
+        )
+        return
     if cells:
-        source = (as_module(cells), "your graded cell")
+        source = (as_module(cells), "your graded cells" if len(cells) > 1 else "your graded cell")
     else:
         print(f"The graded cell has not been run in this session: grading the saved {puzzle.notebook.name}.")
         source = (notebook_code(puzzle.notebook, number), f"your graded cell in {puzzle.notebook.name}")

@@ -8,7 +8,8 @@ Each module defines
     work(inputs) -> Work                   bytes moved and flops done, for GB/s and TFLOPS
 
 and may define `baselines(inputs) -> dict[name, Callable]`: more baselines that `make bench` (checks.instructor.bench)
-times and plots beside `baseline` (attention: SDPA held to its flash and cuDNN backends, where they run).
+times and plots beside `baseline` (attention: SDPA held to its flash and cuDNN backends, where they run, and
+for puzzle 9 the unfused attention, S and P through memory, where they fit).
 A case may hold more than the graded cases use (softmax's `dtype: float16`) where the benchmark needs it.
 """
 
