@@ -1,0 +1,29 @@
+"""Run a command and print each line of its output with the seconds since it started.
+
+Where a check's time goes on a GPU: `python3 bench/timeline.py python3 -m checks 10 --solution` shows
+when the grading process reported its machine (start-up), each case, the interpreter stage and the timing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = sys.argv[1:] if argv is None else argv
+    if not command:
+        print("Usage: python3 bench/timeline.py COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            print(f"{time.perf_counter() - start:7.2f} | {line.rstrip()}", flush=True)
+    print(f"{time.perf_counter() - start:7.2f} | exit {proc.returncode}", flush=True)
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
