@@ -54,6 +54,7 @@ class Puzzle:
     hints: tuple[str, ...] = ()
     timeout: float = 120.0
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule name -> its parameters
+    map_kind: str = "elementwise"  # how the access map is drawn (checks.learner.maps)
     order: int = 0  # place in the course: lettered steps sort before their puzzle (10a, 10b, 10)
 
     @property
@@ -118,6 +119,7 @@ def _puzzle(entry: dict[str, Any], order: int) -> Puzzle:
         hints=tuple(entry.get("hints", ())),
         timeout=float(entry.get("timeout", 120.0)),
         rules={name: dict(params or {}) for name, params in (entry.get("rules") or {}).items()},
+        map_kind=entry.get("map", "elementwise"),
         order=order,
     )
 

@@ -48,6 +48,7 @@ class Verdict:
     picture_data: str = ""  # a .pt file with the failing case's error map, when there is one
     seconds: float = 0.0
     rule: str = ""  # what rejected it: a rule of checks/engine/rulebook.py, "raised", "speed_bar", or the status
+    map_case: int | None = None  # the CPU case whose access map shows why a rule on memory accesses failed
 
     @property
     def passed(self) -> bool:

@@ -243,9 +243,19 @@ def test_maps_draw_each_kind_of_puzzle(kernels, tmp_path):
 
     log, _, _ = vector_add(kernels)
     recording = {"case": {"n": 100}, "log": log.to_dict(), "scalars": {}}
-    for number in (1, 3, 6, 9):
+    for number in (1, 3, 6, 9, "10a", "10b"):
         png = draw(number, recording, recording, tmp_path / f"{number}.png")
         assert png.stat().st_size > 1000
+
+
+def test_each_puzzle_names_a_kind_of_map_the_maps_can_draw():
+    from checks.learner import maps
+    from checks.registry import get_puzzle, load_puzzles
+
+    kinds = {maps.ELEMENTWISE, maps.SOFTMAX, maps.MATMUL, maps.ATTENTION}
+    assert all(p.map_kind in kinds for p in load_puzzles())
+    assert get_puzzle("10b").map_kind == get_puzzle(10).map_kind == maps.ATTENTION  # lettered steps too
+    assert get_puzzle("10a").map_kind == maps.SOFTMAX
 
 
 @pytest.mark.parametrize("number", [2])

@@ -228,3 +228,17 @@ def test_what_a_case_printed_is_shown_under_that_case_and_the_nan_warning_is_exp
     assert "RuntimeWarning: invalid value encountered in subtract" in report
     assert "-inf - (-inf)" in report, "the NaN warning is explained"
     assert "Every failing case has n=127" in report, "the summary names the parameter that splits the cases"
+
+
+def test_a_known_wrong_kernel_can_be_graded_up_to_its_first_failure(tmp_path):
+    """make solutions and the tests stop a known-wrong kernel at its first failing case: the same rule, sooner."""
+    from checks.authoring.wrong import materialize
+
+    puzzle = get_puzzle(1)
+    wrong = materialize(puzzle, puzzle.wrong_dir / "off_by_one.edit.yaml", tmp_path)
+    whole = grade(puzzle, wrong, time_it=False)
+    first = grade(puzzle, wrong, time_it=False, first_failure=True)
+    assert not whole.passed and not first.passed and first.rule == whole.rule
+    assert len(first.cases) < len(whole.cases) == len(puzzle.cases["cpu"])
+    assert first.cases[-1].index == next(c.index for c in whole.cases if not c.passed)
+    assert "grading stopped at the first failing case" in first.summary

@@ -200,3 +200,18 @@ def test_a_write_past_the_end_is_pictured_in_the_terminal(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert status == 1 and "wrote outside the output out" in out and "where.png" in out
     assert colour_share(tmp_path / "where.png", np.array([0xFF, 0x7F, 0x0E]) / 255) > 0.001
+
+
+def test_a_notebook_check_that_breaks_a_rule_on_memory_accesses_draws_the_access_map(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    puzzle = get_puzzle(4)
+    wrong = source_of(puzzle, puzzle.wrong_dir / "row_major_order.edit.yaml")
+    cell = answer_cell(wrong, 4)
+    monkeypatch.setattr(notebook, "_ran_cells", lambda number: [cell])
+    monkeypatch.setattr(notebook, "picture_folder", lambda p: tmp_path / ".check_pictures")
+    notebook.check(4, timeout=120)
+    out = capsys.readouterr().out
+    png = tmp_path / ".check_pictures" / f"{puzzle.stem}_map.png"
+    assert "grouped_order" in out or "grouped order" in out
+    assert f"The access map is saved as {png}." in out and png.stat().st_size > 10_000
+    assert "draw the access map of case" in out  # the advice names the case the map shows

@@ -105,6 +105,24 @@ FIGURES = (
         "TFLOPS (2·M·N·K floating-point operations per second) of square float16 products.",
     ),
     Figure(
+        "matmul_launch_order",
+        "Matmul: grouped launch order against row-major",
+        "M = N = K",
+        one_panel(
+            Line("row-major order (the answer key, pid_m = pid // num_pid_n)", "4", "fp16", variant="row-major order"),
+            Line("grouped order (the answer key)", "4", "fp16", True, "--", variant="row-major order"),
+        ),
+        "TFLOPS of puzzle 4's answer key and of the same kernel with one change, its tiles launched in row-major "
+        "order; same tiles, same autotuned configs, and at each point the two ran one after the other on the "
+        "same inputs.",
+        missing=(
+            "No run of the row-major launch order is recorded in `bench/results.csv` yet. `make bench` on a GPU "
+            "times it beside the answer key (puzzle 4's `variants` in `puzzles.yaml`: the known-wrong kernel "
+            "`row_major_order`), and `make notebooks` then draws the result here."
+        ),
+        summary=lambda rows: _versus_answer_key("row-major order", rows, x="M = N = K"),
+    ),
+    Figure(
         "softmax_passes",
         "Softmax of long rows: three passes against two",
         "row length N (float32)",
@@ -235,9 +253,9 @@ def _meta_keys(meta: dict) -> dict:
     return keys
 
 
-def _versus_answer_key(name: str, rows: list[Row]) -> str:
+def _versus_answer_key(name: str, rows: list[Row], x: str = "N") -> str:
     """'At N = 16384, the time of <name> was 1.05x the answer key's with D=64 causal and ...', from variant rows
-    (their baseline is the answer key, timed beside them)."""
+    (their baseline is the answer key, timed beside them); `x` names the plots' axis."""
     timed = [r for r in rows if r.ratio]
     if not timed:
         return ""
@@ -246,7 +264,7 @@ def _versus_answer_key(name: str, rows: list[Row]) -> str:
     said = " and ".join([f"{first[0]} the answer key's with {first[1]}", *(f"{t} with {s}" for t, s in rest)])
     times = [1 / r.ratio for r in timed]
     return (
-        f"At N = {largest:g}, the time of {name} was {said} (below 1: {name} is faster); over all the recorded "
+        f"At {x} = {largest:g}, the time of {name} was {said} (below 1: {name} is faster); over all the recorded "
         f"sizes it ranges from {min(times):.2f}x to {max(times):.2f}x of the answer key's."
     )
 

@@ -66,11 +66,13 @@ def grade(
     progress: Progress | None = None,
     source: tuple[str, str] | None = None,
     workdir: Path | None = None,
+    first_failure: bool = False,
 ) -> V.Verdict:
     """Grade one submission of one puzzle: a notebook's graded cell, a .py file, or the answer key.
 
     `source` is (module code, how to call it in messages), for code that is in no file yet. `workdir` is
     an empty folder to work in (the one `prestart_for` started grading processes in), else a temporary one.
+    `first_failure` stops at the first failing case: for known-wrong kernels, whose first failure is what counts.
     """
     if not puzzle.ready:
         return V.Verdict(
@@ -91,7 +93,8 @@ def grade(
         key = str(puzzle.solution)
         job = Job(puzzle.number, str(submission), names, seed, interpret=not gpu, cases=cases, solution_file=key)
         limit = timeout or puzzle.timeout
-        stage = Stage(puzzle, job, "gpu" if gpu else "interpreter", workdir, time_it, artifacts, progress)
+        mode = "gpu" if gpu else "interpreter"
+        stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure=first_failure)
         if not gpu:
             return stage.run(limit)
         return with_interpreter_stage(stage, workdir, limit, progress)
@@ -105,7 +108,7 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     """
     (workdir / "interpreter").mkdir(exist_ok=True)
     job = replace(gpu_stage.job, interpret=True, cases=None)
-    second = Stage(gpu_stage.puzzle, job, "interpreter", workdir / "interpreter")
+    second = Stage(gpu_stage.puzzle, job, "interpreter", workdir / "interpreter", first_failure=gpu_stage.first_failure)
     with ThreadPoolExecutor(max_workers=1) as pool:
         interpreted = pool.submit(second.run, limit)
         verdict = gpu_stage.run(limit)
@@ -145,7 +148,7 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
             "rules were not checked."
         )
         return gpu
-    gpu.status, gpu.rule = cpu.status, cpu.rule
+    gpu.status, gpu.rule, gpu.map_case = cpu.status, cpu.rule, cpu.map_case
     gpu.summary = (
         "Every GPU case matched, but in Triton's interpreter, where the grader sees every load and checks the "
         f"puzzle's rules: {cpu.summary}"

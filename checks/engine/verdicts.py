@@ -42,8 +42,11 @@ class Stage:
         time_it: bool = False,
         artifacts: Path | None = None,
         progress: Progress | None = None,
+        first_failure: bool = False,
     ) -> None:
+        """`first_failure`: stop at the first failing case (known-wrong kernels, whose first failure is the point)."""
         self.puzzle, self.job, self.workdir = puzzle, job, workdir
+        self.first_failure, self.stopped_early = first_failure, False
         cases = puzzle.cases["gpu" if mode == "gpu" else "cpu"]
         self.selection = job.cases if job.cases is not None else list(range(len(cases)))
         self.stream = Stream(self.selection)
@@ -73,6 +76,9 @@ class Stage:
             if kind == "case":
                 result = self.judge.case_result(self.stream.cases[-1])
                 self.results.append(result)
+                if self.first_failure and not result.passed and not result.stub:
+                    self.stopped_early = True
+                    self._stop.set()
                 if self.progress and not result.stub:
                     self.progress({"event": "case", **result.__dict__})
             elif kind == "kernels_off":
@@ -109,6 +115,8 @@ class Stage:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=why)
         elif self.stream.ending is not None:
             ending_verdict(v, self.stream.ending)
+        elif self.stopped_early:
+            self.finished_verdict(v)
         elif end.timed_out or not self.stream.complete or (end.returncode != 0 and not self.stream.timings):
             unfinished_verdict(v, end, self.stream, self.timeout)
         else:
@@ -142,10 +150,14 @@ class Stage:
                 f"{len(failed)} of {len(self.results)} cases failed; start with case {first.index + 1} "
                 f"({first.description}): {first.problem}"
             )
+            if self.stopped_early:
+                stopped = f"grading stopped at the first failing case, case {first.index + 1}"
+                v.summary = f"{stopped} ({first.description}): {first.problem}"
             params = [self.judge.cases[r.index] for r in self.results]
             v.details += failure_pattern(params, [r.passed for r in self.results])
-            if first.rule in ACCESS_RULES:
-                v.details.append(map_advice(self.puzzle.number))
+            if first.rule in ACCESS_RULES and self.judge.device == "cpu":
+                v.map_case = first.index
+                v.details.append(map_advice(self.puzzle.number, first.index))
             return
         if self.selection[0] == 0 and self.stream.kernels_off is None:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
@@ -178,10 +190,11 @@ class Stage:
 ACCESS_RULES = ("limits", "grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored")
 
 
-def map_advice(number: int | str) -> str:
+def map_advice(number: int | str, case: int = 0) -> str:
+    flag, arg = (f" ARGS='--case {case}'", f", case={case}") if case else ("", "")
     return (
-        f"To see which program loaded what, draw the access map: make map PUZZLE={number} (add FILE=... for a "
-        f"file), or show({V.puzzle_literal(number)}) in the notebook, beside the answer key's."
+        f"To see which program loaded what, draw the access map of case {case + 1}: make map PUZZLE={number}{flag} "
+        f"(add FILE=... for a file), or show({V.puzzle_literal(number)}{arg}) in the notebook, beside the answer key's."
     )
 
 

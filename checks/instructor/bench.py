@@ -28,6 +28,7 @@ from typing import Any
 import torch
 import triton
 
+from checks.authoring.wrong import EDIT_SUFFIX, materialize
 from checks.engine.measure import bench_ms, device_peaks
 from checks.engine.memory import Arena
 from checks.engine.process import start_module
@@ -139,10 +140,16 @@ def measure(point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable],
     return row
 
 
-def load_variant(path: Path, module: str, name: str) -> Callable:
-    """A variant's function; one that cannot be loaded fails its own rows, not the answer key's."""
+def load_variant(puzzle: Puzzle, path: Path, module: str) -> Callable:
+    """A variant's function; one that cannot be loaded fails its own rows, not the answer key's.
+
+    A variant may be a known-wrong kernel kept as an edit of the answer key (`*.edit.yaml`) that computes
+    the right values another way (row-major launch order): it is written out under build/variants/ first.
+    """
     try:
-        return getattr(load_module(path, module), name)
+        if path.name.endswith(EDIT_SUFFIX):
+            path = materialize(puzzle, path, _folder(ROOT / "build" / "variants"))
+        return getattr(load_module(path, module), puzzle.name)
     except Exception as exc:  # noqa: BLE001 - any failure is the variant's rows' status
         problem = f"{path.name} could not be loaded: {type(exc).__name__}: {exc}"
 
@@ -152,12 +159,17 @@ def load_variant(path: Path, module: str, name: str) -> Callable:
         return broken
 
 
+def _folder(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def child(job: dict[str, Any]) -> int:
     """The benchmark's process for one puzzle: on stdout, a JSON line for the machine, then one per point."""
     puzzle, cuda = get_puzzle(job["puzzle"]), job["device"] == "cuda"
     kernels = {"": getattr(load_module(puzzle.solution, f"answer_key_{puzzle.stem}"), puzzle.name)}
     for index, (label, path) in enumerate(variant_files(puzzle).items()):
-        kernels[label] = load_variant(path, f"variant_{index}_{puzzle.stem}", puzzle.name)
+        kernels[label] = load_variant(puzzle, path, f"variant_{index}_{puzzle.stem}")
     timer = bench_ms if cuda else lambda fn: 1e3 * min(timeit.repeat(fn, number=1, repeat=3))  # --smoke on a CPU
     peaks = device_peaks() if cuda else None  # the roofline: copy bandwidth and float16 matmul rate
     meta = {

@@ -74,7 +74,8 @@ def check_wrong(puzzle: Puzzle, path: Path) -> str:
     expected = expectations(path)
     timeout = 30 if any(e.rule == V.TIMEOUT for e in expected) else None
     with tempfile.TemporaryDirectory(prefix="wrong-") as folder:
-        verdict = grade(puzzle, materialize(puzzle, path, Path(folder)), timeout=timeout, time_it=False)
+        graded = materialize(puzzle, path, Path(folder))
+        verdict = grade(puzzle, graded, timeout=timeout, time_it=False, first_failure=True)
     if verdict.passed:
         return f"{name_of(path)} PASSED but must fail"
     if verdict.status in (V.INTERNAL, V.ENVIRONMENT):

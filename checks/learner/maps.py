@@ -34,15 +34,13 @@ from checks.engine.access_log import LOAD, STORE, AccessLog, F
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION = "elementwise", "softmax", "matmul", "attention"
-KIND = {1: ELEMENTWISE, 2: ELEMENTWISE, 3: MATMUL, 4: MATMUL, 5: SOFTMAX, 6: SOFTMAX, 7: SOFTMAX,
-        8: ATTENTION, 9: ATTENTION, 10: ATTENTION}  # fmt: skip
 QUERY_SIDE, KEY_SIDE = ("q", "do"), ("k", "v")
 QUERY_OWNERS, KEY_OWNERS = ("o", "dq"), ("dk", "dv")
 WAVE = 16  # programs drawn as the first wave of a matmul
 
 
 # -- recording, in a child process ---------------------------------------------------------------
-def record_in_child(number: int, path: Path, case: int, timeout: float) -> dict[str, Any]:
+def record_in_child(number: int | str, path: Path, case: int, timeout: float) -> dict[str, Any]:
     """Run `path` on one CPU case in a child process and return its recording (see record_file)."""
     import torch
 
@@ -63,7 +61,7 @@ class MapError(RuntimeError):
     """Something to tell the learner instead of a picture."""
 
 
-def _child(number: int, path: str, case: int, out: str) -> int:
+def _child(number: int | str, path: str, case: int, out: str) -> int:
     import torch
 
     from checks.engine.recording import interpreter_setup, record_file
@@ -80,6 +78,11 @@ def _output(log: AccessLog) -> int:
     if named:
         return named[0]
     return int(np.argmax(log.stored)) if log.stored else -1
+
+
+def _first_input(log: AccessLog) -> str:
+    """The name of the first input the kernels were given (x in softmax, y in its backward)."""
+    return next((str(r["name"]) for r in log.regions if r["role"] == "input"), "x")
 
 
 def _records(log: AccessLog, region: int, kind: int) -> np.ndarray:
@@ -361,7 +364,7 @@ def _safely(ax: Any, panel: Any, *args: Any) -> None:
                 fontsize=8, wrap=True)  # fmt: skip
 
 
-def draw(number: int, mine: dict[str, Any], key: dict[str, Any] | None, png: Path) -> Path:
+def draw(number: int | str, mine: dict[str, Any], key: dict[str, Any] | None, png: Path) -> Path:
     """Draw a recording (and the answer key's, beside it) into png; returns the path."""
     import matplotlib
 
@@ -371,7 +374,7 @@ def draw(number: int, mine: dict[str, Any], key: dict[str, Any] | None, png: Pat
     sides = [("yours", AccessLog.from_dict(mine["log"]))]
     if key is not None:
         sides.append(("answer key", AccessLog.from_dict(key["log"])))
-    kind = KIND.get(number, ELEMENTWISE)
+    kind = get_puzzle(number).map_kind
     causal = bool(mine.get("scalars", {}).get("causal", False))
     if kind == ATTENTION:
         panels = [attention_visits(log) for _, log in sides]
@@ -389,7 +392,7 @@ def draw(number: int, mine: dict[str, Any], key: dict[str, Any] | None, png: Pat
         for col, (title, log) in enumerate(sides):
             _safely(axes[0][col], _matmul_panel if kind == MATMUL else _programs_panel, log, title)
             if kind == SOFTMAX:
-                _safely(axes[1][col], _reads_panel, log, "x", title)
+                _safely(axes[1][col], _reads_panel, log, _first_input(log), title)
     case = ", ".join(f"{k}={v}" for k, v in mine.get("case", {}).items() if k != "note")
     fig.suptitle(f"Puzzle {number}: where the kernels read and write\n({case})", fontsize=10)
     fig.tight_layout()
@@ -422,7 +425,7 @@ def make_map(
     return png, traffic_lines(mine["log"], None if solution else key["log"])
 
 
-def show(number: int, file: str | None = None, case: int = 0) -> Path | None:
+def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
     """In a notebook: draw the access map of your graded cell (as last run) beside the answer key's."""
     from checks.engine.source import as_module
     from checks.learner.notebook import _ran_cells
@@ -450,9 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--record"]:
         _, number, path, case, out = argv
-        return _child(int(number), path, int(case), out)
+        return _child(number, path, int(case), out)
     parser = argparse.ArgumentParser(prog="python -m checks.learner.maps", description=__doc__.split("\n\n")[0])
-    parser.add_argument("puzzle", type=int)
+    parser.add_argument("puzzle", help="the puzzle (1-10, 10a, 10b)")
     parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")
     parser.add_argument("--solution", action="store_true", help="map the answer key alone")
     parser.add_argument("--case", type=int, default=0, help="which CPU case of puzzles.yaml (default: the first)")

@@ -108,12 +108,46 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
         print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
         if verdict.picture_data:
             _show_picture(verdict, picture_folder(puzzle) / f"{puzzle.stem}.png")
+    if verdict.map_case is not None:
+        _show_map(puzzle, source, verdict.map_case)
     progress.record(verdict)
 
 
 def picture_folder(puzzle: Puzzle) -> Path:
     """Where check() keeps the last picture of each puzzle: beside the notebook, git-ignored."""
     return puzzle.notebook.parent / ".check_pictures"
+
+
+def _show_map(puzzle: Puzzle, source: tuple[str, str], case: int) -> None:
+    """Under a failure of a rule on memory accesses: the access map of the failing case, beside the answer key's."""
+    from checks.learner.maps import make_map
+
+    print(f"Drawing the access map of case {case + 1}, yours beside the answer key's (a few seconds)...")
+    try:
+        png, _ = make_map(puzzle, case=case, source=source, out=picture_folder(puzzle) / f"{puzzle.stem}_map.png")
+    except Exception as exc:  # noqa: BLE001 - a map must never hide the verdict
+        print(f"Could not draw the access map ({type(exc).__name__}: {exc}); show({puzzle.literal}) tries again.")
+        return
+    _display(png, f"Which program loaded what (saved as {_shown(png)}):", f"The access map is saved as {png}.")
+
+
+def _shown(path: Path) -> Path:
+    return path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+
+
+def _display(png: Path, caption: str, elsewhere: str) -> None:
+    """Show a PNG under the cell in Jupyter with a caption; outside Jupyter, print `elsewhere` (where it was saved)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        print(elsewhere)
+        return
+    if get_ipython() is None:
+        print(elsewhere)
+        return
+    print(caption)
+    display(Image(filename=str(png)))
 
 
 def _show_picture(verdict: V.Verdict, png: Path) -> None:
@@ -123,18 +157,7 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
     if drawn is None:
         print(note)
         return
-    try:
-        from IPython import get_ipython
-        from IPython.display import Image, display
-    except ImportError:
-        print(note)
-        return
-    if get_ipython() is None:
-        print(note)
-        return
-    shown = drawn.resolve().relative_to(ROOT) if drawn.resolve().is_relative_to(ROOT) else drawn
-    print(f"Where the output is wrong (saved as {shown}):")
-    display(Image(filename=str(drawn)))
+    _display(drawn, f"Where the output is wrong (saved as {_shown(drawn)}):", note)
 
 
 def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
