@@ -55,6 +55,7 @@ SLOW_TESTS = {
     "test_a_write_past_the_end_is_pictured_in_the_terminal",
     "test_a_notebook_check_that_breaks_a_rule_on_memory_accesses_draws_the_access_map",
     "test_a_known_wrong_kernel_can_be_graded_up_to_its_first_failure",
+    "test_a_notebook_given_by_a_relative_path_is_graded",
 }  # fmt: skip
 
 

@@ -242,3 +242,12 @@ def test_a_known_wrong_kernel_can_be_graded_up_to_its_first_failure(tmp_path):
     assert len(first.cases) < len(whole.cases) == len(puzzle.cases["cpu"])
     assert first.cases[-1].index == next(c.index for c in whole.cases if not c.passed)
     assert "grading stopped at the first failing case" in first.summary
+
+
+def test_a_notebook_given_by_a_relative_path_is_graded(tmp_path, monkeypatch, capsys):
+    """FILE=notebooks/NN_x.ipynb from the course folder: graded (here, the stub), not a traceback."""
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    monkeypatch.chdir(get_puzzle(1).notebook.parent.parent)
+    relative = get_puzzle(1).notebook.relative_to(get_puzzle(1).notebook.parent.parent)
+    assert main(["1", "--file", str(relative)]) == 1
+    assert "still the stub" in capsys.readouterr().out

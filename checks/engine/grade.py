@@ -47,7 +47,7 @@ def prepare(
     if target.suffix == ".ipynb":
         module = workdir / f"{puzzle.stem}_graded_cell.py"
         module.write_text(notebook_code(target, puzzle.number), encoding="utf-8")
-        shown = target.relative_to(ROOT) if target.resolve().is_relative_to(ROOT) else target
+        shown = target.resolve().relative_to(ROOT) if target.resolve().is_relative_to(ROOT) else target
         return module, {str(module): f"your graded cell in {shown}"}
     return target, {str(target.resolve()): target.name}
 
