@@ -273,6 +273,8 @@ def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsy
     assert "out  written 0.7x — answer key 1.0x" in printed and "Access map saved to" in printed
     assert (tmp_path / "map.png").stat().st_size > 1000
     assert main(["99"]) == 2
+    assert main(["1", "--out", str(tmp_path / "stub.png")]) == 2  # the notebook as handed out: the stub
+    assert "still the stub" in capsys.readouterr().err
 
 
 def test_recording_example(tmp_path):

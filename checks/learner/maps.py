@@ -53,6 +53,8 @@ def record_in_child(number: int | str, path: Path, case: int, timeout: float) ->
             raise MapError(f"{path.name} ran past the {timeout:g} s limit; fix it with `make check` first.") from exc
         if done.returncode != 0 or not out.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            if tail and tail[-1].startswith("NotImplementedError"):
+                raise MapError("Your code is still the stub: fill in the FILL ME IN parts, then draw the map.")
             raise MapError(f"{path.name} could not be recorded: " + " / ".join(tail))
         return torch.load(out, weights_only=True)
 
