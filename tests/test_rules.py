@@ -252,3 +252,11 @@ def test_forged_overhang_offsets_are_refused():
     obs["buffers"][0]["after_spans"] = ["0", 1]
     with pytest.raises(TypeError):
         CaseObservation.from_dict(obs)
+
+
+def test_a_case_may_allow_a_larger_relative_error_than_the_puzzle():
+    close = torch.arange(10, dtype=torch.float32) + 1 + 5e-4 * (torch.arange(10) + 1)  # 5e-4 relative, about
+    assert rulebook.first_problem(vector_ctx(out=close)).rule == "values"  # the puzzle's rtol is tighter
+    loose = vector_ctx(out=close)
+    loose.case = {"n": 10, "rtol": 1e-3}
+    assert rulebook.first_problem(loose) is None

@@ -70,6 +70,8 @@ class Stage:
     def on_event(self, event: dict[str, Any]) -> str | None:
         """Judge each observation as soon as it arrives; answer `observed` with the timing request or not."""
         kind = event["event"]
+        if self.stopped_early:
+            return None  # cases the grading process ran before it was stopped are not judged
         if kind == "machine" and self.progress:
             self.progress(event)
         try:
