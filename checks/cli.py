@@ -15,12 +15,13 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from checks import verdict as V
 from checks.engine.process import discard_prestarted, prestart_for
 from checks.engine.source import SubmissionError, check_submission_kind
 from checks.learner import progress
-from checks.registry import ROOT, UnknownPuzzle, get_puzzle, load_puzzles
+from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, load_puzzles
 
 
 class _Parser(argparse.ArgumentParser):
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if verdict.passed else 1
 
 
-def _grade(args: argparse.Namespace, puzzle, *rest, **options) -> V.Verdict:
+def _grade(args: argparse.Namespace, puzzle: Puzzle, *rest: Any, **options: Any) -> V.Verdict:
     """`grade`, with its grading processes started before this process imports torch (seconds sooner)."""
     workdir = Path(tempfile.mkdtemp(prefix="checks-"))
     try:

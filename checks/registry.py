@@ -21,6 +21,11 @@ class UnknownPuzzle(LookupError):
 _ID = re.compile(r"^0*(\d+)([a-z]?)$")
 
 
+def shown(path: Path) -> Path:
+    """A path as messages show it: relative to the course folder when it lies inside, else as given."""
+    return path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+
+
 def puzzle_id(value: int | str) -> str:
     """A puzzle's id as the contract writes it: 7, "7" and "07" are "7"; "10A" is "10a".
 

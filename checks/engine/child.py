@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     token = sys.stdin.readline().strip()  # before any of the learner's code runs
     job = Job.from_json(Path(args[0]).read_text(encoding="utf-8"))
     events = Events(args[1], token)
-    if machine is None or (machine.mode == "interpreter") != job.interpret:
+    if machine is None:  # the grader hands a prestarted process only a job of the mode it was started for
         machine = detect(force_interpreter=job.interpret)
     events.emit(
         "machine",

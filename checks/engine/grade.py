@@ -25,7 +25,7 @@ from checks import verdict as V
 from checks.engine.protocol import Job
 from checks.engine.source import SubmissionError, notebook_code
 from checks.engine.verdicts import Stage
-from checks.registry import ROOT, Puzzle
+from checks.registry import Puzzle, shown
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -47,8 +47,7 @@ def prepare(
     if target.suffix == ".ipynb":
         module = workdir / f"{puzzle.stem}_graded_cell.py"
         module.write_text(notebook_code(target, puzzle.number), encoding="utf-8")
-        shown = target.resolve().relative_to(ROOT) if target.resolve().is_relative_to(ROOT) else target
-        return module, {str(module): f"your graded cell in {shown}"}
+        return module, {str(module): f"your graded cell in {shown(target)}"}
     return target, {str(target.resolve()): target.name}
 
 

@@ -155,8 +155,9 @@ class Stage:
             if self.stopped_early:
                 stopped = f"grading stopped at the first failing case, case {first.index + 1}"
                 v.summary = f"{stopped} ({first.description}): {first.problem}"
-            params = [self.judge.cases[r.index] for r in self.results]
-            v.details += failure_pattern(params, [r.passed for r in self.results])
+            if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
+                params = [self.judge.cases[r.index] for r in self.results]
+                v.details += failure_pattern(params, [r.passed for r in self.results])
             if first.rule in ACCESS_RULES and self.judge.device == "cpu":
                 v.map_case = first.index
                 v.details.append(map_advice(self.puzzle.number, first.index))

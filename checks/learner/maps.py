@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from checks.engine.access_log import LOAD, STORE, AccessLog, F
-from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle
+from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION = "elementwise", "softmax", "matmul", "attention"
 QUERY_SIDE, KEY_SIDE = ("q", "do"), ("k", "v")
@@ -430,24 +430,19 @@ def make_map(
 def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
     """In a notebook: draw the access map of your graded cell (as last run) beside the answer key's."""
     from checks.engine.source import as_module
-    from checks.learner.notebook import _ran_cells
+    from checks.learner.notebook import _display, _ran_cells, picture_folder
 
     puzzle = get_puzzle(number)
     cells = [] if file else _ran_cells(number)
     source = (as_module(cells), "your graded cell") if cells else None
+    out = picture_folder(puzzle) / f"{puzzle.stem}_map.png"
     try:
-        png, lines = make_map(puzzle, Path(file) if file else None, case=case, source=source,
-                              out=puzzle.notebook.parent / ".check_pictures" / f"{puzzle.stem}_map.png")  # fmt: skip
+        png, lines = make_map(puzzle, Path(file) if file else None, case=case, source=source, out=out)
     except MapError as exc:
         print(exc)
         return None
     print("\n".join(lines))
-    try:
-        from IPython.display import Image, display
-
-        display(Image(filename=str(png)))
-    except ImportError:
-        print(f"Access map saved to {png}")
+    _display(png, f"Which program loaded what (saved as {shown(png)}):", f"The access map is saved as {png}.")
     return png
 
 
@@ -476,8 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     print("\n".join(lines))
-    shown = png.resolve().relative_to(ROOT) if png.resolve().is_relative_to(ROOT) else png
-    print(f"Access map saved to {shown}")
+    print(f"Access map saved to {shown(png)}")
     return 0
 
 

@@ -19,7 +19,7 @@ from checks.engine.environment import autotune_without_benchmarks, numpy_pitfall
 from checks.engine.grade import grade
 from checks.engine.source import as_module, graded_cells, load_module, notebook_code
 from checks.learner import hints, progress
-from checks.registry import ROOT, Puzzle, get_puzzle
+from checks.registry import ROOT, Puzzle, get_puzzle, shown
 
 
 def setup() -> str:
@@ -109,7 +109,7 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
         if verdict.picture_data:
             _show_picture(verdict, picture_folder(puzzle) / f"{puzzle.stem}.png")
     if verdict.map_case is not None:
-        _show_map(puzzle, source, verdict.map_case)
+        _show_map(puzzle, verdict.map_case)
     progress.record(verdict)
 
 
@@ -118,21 +118,14 @@ def picture_folder(puzzle: Puzzle) -> Path:
     return puzzle.notebook.parent / ".check_pictures"
 
 
-def _show_map(puzzle: Puzzle, source: tuple[str, str], case: int) -> None:
-    """Under a failure of a rule on memory accesses: the access map of the failing case, beside the answer key's."""
-    from checks.learner.maps import make_map
-
+def _show_map(puzzle: Puzzle, case: int) -> None:
+    """Under a failure of a rule on memory accesses: the access map of the failing case, beside the answer key's
+    (show(N, case=K), on the code that was just graded)."""
     print(f"Drawing the access map of case {case + 1}, yours beside the answer key's (a few seconds)...")
     try:
-        png, _ = make_map(puzzle, case=case, source=source, out=picture_folder(puzzle) / f"{puzzle.stem}_map.png")
+        show(puzzle.number, case=case)
     except Exception as exc:  # noqa: BLE001 - a map must never hide the verdict
         print(f"Could not draw the access map ({type(exc).__name__}: {exc}); show({puzzle.literal}) tries again.")
-        return
-    _display(png, f"Which program loaded what (saved as {_shown(png)}):", f"The access map is saved as {png}.")
-
-
-def _shown(path: Path) -> Path:
-    return path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
 
 
 def _display(png: Path, caption: str, elsewhere: str) -> None:
@@ -157,7 +150,7 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
     if drawn is None:
         print(note)
         return
-    _display(drawn, f"Where the output is wrong (saved as {_shown(drawn)}):", note)
+    _display(drawn, f"Where the output is wrong (saved as {shown(drawn)}):", note)
 
 
 def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
