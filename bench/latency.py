@@ -1,7 +1,8 @@
 """Wall time of `python -m checks N --solution` for every puzzle, twice in a row, as a markdown table.
 
 The second run has a warm Triton compile cache and the cached roofline: it is the feedback a
-learner waits for while iterating on a GPU. Run from the repository root: `python3 bench/latency.py`.
+learner waits for while iterating on a GPU. Run from the repository root: `python3 bench/latency.py [N ...]`
+(every puzzle, or the ones named).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def timed(number: str) -> tuple[float, str]:
 
 def main() -> int:
     print("| puzzle | first run (s) | second run (s) | verdict |\n|---|---|---|---|", flush=True)
-    for puzzle in load_puzzles():
+    for puzzle in [p for p in load_puzzles() if not sys.argv[1:] or p.number in sys.argv[1:]]:
         first, _ = timed(puzzle.number)
         second, verdict = timed(puzzle.number)
         print(f"| {puzzle.number} | {first:.1f} | {second:.1f} | {verdict} |", flush=True)

@@ -160,6 +160,48 @@ def test_an_interpreter_fault_fails_a_submission_that_passed_on_the_gpu():
     assert merge_interpreter_stage(gpu(), V.Verdict(7, V.PASSED, "ok", mode="interpreter")).passed
 
 
+def test_wrong_values_on_the_gpu_are_traced_to_the_load_the_interpreter_saw():
+    from concurrent.futures import Future
+
+    from checks.engine.grade import explain_wrong_values
+
+    def gpu() -> V.Verdict:
+        verdict = V.Verdict(5, V.FAILED, "case 1 (x (1823, 781)): 1389828 of 1423763 elements are wrong.", mode="gpu")
+        verdict.rule = "values"
+        return verdict
+
+    def done(verdict: V.Verdict) -> Future:
+        future: Future = Future()
+        future.set_result(verdict)
+        return future
+
+    outside = V.Verdict(5, V.FAILED, "Your kernel loaded elements from outside the input x.", mode="interpreter")
+    outside.rule, outside.map_case = "no_load_outside", 0
+    outside.cases = [V.CaseResult(0, "x (4, 300)", False, problem="loads past the end of x")]
+    explained = explain_wrong_values(gpu(), done(outside))
+    assert explained is not None and explained.rule == "no_load_outside" and explained.map_case == 0
+    assert explained.summary.startswith("case 1") and "outside the input x" in explained.summary
+    assert any("loads past the end of x" in line for line in explained.details)
+    wrong_too = V.Verdict(5, V.FAILED, "elements are wrong", mode="interpreter")
+    wrong_too.rule = "values"  # no cause to add: the GPU verdict stands
+    assert explain_wrong_values(gpu(), done(wrong_too)) is None
+    assert explain_wrong_values(gpu(), done(V.Verdict(5, V.PASSED, "ok", mode="interpreter"))) is None
+
+
+def test_a_failed_gpu_verdict_does_not_wait_long_for_the_interpreter(monkeypatch):
+    import time
+    from concurrent.futures import Future
+
+    from checks.engine import grade
+
+    monkeypatch.setattr(grade, "EXPLAIN_WAIT_S", 0.05)
+    verdict = V.Verdict(5, V.FAILED, "case 1: elements are wrong.", mode="gpu")
+    verdict.rule = "values"
+    start = time.monotonic()
+    assert grade.explain_wrong_values(verdict, Future()) is None  # still running: the GPU verdict stands
+    assert time.monotonic() - start < 1.0
+
+
 def test_numpy_shim_turns_one_element_blocks_into_ints():
     import numpy as np
     import triton.runtime.interpreter as interpreter

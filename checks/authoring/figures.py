@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from checks.instructor.bench import Row, csv_record, read_csv
+from checks.instructor.bench_report import Row, csv_record, read_csv
 from checks.registry import ROOT
 
 
@@ -83,6 +84,16 @@ def per_head_dim(title: str, lines: Callable[[str], tuple[Line, ...]]) -> Panels
     return tuple((title.format(d=d), lines(f"D={d}")) for d in (64, 128))
 
 
+TMA = "tensor descriptors"  # the label of the tensor-descriptor variants in puzzles.yaml
+
+
+def _no_variant_run(what: str, puzzle: str) -> str:
+    return (
+        f"No run of {what} is recorded in `bench/results.csv` yet. `make bench` on a GPU times it beside the "
+        f"answer key (puzzle {puzzle}'s `variants` in `puzzles.yaml`), and `make notebooks` then draws the result here."
+    )
+
+
 FIGURES = (
     Figure(
         "vector_add_bandwidth",
@@ -121,6 +132,20 @@ FIGURES = (
             "`row_major_order`), and `make notebooks` then draws the result here."
         ),
         summary=lambda rows: _versus_answer_key("row-major order", rows, x="M = N = K"),
+    ),
+    Figure(
+        "matmul_tensor_descriptors",
+        "Matmul: tensor descriptors (TMA) against pointer arithmetic",
+        "M = N = K",
+        one_panel(
+            Line("tensor descriptors (solutions/variants/04_tensor_descriptors.py)", "4", "fp16", variant=TMA),
+            Line("pointer arithmetic (the answer key)", "4", "fp16", True, "--", variant=TMA),
+        ),
+        "TFLOPS of puzzle 4's answer key and of the same grouped, autotuned kernel whose tiles of a and b are "
+        "loaded (and c stored) through tensor descriptors; at each point the two ran one after the other on the "
+        "same inputs.",
+        missing=_no_variant_run("the tensor-descriptor matmul", "4"),
+        summary=lambda rows: _versus_answer_key("the tensor-descriptor variant", rows, x="M = N = K"),
     ),
     Figure(
         "softmax_passes",
@@ -164,17 +189,19 @@ FIGURES = (
     ),
     Figure(
         "fa2_bwd_vs_sdpa",
-        "FlashAttention-2 backward against torch SDPA (causal)",
+        "FlashAttention-2 backward against torch SDPA's flash backend",
         "sequence length N",
         per_head_dim(
-            "D = {d}, causal",
+            "D = {d}",
             lambda series: (
-                Line("answer key (puzzle 10)", "10", f"{series} causal"),
-                Line("SDPA backward (default backend)", "10", f"{series} causal", True, "--"),
+                Line("answer key (puzzle 10), causal", "10", f"{series} causal"),
+                Line("SDPA flash backward, causal", "10", f"{series} causal", True, "--"),
+                Line("answer key, not causal", "10", series),
+                Line("SDPA flash backward, not causal", "10", series, True, "--"),
             ),
         ),
         "TFLOPS of the backward pass, counted as 2.5 times the forward's operations (the usual convention: "
-        "five N × N products against two) whatever the kernel really computes; only causal runs were recorded.",
+        "five N × N products against two) whatever the kernel really computes.",
     ),
     Figure(
         "unfused_vs_flash",
@@ -196,6 +223,22 @@ FIGURES = (
             "it (the `torch unfused` baseline of puzzle 9, not causal), and `make notebooks` then draws it here "
             "beside FlashAttention-2."
         ),
+    ),
+    Figure(
+        "fa2_fwd_tensor_descriptors",
+        "FlashAttention-2 forward: tensor descriptors (TMA) against pointer arithmetic",
+        "sequence length N",
+        per_head_dim(
+            "D = {d}, not causal",
+            lambda series: (
+                Line("tensor descriptors (solutions/variants/09_tensor_descriptors.py)", "9", series, variant=TMA),
+                Line("pointer arithmetic (the answer key)", "9", series, True, "--", variant=TMA),
+            ),
+        ),
+        "TFLOPS of puzzle 9's answer key and of the same kernel whose tiles of Q, K, V and O travel through "
+        "tensor descriptors; at each point the two ran one after the other on the same inputs.",
+        missing=_no_variant_run("the tensor-descriptor forward", "9"),
+        summary=lambda rows: _versus_answer_key("the tensor-descriptor variant", rows),
     ),
     Figure(
         "fa2_bwd_atomic_dq",
@@ -317,14 +360,18 @@ def source_hash(figure: Figure, rows: list[Row], meta: dict) -> str:
 
 
 def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
+    """A figure's PNG, its panels two to a row; `make bench` draws its plots of bench/ with it too."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     chosen = _rows(figure, rows)
-    fig, axes = plt.subplots(1, len(figure.panels), figsize=(6.2 * len(figure.panels), 4.3), squeeze=False)
-    for ax, (title, lines) in zip(axes.flat, figure.panels, strict=True):
+    cols, high = min(len(figure.panels), 2), math.ceil(len(figure.panels) / 2)  # two panels a row at most
+    fig, axes = plt.subplots(high, cols, figsize=(6.2 * cols, 4.3 * high), squeeze=False)
+    for ax in axes.flat[len(figure.panels) :]:
+        ax.set_visible(False)
+    for ax, (title, lines) in zip(axes.flat, figure.panels, strict=False):
         for colour, line in enumerate(lines):
             points = sorted(
                 (r.x, _rate(r, line))

@@ -14,7 +14,8 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as StageStillRunning
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,9 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
         interpreted = pool.submit(second.run, limit)
         verdict = gpu_stage.run(limit)
         if not verdict.passed:
+            explained = explain_wrong_values(verdict, interpreted) if verdict.rule == "values" else None
             second.cancel()
-            return verdict
+            return explained or verdict
         if progress:
             progress({"event": "stage", "text": INTERPRETER_STAGE})
         return merge_interpreter_stage(verdict, interpreted.result())
@@ -147,11 +149,38 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
             "rules were not checked."
         )
         return gpu
-    gpu.status, gpu.rule, gpu.map_case = cpu.status, cpu.rule, cpu.map_case
-    gpu.summary = (
+    return adopt(
+        gpu,
+        cpu,
         "Every GPU case matched, but in Triton's interpreter, where the grader sees every load and checks the "
-        f"puzzle's rules: {cpu.summary}"
+        f"puzzle's rules: {cpu.summary}",
     )
+
+
+# Rules on memory accesses that explain wrong values on a GPU: reading or writing past a tensor, or into an input.
+ROOT_CAUSES = ("no_load_outside", "no_write_outside", "inputs_unchanged")
+EXPLAIN_WAIT_S = 30.0  # the longest a failed GPU verdict waits for the interpreter stage to say why
+
+
+def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | None:
+    """Wrong values on the GPU, traced to their cause when the interpreter stage (already under way) finds one.
+
+    A load past the end of a row gives wrong values on a GPU (it reads whatever lies there), and the
+    interpreter names that load: its verdict is the more useful one. None when it finds no such cause in time.
+    """
+    try:
+        cpu = interpreted.result(timeout=EXPLAIN_WAIT_S)
+    except StageStillRunning:
+        return None
+    if cpu.passed or cpu.rule not in ROOT_CAUSES:
+        return None
+    lead = f"{gpu.summary.rstrip('.')}; Triton's interpreter, which sees every load, shows why: {cpu.summary}"
+    return adopt(gpu, cpu, lead)
+
+
+def adopt(gpu: V.Verdict, cpu: V.Verdict, summary: str) -> V.Verdict:
+    """The GPU verdict, failed with the interpreter stage's rule, its first failing case added to the details."""
+    gpu.status, gpu.rule, gpu.map_case, gpu.summary = cpu.status, cpu.rule, cpu.map_case, summary
     first = next((c for c in cpu.cases if not c.passed), None)
     if first is not None:
         gpu.details.append(f"Interpreter case {first.index + 1} ({first.description}): {first.problem}")

@@ -28,26 +28,17 @@ from typing import Any
 import torch
 import triton
 
-from checks.authoring.wrong import EDIT_SUFFIX, materialize
+from checks.authoring.figures import Figure, Line, draw
+from checks.authoring.wrong import materialize
 from checks.engine.measure import bench_ms, device_peaks
 from checks.engine.memory import Arena
 from checks.engine.process import start_module
 from checks.engine.source import load_module
 from checks.engine.timing import loosest_tolerance, output_difference, roofline_share
-from checks.instructor.bench_report import (
-    ANSWER_KEY,
-    Row,
-    Target,
-    csv_record,
-    evaluate,
-    read_csv,
-    write_data,
-    write_outputs,
-)
+from checks.instructor.bench_report import ANSWER_KEY, Row, Target, evaluate, markdown_report, read_csv, write_data
 from checks.puzzles import spec_module
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
-__all__ = ["Row", "csv_record", "read_csv", "main"]  # checks.authoring.figures reads the CSV through these
 NO_GPU = "The benchmark needs a CUDA GPU, and this machine has none: run `make bench` on a machine with one."
 RESERVE_S = 20.0  # kept back for each puzzle still to run, so that a slow one cannot starve the rest
 SMOKE_NOTE = "a --smoke run: tiny sizes that check the benchmark itself; its times mean nothing"
@@ -79,33 +70,16 @@ def variant_files(puzzle: Puzzle) -> dict[str, Path]:
 
 def targets(puzzle: Puzzle) -> list[Target]:
     """The sweep's targets, and the speed_bar as a ratio target at the grader's timing case."""
-    found = [
-        Target(
-            f"{puzzle.title}, {t['series']}, {t['size']}",
-            puzzle.number,
-            t["series"],
-            t["size"],
-            kind,
-            float(t[kind]),
-            t.get("baseline"),
-        )
-        for t in puzzle.sweep.get("targets", [])
+    listed = [{**t, "label": f"{puzzle.title}, {t['series']}, {t['size']}"} for t in puzzle.sweep.get("targets", [])]
+    if puzzle.speed_bar and (at := next((p for p in plan(puzzle) if p["timing"]), None)):
+        label = f"{puzzle.title}, {at['series']}, {at['size']} (speed_bar)"
+        listed.append({"label": label, **at, "ratio": puzzle.speed_bar["min_ratio"]})
+    return [
+        Target(t["label"], puzzle.number, t["series"], t["size"], kind, float(t[kind]), t.get("baseline"))
+        for t in listed
         for kind in ("ratio", "tflops")
         if kind in t
     ]
-    at = next((p for p in plan(puzzle) if p["timing"]), None)
-    if puzzle.speed_bar and at is not None:
-        found.append(
-            Target(
-                f"{puzzle.title}, {at['series']}, {at['size']} (speed_bar)",
-                puzzle.number,
-                at["series"],
-                at["size"],
-                "ratio",
-                float(puzzle.speed_bar["min_ratio"]),
-            )
-        )
-    return found
 
 
 def measure(point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable], timer: Callable, device: str) -> Row:
@@ -144,12 +118,11 @@ def load_variant(puzzle: Puzzle, path: Path, module: str) -> Callable:
     """A variant's function; one that cannot be loaded fails its own rows, not the answer key's.
 
     A variant may be a known-wrong kernel kept as an edit of the answer key (`*.edit.yaml`) that computes
-    the right values another way (row-major launch order): it is written out under build/variants/ first.
+    the right values another way (row-major launch order): `materialize` writes it out under build/variants/.
     """
     try:
-        if path.name.endswith(EDIT_SUFFIX):
-            path = materialize(puzzle, path, _folder(ROOT / "build" / "variants"))
-        return getattr(load_module(path, module), puzzle.name)
+        (folder := ROOT / "build" / "variants").mkdir(parents=True, exist_ok=True)
+        return getattr(load_module(materialize(puzzle, path, folder), module), puzzle.name)
     except Exception as exc:  # noqa: BLE001 - any failure is the variant's rows' status
         problem = f"{path.name} could not be loaded: {type(exc).__name__}: {exc}"
 
@@ -157,11 +130,6 @@ def load_variant(puzzle: Puzzle, path: Path, module: str) -> Callable:
             raise RuntimeError(problem)
 
         return broken
-
-
-def _folder(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def child(job: dict[str, Any]) -> int:
@@ -172,14 +140,10 @@ def child(job: dict[str, Any]) -> int:
         kernels[label] = load_variant(puzzle, path, f"variant_{index}_{puzzle.stem}")
     timer = bench_ms if cuda else lambda fn: 1e3 * min(timeit.repeat(fn, number=1, repeat=3))  # --smoke on a CPU
     peaks = device_peaks() if cuda else None  # the roofline: copy bandwidth and float16 matmul rate
-    meta = {
-        "gpu": torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)",
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda or "",
-        "python": sys.version.split()[0],
-    }
-    print(json.dumps({"meta": dict(meta, **({"peaks": asdict(peaks)} if peaks else {}))}), flush=True)
+    gpu = torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)"
+    meta = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda or ""}
+    meta.update(python=sys.version.split()[0], **({"peaks": asdict(peaks)} if peaks else {}))
+    print(json.dumps({"meta": meta}), flush=True)
     for point in job["points"]:
         row = measure(point, puzzle, kernels, timer, job["device"])
         print(json.dumps({"row": asdict(row)}), flush=True)
@@ -216,11 +180,8 @@ def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Pat
     """Each puzzle in its own process; its points that did not report become 'not run' rows."""
     start, rows, meta = time.monotonic(), [], {"notes": [SMOKE_NOTE] if mode == "smoke" else []}
     runnable = [p for p in puzzles if p.ready and p.sweep and p.solution.exists()]
-    meta["notes"] += [
-        f"puzzle {p.number} ({p.slug}): not ready, or no bench.sweep or answer key: skipped"
-        for p in puzzles
-        if p not in runnable
-    ]
+    skipped = [f"puzzle {p.number} ({p.slug})" for p in puzzles if p not in runnable]
+    meta["notes"] += [f"{name}: not ready, or no bench.sweep or answer key: skipped" for name in skipped]
     for index, p in enumerate(runnable):
         points, problem, got = plan(p, mode), "the time budget was spent", []
         left = budget - (time.monotonic() - start) - RESERVE_S * (len(runnable) - index - 1)
@@ -244,15 +205,43 @@ def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Pat
     return rows, dict(meta, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
 
 
+def plot_lines(rows: list[Row], series: str) -> tuple[Line, ...]:
+    """A plot's panel of one series: each answer key and variant, solid; each baseline of the answer keys, dashed."""
+    keys, baselines = {}, {}
+    for r in (r for r in rows if r.series == series):
+        label = f"{r.puzzle}: {r.slug}" + (f", {r.variant}" if r.variant else "")
+        keys.setdefault(label, Line(label, r.puzzle, series, variant=r.variant))
+        if not r.variant:  # a variant's baseline is the answer key: a line of its own already
+            baselines.setdefault(r.baseline, Line(r.baseline, r.puzzle, series, baseline=True, style="--"))
+            for name in r.others:
+                baselines.setdefault(name, Line(name, r.puzzle, series, style="--", other=name))
+    return (*keys.values(), *baselines.values())
+
+
+def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path, targets: list[Target]) -> dict[str, Any]:
+    """A PNG per plot (bench.sweep.plot, a panel per series; one without rows is deleted) and BENCHMARKS.md under
+    `out`, beside the data write_data wrote; returns their paths."""
+    (out / "bench").mkdir(parents=True, exist_ok=True)
+    plots, puzzles = [], load_puzzles()
+    for stem in dict.fromkeys(p.sweep["plot"] for p in puzzles if p.sweep.get("plot")):
+        group = [p for p in puzzles if p.sweep.get("plot") == stem]
+        chosen = [r for r in rows if r.ok and r.puzzle in {p.number for p in group}]
+        (path := out / "bench" / f"{stem}.png").unlink(missing_ok=True)
+        if chosen:
+            title = " / ".join(p.title for p in group if p.number in {r.puzzle for r in chosen})
+            panels = tuple((s, plot_lines(chosen, s)) for s in dict.fromkeys(r.series for r in chosen))
+            draw(Figure(stem, title, group[0].sweep.get("x_label", "size"), panels, what=""), chosen, meta, path)
+            plots.append(path)
+    report = out / "BENCHMARKS.md"
+    report.write_text(markdown_report(rows, meta, [f"bench/{p.name}" for p in plots], targets), encoding="utf-8")
+    return {"plots": plots, "markdown": report}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.instructor.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes (the target sizes and a few more)")
     parser.add_argument("--out", type=Path, help="where bench/ and BENCHMARKS.md go (default: the repository)")
-    parser.add_argument(
-        "--only",
-        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
-        help="comma-separated puzzle numbers (default: every ready puzzle)",
-    )
+    parser.add_argument("--only", help="comma-separated puzzle numbers (default: every ready puzzle)")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole sweep")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the CPU interpreter without a GPU)")
     parser.add_argument("--render", type=Path, metavar="DIR", help="redraw from DIR/bench/results.csv")
@@ -262,12 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child(json.load(sys.stdin))
     if args.render is not None:
-        data = args.render / "bench"
+        data, out = args.render / "bench", args.out or args.render
         if not (data / "results.csv").exists():
             print(f"There is no {data / 'results.csv'}: give the folder a run wrote (its --out).", file=sys.stderr)
             return 2
         meta = json.loads((data / "meta.json").read_text(encoding="utf-8")) if (data / "meta.json").exists() else {}
-        rows, out = read_csv(data / "results.csv"), args.out or args.render
+        rows = read_csv(data / "results.csv")
     else:
         cuda = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
         if not cuda and not args.smoke:
@@ -275,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         start, out = time.monotonic(), args.out or ROOT
         mode = "smoke" if args.smoke else "quick" if args.quick else "full"
-        puzzles = [p for p in load_puzzles() if args.only is None or str(p.number) in args.only]
+        only = None if args.only is None else {number.strip() for number in args.only.split(",")}
+        puzzles = [p for p in load_puzzles() if only is None or p.number in only]
         rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out)
         meta["command"] = " ".join(["python -m checks.instructor.bench", *argv])
         meta["seconds"] = round(time.monotonic() - start)

@@ -1,58 +1,28 @@
-"""What `make bench` writes from its rows (results.csv, meta.json, plots, BENCHMARKS.md): pure functions of the
-rows and of the targets and plots puzzles.yaml declares, tested on made-up rows (tests/test_bench.py)."""
+"""What `make bench` records and reports: its rows, results.csv and meta.json, the targets' verdicts, BENCHMARKS.md.
+
+Pure functions of the rows and of the targets puzzles.yaml declares (no torch), tested on made-up rows
+(tests/test_bench.py); checks.authoring.figures reads the CSV through Row and read_csv too."""
 
 from __future__ import annotations
 
 import csv
 import json
-import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from checks.engine.timing import gbps, speed_ratio, tflops
-from checks.registry import ROOT, load_puzzles
+from checks.registry import ROOT
 
 HAND_NOTES = ROOT / "bench" / "notes.md"  # what a person wrote about the last run, kept across re-runs
 ANSWER_KEY = "answer key"  # the baseline of a variant's rows
-CSV_COLUMNS = [
-    "puzzle",
-    "slug",
-    "variant",
-    "series",
-    "size",
-    "x",
-    "status",
-    "key_ms",
-    "baseline",
-    "baseline_ms",
-    "ratio",
-    "metric",
-    "key_rate",
-    "baseline_rate",
-    "roofline",
-    "bytes",
-    "flops",
-    "check",
-    "other_baselines",
-]
-HEADER = [
-    "#",
-    "puzzle",
-    "series",
-    "size",
-    "answer key ms",
-    "baseline",
-    "baseline ms",
-    "ratio",
-    "answer key rate",
-    "baseline rate",
-    "unit",
-    "roofline",
-    "other baselines",
-    "status",
-]
-_num = lambda value, digits=4: "" if value is None else f"{value:.{digits}g}"  # a CSV cell
+# results.csv: Row's fields and properties by name, then the other baselines ("name=ms; ...")
+CSV_COLUMNS = (
+    "puzzle slug variant series size x status key_ms baseline baseline_ms ratio metric key_rate baseline_rate "
+    "roofline bytes flops check other_baselines"
+).split()
+DIGITS = {"ratio": 4, "key_rate": 5, "baseline_rate": 5, "roofline": 3}  # significant digits of a number; else 6
 
 
 @dataclass
@@ -119,57 +89,27 @@ def evaluate(target: Target, rows: list[Row]) -> tuple[str, str, str]:
     return measured, ratio_text, "not measured" if value is None else "met" if value >= target.value else "missed"
 
 
+def _cell(value: Any, digits: int = 6) -> str:
+    """A CSV cell: text as it is, a number to `digits` significant digits, None as nothing."""
+    return "" if value is None else value if isinstance(value, str) else f"{value:.{digits}g}"
+
+
 def csv_record(r: Row) -> dict[str, str]:
     """A row of results.csv but its last column (what checks.authoring.figures hashes to know a figure is stale)."""
-    return {
-        "puzzle": str(r.puzzle),
-        "slug": r.slug,
-        "variant": r.variant,
-        "series": r.series,
-        "size": r.size,
-        "x": f"{r.x:g}",
-        "status": r.status,
-        "key_ms": _num(r.key_ms, 6),
-        "baseline": r.baseline,
-        "baseline_ms": _num(r.baseline_ms, 6),
-        "ratio": _num(r.ratio),
-        "metric": r.metric,
-        "key_rate": _num(r.key_rate, 5),
-        "baseline_rate": _num(r.baseline_rate, 5),
-        "roofline": _num(r.roofline, 3),
-        "bytes": f"{r.bytes:g}",
-        "flops": f"{r.flops:g}",
-        "check": r.check,
-    }
+    return {column: _cell(getattr(r, column), DIGITS.get(column, 6)) for column in CSV_COLUMNS[:-1]}
 
 
 def read_csv(path: Path) -> list[Row]:
-    """Rows back from a results.csv (also one written before the variant or other_baselines columns)."""
-    num = lambda text: float(text) if text else None
+    """Rows back from a results.csv; a column that is empty or absent (one written before the variant or
+    other_baselines columns) leaves its field's default."""
+    kinds = {f.name: float if "float" in str(f.type) else str for f in fields(Row) if f.name != "others"}
     with open(path, newline="", encoding="utf-8") as f:
-        return [
-            Row(
-                r["puzzle"],
-                r["slug"],
-                r["series"],
-                r["size"],
-                float(r["x"]),
-                r["status"],
-                num(r["key_ms"]),
-                r["baseline"],
-                num(r["baseline_ms"]),
-                float(r["bytes"]),
-                float(r["flops"]),
-                r["check"],
-                num(r["roofline"]),
-                {
-                    k: float(ms)
-                    for k, _, ms in (p.partition("=") for p in (r.get(CSV_COLUMNS[-1]) or "").split("; ") if p)
-                },
-                r.get("variant") or "",
-            )
-            for r in csv.DictReader(f)
-        ]
+        records = list(csv.DictReader(f))
+    others = [(part.partition("=") for part in (r.get("other_baselines") or "").split("; ") if part) for r in records]
+    return [
+        Row(**{k: kind(r[k]) for k, kind in kinds.items() if r.get(k)}, others={k: float(ms) for k, _, ms in parts})
+        for r, parts in zip(records, others, strict=True)
+    ]
 
 
 def write_data(rows: list[Row], meta: dict[str, Any], out: Path) -> Path:
@@ -179,32 +119,36 @@ def write_data(rows: list[Row], meta: dict[str, Any], out: Path) -> Path:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for r in rows:
-            others = "; ".join(f"{name}={_num(ms, 6)}" for name, ms in r.others.items())
-            writer.writerow({**csv_record(r), CSV_COLUMNS[-1]: others})
+            others = "; ".join(f"{name}={_cell(ms)}" for name, ms in r.others.items())
+            writer.writerow({**csv_record(r), "other_baselines": others})
     (out / "bench" / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return out / "bench" / "results.csv"
 
 
-def cells(r: Row) -> list[str]:
-    ms = lambda value: "-" if value is None else f"{value:.4f}"
-    rate = lambda value: "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.3g}"
-    others = ", ".join(f"{name} {r.ratio_to(name):.2f}x" for name in r.others if r.ratio_to(name) is not None)
-    return [
-        str(r.puzzle),
-        f"{r.slug}, variant: {r.variant}" if r.variant else r.slug,
-        r.series,
-        r.size,
-        ms(r.key_ms),
-        r.baseline or "-",
-        ms(r.baseline_ms),
-        "-" if r.ratio is None else f"{r.ratio:.2f}x",
-        rate(r.key_rate),
-        rate(r.baseline_rate),
-        r.metric if r.bytes or r.flops else "-",
-        "-" if r.roofline is None else f"{100 * r.roofline:.0f}%",
-        others or "-",
-        r.status if r.status != "ok" else (r.check or "ok"),
-    ]
+_ms = lambda value: "-" if value is None else f"{value:.4f}"
+_rate = lambda value: "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+RESULTS: dict[str, Callable[[Row], str]] = {  # BENCHMARKS.md's table of results: a column's header -> its cell
+    "#": lambda r: str(r.puzzle),
+    "puzzle": lambda r: f"{r.slug}, variant: {r.variant}" if r.variant else r.slug,
+    "series": lambda r: r.series,
+    "size": lambda r: r.size,
+    "answer key ms": lambda r: _ms(r.key_ms),
+    "baseline": lambda r: r.baseline or "-",
+    "baseline ms": lambda r: _ms(r.baseline_ms),
+    "ratio": lambda r: "-" if r.ratio is None else f"{r.ratio:.2f}x",
+    "answer key rate": lambda r: _rate(r.key_rate),
+    "baseline rate": lambda r: _rate(r.baseline_rate),
+    "unit": lambda r: r.metric if r.bytes or r.flops else "-",
+    "roofline": lambda r: "-" if r.roofline is None else f"{100 * r.roofline:.0f}%",
+    "other baselines": lambda r: ", ".join(f"{k} {r.ratio_to(k):.2f}x" for k in r.others if r.ratio_to(k)) or "-",
+    "status": lambda r: r.status if r.status != "ok" else (r.check or "ok"),
+}
+
+
+def markdown_table(header: list[str], body: list[list[str]]) -> list[str]:
+    """A markdown table's lines (a "|" in a cell becomes "/")."""
+    rule = ["---"] * len(header)
+    return ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in (header, rule, *body)]
 
 
 def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str], targets: list[Target]) -> str:
@@ -222,76 +166,20 @@ def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str], tar
         "| | |",
         "|---|---|",
     ]
-    lines += [
-        f"| {'GPU' if k == 'gpu' else k} | {meta[k]} |"
-        for k in ("gpu", "date", "torch", "triton", "cuda", "python", "command")
-        if meta.get(k)
-    ]
+    keys = ("gpu", "date", "torch", "triton", "cuda", "python", "command")
+    lines += [f"| {'GPU' if k == 'gpu' else k} | {meta[k]} |" for k in keys if meta.get(k)]
     if peaks := meta.get("peaks"):
         lines += [
             f"| device-to-device copy | {peaks['copy_gbps']:.0f} GB/s (bytes read + written) |",
             f"| float16 torch.matmul {peaks['matmul_side']}^3 | {peaks['matmul_tflops']:.0f} TFLOPS |",
         ]
-    table = lambda header, body: [
-        "| " + " | ".join(cell.replace("|", "/") for cell in line) + " |"
-        for line in [header, ["---"] * len(header), *body]
-    ]
     judged = [[t.label, t.requirement, *evaluate(t, rows)] for t in targets]
-    lines += ["", "## Targets", "", *table(["target", "requirement", "measured", "ratio", "met"], judged)]
+    lines += ["", "## Targets", "", *markdown_table(["target", "requirement", "measured", "ratio", "met"], judged)]
     lines += ["", f"{sum(line[-1] == 'met' for line in judged)} of {len(judged)} targets met."]
-    lines += ["", "## Results", "", *table(HEADER, [cells(r) for r in rows])]
+    results = [[cell(r) for cell in RESULTS.values()] for r in rows]
+    lines += ["", "## Results", "", *markdown_table(list(RESULTS), results)]
     lines += ["", "## Notes", "", *[f"- {note}" for note in meta["notes"]]] if meta.get("notes") else []
     if HAND_NOTES.exists():
         lines += ["", "## Reading these figures", "", HAND_NOTES.read_text(encoding="utf-8").rstrip()]
     lines += ["", "## Plots", "", *[f"![{Path(p).stem.replace('_', ' ')}]({p})" for p in plots]] if plots else []
     return "\n".join(lines) + "\n"
-
-
-def write_plots(rows: list[Row], folder: Path) -> list[Path]:
-    """A PNG per plot (bench.sweep.plot), a panel per series; deletes those without rows; returns those written."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    written, groups = [], {}
-    folder.mkdir(parents=True, exist_ok=True)
-    for p in (p for p in load_puzzles() if p.sweep.get("plot")):
-        groups.setdefault(p.sweep["plot"], []).append(p)
-    for stem, group in groups.items():
-        chosen = [r for r in rows if r.ok and r.puzzle in [p.number for p in group]]
-        series = list(dict.fromkeys(r.series for r in chosen))
-        if not chosen:
-            (folder / f"{stem}.png").unlink(missing_ok=True)
-            continue
-        cols, high = min(len(series), 2), math.ceil(len(series) / 2)
-        fig, axes = plt.subplots(high, cols, figsize=(6.4 * cols, 4.2 * high), squeeze=False, layout="tight")
-        for ax, name in zip(axes.flat, series, strict=False):
-            keys, bases = {}, {}  # label -> {x: rate}: solid, each answer key or variant; dashed, each baseline
-            for r in sorted((r for r in chosen if r.series == name), key=lambda r: r.x):
-                keys.setdefault(f"{r.puzzle}: {r.slug}" + (f", {r.variant}" if r.variant else ""), {})[r.x] = r.key_rate
-                if r.variant:  # its baseline is the answer key: a line of its own already
-                    continue
-                for baseline, ms in {r.baseline: r.baseline_ms, **r.others}.items():
-                    bases.setdefault(baseline, {}).setdefault(r.x, r.rate(ms) or math.nan)
-            for style, lines in (("-o", keys), ("--x", bases)):
-                for label, points in lines.items():
-                    ax.plot(list(points), list(points.values()), style, label=label)
-            ax.set(title=name, xlabel=group[0].sweep.get("x_label", "size"), ylabel=chosen[0].metric, ylim=(0, None))
-            ax.set_xscale("log", base=2)
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
-        for ax in list(axes.flat)[len(series) :]:
-            ax.set_visible(False)
-        fig.suptitle(" / ".join(p.title for p in group if p.number in {r.puzzle for r in chosen}))
-        fig.savefig(folder / f"{stem}.png", dpi=110)
-        plt.close(fig)
-        written.append(folder / f"{stem}.png")
-    return written
-
-
-def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path, targets: list[Target]) -> dict[str, Any]:
-    """The plots and BENCHMARKS.md under `out`, beside the data write_data wrote; returns their paths."""
-    plots, report = write_plots(rows, out / "bench"), out / "BENCHMARKS.md"
-    report.write_text(markdown_report(rows, meta, [f"bench/{p.name}" for p in plots], targets), encoding="utf-8")
-    return {"plots": plots, "markdown": report}

@@ -84,7 +84,11 @@ def _attn_bwd_atomic_inner(
     HEAD_DIM: tl.constexpr,
     MASKED: tl.constexpr,  # steps that may hold queries or keys >= N_CTX (and, with CAUSAL, queries before a key)
     CAUSAL: tl.constexpr,
+    BULK_DQ: tl.constexpr,  # add each dQ tile with one bulk reduction through a tensor descriptor (TMA, GPU only)
 ):
+    if BULK_DQ:
+        desc_dq = tl.make_tensor_descriptor(dq_base, shape=[N_CTX, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                            block_shape=[BLOCK_M, HEAD_DIM])
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
         in_seq = offs_m < N_CTX
@@ -109,8 +113,11 @@ def _attn_bwd_atomic_inner(
         dk += tl.dot(dsT, tl.trans(qT))
         # -- this tile's share of dQ, sm_scale * dS K, added into the rows of every key block's program
         dq = tl.dot(tl.trans(dsT), k) * sm_scale  # (BLOCK_M, HEAD_DIM)
-        tl.atomic_add(dq_base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq,
-                      mask=in_seq[:, None], sem="relaxed")
+        if BULK_DQ:
+            desc_dq.atomic_add([start_m, 0], dq)  # rows past N_CTX are dropped
+        else:
+            tl.atomic_add(dq_base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq,
+                          mask=in_seq[:, None], sem="relaxed")
     return dk, dv
 
 
@@ -136,6 +143,7 @@ def _attn_bwd_atomic(
     BLOCK_M: tl.constexpr,  # query rows per step of the walk
     BLOCK_N: tl.constexpr,  # key rows per program
     BLK_SLICE_FACTOR: tl.constexpr,  # the diagonal block is walked in thinner steps: BLOCK_M // BLK_SLICE_FACTOR
+    BULK_DQ: tl.constexpr = False,  # see _attn_bwd_atomic_inner (bench/tune_keys.py times both)
 ):
     tl.static_assert(BLOCK_N % BLOCK_M == 0)  # the walk past the diagonal starts on a query block boundary
     start_n = tl.program_id(0) * BLOCK_N  # first key row of this program
@@ -169,7 +177,7 @@ def _attn_bwd_atomic(
                                         stride_qm, stride_qd, stride_dom, stride_dod, offs_n, offs_d,
                                         start_n, tl.minimum(start_n + BLOCK_N, N_CTX), N_CTX, sm_scale, qk_scale,
                                         BLOCK_M=BLOCK_M // BLK_SLICE_FACTOR, HEAD_DIM=HEAD_DIM,
-                                        MASKED=True, CAUSAL=True)
+                                        MASKED=True, CAUSAL=True, BULK_DQ=BULK_DQ)
         lo = start_n + BLOCK_N
     else:
         lo = 0
@@ -181,17 +189,20 @@ def _attn_bwd_atomic(
         dk, dv = _attn_bwd_atomic_inner(dk, dv, k, v, q_base, do_base, dq_base, lse2_base, delta_base,
                                         stride_qm, stride_qd, stride_dom, stride_dod, offs_n, offs_d,
                                         lo, hi, N_CTX, sm_scale, qk_scale,
-                                        BLOCK_M=BLOCK_M, HEAD_DIM=HEAD_DIM, MASKED=True, CAUSAL=CAUSAL)
+                                        BLOCK_M=BLOCK_M, HEAD_DIM=HEAD_DIM, MASKED=True, CAUSAL=CAUSAL,
+                                        BULK_DQ=BULK_DQ)
     else:
         dk, dv = _attn_bwd_atomic_inner(dk, dv, k, v, q_base, do_base, dq_base, lse2_base, delta_base,
                                         stride_qm, stride_qd, stride_dom, stride_dod, offs_n, offs_d,
                                         lo, hi, N_CTX, sm_scale, qk_scale,
-                                        BLOCK_M=BLOCK_M, HEAD_DIM=HEAD_DIM, MASKED=False, CAUSAL=CAUSAL)
+                                        BLOCK_M=BLOCK_M, HEAD_DIM=HEAD_DIM, MASKED=False, CAUSAL=CAUSAL,
+                                        BULK_DQ=BULK_DQ)
     # Stage 3: the partial last query block, if any and not already walked on the diagonal, masked.
     dk, dv = _attn_bwd_atomic_inner(dk, dv, k, v, q_base, do_base, dq_base, lse2_base, delta_base,
                                     stride_qm, stride_qd, stride_dom, stride_dod, offs_n, offs_d,
                                     hi, N_CTX, N_CTX, sm_scale, qk_scale,
-                                    BLOCK_M=BLOCK_M, HEAD_DIM=HEAD_DIM, MASKED=True, CAUSAL=CAUSAL)
+                                    BLOCK_M=BLOCK_M, HEAD_DIM=HEAD_DIM, MASKED=True, CAUSAL=CAUSAL,
+                                        BULK_DQ=BULK_DQ)
 
     dk *= sm_scale  # dK = dS^T Q * sm_scale
     dk_base = dk_ptr + off_z * stride_dkz + off_h * stride_dkh
