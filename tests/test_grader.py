@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,24 @@ def test_cli_exit_codes(capsys):
     assert main(["1", "--solution", "--json"]) == 0
     assert '"status": "passed"' in capsys.readouterr().out
     assert main(["1", "--file", str(SUBMISSIONS / "broken" / "wrong_name.py")]) == 1
+
+
+def test_python_m_checks_exits_with_the_verdicts_status(tmp_path):
+    """`python -m checks` leaves without Python's shutdown (os._exit): the status and the printed verdict stay."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CHECKS_PROGRESS_FILE=str(tmp_path / "progress.json"), TRITON_INTERPRET="1")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "checks", *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+
+    passed = run("1", "--solution")
+    assert passed.returncode == 0 and passed.stdout.rstrip().splitlines()[-1].startswith("PASSED")
+    failed = run("1", "--file", str(SUBMISSIONS / "broken" / "wrong_name.py"))
+    assert failed.returncode == 1 and failed.stdout.strip()
+    assert run("99").returncode == 2
 
 
 @pytest.mark.parametrize("given", ["99", "0", "abc", "10c"])
