@@ -3,7 +3,8 @@
 How a submission is graded (one stage; on a GPU a second, in the interpreter, runs beside it):
 
     checks.cli                     parse the command, then engine.grade.grade()
-      engine.grade                 prepare the code (notebook cell or file) and run the stage(s)
+      engine.grade                 prepare the code (notebook cell or file) and run the stage(s); on a GPU
+                                   engine.interpreter_parts shares the interpreter stage's cases among processes
         engine.verdicts.Stage      start the grading process and judge its report as it comes
           engine.process           the grading process: time limit, token, checked event stream
             engine.child           (in the grading process) load the learner's code, and for each case

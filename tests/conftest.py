@@ -37,6 +37,7 @@ SLOW_MODULES = {"test_notebooks", "test_classroom", "test_html", "test_answer_ke
 SLOW_TESTS = {
     "test_right_answers_in_other_styles_pass", "test_broken_submissions_get_a_verdict_not_a_traceback",
     "test_python_m_checks_exits_with_the_verdicts_status",
+    "test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_would",
     "test_cli_exit_codes", "test_a_lettered_step_is_graded_by_its_id", "test_watcher_flags_torch_arithmetic",
     "test_right_answers_run_no_torch", "test_known_wrong_token_kernels_are_caught_by_the_rule",
     "test_token_kernel_plus_torch_answer_is_flagged",

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 
 from checks import verdict as V
+from checks.engine.interpreter_parts import merge_parts, split_cases
+from checks.engine.process import part_count, part_workdir
 from checks.engine.protocol import Job
 from checks.engine.source import SubmissionError, notebook_code
 from checks.engine.verdicts import Stage
@@ -104,17 +106,24 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     """Run the GPU stage and, beside it, the same submission on the small CPU cases in the interpreter.
 
     The interpreter sees every load: out-of-bounds reads that happen to give right values on a GPU,
-    and the puzzles' rules on passes over memory. Its grading process is stopped if the GPU stage fails.
+    and the puzzles' rules on passes over memory. Its cases are shared by a few grading processes
+    (`checks.engine.interpreter_parts`), which are stopped if the GPU stage fails.
     """
-    (workdir / "interpreter").mkdir(exist_ok=True)
-    job = replace(gpu_stage.job, interpret=True, cases=None)
-    second = Stage(gpu_stage.puzzle, job, "interpreter", workdir / "interpreter", first_failure=gpu_stage.first_failure)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        interpreted = pool.submit(second.run, limit)
+    params = gpu_stage.puzzle.cases["cpu"]
+    subsets = split_cases(len(params), part_count())
+    parts = []
+    for index, subset in enumerate(subsets):
+        (folder := part_workdir(workdir, index)).mkdir(exist_ok=True)
+        job = replace(gpu_stage.job, interpret=True, cases=subset if len(subsets) > 1 else None)
+        parts.append(Stage(gpu_stage.puzzle, job, "interpreter", folder, first_failure=gpu_stage.first_failure))
+    with ThreadPoolExecutor(max_workers=len(parts) + 1) as pool:
+        runs = [pool.submit(part.run, limit) for part in parts]
+        interpreted = pool.submit(lambda: merge_parts([run.result() for run in runs], params))
         verdict = gpu_stage.run(limit)
         if not verdict.passed:
             explained = explain_wrong_values(verdict, interpreted) if verdict.rule == "values" else None
-            second.cancel()
+            for part in parts:
+                part.cancel()
             return explained or verdict
         if progress:
             progress({"event": "stage", "text": INTERPRETER_STAGE})

@@ -149,9 +149,28 @@ def prestart_for(workdir: Path, interpret: bool) -> None:
     """
     if likely_gpu(interpret):
         prestart(workdir, interpret=False)
-        prestart(workdir / "interpreter", interpret=True)
+        for part in range(part_count()):
+            prestart(part_workdir(workdir, part), interpret=True)
     else:
         prestart(workdir, interpret=True)
+
+
+PARTS_ENV = "CHECKS_INTERPRETER_PARTS"  # how many processes share the interpreter stage on a GPU machine
+MAX_PARTS, CORES_PER_PART = 3, 4
+
+
+def part_count() -> int:
+    """Grading processes for the interpreter stage beside a GPU stage: one per 4 cores, at most 3, unless
+    $CHECKS_INTERPRETER_PARTS says (the instructors' tools, which grade several submissions at once, set 1)."""
+    chosen = os.environ.get(PARTS_ENV, "")
+    if chosen.isdigit() and int(chosen) > 0:
+        return int(chosen)
+    return max(1, min(MAX_PARTS, (os.cpu_count() or 1) // CORES_PER_PART))
+
+
+def part_workdir(workdir: Path, part: int) -> Path:
+    """Where part `part` of the interpreter stage works (part 0 where the whole stage used to)."""
+    return workdir / ("interpreter" if part == 0 else f"interpreter-{part}")
 
 
 def _take_prestarted(workdir: Path, interpret: bool) -> subprocess.Popen | None:

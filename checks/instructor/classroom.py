@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import re
 import sys
 import time
@@ -43,6 +44,7 @@ from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.grade import grade
+from checks.engine.process import PARTS_ENV
 from checks.engine.source import SubmissionError
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
 
@@ -209,6 +211,7 @@ def grade_all(submissions: list[Submission], root: Path, timeout: float | None, 
             results.append(grade_one(s, timeout))
             report(results[-1])
         return results
+    os.environ.setdefault(PARTS_ENV, "1")  # several gradings at once keep the cores busy: one interpreter process each
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # each grading runs in its own child process
         futures = [pool.submit(grade_one, s, timeout) for s in submissions]
         for future in as_completed(futures):

@@ -20,6 +20,7 @@ from pathlib import Path
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize, name_of
 from checks.engine.grade import grade
+from checks.engine.process import PARTS_ENV
 from checks.engine.rulebook import all_rules
 from checks.registry import Puzzle, load_puzzles, puzzle_id
 
@@ -143,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     for row, _ in jobs:
         row.wrong_total += 1
     print(f"grading {len(jobs)} known-wrong kernels, {args.jobs} at a time ...", flush=True)
+    if args.jobs > 1:  # several gradings at once keep the cores busy: one interpreter process each
+        os.environ.setdefault(PARTS_ENV, "1")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(lambda job: check_wrong(job[0].puzzle, job[1]), jobs))
     for (row, _), problem in zip(jobs, results, strict=True):

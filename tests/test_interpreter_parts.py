@@ -1,0 +1,127 @@
+"""The interpreter stage split over several grading processes: which cases each gets, and one verdict back."""
+
+from __future__ import annotations
+
+from checks import verdict as V
+from checks.engine.interpreter_parts import merge_parts, split_cases
+from checks.engine.process import PARTS_ENV, part_count, part_workdir
+from checks.engine.verdicts import failure_pattern
+
+PARAMS = [{"N": 100, "causal": c} for c in (False, True, False, True, False, True, False)]
+
+
+def case(index: int, passed: bool = True, rule: str = "") -> V.CaseResult:
+    return V.CaseResult(index, f"case {index + 1}", passed, problem="" if passed else "wrong", rule=rule)
+
+
+def part(*cases: V.CaseResult, status: str = V.PASSED, summary: str = "", rule: str = "") -> V.Verdict:
+    return V.Verdict(9, status, summary or "ok", mode="interpreter", cases=list(cases), rule=rule)
+
+
+def test_cases_are_dealt_round_robin_and_part_0_has_case_0():
+    assert split_cases(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert split_cases(2, 3) == [[0], [1]] and split_cases(5, 1) == [[0, 1, 2, 3, 4]]
+    assert sorted(i for p in split_cases(9, 3) for i in p) == list(range(9))
+
+
+def test_the_number_of_parts_follows_the_cores_or_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    monkeypatch.delenv(PARTS_ENV, raising=False)
+    assert part_count() == 3
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert part_count() == 1  # a laptop or CI: one interpreter process, as before
+    monkeypatch.setenv(PARTS_ENV, "1")
+    monkeypatch.setattr("os.cpu_count", lambda: 64)
+    assert part_count() == 1
+    assert part_workdir(tmp_path, 0) == tmp_path / "interpreter" and part_workdir(tmp_path, 2).name == "interpreter-2"
+
+
+def test_passing_parts_make_one_pass_with_every_case():
+    merged = merge_parts([part(case(0), case(3), case(6)), part(case(1), case(4)), part(case(2), case(5))], PARAMS)
+    assert merged.passed and [c.index for c in merged.cases] == list(range(7))
+    assert merged.summary == "all 7 cases match the reference."
+
+
+def test_the_lowest_failing_case_wins_and_the_counts_cover_every_part():
+    first = part(case(0), case(3, False, "values"), case(6), status=V.FAILED, rule="values",
+                 summary="1 of 3 cases failed; start with case 4 (case 4): wrong")  # fmt: skip
+    second = part(case(1, False, "no_load_outside"), case(4), status=V.FAILED, rule="no_load_outside",
+                  summary="1 of 2 cases failed; start with case 2 (case 2): wrong")  # fmt: skip
+    third = part(case(2), case(5, False, "values"), status=V.FAILED, rule="values",
+                 summary="1 of 2 cases failed; start with case 6 (case 6): wrong")  # fmt: skip
+    merged = merge_parts([first, second, third], PARAMS)
+    assert merged.rule == "no_load_outside" and merged.summary.startswith("3 of 7 cases failed; start with case 2")
+    assert len(merged.cases) == 7
+
+
+def test_the_failure_pattern_is_taken_over_every_case():
+    causal = [case(i, not PARAMS[i]["causal"]) for i in range(7)]  # every causal case fails
+    own = "Every failing case has causal=True"
+    parts = [
+        part(
+            *(causal[i] for i in (0, 3, 6)),
+            status=V.FAILED,
+            rule="values",
+            summary="1 of 3 cases failed; start with case 4 (case 4): wrong",
+        ),  # fmt: skip
+        part(
+            *(causal[i] for i in (1, 4)),
+            status=V.FAILED,
+            rule="values",
+            summary="1 of 2 cases failed; start with case 2 (case 2): wrong",
+        ),  # fmt: skip
+        part(
+            *(causal[i] for i in (2, 5)),
+            status=V.FAILED,
+            rule="values",
+            summary="1 of 2 cases failed; start with case 6 (case 6): wrong",
+        ),  # fmt: skip
+    ]
+    parts[1].details = failure_pattern([PARAMS[1], PARAMS[4]], [False, True]) + ["advice"]  # its own pattern
+    merged = merge_parts(parts, PARAMS)
+    assert merged.summary.startswith("3 of 7 cases failed; start with case 2")
+    assert sum(line.startswith(own) for line in merged.details) == 1 and merged.details[-1] == "advice"
+
+
+def test_tampering_and_crashes_come_before_cases_and_the_kernels_off_rule_after():
+    failing = part(case(1, False, "values"), status=V.FAILED, rule="values", summary="1 of 1 cases failed; x")
+    crashed = part(case(2), status=V.CRASHED, rule=V.CRASHED, summary="the grading process ended")
+    tampered = part(case(0), status=V.TAMPERED, rule=V.TAMPERED, summary="tampered")
+    off = part(case(0), status=V.FAILED, rule="kernels_matter", summary="the kernels do not matter")
+    assert merge_parts([off, failing, crashed], PARAMS).status == V.CRASHED
+    assert merge_parts([off, failing, tampered], PARAMS).status == V.TAMPERED
+    assert merge_parts([off, failing], PARAMS).rule == "values"
+    assert merge_parts([off, part(case(1))], PARAMS).rule == "kernels_matter"
+
+
+def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_would(monkeypatch, tmp_path):
+    """With_interpreter_stage on a CPU, its first stage standing in for the GPU's: the parts' verdict is merged."""
+    from checks.authoring.wrong import materialize
+    from checks.engine import grade as grading
+    from checks.engine.protocol import Job
+    from checks.engine.verdicts import Stage
+    from checks.registry import ROOT, get_puzzle
+
+    monkeypatch.setattr(grading, "part_count", lambda: 3)
+    puzzle = get_puzzle("1")
+
+    def run(file, cases: list[int] | None, folder: str) -> V.Verdict:
+        workdir = tmp_path / folder
+        workdir.mkdir()
+        module, names = grading.prepare(puzzle, file, False, workdir)
+        job = Job(puzzle.number, str(module), names, 7, interpret=True, cases=cases, solution_file=str(puzzle.solution))
+        return grading.with_interpreter_stage(Stage(puzzle, job, "interpreter", workdir), workdir, 120, None)
+
+    right = run(puzzle.solution, None, "right")
+    assert right.passed and "every load stayed inside" in right.details[-1]
+    assert [(tmp_path / "right" / name).is_dir() for name in ("interpreter", "interpreter-1", "interpreter-2")] == [
+        True
+    ] * 3
+    edit = ROOT / "solutions" / "wrong" / "01_vector_add" / "no_mask.edit.yaml"
+    no_mask = materialize(puzzle, edit, tmp_path)
+    wrong = run(no_mask, [3], "wrong")  # n = 1024, a whole number of blocks: the first stage passes
+    assert not wrong.passed and wrong.rule == "no_write_outside"
+    assert (
+        "Every GPU case matched, but in Triton's interpreter" in wrong.summary and "of 5 cases failed" in wrong.summary
+    )
+    assert "start with case 1 " in wrong.summary, wrong.summary  # n = 3000, in part 0
