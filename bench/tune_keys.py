@@ -11,7 +11,6 @@ answer keys can be chosen from measurements (bench/tuning.md records the runs).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import math
@@ -26,9 +25,16 @@ from pathlib import Path
 
 import torch
 import triton
-import triton.testing
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from checks.engine.measure import bench_ms  # noqa: E402 - after the path is set
+from checks.engine.source import load_module  # noqa: E402
+from checks.puzzles import p09_flash_attention_v2_fwd as p09  # noqa: E402
+from checks.puzzles import p10_flash_attention_v2_bwd as p10  # noqa: E402
+
+REP_MS = 200  # do_bench's repetitions, in ms: more than the grader's, for configs a few percent apart
 MM_SIZES = (4096, 8192)
 ATTN = dict(B=4, H=32, N=16384)
 SMALL = dict(B=1, H=32, N=1024)  # compiles to the same binaries: every size is a multiple of 16
@@ -123,10 +129,7 @@ DQ = [
 
 
 def load(relative: str):
-    spec = importlib.util.spec_from_file_location(Path(relative).stem.replace(".", "_"), ROOT / relative)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(ROOT / relative, "tune_" + Path(relative).stem)
 
 
 def scratch(size: int, alignment: int, stream) -> torch.Tensor:
@@ -188,9 +191,8 @@ class Cases:
         q, k, v, do = (torch.randn(shape, device=DEVICE, dtype=torch.float16, generator=g) for _ in range(4))
         scale = 1 / math.sqrt(d)
         o, lse = self.k09.flash_attention_v2_fwd(q, k, v, causal, scale)
-        made = dict(q=q, k=k, v=v, do=do, o=o, lse=lse, causal=causal, scale=scale)
-        flops = 4.0 * shape[0] * shape[1] * shape[2] ** 2 * d * (0.5 if causal else 1.0)
-        made["flops"] = flops * (2.5 if part == "bwd" else 1.0)
+        made = dict(q=q, k=k, v=v, do=do, o=o, lse=lse, causal=causal, scale=scale, sm_scale=scale)
+        made["flops"] = p10.work(made).flops if part == "bwd" else p09.work(made).flops  # as `make bench` counts
         if part == "bwd":
             bh, n = shape[0] * shape[1], shape[2]
             made["delta"] = torch.empty((bh, n), device=DEVICE, dtype=torch.float32)
@@ -373,48 +375,24 @@ def compile_some(chunk: list[tuple], attn: dict[str, int] = SMALL, side: int = 5
 
 
 def baselines(cases: Cases, part: str, case) -> dict[str, float]:
-    """Milliseconds of the torch baselines of one case, in this run."""
-    from torch.nn.attention import SDPBackend
-
+    """Milliseconds of the torch baselines of one case, in this run: those of the puzzles' specs."""
     x = cases.get(part, case)
     if part == "mm":
-        return {"cublas": bench(lambda: torch.matmul(x["a"], x["b"]))}
-    found = {}
-    for name, backend in (("sdpa flash", SDPBackend.FLASH_ATTENTION), ("sdpa cudnn", SDPBackend.CUDNN_ATTENTION)):
-        try:
-            found[name] = bench(sdpa_call(x, backend, backward=part == "bwd"))
-        except RuntimeError as exc:  # no kernel of that backend for this GPU or shape
-            print(f"    {name}: {' '.join(str(exc).split())[:100]}")
+        return {"cublas": bench_ms(lambda: torch.matmul(x["a"], x["b"]), rep=REP_MS)}
+    if part == "bwd":  # SDPA's flash backward (falling back to torch's choice), and its cuDNN one
+        calls = {"sdpa flash": p10.baseline(x), **p10.baselines(x)}
+    else:
+        calls = p09.sdpa_backends(x, x["causal"])
+    found = {name: bench_ms(fn, rep=REP_MS) for name, fn in calls.items()}
     args = (x["q"], x["k"], x["v"])
     if part == "bwd":  # the answer key's whole backward, as graded: preprocess + dK/dV + dQ, autotuned
         rest = (x["o"], x["lse"], x["do"], x["causal"], x["scale"])
-        found["key (autotuned)"] = bench(lambda: cases.k10.flash_attention_v2_bwd(*args, *rest))
+        found["key (autotuned)"] = bench_ms(lambda: cases.k10.flash_attention_v2_bwd(*args, *rest), rep=REP_MS)
     else:
-        found["key (autotuned)"] = bench(lambda: cases.k09.flash_attention_v2_fwd(*args, x["causal"], x["scale"]))
-        found["tma variant (autotuned)"] = bench(
-            lambda: cases.v09.flash_attention_v2_fwd(*args, x["causal"], x["scale"])
-        )
+        fwd = (x["causal"], x["scale"])
+        found["key (autotuned)"] = bench_ms(lambda: cases.k09.flash_attention_v2_fwd(*args, *fwd), rep=REP_MS)
+        found["tma variant (autotuned)"] = bench_ms(lambda: cases.v09.flash_attention_v2_fwd(*args, *fwd), rep=REP_MS)
     return found
-
-
-def sdpa_call(x: dict, backend, backward: bool) -> Callable[[], object]:
-    """SDPA held to one backend: its forward, or the backward of one forward pass."""
-    from torch.nn.attention import sdpa_kernel
-
-    q, k, v = (x[n].detach().clone().requires_grad_(backward) for n in ("q", "k", "v"))
-
-    def forward():
-        with sdpa_kernel(backend):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=x["causal"], scale=x["scale"])
-
-    o = forward()  # raises RuntimeError when the backend has no kernel here
-    if not backward:
-        return forward
-    return lambda: torch.autograd.grad(o, (q, k, v), x["do"], retain_graph=True)
-
-
-def bench(fn: Callable[[], object]) -> float:
-    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
 
 
 def main() -> int:
@@ -464,7 +442,7 @@ def main() -> int:
         for trial in group:
             try:
                 launch, x = launcher(cases, trial)
-                ms = bench(launch)
+                ms = bench_ms(launch, rep=REP_MS)
                 error = ""
                 if part == "fwd":
                     ref = x["o"]
@@ -507,7 +485,7 @@ def overhead(cases: Cases) -> None:
             fn()
         torch.cuda.synchronize()
         host = (time.perf_counter() - t0) / 200 * 1e6
-        print(f"{name}: {host:.1f} us per call (host loop), do_bench {bench(fn) * 1e3:.1f} us")
+        print(f"{name}: {host:.1f} us per call (host loop), do_bench {bench_ms(fn, rep=REP_MS) * 1e3:.1f} us")
     print("matmul_fast best config at 512^3:", cases.k04.matmul_kernel.best_config)
 
 

@@ -254,11 +254,7 @@ FIGURES = (
         "TFLOPS of the atomic-dQ variant (one kernel over key blocks, 5 tile products per tile) and of the answer "
         "key (a dK/dV kernel and a dQ kernel, 7), both counted as five N × N products, so the higher line is the "
         "faster kernel; at each point the two ran one after the other on the same inputs.",
-        missing=(
-            "No run of the atomic-dQ variant is recorded in `bench/results.csv` yet. `make bench` on a GPU times it "
-            "beside the answer key (puzzle 10's `variants` in `puzzles.yaml`), and `make notebooks` then draws "
-            "the result here."
-        ),
+        missing=_no_variant_run("the atomic-dQ variant", "10"),
         summary=lambda rows: _versus_answer_key("the atomic-dQ variant", rows),
     ),
 )
