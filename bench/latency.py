@@ -1,37 +1,69 @@
-"""Wall time of `python -m checks N --solution` for every puzzle, twice in a row, as a markdown table.
+"""Wall time of `python -m checks N --solution` for every puzzle, as a learner at a terminal meets it.
 
-The second run has a warm Triton compile cache and the cached roofline: it is the feedback a
-learner waits for while iterating on a GPU. Run from the repository root: `python3 bench/latency.py [N ...]`
-(every puzzle, or the ones named).
+For each puzzle, through the warm grader (`checks.engine.warm`; CHECKS_WARM=1, as at a terminal): a first run,
+a second run right after it, and one after a pause of PAUSE_S seconds (a learner reads the verdict and edits:
+the warm grader's next grading processes have started meanwhile); then a second run without it (CHECKS_WARM=0:
+a fresh grader each time), and with --wrong a run of the puzzle's first known-wrong kernel after it was graded
+once and a pause (how soon a failure is reported). Second runs have a warm Triton compile cache and the cached
+roofline. Run from the repository root: `python3 bench/latency.py [--wrong] [N ...]`.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checks.registry import load_puzzles  # noqa: E402 - after the path is set
+from checks.authoring.wrong import known_wrong, materialize, name_of  # noqa: E402 - after the path is set
+from checks.registry import Puzzle, load_puzzles  # noqa: E402
+
+PAUSE_S = 15.0
 
 
-def timed(number: str) -> tuple[float, str]:
+def timed(args: list[str], warm: bool) -> tuple[float, str]:
+    """Seconds for one `python -m checks ARGS`, and the first word of its last line (PASSED, FAILED, ...)."""
+    env = dict(os.environ, CHECKS_WARM="1" if warm else "0", CHECKS_PROGRESS_FILE=os.devnull)  # not a learner's
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "checks", number, "--solution"], cwd=ROOT, capture_output=True,
-                          text=True)  # fmt: skip
-    last = (done.stdout.strip().splitlines() or ["?"])[-1]
-    return time.perf_counter() - start, last.split(":")[0]
+    done = subprocess.run([sys.executable, "-m", "checks", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    verdicts = [line.split(":")[0] for line in done.stdout.splitlines() if re.match(r"[A-Z][A-Z ]+:", line)]
+    return seconds, (verdicts or ["?"])[-1]
+
+
+def wrong_run(puzzle: Puzzle, folder: Path) -> str:
+    """'seconds verdict' of a second warm run of the puzzle's first known-wrong kernel ('-' if it has none)."""
+    edits = known_wrong(puzzle)
+    if not edits:
+        return "-"
+    args = [puzzle.number, "--file", str(materialize(puzzle, edits[0], folder))]
+    timed(args, warm=True)
+    time.sleep(PAUSE_S)
+    seconds, verdict = timed(args, warm=True)
+    return f"{seconds:.1f} ({name_of(edits[0])}: {verdict})"
 
 
 def main() -> int:
-    print("| puzzle | first run (s) | second run (s) | verdict |\n|---|---|---|---|", flush=True)
-    for puzzle in [p for p in load_puzzles() if not sys.argv[1:] or p.number in sys.argv[1:]]:
-        first, _ = timed(puzzle.number)
-        second, verdict = timed(puzzle.number)
-        print(f"| {puzzle.number} | {first:.1f} | {second:.1f} | {verdict} |", flush=True)
+    wrong = "--wrong" in sys.argv
+    chosen = [a for a in sys.argv[1:] if a != "--wrong"]
+    header = "| puzzle | first run (s) | second run (s) | after a pause (s) | no warm grader (s) | verdict |"
+    header += " known-wrong kernel, after a pause (s) |" if wrong else ""
+    print(header + "\n" + "|---" * (header.count("|") - 1) + "|", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        for puzzle in [p for p in load_puzzles() if not chosen or p.number in chosen]:
+            first, _ = timed([puzzle.number, "--solution"], warm=True)
+            second, _ = timed([puzzle.number, "--solution"], warm=True)
+            time.sleep(PAUSE_S)
+            paused, verdict = timed([puzzle.number, "--solution"], warm=True)
+            cold, _ = timed([puzzle.number, "--solution"], warm=False)
+            line = f"| {puzzle.number} | {first:.1f} | {second:.1f} | {paused:.1f} | {cold:.1f} | {verdict} |"
+            print(line + (f" {wrong_run(puzzle, Path(folder))} |" if wrong else ""), flush=True)
     return 0
 
 

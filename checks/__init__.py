@@ -2,11 +2,14 @@
 
 How a submission is graded (one stage; on a GPU a second, in the interpreter, runs beside it):
 
+    checks.__main__                at a terminal, hand the command to a warm grader (engine.warm, the client;
+                                   engine.warm_server, which imported torch once) that runs checks.cli
     checks.cli                     parse the command, then engine.grade.grade()
       engine.grade                 prepare the code (notebook cell or file) and run the stage(s); on a GPU
                                    engine.interpreter_parts shares the interpreter stage's cases among processes
         engine.verdicts.Stage      start the grading process and judge its report as it comes
           engine.process           the grading process: time limit, token, checked event stream
+                                   (engine.spawn starts and stops it; engine.prestart starts it ahead of its check)
             engine.child           (in the grading process) load the learner's code, and for each case
               engine.observe         draw the inputs from the seed, call the function inside the watchers
                 engine.memory          guard bands and poison around every tensor

@@ -1,9 +1,12 @@
 import os
 import sys
 
+from checks.engine import warm
 from checks.learner.preflight import ensure
 
 status = ensure(sys.argv[1:])  # before anything that imports yaml, torch or triton
+if status is None and warm.wanted(sys.argv[1:], os.environ, sys.stdout.isatty()):
+    status = warm.request(sys.argv[1:])  # None: no warm grader could take it, so grade here
 if status is not None:
     raise SystemExit(status)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.process import discard_prestarted, prestart_for
+from checks.engine.prestart import discard_prestarted, prestart_for, take_spare
 from checks.engine.source import SubmissionError, check_submission_kind
 from checks.learner import progress
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, load_puzzles
@@ -106,10 +106,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grade(args: argparse.Namespace, puzzle: Puzzle, *rest: Any, **options: Any) -> V.Verdict:
     """`grade`, with its grading processes started before this process imports torch (seconds sooner)."""
-    workdir = Path(tempfile.mkdtemp(prefix="checks-"))
-    try:
+    workdir = take_spare(args.interpret)  # a warm grader started them after its last check
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="checks-"))
         if puzzle.ready:
             prestart_for(workdir, args.interpret)
+    try:
         from checks.engine.grade import grade  # imports torch, as the grading processes started above do
 
         return grade(puzzle, *rest, workdir=workdir, **options)

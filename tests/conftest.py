@@ -58,6 +58,13 @@ SLOW_TESTS = {
     "test_a_notebook_check_that_breaks_a_rule_on_memory_accesses_draws_the_access_map",
     "test_a_known_wrong_kernel_can_be_graded_up_to_its_first_failure",
     "test_a_notebook_given_by_a_relative_path_is_graded",
+    "test_the_warm_grader_grades_as_a_fresh_process_does",
+    "test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served",
+    "test_a_grader_for_other_settings_retires_the_old_one_and_a_stopped_one_cleans_up",
+    "test_a_spare_is_taken_by_a_check_of_its_mode_and_dropped_by_another",
+    "test_stop_all_stops_every_grading_process_started_here",
+    "test_a_prestarted_process_whose_grader_left_ends_quietly",
+    "test_a_notebook_check_starts_the_next_checks_grading_processes",
 }  # fmt: skip
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checks import verdict as V
 from checks.engine.interpreter_parts import merge_parts, split_cases
-from checks.engine.process import PARTS_ENV, part_count, part_workdir
+from checks.engine.prestart import PARTS_ENV, part_count, part_workdir
 from checks.engine.verdicts import failure_pattern
 
 PARAMS = [{"N": 100, "causal": c} for c in (False, True, False, True, False, True, False)]

@@ -3,39 +3,81 @@
 from __future__ import annotations
 
 from checks import verdict as V
-from checks.engine import process
+from checks.engine import prestart, spawn
 from checks.engine.grade import grade
 from checks.registry import get_puzzle
 
 
 def test_a_prestarted_grading_process_is_taken_over(tmp_path) -> None:
-    process.prestart_for(tmp_path, interpret=True)
-    proc = process._prestarted[(str(tmp_path), True)]
+    prestart.prestart_for(tmp_path, interpret=True)
+    proc = prestart._prestarted[(str(tmp_path), True)]
     verdict = grade(get_puzzle("1"), solution=True, interpret=True, time_it=False, workdir=tmp_path)
     assert verdict.status == V.PASSED, verdict.summary
-    assert not process._prestarted  # the stage took it over instead of starting another
+    assert not prestart._prestarted  # the stage took it over instead of starting another
     assert proc.wait(timeout=30) == 0  # ... and it ran to its end, not killed
 
 
 def test_an_unused_prestarted_process_is_stopped(tmp_path) -> None:
-    process.prestart(tmp_path, interpret=True)
-    proc = process._prestarted[(str(tmp_path), True)]
-    process.discard_prestarted()
-    assert not process._prestarted
+    prestart.prestart(tmp_path, interpret=True)
+    proc = prestart._prestarted[(str(tmp_path), True)]
+    prestart.discard_prestarted()
+    assert not prestart._prestarted
     assert proc.poll() is not None
 
 
 def test_the_mode_is_guessed_without_torch(monkeypatch) -> None:
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    assert process.likely_gpu(interpret=True) is False
+    assert prestart.likely_gpu(interpret=True) is False
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert process.likely_gpu(interpret=False) is False
+    assert prestart.likely_gpu(interpret=False) is False
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert process.likely_gpu(interpret=False) is False
+    assert prestart.likely_gpu(interpret=False) is False
 
 
 def test_only_a_gpu_grading_process_keeps_autotuning_results(monkeypatch) -> None:
     monkeypatch.delenv("TRITON_CACHE_AUTOTUNING", raising=False)
-    assert process.child_env(interpret=False).get("TRITON_CACHE_AUTOTUNING") == "1"
-    assert "TRITON_CACHE_AUTOTUNING" not in process.child_env(interpret=True)
+    assert spawn.child_env(interpret=False).get("TRITON_CACHE_AUTOTUNING") == "1"
+    assert "TRITON_CACHE_AUTOTUNING" not in spawn.child_env(interpret=True)
+
+
+def test_a_spare_is_taken_by_a_check_of_its_mode_and_dropped_by_another(monkeypatch) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # a CPU machine: the spare is an interpreter process
+    prestart.prestart_spare(interpret=False)
+    workdir = prestart.take_spare(interpret=False)
+    assert workdir is not None and (str(workdir), True) in prestart._prestarted
+    assert prestart.take_spare(interpret=False) is None  # one spare, taken once
+    prestart.discard_prestarted()
+    prestart.prestart_spare(interpret=False)
+    proc = next(iter(prestart._prestarted.values()))
+    assert prestart.take_spare(interpret=True) is None  # a check of the other mode: the spare is of no use
+    assert proc.poll() is not None and not prestart._prestarted
+
+
+def test_stop_all_stops_every_grading_process_started_here(tmp_path) -> None:
+    prestart.prestart(tmp_path, interpret=True)
+    proc = prestart._prestarted[(str(tmp_path), True)]
+    prestart.stop_all()
+    assert proc.poll() is not None and not prestart._prestarted and not spawn.started
+
+
+def test_a_prestarted_process_whose_grader_left_ends_quietly(tmp_path) -> None:
+    proc = spawn.start_child(tmp_path, interpret=True, preload=True)
+    proc.stdin.close()  # the grader is gone before it sent a token
+    assert proc.wait(timeout=60) == 0
+    assert "Traceback" not in (tmp_path / "output.log").read_text()
+
+
+def test_a_notebook_check_starts_the_next_checks_grading_processes() -> None:
+    from checks.learner.notebook import _grade_warm
+
+    puzzle = get_puzzle("1")
+    assert _grade_warm(puzzle, solution=True, time_it=False).status == V.PASSED
+    ((spare, _),) = prestart._spare
+    waiting = dict(prestart._prestarted)
+    assert [key[0] for key in waiting] == [str(spare)]  # started for the next check, waiting for it
+    assert _grade_warm(puzzle, solution=True, time_it=False).status == V.PASSED
+    assert all(proc.wait(timeout=30) == 0 for proc in waiting.values())  # taken over and run to its end, not killed
+    assert not spare.exists()  # and its folder removed; a new spare waits for the check after
+    prestart.stop_all()
+    prestart._drop_spare()

@@ -1,6 +1,6 @@
 """The grading process: loads one submission and reports what it does, case by case; never a verdict.
 
-Started by `checks.engine.process` as `python -m checks.engine.child JOB.json EVENTS.jsonl [--preload MODE]`
+Started by `checks.engine.spawn` as `python -m checks.engine.child JOB.json EVENTS.jsonl [--preload MODE]`
 (with --preload, it imports torch and Triton for MODE before it waits for its token and job). It writes one
 JSON event per line to EVENTS in the order `checks.engine.protocol` accepts, saves what each call
 returned to the files the protocol names, and, when the grader asks on standard input, times the
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from checks.engine.environment import autotune_without_benchmarks, detect
-from checks.engine.process import PRELOAD_FLAG
 from checks.engine.protocol import TIME_COMMAND, Job, outputs_path
+from checks.engine.spawn import PRELOAD_FLAG
 
 
 class Events:
@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) == 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
         machine = detect(force_interpreter=args[3] == "interpreter")
     token = sys.stdin.readline().strip()  # before any of the learner's code runs
+    if not token:
+        return 0  # started ahead of a check that never came (the grader left): nothing to do
     job = Job.from_json(Path(args[0]).read_text(encoding="utf-8"))
     events = Events(args[1], token)
     if machine is None:  # the grader hands a prestarted process only a job of the mode it was started for

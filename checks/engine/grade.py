@@ -24,7 +24,7 @@ import torch
 
 from checks import verdict as V
 from checks.engine.interpreter_parts import merge_parts, split_cases
-from checks.engine.process import part_count, part_workdir
+from checks.engine.prestart import part_count, part_workdir
 from checks.engine.protocol import Job
 from checks.engine.source import SubmissionError, notebook_code
 from checks.engine.verdicts import Stage

@@ -3,7 +3,7 @@
 On a GPU the small CPU cases run in Triton's interpreter beside the GPU stage, one after the other,
 and for the attention puzzles that stage ends last (seconds per case). A GPU machine has cores to
 spare: the cases are dealt round-robin to a few grading processes (`part_count`, which
-`checks.engine.process` also uses to start them early), and their verdicts are merged here into the
+`checks.engine.prestart` also uses to start them early), and their verdicts are merged here into the
 verdict one process would have given. Part 0 holds case 0, so the kernels-off re-run and the
 traffic report stay where they were.
 """

@@ -1,12 +1,6 @@
 """`python -m checks.instructor.bench [--quick] [--out DIR] [--only 4,9] [--budget S]`: the answer keys against torch.
 
-On a CUDA GPU, times each ready puzzle's answer key and baselines over its `bench.sweep` (puzzles.yaml) with
-the grader's inputs, baselines, work (checks/puzzles) and timer (`checks.engine.measure.bench_ms`), a process per
-puzzle within the time budget, and writes DIR/bench/ (results.csv, meta.json, plots) and DIR/BENCHMARKS.md.
-A sweep's `variants` (label -> file: the puzzle's function written another way, not graded) are timed at the
-same points, each against the answer key, as rows with that label in their `variant` column.
-Without a GPU it exits 1; --smoke: tiny sizes (the interpreter without a GPU); --render DIR: redraw a run's CSV.
-"""
+Each ready puzzle's `bench.sweep` (puzzles.yaml) timed on a CUDA GPU as the grader would, in a process of its own."""
 
 from __future__ import annotations
 
@@ -14,7 +8,6 @@ import argparse
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +15,7 @@ import timeit
 import zlib
 from collections.abc import Callable
 from dataclasses import asdict
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +26,8 @@ from checks.authoring.figures import Figure, Line, draw
 from checks.authoring.wrong import materialize
 from checks.engine.measure import bench_ms, device_peaks
 from checks.engine.memory import Arena
-from checks.engine.process import start_module
 from checks.engine.source import load_module
+from checks.engine.spawn import kill, start_module
 from checks.engine.timing import loosest_tolerance, output_difference, roofline_share
 from checks.instructor.bench_report import ANSWER_KEY, Row, Target, evaluate, markdown_report, read_csv, write_data
 from checks.puzzles import spec_module
@@ -45,21 +39,18 @@ SMOKE_NOTE = "a --smoke run: tiny sizes that check the benchmark itself; its tim
 
 
 def plan(puzzle: Puzzle, mode: str = "full") -> list[dict[str, Any]]:
-    """The points one puzzle is measured at (mode: full, quick or smoke): variant ("" for the answer key, else a
-    label of bench.sweep.variants), series, size, x (the plots' axis), case (for the spec's make_inputs), timing
-    (the grader's case?), first (measured first: a target or timing needs it). A variant's points come last."""
+    """The points one puzzle is measured at (mode: full, quick or smoke): variant ("" for the answer key), series,
+    size, x (the plots' axis), case, timing (the grader's case?), first (a target or timing needs it: timed first)."""
     sweep, timing = puzzle.sweep, {k: v for k, v in puzzle.bench.items() if k != "baseline"}
     wanted, points = {(t["series"], t["size"]) for t in sweep.get("targets", [])}, []
-    for variant in ["", *sweep.get("variants", {})]:
-        for series, shared in sweep["series"].items():
-            for size, own in sweep["smoke" if mode == "smoke" else "sizes"].items():
-                case = {**shared, **own}
-                x = math.prod(float(part) for part in sweep["x"].format(**case).split("*"))
-                point = {"variant": variant, "series": series, "size": size, "x": x, "case": case}
-                point["timing"] = not variant and timing.items() <= case.items()
-                point["first"] = point["timing"] or (not variant and (series, size) in wanted)
-                if mode != "quick" or point["first"] or size in sweep["quick"]:
-                    points.append(point)
+    for variant, (series, shared) in product(["", *sweep.get("variants", {})], sweep["series"].items()):
+        for size, own in sweep["smoke" if mode == "smoke" else "sizes"].items():
+            case = {**shared, **own}
+            x = math.prod(float(part) for part in sweep["x"].format(**case).split("*"))
+            timed = not variant and timing.items() <= case.items()  # the grader's timing case
+            first = timed or (not variant and (series, size) in wanted)
+            if mode != "quick" or first or size in sweep["quick"]:
+                points += [dict(variant=variant, series=series, size=size, x=x, case=case, timing=timed, first=first)]
     return sorted(points, key=lambda p: not p["first"])
 
 
@@ -76,33 +67,29 @@ def targets(puzzle: Puzzle) -> list[Target]:
         listed.append({"label": label, **at, "ratio": puzzle.speed_bar["min_ratio"]})
     return [
         Target(t["label"], puzzle.number, t["series"], t["size"], kind, float(t[kind]), t.get("baseline"))
-        for t in listed
-        for kind in ("ratio", "tflops")
+        for t, kind in product(listed, ("ratio", "tflops"))
         if kind in t
     ]
 
 
-def measure(point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable], timer: Callable, device: str) -> Row:
-    """Time one point: the answer key (kernels[""]) and each baseline of the spec, or a variant (kernels[label])
-    and the answer key as its baseline; any failure becomes the row's status."""
-    variant = point["variant"]
+def measure(point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable | str], device: str) -> Row:
+    """One point's row: the answer key and the spec's baselines, or a variant and the answer key; or what failed."""
+    variant, spec, gen = point["variant"], spec_module(puzzle), torch.Generator(device=device)
     row = Row(puzzle.number, puzzle.slug, point["series"], point["size"], point["x"], variant=variant)
-    row.baseline = ANSWER_KEY if variant else puzzle.bench["baseline"]
-    spec, gen = spec_module(puzzle), torch.Generator(device=device)
+    row.baseline, key = ANSWER_KEY if variant else puzzle.bench["baseline"], kernels[variant]
     gen.manual_seed(zlib.crc32(f"{puzzle.number} {row.series} {row.size}".encode()))  # a variant gets the same inputs
-    key = kernels[variant]
+    timer = bench_ms if device == "cuda" else lambda fn: 1e3 * min(timeit.repeat(fn, number=1, repeat=3))
     try:
         inputs = spec.make_inputs(point["case"], Arena(device, gen))
         args, work = list(inputs.values()), spec.work(inputs)
         row.bytes, row.flops = work.bytes, work.flops
-        if variant:
-            calls = {ANSWER_KEY: lambda: kernels[""](*args)}
-        else:
-            calls = {row.baseline: spec.baseline(inputs), **getattr(spec, "baselines", lambda _: {})(inputs)}
+        if isinstance(key, str):  # why the variant could not be loaded
+            raise RuntimeError(key)
+        base = (lambda: kernels[""](*args)) if variant else spec.baseline(inputs)  # a variant's is the answer key
+        calls = {row.baseline: base, **({} if variant else getattr(spec, "baselines", lambda _: {})(inputs))}
         mine, theirs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (key(*args), calls[row.baseline]()))
-        atol, rtol = loosest_tolerance(puzzle.tolerance)
-        rtol = max(rtol, 4 * torch.finfo(mine[0].dtype).eps)  # float16 rows of a float32 puzzle
-        row.check = output_difference(mine[: len(theirs)], theirs, atol, rtol) or "ok"
+        (atol, rtol), eps = loosest_tolerance(puzzle.tolerance), torch.finfo(mine[0].dtype).eps
+        row.check = output_difference(mine[: len(theirs)], theirs, atol, max(rtol, 4 * eps)) or "ok"  # fp16 rows too
         row.key_ms = timer(lambda: key(*args))
         row.others = {name: timer(fn) for name, fn in calls.items()}
         row.baseline_ms, peaks = row.others.pop(row.baseline), device_peaks() if device == "cuda" else None
@@ -114,22 +101,13 @@ def measure(point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable],
     return row
 
 
-def load_variant(puzzle: Puzzle, path: Path, module: str) -> Callable:
-    """A variant's function; one that cannot be loaded fails its own rows, not the answer key's.
-
-    A variant may be a known-wrong kernel kept as an edit of the answer key (`*.edit.yaml`) that computes
-    the right values another way (row-major launch order): `materialize` writes it out under build/variants/.
-    """
+def load_variant(puzzle: Puzzle, path: Path, module: str) -> Callable | str:
+    """A variant's function (an `*.edit.yaml` written out under build/variants/ first), or why it cannot load."""
     try:
         (folder := ROOT / "build" / "variants").mkdir(parents=True, exist_ok=True)
         return getattr(load_module(materialize(puzzle, path, folder), module), puzzle.name)
     except Exception as exc:  # noqa: BLE001 - any failure is the variant's rows' status
-        problem = f"{path.name} could not be loaded: {type(exc).__name__}: {exc}"
-
-        def broken(*_: Any) -> Any:
-            raise RuntimeError(problem)
-
-        return broken
+        return f"{path.name} could not be loaded: {type(exc).__name__}: {exc}"
 
 
 def child(job: dict[str, Any]) -> int:
@@ -138,71 +116,61 @@ def child(job: dict[str, Any]) -> int:
     kernels = {"": getattr(load_module(puzzle.solution, f"answer_key_{puzzle.stem}"), puzzle.name)}
     for index, (label, path) in enumerate(variant_files(puzzle).items()):
         kernels[label] = load_variant(puzzle, path, f"variant_{index}_{puzzle.stem}")
-    timer = bench_ms if cuda else lambda fn: 1e3 * min(timeit.repeat(fn, number=1, repeat=3))  # --smoke on a CPU
     peaks = device_peaks() if cuda else None  # the roofline: copy bandwidth and float16 matmul rate
-    gpu = torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)"
-    meta = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda or ""}
-    meta.update(python=sys.version.split()[0], **({"peaks": asdict(peaks)} if peaks else {}))
-    print(json.dumps({"meta": meta}), flush=True)
+    meta = {"gpu": torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)", "torch": torch.__version__}
+    meta.update(triton=triton.__version__, cuda=torch.version.cuda or "", python=sys.version.split()[0])
+    print(json.dumps({"meta": {**meta, **({"peaks": asdict(peaks)} if peaks else {})}}), flush=True)
     for point in job["points"]:
-        row = measure(point, puzzle, kernels, timer, job["device"])
+        row = measure(point, puzzle, kernels, job["device"])
         print(json.dumps({"row": asdict(row)}), flush=True)
         done = f"{row.key_ms:.4f} ms, {row.ratio:.2f}x {row.baseline} [{row.check}]" if row.ratio else row.status
-        what = f"{row.puzzle} {row.variant + ', ' if row.variant else ''}{row.series} {row.size}"
-        print(f"  {what}: {done}", file=sys.stderr, flush=True)
+        print(f"  {row.puzzle} {row.variant and row.variant + ', '}{row.series} {row.size}: {done}", file=sys.stderr)
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.synchronize()  # raises when a fault broke the CUDA context: the rest cannot run here
     return 0
 
 
-def run_child(job: dict[str, Any], timeout: float) -> tuple[list[dict[str, Any]], str]:
-    """`python -m checks.instructor.bench --child` in its own session, the job on its stdin, killed at `timeout`.
-
-    Returns the JSON lines it printed, and why it stopped early ('' when it did not).
-    """
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # it times compiled kernels, but
-    env.update({"TRITON_INTERPRET": "1"} if job["device"] == "cpu" else {})  # --smoke without a GPU: the interpreter
+def run_child(job: dict[str, Any], timeout: float) -> tuple[list[Row], dict[str, Any], str]:
+    """A `--child` process's rows and machine (the job on its stdin, killed at `timeout`), and why it stopped early."""
+    env = dict(os.environ, TRITON_INTERPRET="1" if job["device"] == "cpu" else "0")  # compiled kernels on a GPU
     proc = start_module("checks.instructor.bench", "--child", env=env, stdout=subprocess.PIPE, text=True)
     try:
-        output = proc.communicate(json.dumps(job), timeout=max(timeout, 1.0))[0]
-        problem = f"its process ended with exit status {proc.returncode}" if proc.returncode else ""
+        output = proc.communicate(json.dumps(job), timeout=timeout)[0]
+        problem = f"its process ended with exit status {proc.returncode}" if proc.returncode else "it stopped early"
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill(proc)
         output, problem = proc.communicate()[0], f"its time share of {timeout:.0f} s ran out"
     finally:  # also on Ctrl-C: take the child (its own session) down too
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return [json.loads(line) for line in output.splitlines() if line.startswith("{")], problem
+            kill(proc)
+    records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    machine = next((r["meta"] for r in records if "meta" in r), {})
+    return [Row(**r["row"]) for r in records if "row" in r], machine, problem
 
 
-def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Path) -> tuple[list[Row], dict]:
-    """Each puzzle in its own process; its points that did not report become 'not run' rows."""
+def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Path, command: str) -> tuple[list, dict]:
+    """Each puzzle in its own process, within its share of the budget; the points it did not report are 'not run'."""
     start, rows, meta = time.monotonic(), [], {"notes": [SMOKE_NOTE] if mode == "smoke" else []}
     runnable = [p for p in puzzles if p.ready and p.sweep and p.solution.exists()]
     skipped = [f"puzzle {p.number} ({p.slug})" for p in puzzles if p not in runnable]
     meta["notes"] += [f"{name}: not ready, or no bench.sweep or answer key: skipped" for name in skipped]
     for index, p in enumerate(runnable):
-        points, problem, got = plan(p, mode), "the time budget was spent", []
+        job = {"device": device, "puzzle": p.number, "points": plan(p, mode)}
         left = budget - (time.monotonic() - start) - RESERVE_S * (len(runnable) - index - 1)
         share = min(float(p.sweep.get("cap_s", 60)), left)
-        print(f"Puzzle {p.number} ({p.slug}): {len(points)} sizes, at most {max(share, 0):.0f} s", flush=True)
-        if share >= 5:
-            records, problem = run_child({"device": device, "puzzle": p.number, "points": points}, share)
-            got, problem = [Row(**r["row"]) for r in records if "row" in r], problem or "it stopped early"
-            meta = {**next((r["meta"] for r in records if "meta" in r), {}), **meta}  # the first report stays
-        done = {(r.variant, r.series, r.size) for r in got}
-        got += [
-            Row(p.number, p.slug, pt["series"], pt["size"], pt["x"], f"not run: {problem}", variant=pt["variant"])
-            for pt in points
-            if (pt["variant"], pt["series"], pt["size"]) not in done
-        ]
-        if len(got) > len(done):
-            meta["notes"].append(f"puzzle {p.number}: {len(got) - len(done)} size(s) not run: {problem}")
+        print(f"Puzzle {p.number} ({p.slug}): {len(job['points'])} sizes, at most {max(share, 0):.0f} s", flush=True)
+        got, machine, problem = run_child(job, share) if share >= 5 else ([], {}, "the time budget was spent")
+        meta = {**machine, **meta}  # the first report stays
+        status, missing = f"not run: {problem}", job["points"][len(got) :]  # it reports the points in order
+        got += [Row(p.number, p.slug, q["series"], q["size"], q["x"], status, variant=q["variant"]) for q in missing]
+        if missing:
+            meta["notes"].append(f"puzzle {p.number}: {len(missing)} size(s) {status}")
         order = ["", *p.sweep.get("variants", {})], list(p.sweep["series"])
         rows += sorted(got, key=lambda r: (order[0].index(r.variant), order[1].index(r.series), r.x))
         write_data(rows, meta, out)
-    return rows, dict(meta, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return rows, dict(meta, date=date, command=command, seconds=round(time.monotonic() - start))
 
 
 def plot_lines(rows: list[Row], series: str) -> tuple[Line, ...]:
@@ -213,14 +181,12 @@ def plot_lines(rows: list[Row], series: str) -> tuple[Line, ...]:
         keys.setdefault(label, Line(label, r.puzzle, series, variant=r.variant))
         if not r.variant:  # a variant's baseline is the answer key: a line of its own already
             baselines.setdefault(r.baseline, Line(r.baseline, r.puzzle, series, baseline=True, style="--"))
-            for name in r.others:
-                baselines.setdefault(name, Line(name, r.puzzle, series, style="--", other=name))
+            baselines |= {n: Line(n, r.puzzle, series, style="--", other=n) for n in r.others if n not in baselines}
     return (*keys.values(), *baselines.values())
 
 
 def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path, targets: list[Target]) -> dict[str, Any]:
-    """A PNG per plot (bench.sweep.plot, a panel per series; one without rows is deleted) and BENCHMARKS.md under
-    `out`, beside the data write_data wrote; returns their paths."""
+    """Under `out`: a PNG per plot (bench.sweep.plot, a panel per series; deleted without rows) and BENCHMARKS.md."""
     (out / "bench").mkdir(parents=True, exist_ok=True)
     plots, puzzles = [], load_puzzles()
     for stem in dict.fromkeys(p.sweep["plot"] for p in puzzles if p.sweep.get("plot")):
@@ -245,30 +211,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole sweep")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the CPU interpreter without a GPU)")
     parser.add_argument("--render", type=Path, metavar="DIR", help="redraw from DIR/bench/results.csv")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # the job on stdin
     argv = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(argv)
-    if args.child:
+    if argv == ["--child"]:  # the benchmark's process for one puzzle (run_child), the job on its stdin
         return child(json.load(sys.stdin))
+    args = parser.parse_args(argv)
+    out = args.out or args.render or ROOT
     if args.render is not None:
-        data, out = args.render / "bench", args.out or args.render
-        if not (data / "results.csv").exists():
-            print(f"There is no {data / 'results.csv'}: give the folder a run wrote (its --out).", file=sys.stderr)
+        if not (data := args.render / "bench" / "results.csv").exists():
+            print(f"There is no {data}: give the folder a run wrote (its --out).", file=sys.stderr)
             return 2
-        meta = json.loads((data / "meta.json").read_text(encoding="utf-8")) if (data / "meta.json").exists() else {}
-        rows = read_csv(data / "results.csv")
+        rows, meta_file = read_csv(data), data.with_name("meta.json")
+        meta = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.exists() else {}
     else:
         cuda = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
         if not cuda and not args.smoke:
             print(NO_GPU, file=sys.stderr)
             return 1
-        start, out = time.monotonic(), args.out or ROOT
         mode = "smoke" if args.smoke else "quick" if args.quick else "full"
         only = None if args.only is None else {number.strip() for number in args.only.split(",")}
         puzzles = [p for p in load_puzzles() if only is None or p.number in only]
-        rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out)
-        meta["command"] = " ".join(["python -m checks.instructor.bench", *argv])
-        meta["seconds"] = round(time.monotonic() - start)
+        rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out, " ".join([parser.prog, *argv]))
         write_data(rows, meta, out)
     goals = [t for p in load_puzzles() if p.sweep for t in targets(p)]
     written = write_outputs(rows, meta, out, goals)

@@ -1,34 +1,30 @@
-"""What `make bench` records and reports: its rows, results.csv and meta.json, the targets' verdicts, BENCHMARKS.md.
-
-Pure functions of the rows and of the targets puzzles.yaml declares (no torch), tested on made-up rows
-(tests/test_bench.py); checks.authoring.figures reads the CSV through Row and read_csv too."""
+"""What `make bench` records and reports, without torch: rows, results.csv and meta.json, verdicts, BENCHMARKS.md."""
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from checks.engine.timing import gbps, speed_ratio, tflops
+from checks.instructor.tables import markdown_table, ms_cell
 from checks.registry import ROOT
 
 HAND_NOTES = ROOT / "bench" / "notes.md"  # what a person wrote about the last run, kept across re-runs
 ANSWER_KEY = "answer key"  # the baseline of a variant's rows
-# results.csv: Row's fields and properties by name, then the other baselines ("name=ms; ...")
-CSV_COLUMNS = (
+CSV_COLUMNS = (  # results.csv: Row's fields and properties by name
     "puzzle slug variant series size x status key_ms baseline baseline_ms ratio metric key_rate baseline_rate "
     "roofline bytes flops check other_baselines"
 ).split()
 DIGITS = {"ratio": 4, "key_rate": 5, "baseline_rate": 5, "roofline": 3}  # significant digits of a number; else 6
+_csv_cell = lambda value, digits=6: "" if value is None else value if isinstance(value, str) else f"{value:.{digits}g}"
 
 
 @dataclass
 class Row:
-    """One result: the answer key and its baselines at one size, or a variant (another way to write the puzzle's
-    function, bench.sweep.variants) and the answer key as its baseline. Times in ms; None where not measured."""
+    """One size's result: the answer key and its baselines, or a variant and the answer key; ms, None if not timed."""
 
     puzzle: str
     slug: str
@@ -51,6 +47,7 @@ class Row:
     key_rate = property(lambda self: self.rate(self.key_ms))
     baseline_rate = property(lambda self: self.rate(self.baseline_ms))
     ratio = property(lambda self: self.ratio_to(None))
+    other_baselines = property(lambda self: "; ".join(f"{name}={_csv_cell(ms)}" for name, ms in self.others.items()))
 
     def rate(self, ms: float | None) -> float | None:
         return None if not ms or ms <= 0 else tflops(self.flops, ms) if self.flops else gbps(self.bytes, ms)
@@ -73,8 +70,7 @@ class Target:
 
     @property
     def requirement(self) -> str:
-        ratio = f">= {self.value:g}x {self.baseline or ''}".rstrip()
-        return f">= {self.value:g} TFLOPS" if self.kind == "tflops" else ratio
+        return f">= {self.value:g}" + (" TFLOPS" if self.kind == "tflops" else f"x {self.baseline or ''}".rstrip())
 
 
 def evaluate(target: Target, rows: list[Row]) -> tuple[str, str, str]:
@@ -89,52 +85,38 @@ def evaluate(target: Target, rows: list[Row]) -> tuple[str, str, str]:
     return measured, ratio_text, "not measured" if value is None else "met" if value >= target.value else "missed"
 
 
-def _cell(value: Any, digits: int = 6) -> str:
-    """A CSV cell: text as it is, a number to `digits` significant digits, None as nothing."""
-    return "" if value is None else value if isinstance(value, str) else f"{value:.{digits}g}"
-
-
 def csv_record(r: Row) -> dict[str, str]:
     """A row of results.csv but its last column (what checks.authoring.figures hashes to know a figure is stale)."""
-    return {column: _cell(getattr(r, column), DIGITS.get(column, 6)) for column in CSV_COLUMNS[:-1]}
+    return {column: _csv_cell(getattr(r, column), DIGITS.get(column, 6)) for column in CSV_COLUMNS[:-1]}
 
 
 def read_csv(path: Path) -> list[Row]:
-    """Rows back from a results.csv; a column that is empty or absent (one written before the variant or
-    other_baselines columns) leaves its field's default."""
-    kinds = {f.name: float if "float" in str(f.type) else str for f in fields(Row) if f.name != "others"}
+    """Rows back from a results.csv; an empty or absent column (in a CSV older than it) leaves the field's default."""
+    kinds = {f.name: float if "float" in str(f.type) else str for f in fields(Row)}
+    kinds["others"] = lambda text: {k: float(ms) for k, _, ms in (p.partition("=") for p in text.split("; ") if p)}
     with open(path, newline="", encoding="utf-8") as f:
-        records = list(csv.DictReader(f))
-    others = [(part.partition("=") for part in (r.get("other_baselines") or "").split("; ") if part) for r in records]
-    return [
-        Row(**{k: kind(r[k]) for k, kind in kinds.items() if r.get(k)}, others={k: float(ms) for k, _, ms in parts})
-        for r, parts in zip(records, others, strict=True)
-    ]
+        records = [{**r, "others": r.get("other_baselines")} for r in csv.DictReader(f)]
+    return [Row(**{k: kind(r[k]) for k, kind in kinds.items() if r.get(k)}) for r in records]
 
 
 def write_data(rows: list[Row], meta: dict[str, Any], out: Path) -> Path:
     """bench/results.csv and bench/meta.json: everything --render needs to redraw the plots and the report."""
     (out / "bench").mkdir(parents=True, exist_ok=True)
     with open(out / "bench" / "results.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for r in rows:
-            others = "; ".join(f"{name}={_cell(ms)}" for name, ms in r.others.items())
-            writer.writerow({**csv_record(r), "other_baselines": others})
+        csv.writer(f).writerows([CSV_COLUMNS] + [[*csv_record(r).values(), r.other_baselines] for r in rows])
     (out / "bench" / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return out / "bench" / "results.csv"
 
 
-_ms = lambda value: "-" if value is None else f"{value:.4f}"
 _rate = lambda value: "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.3g}"
-RESULTS: dict[str, Callable[[Row], str]] = {  # BENCHMARKS.md's table of results: a column's header -> its cell
+RESULTS = {  # BENCHMARKS.md's table of results: a column's header -> its cell (a function of the row)
     "#": lambda r: str(r.puzzle),
     "puzzle": lambda r: f"{r.slug}, variant: {r.variant}" if r.variant else r.slug,
     "series": lambda r: r.series,
     "size": lambda r: r.size,
-    "answer key ms": lambda r: _ms(r.key_ms),
+    "answer key ms": lambda r: ms_cell(r.key_ms),
     "baseline": lambda r: r.baseline or "-",
-    "baseline ms": lambda r: _ms(r.baseline_ms),
+    "baseline ms": lambda r: ms_cell(r.baseline_ms),
     "ratio": lambda r: "-" if r.ratio is None else f"{r.ratio:.2f}x",
     "answer key rate": lambda r: _rate(r.key_rate),
     "baseline rate": lambda r: _rate(r.baseline_rate),
@@ -143,41 +125,27 @@ RESULTS: dict[str, Callable[[Row], str]] = {  # BENCHMARKS.md's table of results
     "other baselines": lambda r: ", ".join(f"{k} {r.ratio_to(k):.2f}x" for k in r.others if r.ratio_to(k)) or "-",
     "status": lambda r: r.status if r.status != "ok" else (r.check or "ok"),
 }
-
-
-def markdown_table(header: list[str], body: list[list[str]]) -> list[str]:
-    """A markdown table's lines (a "|" in a cell becomes "/")."""
-    rule = ["---"] * len(header)
-    return ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in (header, rule, *body)]
+INTRO = (
+    "The answer keys against their torch baselines, by `make bench` (sizes and targets from `puzzles.yaml`): medians "
+    "of `triton.testing.do_bench` on fresh random inputs; ratios are the baseline's time over the answer key's "
+    "(above 1: the answer key is faster); the roofline share compares with the copy bandwidth and matmul rate "
+    "measured below. A row marked `variant` times another way to write the puzzle's function "
+    "(`bench.sweep.variants`) in the answer key's columns, with the answer key as its baseline."
+)
 
 
 def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str], targets: list[Target]) -> str:
     """BENCHMARKS.md: the machine, the targets (met or missed), every result, the hand notes, the plots."""
-    lines = [
-        "# Benchmarks",
-        "",
-        "The answer keys against their torch baselines, by `make bench` (sizes and targets "
-        "from `puzzles.yaml`): medians of `triton.testing.do_bench` on fresh random inputs; ratios are the "
-        "baseline's time over the answer key's (above 1: the answer key is faster); the roofline share compares "
-        "with the copy bandwidth and matmul rate measured below. A row marked `variant` times another way to write "
-        "the puzzle's function (`bench.sweep.variants`) in the answer key's columns, with the answer key as its "
-        "baseline.",
-        "",
-        "| | |",
-        "|---|---|",
-    ]
+    lines = ["# Benchmarks", "", INTRO, "", "| | |", "|---|---|"]
     keys = ("gpu", "date", "torch", "triton", "cuda", "python", "command")
     lines += [f"| {'GPU' if k == 'gpu' else k} | {meta[k]} |" for k in keys if meta.get(k)]
     if peaks := meta.get("peaks"):
-        lines += [
-            f"| device-to-device copy | {peaks['copy_gbps']:.0f} GB/s (bytes read + written) |",
-            f"| float16 torch.matmul {peaks['matmul_side']}^3 | {peaks['matmul_tflops']:.0f} TFLOPS |",
-        ]
+        lines.append(f"| device-to-device copy | {peaks['copy_gbps']:.0f} GB/s (bytes read + written) |")
+        lines.append(f"| float16 torch.matmul {peaks['matmul_side']}^3 | {peaks['matmul_tflops']:.0f} TFLOPS |")
     judged = [[t.label, t.requirement, *evaluate(t, rows)] for t in targets]
     lines += ["", "## Targets", "", *markdown_table(["target", "requirement", "measured", "ratio", "met"], judged)]
     lines += ["", f"{sum(line[-1] == 'met' for line in judged)} of {len(judged)} targets met."]
-    results = [[cell(r) for cell in RESULTS.values()] for r in rows]
-    lines += ["", "## Results", "", *markdown_table(list(RESULTS), results)]
+    lines += ["", "## Results", "", *markdown_table(list(RESULTS), [[c(r) for c in RESULTS.values()] for r in rows])]
     lines += ["", "## Notes", "", *[f"- {note}" for note in meta["notes"]]] if meta.get("notes") else []
     if HAND_NOTES.exists():
         lines += ["", "## Reading these figures", "", HAND_NOTES.read_text(encoding="utf-8").rstrip()]

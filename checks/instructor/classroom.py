@@ -44,7 +44,7 @@ from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.grade import grade
-from checks.engine.process import PARTS_ENV
+from checks.engine.prestart import PARTS_ENV
 from checks.engine.source import SubmissionError
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
 

@@ -20,8 +20,9 @@ from pathlib import Path
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize, name_of
 from checks.engine.grade import grade
-from checks.engine.process import PARTS_ENV
+from checks.engine.prestart import PARTS_ENV
 from checks.engine.rulebook import all_rules
+from checks.instructor.tables import markdown_table, ms_cell
 from checks.registry import Puzzle, load_puzzles, puzzle_id
 
 
@@ -89,30 +90,25 @@ def check_wrong(puzzle: Puzzle, path: Path) -> str:
     return ""
 
 
-def fmt_ms(ms: float | None) -> str:
-    return f"{ms:.4f}" if ms is not None else "-"
+HEADER = (
+    "# | puzzle | answer key | cases | key ms | baseline | baseline ms | speed vs baseline | wrong kernels rejected"
+)
 
 
 def table(rows: list[Row]) -> list[str]:
-    lines = [
-        "| # | puzzle | answer key | cases | key ms | baseline | baseline ms | speed vs baseline "
-        "| wrong kernels rejected |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    body = []
     for row in rows:
         p, key = row.puzzle, row.key
         if key is None:
-            lines.append(f"| {p.number} | {p.slug} | planned | - | - | - | - | - | - |")
+            body.append([p.number, p.slug, "planned", *["-"] * 6])
             continue
         ms = key.timings.get("ms", {}) if key.timings else {}
         base_name = p.bench.get("baseline", "torch")
         ratio = key.timings.get("ratio_vs_baseline") if key.timings else None
-        lines.append(
-            f"| {p.number} | {p.slug} | {'pass' if key.passed else key.status.upper()} | {len(key.cases)} | "
-            f"{fmt_ms(ms.get('yours'))} | {base_name} | {fmt_ms(ms.get(base_name))} | "
-            f"{f'{ratio:.2f}x' if ratio else '-'} | {row.wrong_rejected}/{row.wrong_total} |"
-        )
-    return lines
+        times = [ms_cell(ms.get("yours")), base_name, ms_cell(ms.get(base_name)), f"{ratio:.2f}x" if ratio else "-"]
+        status = "pass" if key.passed else key.status.upper()
+        body.append([p.number, p.slug, status, str(len(key.cases)), *times, f"{row.wrong_rejected}/{row.wrong_total}"])
+    return markdown_table(HEADER.split(" | "), body)
 
 
 def main(argv: list[str] | None = None) -> int:

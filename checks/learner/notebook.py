@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from checks import verdict as V
 from checks.engine.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim
 from checks.engine.grade import grade
+from checks.engine.prestart import discard_prestarted, prestart_spare, take_spare
 from checks.engine.source import as_module, graded_cells, load_module, notebook_code
 from checks.learner import hints, progress
 from checks.registry import ROOT, Puzzle, get_puzzle, shown
@@ -97,7 +100,7 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
         print(f"The graded cell has not been run in this session: grading the saved {puzzle.notebook.name}.")
         source = (notebook_code(puzzle.notebook, number), f"your graded cell in {puzzle.notebook.name}")
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
-        verdict = grade(
+        verdict = _grade_warm(
             puzzle,
             timeout=timeout,
             seed=seed,
@@ -111,6 +114,19 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
     if verdict.map_case is not None:
         _show_map(puzzle, verdict.map_case)
     progress.record(verdict)
+
+
+def _grade_warm(puzzle: Puzzle, **options: Any) -> V.Verdict:
+    """`grade`, in grading processes started after the previous check of this notebook (they have imported
+    torch and Triton by now: seconds sooner on a GPU machine); the next check's are started afterwards."""
+    workdir = take_spare(interpret=False)
+    try:
+        return grade(puzzle, workdir=workdir, **options)
+    finally:
+        if workdir is not None:
+            discard_prestarted()
+            shutil.rmtree(workdir, ignore_errors=True)
+        prestart_spare(interpret=False)
 
 
 def picture_folder(puzzle: Puzzle) -> Path:

@@ -1,0 +1,144 @@
+"""The warm grader: used only by a person at a terminal, grades exactly as `python -m checks` does, keeps no
+check alive once its terminal is gone, and gives way to a grader started for other code or settings."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from checks.engine import warm
+from checks.registry import ROOT
+
+
+def test_only_a_person_at_a_terminal_gets_a_warm_grader() -> None:
+    assert warm.wanted(["1"], {}, at_terminal=True)
+    assert not warm.wanted(["1"], {}, at_terminal=False)  # piped, captured: a tool reads the verdict
+    assert not warm.wanted(["1"], {"CI": "true"}, at_terminal=True)  # a class's CI grades each check afresh
+    assert not warm.wanted(["1", "--json"], {"CHECKS_WARM": "1"}, at_terminal=True)
+    assert not warm.wanted(["1"], {"CHECKS_WARM": "0"}, at_terminal=True)
+    assert warm.wanted(["1"], {"CHECKS_WARM": "1", "CI": "true"}, at_terminal=False)
+
+
+def _course(root: Path) -> Path:
+    (root / "checks").mkdir(parents=True)
+    (root / "checks" / "cli.py").write_text("x = 1\n")
+    (root / "puzzles.yaml").write_text("puzzles: []\n")
+    return root
+
+
+def test_the_fingerprint_follows_the_code_and_the_environment_but_not_the_shell(tmp_path) -> None:
+    root = _course(tmp_path)
+    first = warm.fingerprint({"A": "1", "PWD": "/here"}, root)
+    assert warm.fingerprint({"A": "1", "PWD": "/there", "OLDPWD": "/here"}, root) == first
+    assert warm.fingerprint({"A": "2", "PWD": "/here"}, root) != first
+    (root / "checks" / "cli.py").write_text("x = 22\n")  # the grader's code changed
+    assert warm.fingerprint({"A": "1", "PWD": "/here"}, root) != first
+
+
+def test_a_folder_others_can_write_is_not_used(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert warm.folder() == tmp_path / f"checks-warm-{os.getuid()}"
+    (tmp_path / f"checks-warm-{os.getuid()}").chmod(0o777)
+    assert warm.folder() is None
+
+
+def test_without_a_warm_grader_nothing_is_waited_for(tmp_path) -> None:
+    assert warm.connect(tmp_path / "none.sock") is None
+    assert not warm.held(tmp_path / "none.sock")
+
+
+@pytest.fixture
+def warm_env():
+    """An environment whose warm graders live in a folder of their own, and are told to leave at the end."""
+    base = Path(tempfile.mkdtemp(prefix="w", dir="/tmp"))  # short: a socket's path has at most 107 bytes
+    env = dict(os.environ, CHECKS_WARM="1", TMPDIR=str(base), CHECKS_PROGRESS_FILE=str(base / "progress.json"))
+    yield env, base / f"checks-warm-{os.getuid()}"
+    for sock in (base / f"checks-warm-{os.getuid()}").glob("*.sock"):
+        if conn := warm.connect(sock, wait=10):
+            with conn:
+                conn.sendall(warm.QUIT)
+    time.sleep(0.5)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _check(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "checks", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _processes() -> list[tuple[int, str]]:
+    listing = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()[1:]
+    return [(int(line.split(None, 1)[0]), line.split(None, 1)[1]) for line in listing if len(line.split(None, 1)) == 2]
+
+
+def _children(base: Path) -> set[int]:
+    """The grading processes running in a folder under `base`, by process id."""
+    return {pid for pid, args in _processes() if "checks.engine.child" in args and str(base) in args}
+
+
+def _served(folder: Path) -> list[str]:
+    return [line for log in folder.glob("*.log") for line in log.read_text().splitlines() if "served" in line]
+
+
+def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
+    env, folder = warm_env
+    cold = _check(dict(env, CHECKS_WARM="0"), "2", "--solution", "--seed", "5")
+    first = _check(env, "2", "--solution", "--seed", "5")
+    second = _check(env, "2", "--solution", "--seed", "5")
+    assert len(list(folder.glob("*.sock"))) == 1 and len(_served(folder)) == 2
+    for run in (first, second):
+        assert run.returncode == cold.returncode == 0
+        assert run.stdout.splitlines()[-1] == cold.stdout.splitlines()[-1]
+    torch_only = folder.parent / "torch_only.py"
+    torch_only.write_text("def matrix_add(a, b):\n    return a + b\n")
+    wrong = _check(env, "2", "--file", str(torch_only))
+    assert wrong.returncode == 1 and "launched none of your own Triton kernels" in wrong.stdout
+    usage = _check(env, "abc")
+    assert usage.returncode == 2 and "There is no puzzle abc" in usage.stderr
+    assert len(_served(folder)) == 4
+
+
+def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(warm_env, tmp_path) -> None:
+    env, folder = warm_env
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n")
+    assert _check(env, "1", "--solution").returncode == 0  # the warm grader is up
+    client = subprocess.Popen([sys.executable, "-m", "checks", "1", "--file", str(slow)], cwd=ROOT, env=env)
+    time.sleep(4.0)  # its grading process is in the learner's time.sleep by now
+    busy = _children(folder.parent)
+    assert busy and client.poll() is None
+    client.send_signal(signal.SIGINT)  # Ctrl-C at the terminal
+    assert client.wait(timeout=30) == 130
+    time.sleep(1.0)
+    assert not busy & _children(folder.parent)  # that check's grading process was stopped (new ones wait for the next)
+    after = _check(env, "5", "--solution")
+    assert after.returncode == 0 and "PASSED" in after.stdout
+    assert any("served" in line and "'5'" in line for line in _served(folder))
+
+
+def test_a_grader_for_other_settings_retires_the_old_one_and_a_stopped_one_cleans_up(warm_env) -> None:
+    env, folder = warm_env
+    assert _check(env, "1", "--solution").returncode == 0
+    (old,) = folder.glob("*.sock")
+    assert _check(dict(env, CHECKS_SOME_SETTING="x"), "1", "--solution").returncode == 0
+    for _ in range(100):
+        if not old.exists():
+            break
+        time.sleep(0.1)
+    assert not old.exists() and len(list(folder.glob("*.sock"))) == 1
+    (server,) = [pid for pid, args in _processes() if "warm_server" in args and str(folder) in args]
+    os.kill(server, signal.SIGTERM)  # the machine shuts down, or an instructor stops it
+    for _ in range(100):
+        if not list(folder.glob("*.sock")) and not _children(folder.parent):
+            break
+        time.sleep(0.1)
+    assert not list(folder.glob("*.sock")) and not _children(folder.parent)  # nothing left behind
