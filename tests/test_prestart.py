@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 from checks import verdict as V
 from checks.engine import prestart, spawn
 from checks.engine.grade import grade
@@ -48,6 +50,7 @@ def test_a_spare_is_taken_by_a_check_of_its_mode_and_dropped_by_another(monkeypa
     assert workdir is not None and (str(workdir), True) in prestart._prestarted
     assert prestart.take_spare(interpret=False) is None  # one spare, taken once
     prestart.discard_prestarted()
+    shutil.rmtree(workdir)
     prestart.prestart_spare(interpret=False)
     proc = next(iter(prestart._prestarted.values()))
     assert prestart.take_spare(interpret=True) is None  # a check of the other mode: the spare is of no use
