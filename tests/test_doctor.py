@@ -74,3 +74,13 @@ def test_make_lab_passes_allow_root_to_root_and_args_through():
     line = next(line for line in out.splitlines() if "jupyter lab" in line)
     assert line.endswith("--port 9999")
     assert ("--allow-root" in line) == (os.geteuid() == 0)
+
+
+def test_the_doctor_says_whether_a_warm_grader_is_kept(monkeypatch, tmp_path):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # no warm grader lives here
+    monkeypatch.delenv("CHECKS_WARM", raising=False)
+    assert "none running" in doctor.check_warm_grader().what
+    monkeypatch.setenv("CHECKS_WARM", "0")
+    assert "off (CHECKS_WARM=0)" in doctor.check_warm_grader().what

@@ -105,6 +105,14 @@ def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
     usage = _check(env, "abc")
     assert usage.returncode == 2 and "There is no puzzle abc" in usage.stderr
     assert len(_served(folder)) == 4
+    stop = [sys.executable, "-m", "checks.engine.warm", "stop"]
+    told = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert told.stdout.strip() == "Told 1 warm grader(s) to leave."
+    for _ in range(100):
+        if not list(folder.glob("*.sock")):
+            break
+        time.sleep(0.1)
+    assert not list(folder.glob("*.sock")) and not _children(folder.parent)
 
 
 def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(warm_env, tmp_path) -> None:

@@ -61,11 +61,13 @@ def fingerprint(environ: dict[str, str] | os._Environ, root: Path = ROOT) -> str
     return digest.hexdigest()[:16]
 
 
-def folder() -> Path | None:
-    """This user's folder for warm graders' sockets and logs (None when it is not safely this user's own)."""
+def folder(create: bool = True) -> Path | None:
+    """This user's folder for warm graders' sockets and logs (None when it is not safely this user's own,
+    or, unless `create`, not there)."""
     path = Path(tempfile.gettempdir()) / f"checks-warm-{os.getuid()}"
     try:
-        path.mkdir(mode=0o700, exist_ok=True)
+        if create:
+            path.mkdir(mode=0o700, exist_ok=True)
         stat = path.stat()
     except OSError:
         return None
@@ -74,8 +76,12 @@ def folder() -> Path | None:
 
 def socket_path(base: Path, environ: dict[str, str] | os._Environ, root: Path = ROOT) -> Path:
     """The socket of the warm grader for this course folder and fingerprint: '<course>-<fingerprint>.sock'."""
-    course = hashlib.sha256(str(root).encode()).hexdigest()[:8]
-    return base / f"{course}-{fingerprint(environ, root)}.sock"
+    return base / f"{course_id(root)}-{fingerprint(environ, root)}.sock"
+
+
+def course_id(root: Path = ROOT) -> str:
+    """What names this course folder's warm graders, whatever their fingerprint."""
+    return hashlib.sha256(str(root).encode()).hexdigest()[:8]
 
 
 def connect(path: Path, wait: float = READY_S) -> socket.socket | None | bool:
@@ -178,3 +184,28 @@ def request(argv: list[str]) -> int | None:
         )
         return None
     return int(reply.split()[1])
+
+
+def running(root: Path = ROOT) -> list[Path]:
+    """The sockets of this course's warm graders that are alive (they hold their lock), without disturbing them."""
+    base = folder(create=False)
+    if base is None:
+        return []
+    return [sock for sock in sorted(base.glob(f"{course_id(root)}-*.sock")) if held(sock)]
+
+
+def stop(root: Path = ROOT) -> int:
+    """Tell this course's idle warm graders to leave now; how many were told (a busy one leaves when idle)."""
+    told = 0
+    for sock in running(root):
+        if conn := connect(sock):
+            with conn:
+                conn.sendall(QUIT)
+            told += 1
+    return told
+
+
+if __name__ == "__main__":  # python -m checks.engine.warm stop
+    if sys.argv[1:] != ["stop"]:
+        sys.exit("Usage: python -m checks.engine.warm stop  (tells this course's warm graders to leave now)")
+    print(f"Told {stop()} warm grader(s) to leave.")

@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from checks.engine import warm
 from checks.engine.environment import NUMPY_PITFALL_TEXT, numpy_pitfall
 
 OK, NOTE, PROBLEM = "ok", "note", "PROBLEM"
@@ -138,6 +139,19 @@ def check_jupyter() -> Finding:
     )
 
 
+def check_warm_grader() -> Finding:
+    """Whether a warm grader is kept for this course (`checks.engine.warm`), and how to stop it or turn it off."""
+    if os.environ.get(warm.SWITCH) == "0":
+        return Finding(OK, f"warm grader: off ({warm.SWITCH}=0): every check starts its own grader")
+    if warm.running():
+        return Finding(
+            OK,
+            "warm grader: running for this course, so a check at a terminal skips importing torch; it leaves "
+            "after 15 idle minutes (`python -m checks.engine.warm stop` stops it now)",
+        )
+    return Finding(OK, "warm grader: none running; the next `make check` at a terminal starts one")
+
+
 def check_registry() -> Finding:
     try:
         from checks.registry import load_puzzles
@@ -211,6 +225,7 @@ def examine(kernel_timeout: float = KERNEL_TIMEOUT) -> list[Finding]:
     if pitfall:
         found.append(pitfall)
     found.append(check_jupyter())
+    found.append(check_warm_grader())
     found.append(check_registry())
     if all(f.level != PROBLEM for f in found[1:4]) and (pitfall is None or pitfall.level != PROBLEM):
         found.append(check_kernel(interpreter, kernel_timeout))
