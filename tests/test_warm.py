@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -105,6 +106,12 @@ def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
     usage = _check(env, "abc")
     assert usage.returncode == 2 and "There is no puzzle abc" in usage.stderr
     assert len(_served(folder)) == 4
+    (sock,) = folder.glob("*.sock")
+    for garbage in (b"not json\n", b'{"argv": 1}\n', b"quit?\n"):  # not a client: ignored, the next check served
+        with warm.connect(sock) as conn:
+            socket.send_fds(conn, [garbage], [0, 1, 2] if garbage != b"quit?\n" else [])
+    assert _check(env, "1", "--solution").returncode == 0 and len(_served(folder)) == 5
+    assert len({line.split()[0] for line in _served(folder)}) == 1  # one warm grader served them all
     stop = [sys.executable, "-m", "checks.engine.warm", "stop"]
     told = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert told.stdout.strip() == "Told 1 warm grader(s) to leave."

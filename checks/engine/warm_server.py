@@ -97,7 +97,7 @@ def run_check(request: dict[str, Any], fds: list[int], conn: socket.socket) -> i
         os.chdir(request["cwd"])
         watch.start()
         _State.running = True
-        status = cli.main(list(request["argv"]))
+        status = cli.main([str(arg) for arg in request["argv"]])
     except SystemExit as exc:  # argparse's usage errors, --help
         status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     except KeyboardInterrupt:
@@ -133,16 +133,21 @@ def serve_one(conn: socket.socket) -> bool:
             data += conn.recv(1 << 16) or b"\n"
     except OSError:
         return True
-    if data == QUIT or len(fds) != 3:
+    try:
+        request = json.loads(data) if data != QUIT and len(fds) == 3 else None
+        argv = [str(arg) for arg in request["argv"]] if request else []
+    except (ValueError, KeyError, TypeError):  # not a client of this version
+        request = None
+    if request is None:
         for fd in fds:
             os.close(fd)
         return data != QUIT
     conn.settimeout(None)
     try:
-        status = run_check(json.loads(data), fds, conn)
+        status = run_check(request, fds, conn)
     except KeyboardInterrupt:  # the client left as the check ended
         status = 130
-    print(f"served {json.loads(data)['argv']!r} -> {status}", flush=True)  # into the warm grader's log
+    print(f"{os.getpid()} served {argv!r} -> {status}", flush=True)  # into the warm grader's log
     try:
         conn.sendall(f"exit {status}\n".encode())
         conn.shutdown(socket.SHUT_RDWR)
