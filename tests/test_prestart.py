@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from checks import verdict as V
 from checks.engine import prestart, spawn
@@ -77,8 +78,8 @@ def test_a_notebook_check_starts_the_next_checks_grading_processes() -> None:
     puzzle = get_puzzle("1")
     assert _grade_warm(puzzle, solution=True, time_it=False).status == V.PASSED
     ((spare, _),) = prestart._spare
-    waiting = dict(prestart._prestarted)
-    assert [key[0] for key in waiting] == [str(spare)]  # started for the next check, waiting for it
+    waiting = dict(prestart._prestarted)  # on a GPU machine: the GPU process and the interpreter parts
+    assert waiting and all(Path(folder).is_relative_to(spare) for folder, _ in waiting)  # for the next check
     assert _grade_warm(puzzle, solution=True, time_it=False).status == V.PASSED
     assert all(proc.wait(timeout=30) == 0 for proc in waiting.values())  # taken over and run to its end, not killed
     assert not spare.exists()  # and its folder removed; a new spare waits for the check after

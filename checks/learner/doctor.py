@@ -16,8 +16,10 @@ import importlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from checks.engine import warm
 from checks.engine.environment import NUMPY_PITFALL_TEXT, numpy_pitfall
@@ -176,14 +178,17 @@ def check_kernel(interpreter: bool, timeout: float = KERNEL_TIMEOUT, code: str =
     program = f"DEVICE = {'cpu' if interpreter else 'cuda'!r}\n" + code
     start = time.monotonic()
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", program],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        with tempfile.TemporaryDirectory(prefix="checks-doctor-") as folder:
+            script = Path(folder) / "tiny_kernel.py"  # a compiled @triton.jit needs its source in a file
+            script.write_text(program, encoding="utf-8")
+            proc = subprocess.run(
+                [sys.executable, str(script)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
     except subprocess.TimeoutExpired:
         return Finding(
             PROBLEM,
