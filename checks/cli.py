@@ -11,14 +11,13 @@ is also drawn to PATH (see `checks.learner.picture`); without it, such a failure
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.prestart import discard_prestarted, prestart_for, take_spare
+from checks.engine.prestart import check_folder
 from checks.engine.source import SubmissionError, check_submission_kind
 from checks.learner import progress
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, load_puzzles
@@ -106,18 +105,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grade(args: argparse.Namespace, puzzle: Puzzle, *rest: Any, **options: Any) -> V.Verdict:
     """`grade`, with its grading processes started before this process imports torch (seconds sooner)."""
-    workdir = take_spare(args.interpret)  # a warm grader started them after its last check
-    if workdir is None:
-        workdir = Path(tempfile.mkdtemp(prefix="checks-"))
-        if puzzle.ready:
-            prestart_for(workdir, args.interpret)
-    try:
+    with check_folder(args.interpret, start=puzzle.ready) as workdir:  # a warm grader's spare, or started now
         from checks.engine.grade import grade  # imports torch, as the grading processes started above do
 
         return grade(puzzle, *rest, workdir=workdir, **options)
-    finally:
-        discard_prestarted()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def picture_advice(verdict: V.Verdict) -> str:

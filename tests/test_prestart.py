@@ -84,4 +84,4 @@ def test_a_notebook_check_starts_the_next_checks_grading_processes() -> None:
     assert all(proc.wait(timeout=30) == 0 for proc in waiting.values())  # taken over and run to its end, not killed
     assert not spare.exists()  # and its folder removed; a new spare waits for the check after
     prestart.stop_all()
-    prestart._drop_spare()
+    prestart.drop_spare()

@@ -7,10 +7,12 @@ notebook starts the next check's after each check (`prestart_spare`); `checks.en
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from checks.engine.spawn import kill, start_child, started
@@ -65,7 +67,8 @@ def prestart_spare(interpret: bool) -> None:
 
 
 @atexit.register
-def _drop_spare() -> None:  # a notebook's kernel or a warm grader is leaving
+def drop_spare() -> None:
+    """Stop the spare grading processes and remove their folder (a notebook's kernel or a warm grader leaving)."""
     while _spare:
         shutil.rmtree(_spare.pop()[0], ignore_errors=True)
     discard_prestarted()
@@ -73,14 +76,28 @@ def _drop_spare() -> None:  # a notebook's kernel or a warm grader is leaving
 
 def take_spare(interpret: bool) -> Path | None:
     """The folder `prestart_spare` started grading processes in, when they are of this mode; else None."""
-    if not _spare:
-        return None
-    workdir, mode = _spare.pop()
-    if mode == interpret:
-        return workdir
-    discard_prestarted()
-    shutil.rmtree(workdir, ignore_errors=True)
+    if _spare and _spare[0][1] == interpret:
+        return _spare.pop()[0]
+    if _spare:  # of the other mode: of no use to this check
+        drop_spare()
     return None
+
+
+@contextlib.contextmanager
+def check_folder(interpret: bool, start: bool) -> Iterator[Path]:
+    """A folder for one check with its grading processes under way: the spare one if it is of this mode, else a
+    fresh one (its processes prestarted when `start`); afterwards, the processes no stage took over are stopped
+    and the folder removed."""
+    workdir = take_spare(interpret)
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="checks-"))
+        if start:
+            prestart_for(workdir, interpret)
+    try:
+        yield workdir
+    finally:
+        discard_prestarted()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 PARTS_ENV = "CHECKS_INTERPRETER_PARTS"  # how many processes share the interpreter stage on a GPU machine

@@ -194,11 +194,12 @@ def running(root: Path = ROOT) -> list[Path]:
     return [sock for sock in sorted(base.glob(f"{course_id(root)}-*.sock")) if held(sock)]
 
 
-def stop(root: Path = ROOT) -> int:
-    """Tell this course's idle warm graders to leave now; how many were told (a busy one leaves when idle)."""
+def stop(root: Path = ROOT, keep: Path | None = None) -> int:
+    """Tell this course's idle warm graders (but the one at `keep`) to leave now; how many were told (a busy one
+    leaves when idle)."""
     told = 0
     for sock in running(root):
-        if conn := connect(sock):
+        if sock != keep and (conn := connect(sock)):
             with conn:
                 conn.sendall(QUIT)
             told += 1

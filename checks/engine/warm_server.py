@@ -17,7 +17,6 @@ import importlib
 import io
 import json
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -28,7 +27,7 @@ from typing import Any
 
 from checks import cli
 from checks.engine import prestart
-from checks.engine.warm import IDLE_S, QUIT, READY, connect
+from checks.engine.warm import IDLE_S, QUIT, READY, stop
 
 REQUEST_S = 10.0  # how long a client that connected may take to send its command
 
@@ -166,15 +165,6 @@ def between_checks() -> None:
     prestart.prestart_spare(interpret=False)
 
 
-def retire_others(path: Path) -> None:
-    """Tell this course's warm graders of other fingerprints to leave (a busy one leaves when idle)."""
-    course = path.name.split("-")[0]
-    for other in path.parent.glob(f"{course}-*.sock"):
-        if other != path and (conn := connect(other)):
-            with conn:
-                conn.sendall(QUIT)
-
-
 def serve(path: Path) -> int:
     """Serve checks on the socket `path` until IDLE_S seconds pass without one, or another grader retires it."""
     lock = open(path.with_suffix(".lock"), "a")  # noqa: SIM115 - held for the process's life
@@ -194,7 +184,7 @@ def serve(path: Path) -> int:
         listener.bind(str(path))
         listener.listen(8)
         listener.settimeout(IDLE_S)
-        retire_others(path)
+        stop(keep=path)  # this course's warm graders of other fingerprints
         while True:
             try:
                 conn, _ = listener.accept()
@@ -207,10 +197,8 @@ def serve(path: Path) -> int:
     finally:
         listener.close()
         path.unlink(missing_ok=True)
-        spare = prestart.take_spare(interpret=False)
+        prestart.drop_spare()
         prestart.stop_all()
-        if spare is not None:
-            shutil.rmtree(spare, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -19,7 +18,7 @@ from typing import Any
 from checks import verdict as V
 from checks.engine.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim
 from checks.engine.grade import grade
-from checks.engine.prestart import discard_prestarted, prestart_spare, take_spare
+from checks.engine.prestart import check_folder, prestart_spare
 from checks.engine.source import as_module, graded_cells, load_module, notebook_code
 from checks.learner import hints, progress
 from checks.registry import ROOT, Puzzle, get_puzzle, shown
@@ -119,13 +118,10 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
 def _grade_warm(puzzle: Puzzle, **options: Any) -> V.Verdict:
     """`grade`, in grading processes started after the previous check of this notebook (they have imported
     torch and Triton by now: seconds sooner on a GPU machine); the next check's are started afterwards."""
-    workdir = take_spare(interpret=False)
     try:
-        return grade(puzzle, workdir=workdir, **options)
+        with check_folder(interpret=False, start=puzzle.ready) as workdir:
+            return grade(puzzle, workdir=workdir, **options)
     finally:
-        if workdir is not None:
-            discard_prestarted()
-            shutil.rmtree(workdir, ignore_errors=True)
         prestart_spare(interpret=False)
 
 
