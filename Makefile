@@ -11,6 +11,7 @@ PUZZLE ?=
 FILE ?=
 DIR ?= submissions
 ARGS ?=
+TUTORIAL ?=
 
 HAVE_SYSTEM := $(shell python3 -c "import torch, triton, yaml" >/dev/null 2>&1 && echo yes)
 # a GPU machine without network: python3 has torch, triton, pyyaml, matplotlib and pytest, but no
@@ -98,5 +99,5 @@ doctor: env ## check this machine: versions, GPU or interpreter, the numpy pitfa
 html: env-dev ## render the notebooks to HTML under build/html for reading without Jupyter
 	@$(DEV_PY) -m checks.instructor.html
 
-bench: env ## GPU: the answer key against torch over a sweep of sizes (table, CSV, plots)
-	@$(PY) -m checks.instructor.bench $(ARGS)
+bench: env ## GPU: the answer key against torch over a sweep of sizes (table, CSV, plots) [TUTORIAL=06-fused-attention.py]
+	@$(PY) -m checks.instructor.bench $(if $(TUTORIAL),--tutorial "$(TUTORIAL)") $(ARGS)

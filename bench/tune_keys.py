@@ -1,9 +1,11 @@
 """Time the answer keys of puzzles 4, 9 and 10 (and their tensor-descriptor variants) at fixed configs.
 
-GPU only: `python3 bench/tune_keys.py [--parts mm,fwd,bwd] [--jobs 14] [--json PATH]`. For each part it
+GPU only: `python3 bench/tune_keys.py [--parts mm,fwd,bwd] [--jobs 14] [--json PATH] [--n 16384]
+[--tutorial PATH]`. For each part it
 compiles every (case, config) first, in parallel processes (Triton's disk cache keeps the binaries), then
 times them one after the other in this process with `triton.testing.do_bench` (median), beside the
-baselines of the same run: torch.matmul (cuBLAS), and SDPA held to its flash and cuDNN backends. It prints,
+baselines of the same run: torch.matmul (cuBLAS), and SDPA held to its flash and cuDNN backends (and, with
+`--tutorial`, Triton's fused-attention tutorial loaded from that file, with warp specialisation off and on). It prints,
 per case, each config's rate and its ratio to the baselines, best first, so that the config lists of the
 answer keys can be chosen from measurements (bench/tuning.md records the runs).
 """
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from checks.engine.measure import bench_ms  # noqa: E402 - after the path is set
 from checks.engine.source import load_module  # noqa: E402
+from checks.instructor import tutorial as tut06  # noqa: E402
 from checks.puzzles import p09_flash_attention_v2_fwd as p09  # noqa: E402
 from checks.puzzles import p10_flash_attention_v2_bwd as p10  # noqa: E402
 
@@ -62,22 +65,8 @@ MM_TMA = [
     (128, 128, 128, 8, 8, 3),
     (128, 256, 64, 16, 8, 3),
 ]
-FWD_KEY = [
-    (128, 64, 8, 3),
-    (128, 64, 8, 4),
-    (128, 64, 8, 2),
-    (128, 64, 4, 3),
-    (128, 64, 4, 4),
-    (128, 128, 8, 3),
-    (128, 128, 8, 4),
-    (128, 128, 8, 2),
-    (128, 32, 4, 3),
-    (128, 32, 8, 3),
-    (64, 64, 4, 3),
-    (64, 64, 4, 4),
-    (256, 64, 8, 3),
-    (256, 32, 8, 3),
-]
+# the fastest of the tutorial's own forward config space in the run of 16:08 UTC (bench/tuning.md), and 256-row tiles
+FWD_KEY = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 128, 8, 3), (64, 64, 4, 3), (256, 64, 8, 3)]
 # warp_specialize=True (the last field) aborted Triton 3.6's compiler on an H100 (an MLIR dominance assertion)
 FWD_TMA = [
     (128, 64, 8, 3, False),
@@ -150,6 +139,8 @@ def trials(parts: list[str]) -> list[tuple]:
             found += [("fwd", (d, causal), "tma", c) for c in FWD_TMA]
         if "bwd" in parts:
             found += [("bwd", (d, causal), "dkdv", c) for c in DKDV] + [("bwd", (d, causal), "dq", c) for c in DQ]
+        if "bwd-baselines" in parts:  # the backward's baselines and autotuned key alone, no fixed configs
+            found += [("bwd", (d, causal), "none", None)]
         if "atomic" in parts:
             found += [("bwd", (d, causal), "atomic", c) for c in ATOMIC]
     return found
@@ -158,8 +149,10 @@ def trials(parts: list[str]) -> list[tuple]:
 class Cases:
     """The inputs of each case, made once per process and size."""
 
-    def __init__(self, attn: dict[str, int], mm_side: int | None) -> None:
+    def __init__(self, attn: dict[str, int], mm_side: int | None, tutorial: Path | None = None) -> None:
         self.attn, self.mm_side, self.made = attn, mm_side, {}
+        self.tutorial = tut06.load(tutorial) if tutorial else None
+        self.tutorial_ran: set[tuple] | None = None
         self.k09, self.k10 = (
             load("solutions/09_flash_attention_v2_fwd.py"),
             load("solutions/10_flash_attention_v2_bwd.py"),
@@ -364,6 +357,8 @@ def compile_some(chunk: list[tuple], attn: dict[str, int] = SMALL, side: int = 5
     """In a worker: launch each trial once at a small size, so that its binary lands in the disk cache."""
     cases, problems = Cases(attn, side), []
     for trial in chunk:
+        if trial[2] == "none":  # a case timed for its baselines only
+            continue
         try:
             launch, _ = launcher(cases, trial)
             launch()
@@ -383,7 +378,12 @@ def baselines(cases: Cases, part: str, case) -> dict[str, float]:
         calls = {"sdpa flash": p10.baseline(x), **p10.baselines(x)}
     else:
         calls = p09.sdpa_backends(x, x["causal"])
+    if cases.tutorial is not None:
+        extra = tut06.backward_calls if part == "bwd" else tut06.forward_calls
+        calls.update(extra(cases.tutorial, x, cases.tutorial_ran))
     found = {name: bench_ms(fn, rep=REP_MS) for name, fn in calls.items()}
+    if cases.tutorial is not None and part == "fwd":
+        print(f"    tutorial 06's autotuner chose {getattr(cases.tutorial._attn_fwd, 'best_config', None)}", flush=True)
     args = (x["q"], x["k"], x["v"])
     if part == "bwd":  # the answer key's whole backward, as graded: preprocess + dK/dV + dQ, autotuned
         rest = (x["o"], x["lse"], x["do"], x["causal"], x["scale"])
@@ -400,6 +400,8 @@ def main() -> int:
     parser.add_argument("--parts", default="mm,fwd,bwd")
     parser.add_argument("--jobs", type=int, default=14)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--n", type=int, default=ATTN["N"], help="the attention cases' sequence length")
+    parser.add_argument("--tutorial", type=Path, help="a copy of Triton's 06-fused-attention.py, timed beside the keys")
     parser.add_argument("--dry", action="store_true", help="run one trial of each kind at a tiny size (CPU)")
     args = parser.parse_args()
     if args.dry:  # TRITON_INTERPRET=1 python bench/tune_keys.py --dry
@@ -424,7 +426,14 @@ def main() -> int:
     print(f"compiled {len(todo)} trials in {time.monotonic() - start:.0f} s; {len(failed)} did not run:", flush=True)
     for problem in failed:
         print("   ", problem)
-    cases, results = Cases(ATTN, None), []
+    cases, results = Cases({**ATTN, "N": args.n}, None, args.tutorial), []
+    if cases.tutorial is not None:
+        shapes = [(ATTN["B"], ATTN["H"], args.n, *case) for part, case, *_ in todo if part != "mm"]
+        cases.tutorial_ran, problems = tut06.precompile(args.tutorial, shapes, jobs=8)
+        took = time.monotonic() - start
+        print(f"tutorial 06, {tut06.describe(args.tutorial)}: compiled by {took:.0f} s", flush=True)
+        for (shape, ws), problem in sorted(problems.items()):
+            print(f"    tutorial 06 (warp_specialize={ws}) did not run at {shape}: {problem}", flush=True)
     for (part, case), group in itertools.groupby(todo, key=lambda t: (t[0], t[1])):
         group = list(group)
         try:
@@ -440,6 +449,8 @@ def main() -> int:
         )
         rows = []
         for trial in group:
+            if trial[2] == "none":
+                continue
             try:
                 launch, x = launcher(cases, trial)
                 ms = bench_ms(launch, rep=REP_MS)

@@ -391,3 +391,52 @@ def test_smoke_run_end_to_end(tmp_path):
     assert rows[0].key_ms > 0 and rows[0].baseline_ms > 0 and rows[0].bytes == 3 * 3000 * 4
     assert "--smoke" in (tmp_path / "BENCHMARKS.md").read_text(encoding="utf-8")
     assert (tmp_path / "bench" / "vector_add.png").exists()
+
+
+STAND_IN_TUTORIAL = '''
+import torch
+
+
+def attention(q, k, v, causal, sm_scale, warp_specialize=True):
+    if warp_specialize and causal:
+        raise RuntimeError("PassManager::run failed")
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale)
+'''
+
+
+@pytest.mark.slow
+def test_a_tutorial_file_adds_its_forward_and_backward_as_baselines(tmp_path):
+    """`--tutorial`: the file's attention() timed per warp-specialisation setting that ran, beside 9 and 10."""
+    import torch
+
+    from checks.engine.memory import Arena
+    from checks.instructor import tutorial
+
+    (path := tmp_path / "06-fused-attention.py").write_text(STAND_IN_TUTORIAL, encoding="utf-8")
+    module = tutorial.load(path)
+    assert tutorial.describe(path).startswith("06-fused-attention.py (sha256 ")
+    puzzle, case = get_puzzle("9"), {"B": 1, "H": 2, "N": 32, "D": 16, "causal": False}
+    inputs = bench.spec_module(puzzle).make_inputs(case, Arena("cpu", torch.Generator().manual_seed(0)))
+    shape = bench.tutorial_shape(case)
+    assert set(tutorial.forward_calls(module, inputs, {(shape, False)})) == {"tutorial 06"}
+    assert set(tutorial.forward_calls(module, inputs, {(shape, False), (shape, True)})) == set(tutorial.FORWARD)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        inputs["q"].float(), inputs["k"].float(), inputs["v"].float(), scale=inputs["sm_scale"]
+    )
+    assert torch.allclose(tutorial.forward_calls(module, inputs)["tutorial 06"]().float(), expected, atol=1e-2)
+    point = {"variant": "", "series": "D=16", "size": "N=32", "x": 32.0, "case": case}
+    key = getattr(bench.load_module(puzzle.solution, "tutorial_test_key"), puzzle.name)
+    row = bench.measure(point, puzzle, {"": key}, "cpu", (module, {(shape, False)}))
+    assert row.status == "ok" and row.check == "ok" and row.others["tutorial 06"] > 0
+    assert "tutorial 06 ws" not in row.others and row.ratio_to("tutorial 06") > 0
+
+    backward = get_puzzle("10")
+    grads = bench.spec_module(backward).make_inputs(case, Arena("cpu", torch.Generator().manual_seed(0)))
+    assert tutorial.backward_calls(module, grads, set()) == {}
+    (dq, dk, dv) = tutorial.backward_calls(module, grads)["tutorial 06"]()
+    assert dq.shape == dk.shape == dv.shape == grads["q"].shape
+
+    (other := tmp_path / "not_the_tutorial.py").write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="is it tutorial 06"):
+        tutorial.load(other)
+    assert bench.main(["--tutorial", str(tmp_path / "missing.py"), "--smoke", "--only", "9"]) == 2

@@ -29,6 +29,7 @@ from checks.engine.memory import Arena
 from checks.engine.source import load_module
 from checks.engine.spawn import kill, start_module
 from checks.engine.timing import loosest_tolerance, output_difference, roofline_share
+from checks.instructor import tutorial as tut06
 from checks.instructor.bench_report import ANSWER_KEY, Row, Target, evaluate, markdown_report, read_csv, write_data
 from checks.puzzles import spec_module
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
@@ -72,7 +73,21 @@ def targets(puzzle: Puzzle) -> list[Target]:
     ]
 
 
-def measure(point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable | str], device: str) -> Row:
+# puzzles timed beside Triton's tutorial 06 with --tutorial: slug -> the tutorial's baselines for its inputs
+TUTORIAL_CALLS = {
+    "flash_attention_v2_fwd": tut06.forward_calls,
+    "flash_attention_v2_fwd_noncausal": tut06.forward_calls,
+    "flash_attention_v2_bwd": tut06.backward_calls,
+}
+
+
+def tutorial_shape(case: dict[str, Any]) -> tut06.Shape:
+    return (case["B"], case["H"], case["N"], case["D"], bool(case.get("causal", False)))
+
+
+def measure(
+    point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable | str], device: str, tutorial: Any = None
+) -> Row:
     """One point's row: the answer key and the spec's baselines, or a variant and the answer key; or what failed."""
     variant, spec, gen = point["variant"], spec_module(puzzle), torch.Generator(device=device)
     row = Row(puzzle.number, puzzle.slug, point["series"], point["size"], point["x"], variant=variant)
@@ -87,6 +102,8 @@ def measure(point: dict[str, Any], puzzle: Puzzle, kernels: dict[str, Callable |
             raise RuntimeError(key)
         base = (lambda: kernels[""](*args)) if variant else spec.baseline(inputs)  # a variant's is the answer key
         calls = {row.baseline: base, **({} if variant else getattr(spec, "baselines", lambda _: {})(inputs))}
+        if tutorial is not None and not variant:  # (module, the (shape, setting) pairs that compiled)
+            calls.update(TUTORIAL_CALLS[puzzle.slug](tutorial[0], inputs, tutorial[1]))
         mine, theirs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (key(*args), calls[row.baseline]()))
         (atol, rtol), eps = loosest_tolerance(puzzle.tolerance), torch.finfo(mine[0].dtype).eps
         row.check = output_difference(mine[: len(theirs)], theirs, atol, max(rtol, 4 * eps)) or "ok"  # fp16 rows too
@@ -119,9 +136,25 @@ def child(job: dict[str, Any]) -> int:
     peaks = device_peaks() if cuda else None  # the roofline: copy bandwidth and float16 matmul rate
     meta = {"gpu": torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)", "torch": torch.__version__}
     meta.update(triton=triton.__version__, cuda=torch.version.cuda or "", python=sys.version.split()[0])
+    tutorial, notes = None, []
+    if job.get("tutorial") and puzzle.slug in TUTORIAL_CALLS and cuda:
+        path = Path(job["tutorial"])
+        shapes = [tutorial_shape(point["case"]) for point in job["points"] if not point["variant"]]
+        ran, failed = tut06.precompile(path, shapes)
+        tutorial = (tut06.load(path), ran)
+        notes.append(
+            f"puzzle {puzzle.number}: timed beside Triton's tutorial 06, {tut06.describe(path)}, with warp "
+            "specialisation off ('tutorial 06') and on ('tutorial 06 ws'); 'other baselines' give key / tutorial"
+        )
+        notes += [
+            f"puzzle {puzzle.number}: tutorial 06 (warp_specialize={ws}) did not run at B, H, N, D, causal = "
+            f"{shape}: {why}"
+            for (shape, ws), why in sorted(failed.items())
+        ]
+    meta["notes"] = notes
     print(json.dumps({"meta": {**meta, **({"peaks": asdict(peaks)} if peaks else {})}}), flush=True)
     for point in job["points"]:
-        row = measure(point, puzzle, kernels, job["device"])
+        row = measure(point, puzzle, kernels, job["device"], tutorial)
         print(json.dumps({"row": asdict(row)}), flush=True)
         done = f"{row.key_ms:.4f} ms, {row.ratio:.2f}x {row.baseline} [{row.check}]" if row.ratio else row.status
         print(f"  {row.puzzle} {row.variant and row.variant + ', '}{row.series} {row.size}: {done}", file=sys.stderr)
@@ -149,19 +182,21 @@ def run_child(job: dict[str, Any], timeout: float) -> tuple[list[Row], dict[str,
     return [Row(**r["row"]) for r in records if "row" in r], machine, problem
 
 
-def sweep(puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Path, command: str) -> tuple[list, dict]:
+def sweep(
+    puzzles: list[Puzzle], mode: str, budget: float, device: str, out: Path, command: str, tutorial: Path | None = None
+) -> tuple[list, dict]:
     """Each puzzle in its own process, within its share of the budget; the points it did not report are 'not run'."""
     start, rows, meta = time.monotonic(), [], {"notes": [SMOKE_NOTE] if mode == "smoke" else []}
     runnable = [p for p in puzzles if p.ready and p.sweep and p.solution.exists()]
     skipped = [f"puzzle {p.number} ({p.slug})" for p in puzzles if p not in runnable]
     meta["notes"] += [f"{name}: not ready, or no bench.sweep or answer key: skipped" for name in skipped]
     for index, p in enumerate(runnable):
-        job = {"device": device, "puzzle": p.number, "points": plan(p, mode)}
+        job = {"device": device, "puzzle": p.number, "points": plan(p, mode), "tutorial": str(tutorial or "")}
         left = budget - (time.monotonic() - start) - RESERVE_S * (len(runnable) - index - 1)
         share = min(float(p.sweep.get("cap_s", 60)), left)
         print(f"Puzzle {p.number} ({p.slug}): {len(job['points'])} sizes, at most {max(share, 0):.0f} s", flush=True)
         got, machine, problem = run_child(job, share) if share >= 5 else ([], {}, "the time budget was spent")
-        meta = {**machine, **meta}  # the first report stays
+        meta = {**machine, **meta, "notes": meta["notes"] + machine.get("notes", [])}  # the first report stays
         status, missing = f"not run: {problem}", job["points"][len(got) :]  # it reports the points in order
         got += [Row(p.number, p.slug, q["series"], q["size"], q["x"], status, variant=q["variant"]) for q in missing]
         if missing:
@@ -211,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole sweep")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the CPU interpreter without a GPU)")
     parser.add_argument("--render", type=Path, metavar="DIR", help="redraw from DIR/bench/results.csv")
+    parser.add_argument(
+        "--tutorial", type=Path, help="a copy of Triton's 06-fused-attention.py: time it beside 9 and 10"
+    )
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["--child"]:  # the benchmark's process for one puzzle (run_child), the job on its stdin
         return child(json.load(sys.stdin))
@@ -230,7 +268,14 @@ def main(argv: list[str] | None = None) -> int:
         mode = "smoke" if args.smoke else "quick" if args.quick else "full"
         only = None if args.only is None else {number.strip() for number in args.only.split(",")}
         puzzles = [p for p in load_puzzles() if only is None or p.number in only]
-        rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out, " ".join([parser.prog, *argv]))
+        if args.tutorial is not None and not args.tutorial.is_file():
+            print(
+                f"There is no {args.tutorial}: give the path of a copy of Triton's 06-fused-attention.py.",
+                file=sys.stderr,
+            )
+            return 2
+        command = " ".join([parser.prog, *argv])
+        rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out, command, args.tutorial)
         write_data(rows, meta, out)
     goals = [t for p in load_puzzles() if p.sweep for t in targets(p)]
     written = write_outputs(rows, meta, out, goals)
