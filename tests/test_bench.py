@@ -393,7 +393,7 @@ def test_smoke_run_end_to_end(tmp_path):
     assert (tmp_path / "bench" / "vector_add.png").exists()
 
 
-STAND_IN_TUTORIAL = '''
+STAND_IN_TUTORIAL = """
 import torch
 
 
@@ -401,7 +401,7 @@ def attention(q, k, v, causal, sm_scale, warp_specialize=True):
     if warp_specialize and causal:
         raise RuntimeError("PassManager::run failed")
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale)
-'''
+"""
 
 
 @pytest.mark.slow
