@@ -34,10 +34,13 @@ def test_each_call_reveals_one_more_tier_and_stops_at_the_last(progress_file):
         assert WITH_HINTS.hints[expected - 1] in "\n".join(lines)
         if call < total:
             assert f"hint {call + 1} of {total}" in lines[-1]
+            assert "show(" not in "\n".join(lines)  # the way to debug comes with the last hint
         elif call == total:
-            assert "last hint" in lines[-1]
+            assert "last hint" in lines[-2]
         else:
-            assert "no more" in lines[-1]
+            assert "no more" in lines[-2]
+        if call >= total:
+            assert f"show({WITH_HINTS.literal})" in lines[-1] and "reference.ipynb" in lines[-1]
     stored = json.loads(progress_file.read_text(encoding="utf-8"))
     assert stored["puzzles"][str(WITH_HINTS.number)]["hints_shown"] == total
 

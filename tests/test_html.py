@@ -34,7 +34,10 @@ def test_every_notebook_is_rendered_indexed_and_linked_to_the_next(tmp_path, cap
         if i + 1 < len(NOTEBOOKS):
             assert f'href="{NOTEBOOKS[i + 1].stem}.html">next: ' in text
         assert "cdnjs" not in text and "MathJax.Hub" not in text  # nothing fetched for the maths
+        if nb.stem != "reference":
+            assert 'href="reference.html"' in text and 'href="reference.ipynb"' not in text  # the link leads to a page
     assert "open" in capsys.readouterr().out
+    assert (tmp_path / "figures" / "memory_hierarchy.png").exists()  # the pages' pictures are beside them
 
 
 @needs_nbconvert

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from checks.authoring.build import build_notebook, setup_notebook
+from checks.authoring.build import build_notebook, reference_notebook, setup_notebook
 from checks.registry import ROOT
 from tests.conftest import puzzle_params
 
@@ -32,6 +32,16 @@ def text_of(cell) -> str:
 def test_setup_notebook_runs():
     nb = execute(setup_notebook())
     assert "gave the right answer" in "".join(text_of(c) for c in nb.cells if c.cell_type == "code")
+
+
+def test_reference_notebook_runs_and_prints_what_it_says():
+    import torch
+
+    nb = execute(reference_notebook())
+    printed = "".join(text_of(c) for c in nb.cells if c.cell_type == "code")
+    if not torch.cuda.is_available():  # the interpreter's print, as the page quotes it
+        quoted = "pid [1] offs [4 5 6 7] mask [ True  True False False] x [4. 5. 0. 0.]"
+        assert quoted in printed and quoted in (ROOT / "notebooks" / "src" / "reference.md").read_text()
 
 
 @pytest.mark.parametrize("puzzle", puzzle_params())

@@ -1,6 +1,8 @@
 """`python -m checks.authoring.build [--check]`: generate the notebooks and the README's puzzle table.
 
-Sources: `notebooks/src/NN_slug.md` (the narrative) and `solutions/NN_slug.py` (the code). In a
+Sources: `notebooks/src/NN_slug.md` (the narrative) and `solutions/NN_slug.py` (the code); the
+set-up notebook and the reference page (`notebooks/src/reference.md` -> `notebooks/reference.ipynb`)
+have a narrative only. Every lesson's first cell ends with a link to the reference page. In a
 source, fenced blocks become code cells, and the text between them markdown cells:
 
     ```python      an ordinary code cell
@@ -40,6 +42,13 @@ sys.path.insert(0, str(ROOT))
 from checks.learner.notebook import check, hint, setup
 DEVICE = setup()  # "cuda" or "cpu"; must run before triton is imported
 import math, torch, triton, triton.language as tl"""
+
+REFERENCE_SOURCE = "reference.md"  # under notebooks/src
+REFERENCE_NOTEBOOK = "reference.ipynb"  # under notebooks
+REFERENCE_LINK = (
+    f"*Reference page: [every `tl.*` function, CUDA and Triton, debugging and error messages, the "
+    f"formulas, the grader's rules]({REFERENCE_NOTEBOOK})*"
+)
 
 CHECK_CELL = "check({literal})  # grades the {cell} marked 'Puzzle {number}: your code' in a separate process"
 PART_MARKER = "# Puzzle {number}: your code, part {part} of {parts} (this whole cell is graded)"
@@ -131,23 +140,36 @@ def graded_parts(solution_text: str, number: int | str, fences: list[list[str]],
     return cells
 
 
-def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled: bool = False) -> dict:
-    """The notebook for one puzzle; with filled=True its graded cell(s) hold the answer key."""
+def build_notebook(
+    puzzle: Puzzle,
+    source_text: str,
+    solution_text: str,
+    filled: bool = False,
+    reference_link: bool = True,
+    cell_prefix: str = "",
+) -> dict:
+    """The notebook for one puzzle; with filled=True its graded cell(s) hold the answer key.
+
+    With reference_link, the first markdown cell ends with the link to the reference page. Cell ids
+    start with cell_prefix (default `p` and the puzzle's label: `p07-03`, `p07-stub`).
+    """
+    cell_prefix = cell_prefix or f"p{puzzle.label}"
     cells = []
     blocks = parse(source_text)
     fences = [text.split() for kind, text in blocks if kind == "stub"]
     parts = graded_parts(solution_text, puzzle.number, fences, filled) if fences else []
     for index, (kind, text) in enumerate(blocks):
-        cell_id = f"p{puzzle.label}-{index:02d}"
+        cell_id = f"{cell_prefix}-{index:02d}"
         if kind == "markdown":
-            cells.append(_cell("markdown", text, cell_id))
+            first = reference_link and not any(c["cell_type"] == "markdown" for c in cells)
+            cells.append(_cell("markdown", text + "\n\n" + REFERENCE_LINK if first else text, cell_id))
         elif kind == "python":
             cells.append(_cell("code", text, cell_id))
         elif kind == "setup":
             cells.append(_cell("code", SETUP_CELL, cell_id, tags=["setup"]))
         elif kind == "stub":
             part = len([c for c in cells if "stub" in c["metadata"].get("tags", [])])  # the graded cells so far
-            cell_id = f"p{puzzle.label}-stub" + (str(part + 1) if part else "")
+            cell_id = f"{cell_prefix}-stub" + (str(part + 1) if part else "")
             cells.append(_cell("code", parts[part], cell_id, tags=["stub"]))
         elif kind == "check":
             cell = "cells" if len(fences) > 1 else "cell"
@@ -176,6 +198,12 @@ def setup_notebook() -> dict:
     return build_notebook(fake, source, "")
 
 
+def reference_notebook() -> dict:
+    source = (ROOT / "notebooks" / "src" / REFERENCE_SOURCE).read_text(encoding="utf-8")
+    fake = Puzzle("ref", "reference", "Reference", "ready", ("",), "", "", (), ROOT, ROOT)
+    return build_notebook(fake, source, "", reference_link=False, cell_prefix="ref")
+
+
 def readme_table() -> str:
     rows = ["| # | puzzle | you write | inputs | returns | status |", "|---|---|---|---|---|---|"]
     for p in load_puzzles():
@@ -198,7 +226,10 @@ def readme_text(current: str) -> str:
 
 def generated() -> dict[Path, str]:
     """Every generated file and the text it should have."""
-    files: dict[Path, str] = {ROOT / "notebooks" / "00_setup.ipynb": notebook_json(setup_notebook())}
+    files: dict[Path, str] = {
+        ROOT / "notebooks" / "00_setup.ipynb": notebook_json(setup_notebook()),
+        ROOT / "notebooks" / REFERENCE_NOTEBOOK: notebook_json(reference_notebook()),
+    }
     for p in load_puzzles():
         if not p.ready:
             continue

@@ -13,6 +13,9 @@ what it is drawn from (its rows, the metadata, this file) and a hash of the PNG.
 both without drawing, so a stale or hand-edited figure is caught; `make notebooks` redraws only the
 figures whose inputs changed (PNG bytes can differ between matplotlib versions).
 
+A diagram (`DIAGRAMS`) is placed the same way; it is drawn by code here, not from measurements, except
+for the numbers of a recorded run that its caption names (the memory hierarchy's measured copy rate).
+
 A figure with no rows in the CSV yet is not drawn: its cell says so (`Figure.missing`) until a run
 records them. Rows merged in from a later run (`meta.json`'s `merged`: a puzzle and variant, with
 that run's GPU, date and versions) are captioned with that run when a figure draws only them.
@@ -169,7 +172,8 @@ FIGURES = (
                 Line("torch SDPA (default backend)", "9", series, True, "--"),
             ),
         ),
-        "TFLOPS (4·B·H·N²·D per second, B·H = 128) of the two answer keys and of PyTorch's FlashAttention.",
+        "TFLOPS (4·B·H·N²·D per second, B·H = 128) of the two answer keys and of PyTorch's "
+        "scaled_dot_product_attention with its default backend, which on an H100 is cuDNN's attention.",
     ),
     Figure(
         "fa2_fwd_vs_sdpa",
@@ -263,6 +267,90 @@ FOLDER = ROOT / "notebooks" / "figures"
 MANIFEST = "figures.json"
 
 
+@dataclass(frozen=True)
+class Diagram:
+    """A picture drawn by code: `draw(path, meta)` writes its PNG; `caption(meta)` is the text under it."""
+
+    name: str
+    title: str
+    draw: Callable[[Path, dict], None]
+    caption: Callable[[dict], str]
+
+
+def _draw_memory_hierarchy(path: Path, meta: dict) -> None:
+    """An H100's memory: HBM and L2 shared by every SM; per SM, shared memory and registers, sliced per program."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    fig, ax = plt.subplots(figsize=(10, 6.4))
+    ax.set(xlim=(0, 10), ylim=(0, 6.4))
+    ax.axis("off")
+
+    def box(x, y, w, h, colour, text="", size=9, weight="normal"):
+        ax.add_patch(Rectangle((x, y), w, h, facecolor=colour, edgecolor="black", linewidth=1))
+        if text:
+            ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size, weight=weight)
+
+    copy = round(meta.get("peaks", {}).get("copy_gbps", 0.0))
+    box(0.2, 0.2, 9.6, 1.1, "#d9e8f5", "", 9)
+    ax.text(5.0, 0.95, "HBM (global memory): every tensor lives here", ha="center", fontsize=10, weight="bold")
+    ax.text(
+        5.0,
+        0.45,
+        f"80 GB, about 3.35 TB/s (datasheet); a copy measured {copy} GB/s · reached with tl.load / tl.store",
+        ha="center",
+        fontsize=9,
+    )
+    box(0.2, 1.7, 9.6, 0.8, "#e4f2dc", "", 9)
+    ax.text(5.0, 2.2, "L2 cache, about 50 MB, shared by all SMs", ha="center", fontsize=10, weight="bold")
+    ax.text(
+        5.0, 1.85, "loads of the same data by programs running at the same time can hit here", ha="center", fontsize=8.5
+    )
+    for k, x in enumerate((0.2, 3.4)):
+        box(x, 2.9, 2.9, 3.1, "#f7f7f7")
+        ax.text(x + 1.45, 5.75, f"SM {k}", ha="center", fontsize=10, weight="bold")
+        for j, name in enumerate(("program A", "program B") if k == 0 else ("program C", "program D")):
+            px = x + 0.15 + j * 1.35
+            box(px, 4.25, 1.25, 1.2, "#fde9c9", f"{name}\nregisters", 8)
+            box(px, 3.05, 1.25, 1.05, "#f9d1c7", f"{name}\nshared mem.\nslice", 8)
+    ax.text(8.0, 5.55, "… 132 SMs on an H100", ha="center", fontsize=10, weight="bold")
+    ax.text(
+        8.0,
+        4.25,
+        "per SM (datasheet):\nregisters: 64K × 32 bit = 256 KB\nshared memory: up to 228 KB\n\n"
+        "each program gets its own slice of both;\nno program sees another's.\ntl.dot's operands pass through\n"
+        "shared memory (the compiler does it)",
+        ha="center",
+        va="center",
+        fontsize=8.5,
+    )
+    for x in (1.65, 4.85):
+        ax.add_patch(FancyArrowPatch((x, 2.5), (x, 2.9), arrowstyle="<->", mutation_scale=12))
+        ax.add_patch(FancyArrowPatch((x, 1.3), (x, 1.7), arrowstyle="<->", mutation_scale=12))
+    ax.text(9.9, 6.15, "small and fast ↑   large and slow ↓", ha="right", fontsize=9, style="italic")
+    ax.set_title("Where a Triton kernel's data lives (NVIDIA H100 SXM)", fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _memory_hierarchy_caption(meta: dict) -> str:
+    m = _meta_keys(meta)
+    return (
+        "The memory of an NVIDIA H100 SXM, from registers (per program, fastest) to HBM (every tensor). "
+        "Sizes and the 3.35 TB/s are rough datasheet figures; the copy rate of "
+        f"{m['copy_gbps']} GB/s (bytes read and written per second) was measured by `make bench` on an "
+        f"{m['gpu']}, {m['date']} (`bench/meta.json`)."
+    )
+
+
+DIAGRAMS = (Diagram("memory_hierarchy", "Memory hierarchy", _draw_memory_hierarchy, _memory_hierarchy_caption),)
+
+
 def _bench() -> tuple[list[Row], dict]:
     folder = ROOT / "bench"
     return read_csv(folder / "results.csv"), json.loads((folder / "meta.json").read_text(encoding="utf-8"))
@@ -318,8 +406,11 @@ def caption(figure: Figure, meta: dict, rows: list[Row] | None = None) -> str:
 
 def markdown(name: str) -> str:
     """The markdown cell that shows one figure, with its caption; or says that no run of it is recorded yet."""
-    figure = _figure(name)
     rows, meta = _bench()
+    for diagram in DIAGRAMS:
+        if diagram.name == name:
+            return f"![{diagram.title}](figures/{name}.png)\n\n*{diagram.caption(meta)}*"
+    figure = _figure(name)
     chosen = _rows(figure, rows)
     if not _complete(figure, rows):
         return f"*{figure.missing}*"
@@ -331,7 +422,8 @@ def _figure(name: str) -> Figure:
     for figure in FIGURES:
         if figure.name == name:
             return figure
-    raise ValueError(f"no figure named {name!r}; the figures are {', '.join(f.name for f in FIGURES)}")
+    names = ", ".join(f.name for f in (*FIGURES, *DIAGRAMS))
+    raise ValueError(f"no figure named {name!r}; the figures are {names}")
 
 
 def _shown(path: Path) -> str:
@@ -353,6 +445,24 @@ def source_hash(figure: Figure, rows: list[Row], meta: dict) -> str:
         sort_keys=True,
     )
     return _sha(payload.encode())
+
+
+def diagram_hash(diagram: Diagram, meta: dict) -> str:
+    """What a diagram is drawn from: the run its caption names, and this file's code."""
+    payload = json.dumps(
+        {"name": diagram.name, "meta": _meta_keys(meta), "code": Path(__file__).read_text(encoding="utf-8")},
+        sort_keys=True,
+    )
+    return _sha(payload.encode())
+
+
+def _pictures(rows: list[Row], meta: dict) -> list[tuple[str, str, Callable[[Path], None]]]:
+    """(name, source hash, draw into a path) of every picture to draw: the figures with rows, and the diagrams."""
+    found: list[tuple[str, str, Callable[[Path], None]]] = [
+        (f.name, source_hash(f, rows, meta), lambda path, f=f: draw(f, rows, meta, path)) for f in _drawn(rows)
+    ]
+    found += [(d.name, diagram_hash(d, meta), lambda path, d=d: d.draw(path, meta)) for d in DIAGRAMS]
+    return found
 
 
 def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
@@ -428,19 +538,15 @@ def stale(folder: Path = FOLDER) -> list[str]:
     rows, meta = _bench()
     recorded = _manifest(folder)
     found = []
-    drawn = _drawn(rows)
-    for figure in drawn:
-        png = folder / f"{figure.name}.png"
-        entry = recorded.get(figure.name, {})
-        if (
-            not png.exists()
-            or entry.get("png") != _sha(png.read_bytes())
-            or entry.get("source") != source_hash(figure, rows, meta)
-        ):
+    pictures = _pictures(rows, meta)
+    for name, source, _ in pictures:
+        png = folder / f"{name}.png"
+        entry = recorded.get(name, {})
+        if not png.exists() or entry.get("png") != _sha(png.read_bytes()) or entry.get("source") != source:
             found.append(_shown(png))
-    known = {f"{f.name}.png" for f in drawn}
+    known = {f"{name}.png" for name, _, _ in pictures}
     found += [_shown(p) for p in sorted(folder.glob("*.png")) if p.name not in known]
-    if set(recorded) - {f.name for f in drawn}:
+    if set(recorded) - {name for name, _, _ in pictures}:
         found.append(_shown(folder / MANIFEST))
     return found
 
@@ -451,16 +557,15 @@ def write(folder: Path = FOLDER) -> list[str]:
     recorded = _manifest(folder)
     changed = []
     manifest = {}
-    drawn = _drawn(rows)
-    for figure in drawn:
-        png = folder / f"{figure.name}.png"
-        source = source_hash(figure, rows, meta)
-        entry = recorded.get(figure.name, {})
+    pictures = _pictures(rows, meta)
+    for name, source, draw_into in pictures:
+        png = folder / f"{name}.png"
+        entry = recorded.get(name, {})
         if not png.exists() or entry.get("png") != _sha(png.read_bytes()) or entry.get("source") != source:
-            draw(figure, rows, meta, png)
+            draw_into(png)
             changed.append(_shown(png))
-        manifest[figure.name] = {"source": source, "png": _sha(png.read_bytes())}
-    known = {f"{f.name}.png" for f in drawn}
+        manifest[name] = {"source": source, "png": _sha(png.read_bytes())}
+    known = {f"{name}.png" for name, _, _ in pictures}
     for extra in folder.glob("*.png"):
         if extra.name not in known:
             extra.unlink()

@@ -8,7 +8,9 @@ that lists them in course order. The pages work without a network and without Ju
 - the lesson figures are drawn by running the lesson cells in Triton's CPU interpreter
   (`checks.instructor.html_figures`; never the graded cell or a check) and put under the cells that draw them;
   `--no-figures` leaves them out, and a page then says where to see them;
-- every page links back to the index and on to the next notebook.
+- the pictures of `notebooks/figures/` (recorded measurements, diagrams) are copied beside the pages;
+- every page links back to the index and on to the next notebook; a link to another notebook
+  (`reference.ipynb`, which every lesson links to) leads to its page.
 
 Nothing else is executed, so the pages show the lessons and the stubs. Exit status: 0 when the
 pages were written, 1 when nbconvert is missing or a notebook cannot be rendered, 2 for a usage error.
@@ -20,6 +22,7 @@ import argparse
 import html
 import os
 import re
+import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,6 +40,7 @@ TEMPLATE = "{%- extends 'lab/index.html.j2' -%}\n" + "".join(
 _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.DOTALL)  # fenced blocks and code spans: never maths
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.DOTALL)
 _INLINE = re.compile(r"(?<![\\$])\$(?!\s)((?:[^$\n]|\n(?!\s*\n))+?)(?<!\s)\$(?!\$)")  # may wrap a line
+_NOTEBOOK_LINK = re.compile(r'href="([\w.-]+)\.ipynb(#[^"]*)?"')  # a link to a notebook beside this one
 NAV_STYLE = (
     "<style>.course-nav{font-family:system-ui,sans-serif;max-width:1100px;margin:0.6em auto;padding:0.4em 1em;"
     "display:flex;justify-content:space-between;gap:1em}.course-nav a{text-decoration:none}</style>"
@@ -135,6 +139,7 @@ def render(
                 nbformat.v4.new_output("stream", name="stdout", text="(Run this cell in Jupyter to see its figure.)\n")
             ]
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
+    body = _NOTEBOOK_LINK.sub(lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', body)
     nav = navigation("index.html", following)
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + "\n" + nav, body, count=1)
     body = body.replace("</body>", nav + "\n</body>", 1).replace("</head>", NAV_STYLE + "\n</head>", 1)
@@ -194,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    if (NOTEBOOKS / "figures").is_dir():  # the lessons show them as figures/<name>.png
+        shutil.copytree(
+            NOTEBOOKS / "figures", out / "figures", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.json")
+        )
     pages = exporter()
     titles = [title_of(notebook) for notebook in notebooks]
     drawn: dict[Path, tuple[dict[int, list[str]], str]] = {}

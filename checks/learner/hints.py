@@ -17,6 +17,12 @@ from pathlib import Path
 from checks.learner import progress
 from checks.registry import UnknownPuzzle, get_puzzle
 
+STILL_STUCK = (
+    "Still stuck? Run `show({literal})` in the notebook after a check: it draws which program read and wrote "
+    "what, beside the answer key's. The Debugging section of the reference page (notebooks/reference.ipynb) "
+    "shows how to print inside a kernel and what Triton's common error messages mean."
+)
+
 
 def reveal(number: int | str, path: Path | None = None) -> list[str]:
     """Reveal one more hint of a puzzle (never more than it has) and return the lines to print.
@@ -44,6 +50,8 @@ def reveal(number: int | str, path: Path | None = None) -> list[str]:
         lines.append("That was the last hint.")
     else:
         lines.append(f"Ask again for hint {shown + 1} of {total} if you are still stuck.")
+    if shown == total:
+        lines.append(STILL_STUCK.format(literal=puzzle.literal))
     return lines
 
 
