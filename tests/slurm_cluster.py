@@ -30,7 +30,8 @@ def unavailable() -> str | None:
     """Why a cluster cannot be started here, or None."""
     missing = [name for name in DAEMONS if which(name) is None]
     if missing:
-        return f"Slurm is not installed ({', '.join(missing)} missing): apt-get install slurmctld slurmd slurm-client munge"
+        packages = "slurmctld slurmd slurm-client munge"
+        return f"Slurm is not installed ({', '.join(missing)} missing): apt-get install {packages}"
     if os.geteuid() != 0:
         return "slurmd must run as root to start jobs; run the Slurm test as root (as CI does)"
     return None

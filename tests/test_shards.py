@@ -6,26 +6,16 @@ milliseconds; the Slurm test and the classroom tests grade for real.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from checks import verdict as V
 from checks.instructor import classroom, shards
+from tests.small_class import make_class, run, stand_in_grade_one
 
-PUZZLES = ("1", "5", "8", "9", "10")  # 8, 9 and 10 are attention puzzles: they weigh more
-
-
-def make_class(root: Path, learners: range, puzzles=PUZZLES) -> None:
-    for i in learners:
-        for number in puzzles:
-            path = root / f"learner{i:03d}" / f"{number}_answer.py"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("x = 1\n", encoding="utf-8")
+ALL = ("1", "5", "8", "9", "10")  # 8, 9 and 10 are attention puzzles: they weigh more
 
 
 def loads(submissions, plan, count) -> list[float]:
@@ -36,7 +26,7 @@ def loads(submissions, plan, count) -> list[float]:
 
 
 def test_the_slices_are_disjoint_cover_the_class_and_are_balanced_by_expected_time(tmp_path):
-    make_class(tmp_path, range(40))
+    make_class(tmp_path, range(40), puzzles=ALL)
     submissions, _ = classroom.find_submissions(tmp_path)
     heaviest = max(shards.expected_seconds(s) for s in submissions)
     assert heaviest == shards.ATTENTION_SECONDS > shards.OTHER_SECONDS
@@ -60,7 +50,7 @@ def test_attention_puzzles_count_for_more_than_a_submission_each(tmp_path):
 
 
 def test_the_slices_are_the_same_every_time_and_a_late_file_moves_only_a_few(tmp_path):
-    make_class(tmp_path, range(100))
+    make_class(tmp_path, range(100), puzzles=ALL)
     submissions, _ = classroom.find_submissions(tmp_path)
     count = 8
     before = dict(zip((s.path for s in submissions), shards.assign(submissions, tmp_path, count), strict=True))
@@ -85,28 +75,9 @@ def test_a_shard_is_written_as_I_of_N():
             shards.parse_shard(bad)
 
 
-STATUSES = {0: V.PASSED, 1: V.FAILED, 2: V.CRASHED, 3: V.TAMPERED, 4: V.TIMEOUT}
-
-
 @pytest.fixture
 def stand_in_grader(monkeypatch):
-    """Each learner's fixed verdict, with details and a time that depends only on the file."""
-
-    def grade_one(submission, timeout):
-        number = int(submission.learner.removeprefix("learner"))
-        status = STATUSES[number % len(STATUSES)]
-        seconds = 1.0 + len(submission.path.name) / 10
-        details = [] if status == V.PASSED else [f"case 1 of {submission.path.name}: wrong", "a <detail> & more"]
-        return classroom.Result(submission, status, f"{status} for {submission.learner}", seconds, details)
-
-    monkeypatch.setattr(classroom, "grade_one", grade_one)
-
-
-def run(argv: list[str]) -> tuple[int, str]:
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = classroom.main(argv)
-    return code, printed.getvalue()
+    monkeypatch.setattr(classroom, "grade_one", stand_in_grade_one)
 
 
 def graded_in_shards(root: Path, out: Path, count: int) -> list[Path]:
