@@ -148,13 +148,16 @@ def submit(args: argparse.Namespace) -> int:
     root: Path = args.dir.resolve()
     out: Path = args.out.resolve()
     if not root.is_dir():
-        print(f"There is no folder {args.dir}: give the folder of submissions, e.g. make grade-slurm DIR=submissions/.")
+        print(
+            f"There is no folder {args.dir}: give the folder of submissions, e.g. make grade-slurm DIR=submissions/.",
+            file=sys.stderr,
+        )
         return 2
     submissions, _ = find_submissions(root)
     if not submissions:
         print(f"No submissions found in {root}. {NAMING}", file=sys.stderr)
         return 2
-    count = args.gpus or args.shards
+    count = args.gpus if args.gpus is not None else args.shards
     if count < 1:
         print("--gpus (or --shards) must be 1 or more.", file=sys.stderr)
         return 2
