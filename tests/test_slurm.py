@@ -53,6 +53,11 @@ def wait_for(jobs: list[str], env: dict[str, str]) -> None:
     pytest.fail(f"the jobs {jobs} did not finish within {WAIT_S} s")
 
 
+def sbatch(arguments: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(["sbatch", "--parsable", *arguments], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip().split(";")[0]
+
+
 @pytest.fixture(scope="module")
 def slurm_available():
     reason = unavailable()
@@ -100,5 +105,15 @@ def test_a_class_graded_through_slurm_matches_make_grade(slurm_available, tmp_pa
         for index in (1, 2):  # each task graded its own shard, in a scratch copy of the course
             assert (out / "slurm" / f"shard-{index}-of-2" / "part.json").exists(), logs
             assert f"Shard {index}/2: grading in {scratch}" in logs
+
+        # shard 1 lost (a failed or preempted task): graded again alone, then merged again
+        (out / "slurm" / "shard-1-of-2" / "part.json").unlink()
+        (out / "grades.csv").unlink()
+        again = sbatch(["--array=1", str(out / "slurm" / "task.sbatch")], env)
+        wait_for([again], env)
+        wait_for([sbatch([str(out / "slurm" / "merge.sbatch")], env)], env)
+        for report in ("grades.csv", "grades.xml"):
+            assert without_timings(out / report) == without_timings(local / report), report
+        print(f"Slurm, with one shard graded again: {time.monotonic() - started:.0f} s")
     assert digests(folder) == before, "grading through Slurm changed a learner's file"
     assert list(scratch.iterdir()) == [], "a task left its scratch copy behind"

@@ -17,7 +17,11 @@ files and folders (.ipynb_checkpoints, __pycache__), are ignored.
 
 Every submission is graded in its own child process with a time limit (120 s unless the
 puzzle or --timeout says otherwise), exactly as `make check` grades it, so one that crashes,
-hangs or cheats gets that verdict and the run goes on. `--jobs N` grades N at once (useful in
+hangs or cheats gets that verdict and the run goes on. Every file is read before any is graded,
+and each is graded from a private folder that holds only its own copy: nothing a submission's code
+writes can change what another learner is graded on, and the learners' folder is never graded in
+place. `--shard I/N` grades one slice of the class and `--merge` combines the slices
+(`checks.instructor.shards`; `make grade-slurm` runs them on a Slurm cluster). `--jobs N` grades N at once (useful in
 the CPU interpreter; on a GPU keep 1, so that speed is timed fairly). The results go to OUT/grades.csv
 (learner, puzzle, status, summary, seconds, file) and OUT/grades.xml (JUnit: a testsuite per
 puzzle, a testcase per submission; a failure element when its answers were wrong, an error
