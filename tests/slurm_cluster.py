@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo")
+DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel")
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
@@ -133,6 +133,9 @@ def cluster(cpus: int = 2) -> Iterator[dict[str, str]]:
         _wait(idle, 60, "the node coming up idle", logs)
         yield env
     finally:
+        if len(daemons) == 3:  # jobs left behind by a failed test are cancelled before the daemons stop
+            cancel = [which("scancel") or "scancel", "--full", "--user", str(os.geteuid())]
+            subprocess.run(cancel, env=env, capture_output=True, check=False)
         for daemon in reversed(daemons):
             daemon.send_signal(signal.SIGTERM)
         for daemon in reversed(daemons):

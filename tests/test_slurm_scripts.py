@@ -32,7 +32,8 @@ def test_the_array_has_a_task_per_shard_with_one_gpu_each_and_the_merge_reads_ev
     assert code == 0 and "10 submissions" in printed and "8 shards (one GPU each)" in printed
     task = (out / "slurm" / "task.sbatch").read_text(encoding="utf-8")
     merge = (out / "slurm" / "merge.sbatch").read_text(encoding="utf-8")
-    for line in ("#SBATCH --array=1-8", "#SBATCH --gres=gpu:1", "#SBATCH --partition=gpu-a", "#SBATCH --time=02:00:00"):
+    lines = ("#SBATCH --array=1-8", "#SBATCH --gres=gpu:1", "#SBATCH --partition=gpu-a", "#SBATCH --time=02:00:00")
+    for line in (*lines, f"#SBATCH --cpus-per-task={slurm.CPUS_WITH_A_GPU}"):
         assert line in task.splitlines(), line
     assert "--gres" not in merge and "#SBATCH --partition=gpu-a" in merge.splitlines()
     assert f'-m checks.instructor.slurm task "$SLURM_ARRAY_TASK_ID" 8 {out}' in task
@@ -47,7 +48,8 @@ def test_cpu_only_asks_for_no_gpu(tmp_path):
     make_class(root, range(2), puzzles=("1",))
     code, printed = submitted([str(root), "--shards", "2", "--cpu-only", "--out", str(tmp_path / "g"), "--dry-run"])
     assert code == 0 and "no GPU" in printed
-    assert "--gres" not in (tmp_path / "g" / "slurm" / "task.sbatch").read_text(encoding="utf-8")
+    task = (tmp_path / "g" / "slurm" / "task.sbatch").read_text(encoding="utf-8")
+    assert "--gres" not in task and "--cpus-per-task" not in task
 
 
 def test_the_tasks_grade_a_read_only_snapshot_of_the_folder(tmp_path):

@@ -38,6 +38,8 @@ from checks.instructor.classroom import DEFAULT_OUT, NAMING, find_submissions
 from checks.registry import ROOT
 
 # What a task copies of the course into its scratch folder: the grader, the answer keys and the registry.
+# On a GPU the interpreter stage runs beside the GPU stage in a few processes (checks.engine.interpreter_parts).
+CPUS_WITH_A_GPU = 4
 COURSE_IGNORED = {".git", ".venv", "build", "__pycache__", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
 
 
@@ -167,8 +169,10 @@ def submit(args: argparse.Namespace) -> int:
     options = [f"--partition={args.partition}"] if args.partition else []
     options += [f"--time={args.time}"] if args.time else []
     options += [f"--account={args.account}"] if args.account else []
-    options += args.sbatch_option
     gpus = not args.cpu_only
+    cpus = args.cpus_per_task if args.cpus_per_task is not None else (CPUS_WITH_A_GPU if gpus else None)
+    options += [f"--cpus-per-task={cpus}"] if cpus else []
+    options += args.sbatch_option
     task_text, merge_text = sbatch_scripts(root, out, count, gpus, options, args.timeout)
     task_script, merge_script = slurm_dir / "task.sbatch", slurm_dir / "merge.sbatch"
     task_script.write_text(task_text, encoding="utf-8")
@@ -216,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partition", help="the Slurm partition")
     parser.add_argument("--time", help="each task's time limit, e.g. 02:00:00")
     parser.add_argument("--account", help="the Slurm account to charge")
+    parser.add_argument(
+        "--cpus-per-task",
+        type=int,
+        help=f"cores per task (default {CPUS_WITH_A_GPU} with a GPU, for the interpreter stage; else Slurm's)",
+    )
     parser.add_argument(
         "--sbatch-option", action="append", default=[], help="any other sbatch option, e.g. --sbatch-option=--qos=high"
     )
