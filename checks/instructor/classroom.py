@@ -20,14 +20,16 @@ puzzle or --timeout says otherwise), exactly as `make check` grades it, so one t
 hangs or cheats gets that verdict and the run goes on. Every file is read before any is graded,
 and each is graded from a private folder that holds only its own copy: nothing a submission's code
 writes can change what another learner is graded on, and the learners' folder is never graded in
-place. `--shard I/N` grades one slice of the class and `--merge` combines the slices
-(`checks.instructor.shards`; `make grade-slurm` runs them on a Slurm cluster). `--jobs N` grades N at once (useful in
-the CPU interpreter; on a GPU keep 1, so that speed is timed fairly). The results go to OUT/grades.csv
-(learner, puzzle, status, summary, seconds, file) and OUT/grades.xml (JUnit: a testsuite per
-puzzle, a testcase per submission; a failure element when its answers were wrong, an error
-element when it raised, crashed, ran out of time, or its grading process was tampered with or
-ended before reporting), OUT being build/grades unless --out says otherwise. Each verdict that is
-not a pass is also printed with its summary as it comes. Learners' progress files are not touched.
+place. `--jobs N` grades N at once (useful in the CPU interpreter; on a GPU keep 1, so that speed
+is timed fairly). `--shard I/N` grades one slice of the class and `--merge PART...` combines the
+slices (`checks.instructor.shards`; `make grade-slurm` runs them on a Slurm cluster).
+
+The results go to OUT/grades.csv (learner, puzzle, status, summary, seconds, file) and
+OUT/grades.xml (JUnit: a testsuite per puzzle, a testcase per submission; a failure element when
+its answers were wrong, an error element when it raised, crashed, ran out of time, or its grading
+process was tampered with or ended before reporting), OUT being build/grades unless --out says
+otherwise. Each verdict that is not a pass is also printed with its summary as it comes.
+Learners' progress files are not touched.
 
 Exit status: 0 when the reports were written, whatever the learners' verdicts; 2 for a usage
 error (no such folder, no submission in it).
