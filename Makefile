@@ -27,7 +27,7 @@ else
   DEV_PY := $(if $(HAVE_SYSTEM_DEV),python3,$(VENV_PY))
 endif
 
-.PHONY: help check solutions notebooks test test-fast lint lab env env-dev hint progress grade doctor html bench map
+.PHONY: help check solutions notebooks test test-fast lint lab env env-dev hint progress grade grade-slurm doctor html bench map
 
 help: ## list the targets
 	@echo "Triton puzzles: make <target> [PUZZLE=N] [FILE=path]"
@@ -92,6 +92,9 @@ progress: env ## your table of puzzles: passed or not, best GPU ratio
 
 grade: env ## instructors: grade a folder of submissions: make grade DIR=submissions/
 	@$(PY) -m checks.instructor.classroom "$(DIR)" $(ARGS)
+
+grade-slurm: env ## instructors: grade a folder on a Slurm cluster: make grade-slurm DIR=... ARGS="--gpus 8"
+	@$(PY) -m checks.instructor.slurm "$(DIR)" $(ARGS)
 
 doctor: env ## check this machine: versions, GPU or interpreter, the numpy pitfall, a tiny kernel
 	@$(PY) -m checks.learner.doctor

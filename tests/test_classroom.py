@@ -15,6 +15,7 @@ from checks.authoring.build import build_notebook
 from checks.authoring.wrong import source_of
 from checks.instructor import classroom
 from checks.registry import ROOT, get_puzzle
+from tests.small_class import small_class
 
 WRONG = ROOT / "solutions" / "wrong" / "01_vector_add"
 KEY = ROOT / "solutions" / "01_vector_add.py"
@@ -247,3 +248,21 @@ def test_a_tampered_grading_is_an_error_with_its_reason_and_is_counted(tmp_path)
     assert any(
         line.startswith("2 submission(s) were not graded because their grading process was tampered") for line in lines
     )
+
+
+@pytest.mark.slow
+def test_a_submission_cannot_write_into_another_learners_files(tmp_path):
+    """Each submission is read before any runs and graded from a private folder: one that overwrites every file
+    it can reach from its own path changes nothing in the learners' folder, nor another learner's verdict."""
+    root = tmp_path / "class"
+    attacker, victim = "mallory/01_vector_add.py", "alice/05_softmax.py"  # puzzle 1 is graded before puzzle 5
+    for name in (attacker, victim):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(small_class()[name][0], encoding="utf-8")
+    victim_text = (root / victim).read_text(encoding="utf-8")
+    out = tmp_path / "reports"
+    code = classroom.main([str(root), "--out", str(out), "--timeout", "60"])
+    assert code == 0
+    assert (root / victim).read_text(encoding="utf-8") == victim_text
+    rows = csv_rows(out)
+    assert rows["alice"]["status"] == V.PASSED and rows["mallory"]["status"] == V.FAILED

@@ -17,13 +17,19 @@ files and folders (.ipynb_checkpoints, __pycache__), are ignored.
 
 Every submission is graded in its own child process with a time limit (120 s unless the
 puzzle or --timeout says otherwise), exactly as `make check` grades it, so one that crashes,
-hangs or cheats gets that verdict and the run goes on. `--jobs N` grades N at once (useful in
-the CPU interpreter; on a GPU keep 1, so that speed is timed fairly). The results go to OUT/grades.csv
-(learner, puzzle, status, summary, seconds, file) and OUT/grades.xml (JUnit: a testsuite per
-puzzle, a testcase per submission; a failure element when its answers were wrong, an error
-element when it raised, crashed, ran out of time, or its grading process was tampered with or
-ended before reporting), OUT being build/grades unless --out says otherwise. Each verdict that is
-not a pass is also printed with its summary as it comes. Learners' progress files are not touched.
+hangs or cheats gets that verdict and the run goes on. Every file is read before any is graded,
+and each is graded from a private folder that holds only its own copy: nothing a submission's code
+writes can change what another learner is graded on, and the learners' folder is never graded in
+place. `--jobs N` grades N at once (useful in the CPU interpreter; on a GPU keep 1, so that speed
+is timed fairly). `--shard I/N` grades one slice of the class and `--merge PART...` combines the
+slices (`checks.instructor.shards`; `make grade-slurm` runs them on a Slurm cluster).
+
+The results go to OUT/grades.csv (learner, puzzle, status, summary, seconds, file) and
+OUT/grades.xml (JUnit: a testsuite per puzzle, a testcase per submission; a failure element when
+its answers were wrong, an error element when it raised, crashed, ran out of time, or its grading
+process was tampered with or ended before reporting), OUT being build/grades unless --out says
+otherwise. Each verdict that is not a pass is also printed with its summary as it comes.
+Learners' progress files are not touched.
 
 Exit status: 0 when the reports were written, whatever the learners' verdicts; 2 for a usage
 error (no such folder, no submission in it).
@@ -36,6 +42,7 @@ import csv
 import os
 import re
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -43,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import verdict as V
-from checks.engine.grade import grade
+from checks.engine.grade import grade, prepare
 from checks.engine.prestart import PARTS_ENV
 from checks.engine.source import SubmissionError
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
@@ -52,8 +59,9 @@ SUFFIXES = (".py", ".ipynb")
 DEFAULT_OUT = ROOT / "build" / "grades"
 _IN_FOLDER = re.compile(r"^(\d+[a-z]?)(?:[_\-. ].*)?$", re.IGNORECASE)  # 01_vector_add, 3-matmul, 7, 10a_dx
 _FLAT = re.compile(r"^(.*\S)[_\-](\d+[a-z]?)$", re.IGNORECASE)  # alice_01, bob-smith-3, carl_10b
+NOT_GRADED = "not-graded"  # merged reports: the shard that held this submission never finished
 # JUnit's two kinds of not passing: a failure is a wrong answer; an error is a run that gave none.
-ERRORS = (V.ERROR, V.TIMEOUT, V.CRASHED, V.TAMPERED, V.INTERNAL, V.ENVIRONMENT)
+ERRORS = (V.ERROR, V.TIMEOUT, V.CRASHED, V.TAMPERED, V.INTERNAL, V.ENVIRONMENT, NOT_GRADED)
 NAMING = (
     "Name submissions DIR/<learner>/<NN>_anything.py (or .ipynb), or DIR/<learner>_<NN>.py (or .ipynb), "
     "where NN is the puzzle number (10a for a lettered step)."
@@ -73,6 +81,16 @@ class Submission:
     learner: str
     puzzle: Puzzle
     path: Path
+    copy: Copy | None = None  # what is graded: read from path before any submission runs (see `take_copies`)
+
+
+@dataclass
+class Copy:
+    """A submission as read before any learner's code ran: a .py file's bytes, or a notebook's graded cell."""
+
+    data: bytes = b""
+    source: tuple[str, str] | None = None  # a notebook's graded cell as a module, and how messages name it
+    error: str | None = None  # why the file could not be read as a submission
 
 
 @dataclass
@@ -166,11 +184,46 @@ def _doubled(found: list[Submission], root: Path) -> list[Notice]:
     return notices
 
 
+def take_copy(submission: Submission) -> Copy:
+    """Read one submission now: the bytes of a .py file, or the module made of a notebook's graded cell."""
+    try:
+        if submission.path.suffix != ".ipynb":
+            return Copy(data=submission.path.read_bytes())
+        with tempfile.TemporaryDirectory(prefix="checks-notebook-") as tmp:
+            module, names = prepare(submission.puzzle, submission.path, False, Path(tmp))
+            return Copy(source=(module.read_text(encoding="utf-8"), names[str(module)]))
+    except SubmissionError as exc:
+        return Copy(error=str(exc))
+    except OSError as exc:
+        return Copy(error=f"Could not read {submission.path} ({exc}); check the file and grade again.")
+
+
+def take_copies(submissions: list[Submission]) -> None:
+    """Read every submission before any is graded, so that nothing one submission's code writes, anywhere,
+    can change what another is graded on; each is then graded from a private folder of its own."""
+    for s in submissions:
+        if s.copy is None:
+            s.copy = take_copy(s)
+
+
+def _graded(submission: Submission, timeout: float | None) -> V.Verdict:
+    """Grade the submission's copy in a fresh folder that holds nothing else, removed afterwards."""
+    copy = submission.copy or take_copy(submission)
+    if copy.error is not None:
+        raise SubmissionError(copy.error)
+    if copy.source is not None:
+        return grade(submission.puzzle, source=copy.source, timeout=timeout, progress=None)
+    with tempfile.TemporaryDirectory(prefix="checks-submission-") as tmp:
+        private = Path(tmp) / submission.path.name  # the same name, so messages name the file as the learner does
+        private.write_bytes(copy.data)
+        return grade(submission.puzzle, private, timeout=timeout, progress=None)
+
+
 def grade_one(submission: Submission, timeout: float | None) -> Result:
     """One submission's verdict; whatever goes wrong becomes a result, never an exception."""
     start = time.monotonic()
     try:
-        verdict = grade(submission.puzzle, submission.path, timeout=timeout, progress=None)
+        verdict = _graded(submission, timeout)
         status, summary = verdict.status, verdict.summary
         failed = [c for c in verdict.cases if not c.passed]
         details = []
@@ -190,6 +243,7 @@ def grade_one(submission: Submission, timeout: float | None) -> Result:
 
 def grade_all(submissions: list[Submission], root: Path, timeout: float | None, jobs: int = 1) -> list[Result]:
     """Grade every submission (`jobs` at a time), printing a line as each one finishes; results in order."""
+    take_copies(submissions)
     width = len(str(len(submissions)))
     done = 0
 
@@ -299,6 +353,18 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="submissions graded at once (default 1; keep 1 on a GPU so that timings are fair)",
     )
+    parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="grade only the I-th of N slices of the class (balanced by expected time) and write its part report",
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="PART",
+        help="combine the parts of --shard runs (their --out folders, one per shard) into the class's reports",
+    )
     args = parser.parse_args(argv)
     root: Path = args.dir
     if not root.is_dir():
@@ -313,21 +379,60 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout is not None and args.timeout <= 0:
         print("--timeout must be a positive number of seconds.", file=sys.stderr)
         return 2
+    if args.shard and args.merge:
+        print("Give --shard (grade one slice) or --merge (combine the slices), not both.", file=sys.stderr)
+        return 2
+    from checks.instructor import shards  # it builds on this module's results and reports
+
+    try:
+        shard = shards.parse_shard(args.shard) if args.shard else None
+    except shards.ShardError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     submissions, warnings = find_submissions(root)
+    if args.merge:
+        try:
+            results, warnings, missing, count = shards.merge(args.merge, root, (submissions, warnings))
+        except shards.ShardError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        for index in missing:
+            print(f"Shard {index}/{count} never finished: its submissions are listed as not graded.")
+        for w in warnings:
+            print(f"warning: {w.text}")
+        return write_reports(results, warnings, root, args.out, args.timeout)
     for w in warnings:
         print(f"warning: {w.text}")
     if not submissions:
         print(f"No submissions found in {root}. {NAMING}", file=sys.stderr)
         return 2
     learners = len({s.learner for s in submissions})
-    print(f"Grading {len(submissions)} submissions from {learners} learners in {root}.")
-    results = grade_all(submissions, root, args.timeout, args.jobs)
-    args.out.mkdir(parents=True, exist_ok=True)
-    csv_path, xml_path = args.out / "grades.csv", args.out / "grades.xml"
+    if shard is None:
+        print(f"Grading {len(submissions)} submissions from {learners} learners in {root}.")
+        results = grade_all(submissions, root, args.timeout, args.jobs)
+        return write_reports(results, warnings, root, args.out, args.timeout)
+    index, count = shard
+    plan = shards.assign(submissions, root, count)
+    mine = [s for s, k in zip(submissions, plan, strict=True) if k == index]
+    print(
+        f"Grading shard {index}/{count}: {len(mine)} of the {len(submissions)} submissions from {learners} learners "
+        f"in {root}."
+    )
+    results = grade_all(mine, root, args.timeout, args.jobs) if mine else []
+    code = write_reports(results, [], root, args.out, args.timeout)
+    part = shards.write_part(args.out, index, count, submissions, plan, warnings, results, root)
+    print(f"Part report for the merge: {part}")
+    return code
+
+
+def write_reports(results: list[Result], warnings: list[Notice], root: Path, out: Path, timeout: float | None) -> int:
+    """OUT/grades.csv and OUT/grades.xml, then the closing lines on the terminal."""
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, xml_path = out / "grades.csv", out / "grades.xml"
     write_csv(results, csv_path, root)
     write_junit(results, xml_path, root)
     print()
-    for line in class_summary(results, warnings, root, args.timeout):
+    for line in class_summary(results, warnings, root, timeout):
         print(line)
     print(f"Reports: {csv_path} and {xml_path}")
     return 0
@@ -356,6 +461,12 @@ def class_summary(results: list[Result], warnings: list[Notice], root: Path, tim
             f"{len(tampered)} submission(s) were not graded because their grading process was tampered with "
             "or ended before reporting (status 'tampered'; the reason is in their rows of the reports): "
             "read those files before trusting any result for them."
+        )
+    lost = [r for r in results if r.status == NOT_GRADED]
+    if lost:
+        lines.append(
+            f"{len(lost)} submission(s) were not graded because their shard never finished (each says which): "
+            "grade that shard again with --shard I/N, then merge again."
         )
     slow = [r for r in results if r.status == V.TIMEOUT]
     if slow:
