@@ -205,7 +205,7 @@ def load_module(path: Path, name: str, earlier: Path | None = None, earlier_labe
     are in the module's namespace before its own code runs. An answer key of a puzzle that builds on a
     step gets that step's answer key without being asked.
     """
-    earlier = earlier if earlier is not None else _earlier_answer_key(path)
+    earlier = earlier if earlier is not None else earlier_answer_key(path)
     given: dict[str, object] = {}
     if earlier is not None:
         try:
@@ -227,7 +227,7 @@ class EarlierStepError(Exception):
     """The code of the step a submission builds on does not load: the message says to fix that step first."""
 
 
-def _earlier_answer_key(path: Path) -> Path | None:
+def earlier_answer_key(path: Path) -> Path | None:
     """The answer key of the step that `path` builds on, when `path` is the answer key of such a puzzle."""
     for puzzle in load_puzzles():
         if puzzle.builds_on and puzzle.solution.resolve() == Path(path).resolve():
