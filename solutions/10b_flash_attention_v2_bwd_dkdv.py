@@ -3,7 +3,10 @@
 Two kernels, launched one after the other:
   _attn_bwd_preprocess  one program per block of query rows: delta = rowsum(dO * O), and lse in base 2
   _attn_bwd_dkdv        one program per block of keys: keeps K, V, dK, dV on chip, walks the query blocks
-The dK/dV kernel is the first half of puzzle 10's backward pass; puzzle 10 adds the dQ kernel.
+The dK/dV kernel is the first half of puzzle 10's backward pass; puzzle 10 adds the dQ kernel and
+uses these two kernels as they are. The learner writes one step of the walk (`_attn_bwd_dkdv_inner`),
+the dK/dV kernel's loads before the walk and stores after it, and the host function; the
+preprocessing kernel and the stage calls with their loop bounds are given.
 The structure is that of Triton's fused-attention tutorial, with plain pointer arithmetic (any
 strides) and masks for sequence lengths that are not a multiple of a block.
 

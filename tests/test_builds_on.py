@@ -87,5 +87,19 @@ def test_the_steps_stub_or_broken_code_is_named_as_the_cause(tmp_path: Path):
     broken = tmp_path / "broken_9a.py"
     broken.write_text("def flash_attention_v2_fwd_noncausal(:\n", encoding="utf-8")
     verdict = grade(puzzle, mine, earlier=broken, time_it=False, first_failure=True, cases=[0])
-    assert verdict.status == V.ERROR and "Your step 9a code, which this puzzle builds on, did not load" in verdict.summary
+    assert (
+        verdict.status == V.ERROR and "Your step 9a code, which this puzzle builds on, did not load" in verdict.summary
+    )
     assert any("broken_9a.py" in line for line in verdict.details), verdict.details
+
+
+def test_class_grading_pairs_a_puzzle_with_the_same_learners_step(tmp_path: Path):
+    from checks.instructor.classroom import find_submissions
+
+    for name in ("amy/09a_fwd.py", "amy/09_causal.py", "bob/9.py", "carl_9a.py", "amy/10_bwd.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("", encoding="utf-8")
+    found, _ = find_submissions(tmp_path)
+    pairs = {(s.learner, s.puzzle.number): s.earlier for s in found}
+    assert pairs[("amy", "9")] == tmp_path / "amy" / "09a_fwd.py"
+    assert pairs[("bob", "9")] is None and pairs[("amy", "10")] is None and pairs[("carl", "9a")] is None

@@ -10,7 +10,9 @@ both the learner and the puzzle are clear. Either naming works, and they can be 
 
 A lettered step is named like a puzzle: `10a_anything.py` is step 10a, `10_anything.py` puzzle 10.
 
-A notebook is graded by its cell marked '# Puzzle N: your code', as `make check` does. Names
+A notebook is graded by its cell marked '# Puzzle N: your code', as `make check` does. A puzzle
+that builds on an earlier step (9 on 9a, 10 on 10b) is graded with the same learner's file for that
+step, where the submission uses its names (`make check ARGS="--earlier FILE"`). Names
 that do not fit (no puzzle number, a puzzle that does not exist, folders inside learner
 folders) are listed as warnings and skipped; files that are not .py or .ipynb, and hidden
 files and folders (.ipynb_checkpoints, __pycache__), are ignored.
@@ -73,6 +75,7 @@ class Submission:
     learner: str
     puzzle: Puzzle
     path: Path
+    earlier: Path | None = None  # the same learner's file for the step this puzzle builds on (9a for 9), if any
 
 
 @dataclass
@@ -113,6 +116,9 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
             found += _flat(entry, root, warnings)
     warnings += _doubled(found, root)
     found.sort(key=lambda s: (s.puzzle.order, s.learner, str(s.path)))
+    steps = {(s.learner, s.puzzle.number): s.path for s in found}
+    for s in found:  # a puzzle that builds on a step is graded with the same learner's file for that step
+        s.earlier = steps.get((s.learner, s.puzzle.builds_on or ""))
     return found, warnings
 
 
@@ -170,7 +176,7 @@ def grade_one(submission: Submission, timeout: float | None) -> Result:
     """One submission's verdict; whatever goes wrong becomes a result, never an exception."""
     start = time.monotonic()
     try:
-        verdict = grade(submission.puzzle, submission.path, timeout=timeout, progress=None)
+        verdict = grade(submission.puzzle, submission.path, timeout=timeout, progress=None, earlier=submission.earlier)
         status, summary = verdict.status, verdict.summary
         failed = [c for c in verdict.cases if not c.passed]
         details = []
