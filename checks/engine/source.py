@@ -259,6 +259,8 @@ def free_names(code: str) -> set[str]:
             bound.add(node.name)
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     return read - bound - set(dir(builtins))
