@@ -10,7 +10,8 @@ How a submission is graded (one stage; on a GPU a second, in the interpreter, ru
         engine.verdicts.Stage      start the grading process and judge its report as it comes
           engine.process           the grading process: time limit, token, checked event stream
                                    (engine.spawn starts and stops it; engine.prestart starts it ahead of its check)
-            engine.child           (in the grading process) load the learner's code, and for each case
+            engine.child           (in the grading process) load the learner's code (after the code of the step
+                                   it builds on, engine.source.earlier_step: 9 on 9a, 10 on 10b), and for each case
               engine.observe         draw the inputs from the seed, call the function inside the watchers
                 engine.memory          guard bands and poison around every tensor
                 engine.tracking        launches, allocations, loads (in the interpreter)

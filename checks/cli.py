@@ -41,6 +41,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--interpret", action="store_true", help="use Triton's CPU interpreter even on a GPU")
     p.add_argument("--no-time", action="store_true", help="on a GPU, skip the timing")
     p.add_argument("--picture", type=Path, help="on failure, save a picture of where the output is wrong here")
+    p.add_argument(
+        "--earlier",
+        type=Path,
+        help="for a puzzle that builds on an earlier step (9 on 9a, 10 on 10b): your code of that step, a .py file or "
+        "notebook (default: that step's notebook, used only where your code needs it)",
+    )
     return p
 
 
@@ -55,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         print("Give either --file or --solution, not both.", file=sys.stderr)
         return 2
     try:
-        if args.file is not None:
-            check_submission_kind(args.file)
+        for given in (args.file, args.earlier):
+            if given is not None:
+                check_submission_kind(given)
     except SubmissionError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -73,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 time_it=not args.no_time,
                 artifacts=Path(pictures),  # so that a failure can say whether it has a picture
                 progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
+                earlier=args.earlier,
             )
         except SubmissionError as exc:
             print(exc, file=sys.stderr)

@@ -61,6 +61,7 @@ class Puzzle:
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule name -> its parameters
     map_kind: str = "elementwise"  # how the access map is drawn (checks.learner.maps)
     order: int = 0  # place in the course: lettered steps sort before their puzzle (10a, 10b, 10)
+    builds_on: str | None = None  # the earlier step whose graded code this puzzle's code may use (9 on 9a)
 
     @property
     def ready(self) -> bool:
@@ -126,6 +127,7 @@ def _puzzle(entry: dict[str, Any], order: int) -> Puzzle:
         rules={name: dict(params or {}) for name, params in (entry.get("rules") or {}).items()},
         map_kind=entry.get("map", "elementwise"),
         order=order,
+        builds_on=puzzle_id(entry["builds_on"]) if entry.get("builds_on") else None,
     )
 
 

@@ -32,7 +32,6 @@ def _attn_fwd_v1(
     BLOCK_M: tl.constexpr,  # query rows per inner step
     BLOCK_N: tl.constexpr,  # key rows per outer step
 ):
-    ### BEGIN SOLUTION
     off_hz = tl.program_id(0)  # this program owns one (batch, head)
     off_z = off_hz // H
     off_h = off_hz % H
@@ -45,6 +44,7 @@ def _attn_fwd_v1(
     m_base = m_ptr + off_hz.to(tl.int64) * N_CTX
     offs_d = tl.arange(0, HEAD_DIM)
 
+    ### BEGIN SOLUTION
     # outer loop: one block of keys and values at a time, loaded once
     for start_n in range(0, N_CTX, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)

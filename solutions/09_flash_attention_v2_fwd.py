@@ -1,98 +1,23 @@
-"""Puzzle 9 answer key: FlashAttention-2 forward, with its logsumexp, causal or not.
+"""Puzzle 9 answer key: FlashAttention-2 forward, causal or not, built on step 9a's code.
 
-One program per (Q block, batch * head): it keeps its Q tile, the running max, the running sum
-and the output accumulator on chip while it walks over the K/V blocks, and writes o and the
-logsumexp once at the end. The structure is that of Triton's fused-attention tutorial, written with
-plain pointer arithmetic (any strides) and masks for sequence lengths that are not a multiple of a block.
-The loop body is written once, in `_attn_fwd_inner`, and called once per stage with its range of key
-blocks and the named flags MASKED and CAUSAL (the tutorial encodes the same choice in one STAGE number).
+Step 9a's code comes first: `_attn_fwd_inner`, the kernel `_attn_fwd`, `flash_attention_v2_fwd_noncausal`,
+the configs and the constants are the learner's own from 9a (`builds_on: 9a` in puzzles.yaml: the
+grader puts that code in front of this file). Without the mask, puzzle 9 calls 9a's function. With
+it, one program per (Q block, batch * head) walks the key blocks in two stages: those left of the
+diagonal without a mask, then the blocks the diagonal crosses, where query row i sees the keys
+below i + 1; the blocks right of the diagonal are never loaded.
 
 Run the grader on it with `python -m checks 9 --solution`.
 """
-
-import os
 
 import torch
 import triton
 import triton.language as tl
 
-LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
-LN2 = tl.constexpr(0.6931471805599453)  # ln(2) == 1 / LOG2E: turns a base-2 logarithm into a natural one
 
-if os.environ.get("TRITON_INTERPRET") == "1":
-    # The interpreter cannot time configurations against each other: give it one.
-    CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
-else:
-    CONFIGS = [
-        triton.Config({"BLOCK_M": BM, "BLOCK_N": BN}, num_warps=w, num_stages=s)
-        for BM, BN, w, s in [(128, 64, 8, 3), (128, 64, 4, 3), (128, 64, 4, 4), (128, 64, 8, 4), (128, 128, 8, 3),
-                             (128, 32, 4, 4), (64, 64, 4, 4)]
-    ]
-
-
-def prune_configs(configs: list, named_args: dict, **kwargs) -> list:
-    """Short sequences take the first config: tuning them would cost more than it saves."""
-    n_ctx = {**named_args, **kwargs}["N_CTX"]
-    return configs if n_ctx >= 4096 else configs[:1]
-
-
+@triton.autotune(configs=CONFIGS, key=["N_CTX", "HEAD_DIM"], prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit
-def _attn_fwd_inner(
-    acc, l_i, m_i,  # running state of this Q block: (BLOCK_M, HEAD_DIM), (BLOCK_M,), (BLOCK_M,)
-    q,  # (BLOCK_M, HEAD_DIM), stays on chip for the whole loop
-    k_base, v_base,  # K[b, h, 0, 0] and V[b, h, 0, 0]
-    stride_kn, stride_kk, stride_vn, stride_vk,
-    offs_m, offs_d,  # query rows of this block, head-dim columns
-    lo, hi,  # this stage walks the keys lo, lo + BLOCK_N, ... below hi
-    N_CTX, qk_scale,  # sequence length; sm_scale * log2(e)
-    BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr,  # blocks that may hold keys >= N_CTX (and, with CAUSAL, keys after the query)
-    CAUSAL: tl.constexpr,
-):
-    ### BEGIN SOLUTION
-    offs_n = lo + tl.arange(0, BLOCK_N)
-    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk  # (BLOCK_N, HEAD_DIM)
-    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk  # (BLOCK_N, HEAD_DIM)
-    for start_n in range(lo, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        # -- scores of this K block, in base-2 units: log2(e) * sm_scale * q k^T
-        if MASKED:
-            offs_kv = start_n + tl.arange(0, BLOCK_N)
-            k = tl.load(k_ptrs, mask=offs_kv[:, None] < N_CTX, other=0.0)
-            qk = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N)
-            keep = offs_kv[None, :] < N_CTX
-            if CAUSAL:
-                keep = keep & (offs_m[:, None] >= offs_kv[None, :])
-            qk = tl.where(keep, qk * qk_scale, float("-inf"))
-            m_ij = tl.maximum(m_i, tl.max(qk, 1))
-            qk = qk - m_ij[:, None]
-        else:
-            k = tl.load(k_ptrs)
-            qk = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N)
-            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # scale after the max: one multiply per row
-            qk = qk * qk_scale - m_ij[:, None]
-        p = tl.math.exp2(qk)  # (BLOCK_M, BLOCK_N)
-        # -- the running max moved from m_i to m_ij: rescale what was summed so far
-        alpha = tl.math.exp2(m_i - m_ij)  # (BLOCK_M,)
-        l_ij = tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        if MASKED:
-            v = tl.load(v_ptrs, mask=offs_kv[:, None] < N_CTX, other=0.0)  # 0 * poison would be NaN
-        else:
-            v = tl.load(v_ptrs)
-        acc = tl.dot(p.to(v.dtype), v, acc)  # fp16 operands, fp32 accumulator
-        l_i = l_i * alpha + l_ij
-        m_i = m_ij
-        k_ptrs += BLOCK_N * stride_kn
-        v_ptrs += BLOCK_N * stride_vn
-    return acc, l_i, m_i
-    ### END SOLUTION
-
-
-@triton.autotune(configs=CONFIGS, key=["N_CTX", "HEAD_DIM", "CAUSAL"],
-                 prune_configs_by={"early_config_prune": prune_configs})
-@triton.jit
-def _attn_fwd(
+def _attn_fwd_causal(
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,  # q, k, v, o: (B, H, N, D); lse: (B, H, N) contiguous
     sm_scale,
     stride_qz, stride_qh, stride_qm, stride_qk,
@@ -101,7 +26,6 @@ def _attn_fwd(
     stride_oz, stride_oh, stride_om, stride_ok,
     H, N_CTX,
     HEAD_DIM: tl.constexpr,
-    CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -127,27 +51,17 @@ def _attn_fwd(
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)  # running sum of p @ v
     qk_scale = sm_scale * LOG2E  # fold log2(e) into the scale, once
 
-    if CAUSAL:
-        # stage 1, off-band: key blocks entirely left of the diagonal; every key counts, no mask
-        diag = start_m * BLOCK_M
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
-                                        offs_m, offs_d, 0, diag, N_CTX, qk_scale,
-                                        BLOCK_N=BLOCK_N, MASKED=False, CAUSAL=True)
-        # stage 2, on-band: the key blocks the diagonal crosses, masked; the blocks right of it are skipped
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
-                                        offs_m, offs_d, diag, tl.minimum(diag + BLOCK_M, N_CTX), N_CTX, qk_scale,
-                                        BLOCK_N=BLOCK_N, MASKED=True, CAUSAL=True)
-    else:
-        # every full key block without a mask, then the partial last block (if any) with one
-        n_full = N_CTX - N_CTX % BLOCK_N
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
-                                        offs_m, offs_d, 0, n_full, N_CTX, qk_scale,
-                                        BLOCK_N=BLOCK_N, MASKED=False, CAUSAL=False)
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
-                                        offs_m, offs_d, n_full, N_CTX, N_CTX, qk_scale,
-                                        BLOCK_N=BLOCK_N, MASKED=True, CAUSAL=False)
+    # stage 1, off-band: key blocks entirely left of the diagonal; every row sees every key, no mask
+    diag = start_m * BLOCK_M
+    keys_end = offs_m + 1  # query row i sees the keys 0..i
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
+                                    offs_d, keys_end, 0, diag, N_CTX, qk_scale, BLOCK_N=BLOCK_N, MASKED=False)
+    # stage 2, on-band: the key blocks the diagonal crosses, masked; the blocks right of it are skipped
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
+                                    offs_d, keys_end, diag, tl.minimum(diag + BLOCK_M, N_CTX), N_CTX, qk_scale,
+                                    BLOCK_N=BLOCK_N, MASKED=True)
 
-    # epilogue: normalise once, and turn the base-2 (max, sum) into a natural-log logsumexp
+    # epilogue: as in step 9a
     acc = acc / l_i[:, None]
     lse = (m_i + tl.math.log2(l_i)) * LN2
     tl.store(lse_ptr + off_hz * N_CTX + offs_m, lse, mask=row_mask)
@@ -161,14 +75,16 @@ def flash_attention_v2_fwd(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(o, lse) of softmax(q k^T * sm_scale) v for (B, H, N, D) float16 q, k, v of any strides."""
     ### BEGIN SOLUTION
+    if not causal:
+        return flash_attention_v2_fwd_noncausal(q, k, v, sm_scale)  # step 9a
     B, H, N, D = q.shape
     o = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
     grid = lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)
-    _attn_fwd[grid](
+    _attn_fwd_causal[grid](
         q, k, v, o, lse, sm_scale,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        H, N_CTX=N, HEAD_DIM=D, CAUSAL=causal,
+        H, N_CTX=N, HEAD_DIM=D,
     )
     return o, lse
     ### END SOLUTION

@@ -3,7 +3,10 @@
 Two kernels, launched one after the other:
   _attn_bwd_preprocess  one program per block of query rows: delta = rowsum(dO * O), and lse in base 2
   _attn_bwd_dkdv        one program per block of keys: keeps K, V, dK, dV on chip, walks the query blocks
-The dK/dV kernel is the first half of puzzle 10's backward pass; puzzle 10 adds the dQ kernel.
+The dK/dV kernel is the first half of puzzle 10's backward pass; puzzle 10 adds the dQ kernel and
+uses these two kernels as they are. The learner writes one step of the walk (`_attn_bwd_dkdv_inner`),
+the dK/dV kernel's loads before the walk and stores after it, and the host function; the
+preprocessing kernel and the stage calls with their loop bounds are given.
 The structure is that of Triton's fused-attention tutorial, with plain pointer arithmetic (any
 strides) and masks for sequence lengths that are not a multiple of a block.
 
@@ -49,7 +52,6 @@ def _attn_bwd_preprocess(
     BLOCK_M: tl.constexpr,
     HEAD_DIM: tl.constexpr,
 ):
-    ### BEGIN SOLUTION
     off_hz = tl.program_id(1)  # which (batch, head)
     off_z = (off_hz // H).to(tl.int64)
     off_h = (off_hz % H).to(tl.int64)
@@ -68,7 +70,6 @@ def _attn_bwd_preprocess(
     rows = off_hz.to(tl.int64) * N_CTX + offs_m
     tl.store(delta_ptr + rows, delta, mask=in_seq)
     tl.store(lse2_ptr + rows, lse * LOG2E, mask=in_seq)  # exp(x - lse) == exp2(x * LOG2E - lse2)
-    ### END SOLUTION
 
 
 @triton.jit
@@ -134,7 +135,6 @@ def _attn_bwd_dkdv(
     BLOCK_N1: tl.constexpr,  # key rows per program
     BLK_SLICE_FACTOR: tl.constexpr,  # the diagonal block is walked in thinner steps: BLOCK_M1 // BLK_SLICE_FACTOR
 ):
-    ### BEGIN SOLUTION
     tl.static_assert(BLOCK_N1 % BLOCK_M1 == 0)  # the walk past the diagonal starts on a query block boundary
     start_n = tl.program_id(0) * BLOCK_N1  # first key row of this program
     off_hz = tl.program_id(1)  # which (batch, head)
@@ -148,9 +148,10 @@ def _attn_bwd_dkdv(
     delta_base = delta_ptr + off_hz.to(tl.int64) * N_CTX
     qk_scale = sm_scale * LOG2E  # fold log2(e) into the scale
 
-    # This program's keys and values stay on chip for the whole walk over the queries.
     offs_n = start_n + tl.arange(0, BLOCK_N1)
     offs_d = tl.arange(0, HEAD_DIM)
+    # This program's keys and values stay on chip for the whole walk over the queries.
+    ### BEGIN SOLUTION
     key_in_seq = offs_n < N_CTX
     k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
                 mask=key_in_seq[:, None], other=0.0)  # (BLOCK_N1, HEAD_DIM)
@@ -158,6 +159,7 @@ def _attn_bwd_dkdv(
                 mask=key_in_seq[:, None], other=0.0)  # (BLOCK_N1, HEAD_DIM)
     dk = tl.zeros((BLOCK_N1, HEAD_DIM), tl.float32)
     dv = tl.zeros((BLOCK_N1, HEAD_DIM), tl.float32)
+    ### END SOLUTION
 
     if CAUSAL:
         # Queries before start_n see none of these keys: never load them. Stage 1, on-band: the
@@ -181,6 +183,7 @@ def _attn_bwd_dkdv(
                                   hi, N_CTX, N_CTX, qk_scale,
                                   BLOCK_M1=BLOCK_M1, MASKED=True, CAUSAL=CAUSAL)
 
+    ### BEGIN SOLUTION
     dk *= sm_scale  # dK = dS^T Q * sm_scale
     dk_base = dk_ptr + off_z * stride_dkz + off_h * stride_dkh
     dv_base = dv_ptr + off_z * stride_dvz + off_h * stride_dvh
@@ -202,13 +205,15 @@ def flash_attention_v2_bwd_dkdv(
     dv = torch.empty_like(v)
     delta = torch.empty((B * H, N), dtype=torch.float32, device=q.device)
     lse2 = torch.empty((B * H, N), dtype=torch.float32, device=q.device)
+    ### END SOLUTION
 
-    PRE_BLOCK = 128
+    PRE_BLOCK = 128  # delta and lse2 of every query row, before the walk
     _attn_bwd_preprocess[(triton.cdiv(N, PRE_BLOCK), B * H)](
         o, do, lse, delta, lse2,
         *o.stride(), *do.stride(), *lse.stride(),
         H, N, BLOCK_M=PRE_BLOCK, HEAD_DIM=D,
     )
+    ### BEGIN SOLUTION
     grid = lambda meta: (triton.cdiv(N, meta["BLOCK_N1"]), B * H)
     _attn_bwd_dkdv[grid](
         q, k, v, do, dk, dv, lse2, delta, sm_scale,

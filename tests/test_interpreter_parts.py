@@ -108,7 +108,7 @@ def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_
     def run(file, cases: list[int] | None, folder: str) -> V.Verdict:
         workdir = tmp_path / folder
         workdir.mkdir()
-        module, names = grading.prepare(puzzle, file, False, workdir)
+        module, names, _ = grading.prepare(puzzle, file, False, workdir)
         job = Job(puzzle.number, str(module), names, 7, interpret=True, cases=cases, solution_file=str(puzzle.solution))
         return grading.with_interpreter_stage(Stage(puzzle, job, "interpreter", workdir), workdir, 120, None)
 

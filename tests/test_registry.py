@@ -22,7 +22,9 @@ CONTRACT = [
     ("5", "softmax", "softmax"),
     ("6", "softmax_blocked", "softmax_blocked"),
     ("7", "softmax_online", "softmax_online"),
+    ("8a", "attention_one_block", "attention_one_block"),
     ("8", "flash_attention_v1", "flash_attention_v1"),
+    ("9a", "flash_attention_v2_fwd_noncausal", "flash_attention_v2_fwd_noncausal"),
     ("9", "flash_attention_v2_fwd", "flash_attention_v2_fwd"),
     ("10a", "softmax_backward", "softmax_backward"),
     ("10b", "flash_attention_v2_bwd_dkdv", "flash_attention_v2_bwd_dkdv"),
@@ -101,7 +103,7 @@ def test_step_10b_reuses_puzzle_10s_inputs_rather_than_a_copy():
 
 @pytest.mark.parametrize("given", [11, "abc", "10c", ""])
 def test_unknown_puzzle_is_a_clear_error(given):
-    known = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10a, 10b, 10"
+    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10"
     with pytest.raises(LookupError, match=f"^There is no puzzle {given}; the puzzles are {known}.$"):
         get_puzzle(given)
 

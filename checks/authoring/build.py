@@ -11,6 +11,8 @@ source, fenced blocks become code cells, and the text between them markdown cell
                    that names functions (`_attn_fwd_inner`, one or more) makes the graded code several
                    cells: each holds its functions, the first also what comes before them, and each
                    begins '# Puzzle N: your code, part K of M' (the grader joins them in that order)
+    ```{earlier}   for a puzzle that builds on an earlier step (9 on 9a): the cell that runs the learner's code
+                   of that step, saved in its notebook (load_step); in a filled notebook, that step's answer key
     ```{check}     the check cell: check(N)
     ```{figure}    a markdown cell showing a figure of recorded GPU measurements (checks/authoring/figures.py);
                    the fence holds the figure's name
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from checks.authoring import figures
 from checks.engine.source import answer_cell, make_stub, module_body, strip_markers, stub_cell
-from checks.registry import ROOT, Puzzle, load_puzzles
+from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
 SETUP_CELL = """\
 # Setup: run this cell first. It finds the course folder, loads the grader and picks the device:
@@ -70,7 +72,8 @@ def _lines(text: str) -> list[str]:
 
 
 def parse(text: str) -> list[tuple[str, str]]:
-    """(kind, text) blocks of a source: kind is 'markdown', 'python', 'setup', 'stub', 'check' or 'figure'."""
+    """(kind, text) blocks of a source: kind is 'markdown', 'python', 'setup', 'stub', 'earlier', 'check' or
+    'figure'."""
     blocks: list[tuple[str, str]] = []
     markdown: list[str] = []
     lines = text.splitlines()
@@ -85,7 +88,7 @@ def parse(text: str) -> list[tuple[str, str]]:
 
     while i < len(lines):
         match = _FENCE.match(lines[i])
-        if match and match.group(1) in ("python", "{setup}", "{stub}", "{check}", "{figure}"):
+        if match and match.group(1) in ("python", "{setup}", "{stub}", "{check}", "{figure}", "{earlier}"):
             flush()
             j = i + 1
             while j < len(lines) and lines[j].rstrip() != "```":
@@ -171,6 +174,8 @@ def build_notebook(
             part = len([c for c in cells if "stub" in c["metadata"].get("tags", [])])  # the graded cells so far
             cell_id = f"{cell_prefix}-stub" + (str(part + 1) if part else "")
             cells.append(_cell("code", parts[part], cell_id, tags=["stub"]))
+        elif kind == "earlier":
+            cells.append(_cell("code", earlier_cell(puzzle, filled), cell_id, tags=["earlier"]))
         elif kind == "check":
             cell = "cells" if len(fences) > 1 else "cell"
             check = CHECK_CELL.format(literal=puzzle.literal, number=puzzle.number, cell=cell)
@@ -186,6 +191,24 @@ def build_notebook(
         "nbformat": 4,
         "nbformat_minor": 5,
     }
+
+
+EARLIER_CELL = """\
+# Your code of step {number}, from {notebook} (save that notebook first):
+# its functions and kernels are defined here as they are there, and check({literal}) grades your
+# code below together with it. Changed your step {number} code? Save it and run this cell again.
+from checks.learner.notebook import load_step
+load_step("{number}")"""
+
+
+def earlier_cell(puzzle: Puzzle, filled: bool) -> str:
+    """The cell that brings in the learner's code of the step `puzzle` builds on (the answer key, when filled)."""
+    if puzzle.builds_on is None:
+        raise ValueError(f"puzzle {puzzle.number} has an {{earlier}} fence but builds on no step (builds_on:)")
+    step = get_puzzle(puzzle.builds_on)
+    if filled:
+        return answer_cell(step.solution.read_text(encoding="utf-8"), step.number)
+    return EARLIER_CELL.format(number=step.number, notebook=f"notebooks/{step.notebook.name}", literal=puzzle.literal)
 
 
 def notebook_json(notebook: dict) -> str:

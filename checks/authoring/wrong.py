@@ -13,7 +13,9 @@ changes and the bug stays the only difference:
         new: ""
 
 `base: N` (a puzzle number: 9, 10a) starts from puzzle N's answer key instead (a right answer to
-another puzzle that must fail this one), and `append:` adds code at the end.
+another puzzle that must fail this one), and `append:` adds code at the end. The answer key of a
+puzzle that builds on an earlier step (9 on 9a) starts with that step's answer key, so the edited
+submission defines everything itself and the edits may change either part.
 
 Each `old` must occur exactly once, so an edit that no longer applies fails loudly.
 `python -m checks.authoring.wrong NN NAME` prints the submission an edit file stands for.
@@ -48,8 +50,12 @@ def name_of(path: Path) -> str:
 
 
 def answer_key_body(puzzle: Puzzle) -> str:
-    """The answer key as a learner would hand it in: no markers, no module docstring."""
-    return module_body(strip_markers(puzzle.solution.read_text(encoding="utf-8")))
+    """The answer key as a learner would hand it in: no markers, no module docstring; after the answer key of
+    the step it builds on, if any, so that it defines everything itself."""
+    body = module_body(strip_markers(puzzle.solution.read_text(encoding="utf-8")))
+    if puzzle.builds_on:
+        return answer_key_body(get_puzzle(puzzle.builds_on)) + "\n\n" + body
+    return body
 
 
 def apply_edits(base: str, edits: list[dict[str, str]], where: str) -> str:

@@ -32,7 +32,7 @@ class Events:
 def observe_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
     """Load the submission and observe every selected case, then the kernels-off re-run; the function."""
     from checks.engine.observe import Observer, explain_exception
-    from checks.engine.source import load_module
+    from checks.engine.source import EarlierStepError, load_module
     from checks.puzzles import spec_module
     from checks.registry import get_puzzle
 
@@ -40,7 +40,13 @@ def observe_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
     spec = spec_module(puzzle)
     observer = Observer(machine, job.names, workdir)
     try:
-        module = load_module(Path(job.file), "submission")
+        earlier = Path(job.earlier) if job.earlier else None
+        label = job.names.get(str(earlier.resolve()), "") if earlier else ""
+        module = load_module(Path(job.file), "submission", earlier=earlier, earlier_label=label)
+    except EarlierStepError as exc:  # the code of the step this puzzle builds on does not load
+        text, where = explain_exception(exc, observer.names)
+        events.emit("load_error", text=text, where=where, step=puzzle.builds_on)
+        return None
     except Exception as exc:  # noqa: BLE001 - a submission that does not load is an observation
         text, where = explain_exception(exc, observer.names)
         events.emit("load_error", text=text, where=where)

@@ -24,6 +24,12 @@ def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
         v.status = V.ERROR
         v.details = [f"Loading your code raised {ending.get('text', '')}"] + [str(x) for x in ending.get("where", [])]
         v.summary = "Your code did not load: fix the error above and check again."
+        if ending.get("step"):
+            step = ending["step"]
+            v.summary = (
+                f"Your step {step} code, which this puzzle builds on, did not load: fix step {step} first (its own "
+                "check passes), then check this one again."
+            )
     else:
         v.status = V.ERROR
         names = ", ".join(str(n) for n in ending.get("names", []))

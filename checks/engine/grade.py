@@ -26,7 +26,7 @@ from checks import verdict as V
 from checks.engine.interpreter_parts import merge_parts, split_cases
 from checks.engine.prestart import part_count, part_workdir
 from checks.engine.protocol import Job
-from checks.engine.source import SubmissionError, notebook_code
+from checks.engine.source import EarlierSource, SubmissionError, earlier_step, notebook_code
 from checks.engine.verdicts import Stage
 from checks.registry import Puzzle, shown
 
@@ -34,9 +34,26 @@ Progress = Callable[[dict[str, Any]], None]
 
 
 def prepare(
-    puzzle: Puzzle, file: Path | None, solution: bool, workdir: Path, source: tuple[str, str] | None = None
+    puzzle: Puzzle,
+    file: Path | None,
+    solution: bool,
+    workdir: Path,
+    source: tuple[str, str] | None = None,
+    earlier: EarlierSource | None = None,
+) -> tuple[Path, dict[str, str], Path | None]:
+    """The module file to grade, how to name each of the learner's files in messages, and the code of the
+    step it builds on (None when the puzzle builds on none, or the submission defines everything itself)."""
+    module, names = _submission(puzzle, file, solution, workdir, source)
+    found = earlier_step(puzzle, module.read_text(encoding="utf-8"), workdir, earlier, solution)
+    if found is None:
+        return module, names, None
+    path, label = found
+    return module, {**names, str(path.resolve()): label}, path
+
+
+def _submission(
+    puzzle: Puzzle, file: Path | None, solution: bool, workdir: Path, source: tuple[str, str] | None
 ) -> tuple[Path, dict[str, str]]:
-    """The module file to grade, and how to name each of the learner's files in messages."""
     if source is not None:
         code, label = source
         module = workdir / f"{puzzle.stem}_graded_cell.py"
@@ -69,12 +86,15 @@ def grade(
     source: tuple[str, str] | None = None,
     workdir: Path | None = None,
     first_failure: bool = False,
+    earlier: EarlierSource | None = None,
 ) -> V.Verdict:
     """Grade one submission of one puzzle: a notebook's graded cell, a .py file, or the answer key.
 
     `source` is (module code, how to call it in messages), for code that is in no file yet. `workdir` is
     an empty folder to work in (the one `prestart_for` started grading processes in), else a temporary one.
     `first_failure` stops at the first failing case: for known-wrong kernels, whose first failure is what counts.
+    `earlier` is the learner's code of the step this puzzle builds on (a file, or code and its name), where the
+    submission uses it; without it, the graded cells of that step's notebook (checks.engine.source.earlier_step).
     """
     if not puzzle.ready:
         return V.Verdict(
@@ -91,9 +111,9 @@ def grade(
         threading.Thread(target=warm_up_cuda, daemon=True).start()  # while the grading process starts
     with contextlib.nullcontext(str(workdir)) if workdir else tempfile.TemporaryDirectory(prefix="checks-") as tmp:
         workdir = Path(tmp)
-        submission, names = prepare(puzzle, file, solution, workdir, source)
-        key = str(puzzle.solution)
-        job = Job(puzzle.number, str(submission), names, seed, interpret=not gpu, cases=cases, solution_file=key)
+        submission, names, before = prepare(puzzle, file, solution, workdir, source, earlier)
+        key, after = str(puzzle.solution), str(before) if before else ""
+        job = Job(puzzle.number, str(submission), names, seed, not gpu, cases, solution_file=key, earlier=after)
         limit = timeout or puzzle.timeout
         mode = "gpu" if gpu else "interpreter"
         stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure=first_failure)

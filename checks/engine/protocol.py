@@ -38,6 +38,7 @@ class Job:
     interpret: bool = False
     cases: list[int] | None = None  # indices of the cases to run (None: all)
     solution_file: str = ""
+    earlier: str = ""  # the code of the step this puzzle builds on, loaded first (checks.engine.source.earlier_step)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

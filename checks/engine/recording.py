@@ -56,13 +56,16 @@ def record_call(fn: Any, arena: Any, inputs: dict[str, Any], names: list[str]) -
     return recorder.log().to_dict(), outputs
 
 
-def record_file(number: int, path: Path, case_index: int = 0, seed: int = 1) -> dict[str, Any]:
-    """Load a submission file and record it on one CPU case: {"puzzle", "case", "inputs", "log"}."""
+def record_file(
+    number: int, path: Path, case_index: int = 0, seed: int = 1, earlier: Path | None = None
+) -> dict[str, Any]:
+    """Load a submission file (after `earlier`, the code of the step it builds on, if given) and record it on one
+    CPU case: {"puzzle", "case", "inputs", "log"}."""
     from checks.engine.source import load_module
     from checks.registry import get_puzzle
 
     puzzle = get_puzzle(number)
-    module = load_module(Path(path), f"recorded_{number}_{Path(path).stem}_{os.getpid()}")
+    module = load_module(Path(path), f"recorded_{number}_{Path(path).stem}_{os.getpid()}", earlier=earlier)
     fn = getattr(module, puzzle.name)
     arena, inputs, names = draw_case(number, case_index, seed)
     log, _ = record_call(fn, arena, inputs, names)

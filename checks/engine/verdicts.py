@@ -131,7 +131,18 @@ class Stage:
 
     def finished_verdict(self, v: V.Verdict) -> None:
         """Every selected case was observed: the case rules, then the kernels-off rule, then the speed bar."""
-        if any(r.stub for r in self.results):
+        stubs = [r for r in self.results if r.stub]
+        step = self.puzzle.builds_on
+        if self.job.earlier and step and any(f"Puzzle {step}: fill in" in r.problem for r in stubs):
+            v.status = V.ERROR
+            v.cases = []
+            label = self.job.names.get(str(Path(self.job.earlier).resolve()), self.job.earlier)
+            v.summary = (
+                f"Puzzle {self.puzzle.number} builds on your step {step} code, and that is still the stub "
+                f"({label}): solve step {step} first (its check passes, then save it), then check this one again."
+            )
+            return
+        if stubs:
             v.status = V.ERROR
             v.cases = []
             v.summary = (

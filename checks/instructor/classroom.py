@@ -10,7 +10,9 @@ both the learner and the puzzle are clear. Either naming works, and they can be 
 
 A lettered step is named like a puzzle: `10a_anything.py` is step 10a, `10_anything.py` puzzle 10.
 
-A notebook is graded by its cell marked '# Puzzle N: your code', as `make check` does. Names
+A notebook is graded by its cell marked '# Puzzle N: your code', as `make check` does. A puzzle
+that builds on an earlier step (9 on 9a, 10 on 10b) is graded with the same learner's file for that
+step, where the submission uses its names (`make check ARGS="--earlier FILE"`). Names
 that do not fit (no puzzle number, a puzzle that does not exist, folders inside learner
 folders) are listed as warnings and skipped; files that are not .py or .ipynb, and hidden
 files and folders (.ipynb_checkpoints, __pycache__), are ignored.
@@ -81,16 +83,19 @@ class Submission:
     learner: str
     puzzle: Puzzle
     path: Path
+    earlier: Path | None = None  # the same learner's file for the step this puzzle builds on (9a for 9), if any
     copy: Copy | None = None  # what is graded: read from path before any submission runs (see `take_copies`)
 
 
 @dataclass
 class Copy:
-    """A submission as read before any learner's code ran: a .py file's bytes, or a notebook's graded cell."""
+    """A submission as read before any learner's code ran: a .py file's bytes, or a notebook's graded cell;
+    and the bytes of the same learner's file for the earlier step it builds on, if any."""
 
     data: bytes = b""
     source: tuple[str, str] | None = None  # a notebook's graded cell as a module, and how messages name it
     error: str | None = None  # why the file could not be read as a submission
+    earlier: bytes | None = None
 
 
 @dataclass
@@ -131,6 +136,9 @@ def find_submissions(root: Path) -> tuple[list[Submission], list[Notice]]:
             found += _flat(entry, root, warnings)
     warnings += _doubled(found, root)
     found.sort(key=lambda s: (s.puzzle.order, s.learner, str(s.path)))
+    steps = {(s.learner, s.puzzle.number): s.path for s in found}
+    for s in found:  # a puzzle that builds on a step is graded with the same learner's file for that step
+        s.earlier = steps.get((s.learner, s.puzzle.builds_on or ""))
     return found, warnings
 
 
@@ -187,11 +195,12 @@ def _doubled(found: list[Submission], root: Path) -> list[Notice]:
 def take_copy(submission: Submission) -> Copy:
     """Read one submission now: the bytes of a .py file, or the module made of a notebook's graded cell."""
     try:
+        earlier = submission.earlier.read_bytes() if submission.earlier is not None else None
         if submission.path.suffix != ".ipynb":
-            return Copy(data=submission.path.read_bytes())
+            return Copy(data=submission.path.read_bytes(), earlier=earlier)
         with tempfile.TemporaryDirectory(prefix="checks-notebook-") as tmp:
             module, names = prepare(submission.puzzle, submission.path, False, Path(tmp))
-            return Copy(source=(module.read_text(encoding="utf-8"), names[str(module)]))
+            return Copy(source=(module.read_text(encoding="utf-8"), names[str(module)]), earlier=earlier)
     except SubmissionError as exc:
         return Copy(error=str(exc))
     except OSError as exc:
@@ -211,12 +220,16 @@ def _graded(submission: Submission, timeout: float | None) -> V.Verdict:
     copy = submission.copy or take_copy(submission)
     if copy.error is not None:
         raise SubmissionError(copy.error)
-    if copy.source is not None:
-        return grade(submission.puzzle, source=copy.source, timeout=timeout, progress=None)
     with tempfile.TemporaryDirectory(prefix="checks-submission-") as tmp:
+        earlier = None
+        if copy.earlier is not None and submission.earlier is not None:  # the earlier step's file, copied too
+            (earlier := Path(tmp) / "earlier" / submission.earlier.name).parent.mkdir()
+            earlier.write_bytes(copy.earlier)
+        if copy.source is not None:
+            return grade(submission.puzzle, source=copy.source, timeout=timeout, progress=None, earlier=earlier)
         private = Path(tmp) / submission.path.name  # the same name, so messages name the file as the learner does
         private.write_bytes(copy.data)
-        return grade(submission.puzzle, private, timeout=timeout, progress=None)
+        return grade(submission.puzzle, private, timeout=timeout, progress=None, earlier=earlier)
 
 
 def grade_one(submission: Submission, timeout: float | None) -> Result:

@@ -40,13 +40,17 @@ WAVE = 16  # programs drawn as the first wave of a matmul
 
 
 # -- recording, in a child process ---------------------------------------------------------------
-def record_in_child(number: int | str, path: Path, case: int, timeout: float) -> dict[str, Any]:
-    """Run `path` on one CPU case in a child process and return its recording (see record_file)."""
+def record_in_child(
+    number: int | str, path: Path, case: int, timeout: float, earlier: Path | None = None
+) -> dict[str, Any]:
+    """Run `path` on one CPU case in a child process and return its recording (see record_file); `earlier` is
+    the code of the step the puzzle builds on, where the submission uses it (checks.engine.source.earlier_step)."""
     import torch
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
         out = Path(tmp) / "log.pt"
         command = [sys.executable, "-m", "checks.learner.maps", "--record", str(number), str(path), str(case), str(out)]
+        command += [str(earlier)] if earlier else []
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
@@ -63,13 +67,13 @@ class MapError(RuntimeError):
     """Something to tell the learner instead of a picture."""
 
 
-def _child(number: int | str, path: str, case: int, out: str) -> int:
+def _child(number: int | str, path: str, case: int, out: str, earlier: str = "") -> int:
     import torch
 
     from checks.engine.recording import interpreter_setup, record_file
 
     interpreter_setup()
-    torch.save(record_file(number, Path(path), case), out)
+    torch.save(record_file(number, Path(path), case, earlier=Path(earlier) if earlier else None), out)
     return 0
 
 
@@ -419,8 +423,8 @@ def make_map(
     from checks.engine.traffic import traffic_lines
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
-        submission, _ = prepare(puzzle, file, solution, Path(tmp), source)
-        mine = record_in_child(puzzle.number, submission, case, puzzle.timeout)
+        submission, _, earlier = prepare(puzzle, file, solution, Path(tmp), source)
+        mine = record_in_child(puzzle.number, submission, case, puzzle.timeout, earlier)
     key = mine if solution else record_in_child(puzzle.number, puzzle.solution, case, puzzle.timeout)
     png = out or ROOT / "build" / "maps" / f"{puzzle.stem}.png"
     draw(puzzle.number, mine, None if solution else key, png)
@@ -449,8 +453,8 @@ def show(number: int | str, file: str | None = None, case: int = 0) -> Path | No
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--record"]:
-        _, number, path, case, out = argv
-        return _child(number, path, int(case), out)
+        _, number, path, case, out, *earlier = argv
+        return _child(number, path, int(case), out, *earlier)
     parser = argparse.ArgumentParser(prog="python -m checks.learner.maps", description=__doc__.split("\n\n")[0])
     parser.add_argument("puzzle", help="the puzzle (1-10, 10a, 10b)")
     parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")

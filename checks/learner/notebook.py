@@ -4,6 +4,10 @@
 '# Puzzle N: your code' (or in each of the cells 'part 1 of M' ... 'part M of M', where a puzzle's
 code is split into parts), so there is no need to save the notebook first. `answer_key(N)` imports
 puzzle N's bundled answer key, for the cells that build on an earlier puzzle.
+
+A puzzle that builds on an earlier step (9 on 9a, 10 on 10b) starts with `load_step("9a")`, which runs
+your graded code of that step, saved in its notebook, here; `check(9)` grades your code of 9 with it
+(or with the step's graded cells, where you ran them in this notebook).
 """
 
 from __future__ import annotations
@@ -43,6 +47,52 @@ def setup() -> str:
         "Everything works, only slower; speed is not graded."
     )
     return "cpu"
+
+
+_LOADED_STEPS: dict[str, tuple[str, str]] = {}  # step -> (its code, how to name it), as load_step ran it
+
+
+def load_step(number: int | str) -> None:
+    """Run your graded code of step `number`, saved in its notebook, in this notebook: its functions and
+    kernels become names here, and check() of the puzzle that builds on it grades your code with it."""
+    import inspect
+
+    step = get_puzzle(number)
+    code = notebook_code(step.notebook, step.number)
+    folder = Path(tempfile.mkdtemp(prefix="checks-step-"))  # Triton compiles a kernel from its file
+    path = folder / f"{step.stem}_graded_cell.py"
+    path.write_text(code, encoding="utf-8")
+    module = load_module(path, f"step_{step.label}")
+    namespace = _user_namespace() or inspect.stack()[1].frame.f_globals
+    namespace.update({key: value for key, value in vars(module).items() if not key.startswith("__")})
+    label = f"your step {step.number} code in {shown(step.notebook)}"
+    _LOADED_STEPS[step.number] = (code, label)
+    print(f"Loaded {label}: {', '.join(step.defines)} and its kernels are defined here.")
+    if "FILL ME IN" in code:
+        print(
+            f"It still has FILL ME IN parts: solve step {step.number} in its notebook, save it (check "
+            f"{step.literal} passes), then run this cell again."
+        )
+
+
+def _user_namespace() -> dict[str, Any] | None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return shell.user_ns if shell is not None else None
+
+
+def earlier_code(puzzle: Puzzle) -> tuple[str, str] | None:
+    """The code of the step `puzzle` builds on as this notebook has it: the step's graded cells where they ran
+    here, else what load_step loaded; None otherwise (the grader then reads the step's saved notebook)."""
+    if puzzle.builds_on is None:
+        return None
+    ran = _ran_cells(puzzle.builds_on)
+    if ran:
+        return as_module(ran), f"your step {puzzle.builds_on} code as last run in this notebook"
+    return _LOADED_STEPS.get(puzzle.builds_on)
 
 
 _PART = re.compile(r"\bpart\s+(\d+)\s+of\s+(\d+)", re.IGNORECASE)  # in a graded cell's first line
@@ -104,6 +154,7 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
             timeout=timeout,
             seed=seed,
             source=source,
+            earlier=earlier_code(puzzle),
             artifacts=Path(pictures),
             progress=V.progress_printer(number, puzzle.title),
         )
