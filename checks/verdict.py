@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ class Verdict:
     seconds: float = 0.0
     rule: str = ""  # what rejected it: a rule of checks/engine/rulebook.py, "raised", "speed_bar", or the status
     map_case: int | None = None  # the CPU case whose access map shows why a rule on memory accesses failed
+    file: str = ""  # the file graded, as commands name it (FILE=...); "" for the puzzle's notebook
 
     @property
     def passed(self) -> bool:
@@ -61,6 +63,16 @@ class Verdict:
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         cases = [CaseResult(**c) for c in data.pop("cases", [])]
         return cls(cases=cases, **data)
+
+
+def make_command(target: str, puzzle: int | str, file: str = "", args: str = "") -> str:
+    """A make command that repeats the learner's own PUZZLE and FILE: `make check PUZZLE=1 FILE=p1.py ARGS='...'`."""
+    words = [f"make {target} PUZZLE={puzzle}"]
+    if file:
+        words.append(f"FILE={shlex.quote(file)}")
+    if args:
+        words.append(f"ARGS='{args}'")
+    return " ".join(words)
 
 
 def header(puzzle: int, title: str, mode: str, device: str) -> str:
@@ -141,8 +153,9 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     }.get(v.status, "NOT GRADED")
     out.append(f"{word}: {v.summary}")
     if v.seed is not None and not v.passed and v.cases:
+        again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}")
         out.append(
-            f"(inputs drawn with seed {v.seed}: to check again on the same inputs, add --seed {v.seed} in a "
+            f"(inputs drawn with seed {v.seed}: to check again on the same inputs, run {again} in a "
             f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
         )
     return "\n".join(out)

@@ -154,7 +154,9 @@ def test_a_terminal_failure_says_how_to_get_the_picture(tmp_path, monkeypatch, c
     submission.write_text(TAIL_BUG_SOURCE, encoding="utf-8")
     assert cli.main(["1", "--file", str(submission), "--timeout", "60", "--seed", "5"]) == 1
     out = capsys.readouterr().out
-    assert "--seed 5 --picture where.png" in out and "make check PUZZLE=1" in out
+    # every command it suggests grades the same file again, not the notebook
+    assert f"make check PUZZLE=1 FILE={submission} ARGS='--seed 5 --picture where.png'" in out
+    assert f"run make check PUZZLE=1 FILE={submission} ARGS='--seed 5'" in out
     assert "check(1, seed=5)" in out  # the seed footer names the notebook form too
 
 

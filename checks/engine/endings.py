@@ -30,7 +30,7 @@ def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
         v.summary = f"Your code does not define {names}: keep the function name from the stub."
 
 
-def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: float) -> None:
+def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: float, file: str = "") -> None:
     """The grading process ran out of time, died, or exited before its report was complete."""
     current = stream.started
     where = (
@@ -44,7 +44,7 @@ def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: flo
             f"Your code ran past the {timeout:.0f} s time limit{where}: look for a loop whose bound never "
             "changes or is far too large (a `while` in a kernel, a grid of the wrong size); if it is only "
             "slow (autotuning many configs compiles each one), give it longer with --timeout "
-            "(make check ARGS='--timeout 300')."
+            f"({V.make_command('check', v.puzzle, file, '--timeout 300')})."
         )
         return
     v.status = V.CRASHED
