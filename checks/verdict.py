@@ -108,8 +108,16 @@ def puzzle_literal(puzzle: int | str) -> str:
     return str(puzzle) if str(puzzle).isdigit() else f'"{puzzle}"'
 
 
+OVERFLOW = (
+    "exp overflowed to inf: subtract the row max first (exp(x) is inf for x above about 88.7 in float32 and "
+    "11.1 in float16; after the max is subtracted every exponent is <= 0)."
+)
+
+
 def explain_printed(printed: str) -> list[str]:
     """A sentence for the warnings a learner cannot act on as printed."""
+    if "overflow encountered in exp" in printed:  # its inf then makes the NaN of any 'invalid value' warning
+        return [f"(The 'overflow' warning: {OVERFLOW})"]
     if "invalid value encountered" in printed:
         return [
             "(The 'invalid value' warning is a NaN made by arithmetic such as -inf - (-inf) or 0 * inf, usually "
@@ -138,7 +146,8 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     if failed and failed[0].printed:
         out.append(f"  What your code printed during case {failed[0].index + 1} (last lines):")
         out += [f"    | {line}" for line in failed[0].printed.rstrip().splitlines()[-15:]]
-        out += [f"  {line}" for line in explain_printed(failed[0].printed)]
+        said = "\n".join(failed[0].details)
+        out += [f"  {line}" for line in explain_printed(failed[0].printed) if OVERFLOW not in said]
     elif v.output.strip() and not v.passed:
         out.append("  What your code printed (last lines):")
         out += [f"    | {line}" for line in v.output.rstrip().splitlines()[-15:]]

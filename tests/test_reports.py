@@ -65,3 +65,72 @@ def test_failures_on_exactly_the_non_contiguous_cases_are_named():
     (line,) = verdicts.failure_pattern(params, [True, False, False, False, True])
     assert line.startswith("Every failing case has a non-contiguous input (layout=sliced or transposed)")
     assert "ignores the strides" in line
+
+
+# -- the shape of wrong values, from (yours, expected) alone
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from checks.engine.compare import compare, error_shapes  # noqa: E402
+
+ROWS = ("rows", "columns")
+
+
+def said(yours: torch.Tensor, expected: torch.Tensor, dims=ROWS, atol=1e-6, rtol=1e-4) -> str:
+    mismatch = compare("out", yours, expected, atol, rtol, dims)
+    assert mismatch is not None
+    return "\n".join(mismatch.lines)
+
+
+@pytest.fixture
+def expected() -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.rand(37, 45, dtype=torch.float64) + 0.1
+
+
+def test_swapped_axes_are_named(expected):
+    square = expected[:30, :30]
+    assert "with rows and columns swapped (transposed)" in said(square.T.contiguous(), square)
+    written_transposed = expected.T.contiguous().reshape(expected.shape)  # a (45, 37) answer stored row-major
+    assert "rows and columns swapped" in said(written_transposed, expected)
+
+
+def test_a_permutation_is_named(expected):
+    shuffled = expected.flatten()[torch.randperm(expected.numel())].reshape(expected.shape)
+    assert "exactly the expected values, in other places (a permutation)" in said(shuffled, expected)
+
+
+def test_a_constant_scale_factor_is_named():
+    torch.manual_seed(1)
+    o = torch.randn(2, 3, 16, 32, dtype=torch.float64)
+    text = said(o * 0.125, o, dims=("batch", "heads", "queries", "head dim"), atol=1e-2, rtol=1e-2)
+    assert "yours = 0.125 x expected (expected = 8 x yours)" in text and "sm_scale" in text
+
+
+def test_a_factor_per_row_is_a_wrong_normaliser(expected):
+    probabilities = expected / expected.sum(dim=1, keepdim=True)
+    padded = expected / (expected.sum(dim=1, keepdim=True) + 19.0)  # 19 extra terms of exp(0) in each sum
+    text = said(padded, probabilities)
+    assert "yours / expected is constant along columns and differs between rows" in text
+    assert "normaliser" in text and "masked lanes loaded as 0" in text
+    lines, ratio = error_shapes(padded, probabilities, 1e-6, 1e-4, ROWS)
+    assert ratio is not None and ratio.shape == padded.shape
+    assert torch.allclose(ratio[:, 0], ratio[:, -1]) and float(ratio[:, 0].std()) > 0
+
+
+def test_attention_rows_off_by_one_factor_each_are_named():
+    torch.manual_seed(2)
+    o = torch.randn(1, 2, 24, 16, dtype=torch.float64)
+    l_wrong = torch.rand(1, 2, 24, 1, dtype=torch.float64) + 0.5
+    lines, ratio = error_shapes(o / l_wrong, o, 1e-2, 1e-2, ("batch", "heads", "queries", "head dim"))
+    assert lines and "constant along head dim and differs between queries" in lines[0] and ratio is not None
+
+
+def test_noise_gets_no_shape(expected):
+    torch.manual_seed(3)
+    noisy = expected + 0.05 * torch.randn_like(expected)
+    assert error_shapes(noisy, expected, 1e-6, 1e-4, ROWS) == ([], None)
+    tail = expected.clone()
+    tail[:, -5:] += 1.0  # wrong at one edge only
+    assert error_shapes(tail, expected, 1e-6, 1e-4, ROWS) == ([], None)

@@ -117,7 +117,9 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
         (folder := part_workdir(workdir, index)).mkdir(exist_ok=True)
         job = replace(gpu_stage.job, interpret=True, cases=subset if len(subsets) > 1 else None)
         parts.append(
-            Stage(gpu_stage.puzzle, job, "interpreter", folder, first_failure=gpu_stage.first_failure, file=gpu_stage.file)
+            Stage(
+                gpu_stage.puzzle, job, "interpreter", folder, first_failure=gpu_stage.first_failure, file=gpu_stage.file
+            )
         )
     with ThreadPoolExecutor(max_workers=len(parts) + 1) as pool:
         runs = [pool.submit(part.run, limit) for part in parts]
