@@ -199,7 +199,10 @@ ACCESS_RULES = ("limits", "grouped_order", "causal_skipping", "parallel_over_que
 def map_advice(number: int | str, case: int = 0, file: str = "") -> str:
     command = V.make_command("map", number, file, f"--case {case}" if case else "")
     where = "" if file else f", or show({V.puzzle_literal(number)}{f', case={case}' if case else ''}) in the notebook"
-    return f"To see which program loaded what, draw the access map of case {case + 1}: {command}{where}, beside the answer key's."
+    return (
+        f"To see which program loaded what, draw the access map of case {case + 1}: {command}{where}, "
+        "beside the answer key's."
+    )
 
 
 # the tags that name what kind of input a case has come before shapes and sizes when looking for what

@@ -17,10 +17,10 @@ when they were passed by keyword). This module turns it into a PNG:
 Colours: right elements are light grey, wrong ones coloured by the size of the error, elements
 never written red, and elements written as NaN or inf purple (two different bugs: a store that
 misses, and arithmetic that blows up). When the report found one factor per row (`ratio`, yours /
-expected: a wrong normaliser), a second panel shows that ratio, constant along each row. Large outputs are shrunk by showing the worst element of
-each patch, so a single wrong element never disappears. A write past the end of an output
-(`kind: overhang`) is drawn as the tensor's elements in memory order, grey, followed by the
-elements past its end, orange where written.
+expected: a wrong normaliser), a second panel shows that ratio, constant along each row. Large
+outputs are shrunk by showing the worst element of each patch, so a single wrong element never
+disappears. A write past the end of an output (`kind: overhang`) is drawn as the tensor's elements
+in memory order, grey, followed by the elements past its end, orange where written.
 
 `python -m checks.learner.picture ERRORS.pt OUT.png` draws a saved file; the grader calls `save_png`.
 """
