@@ -169,7 +169,7 @@ def test_a_notebook_check_takes_a_seed(monkeypatch, capsys):
 
     monkeypatch.setattr(notebook, "grade", fake_grade)
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook.progress, "record", lambda verdict: True)
+    monkeypatch.setattr(notebook.progress, "record", lambda verdict, source="": True)
     notebook.check(1, seed=1234)
     assert seen["seed"] == 1234
 

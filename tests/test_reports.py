@@ -134,3 +134,79 @@ def test_noise_gets_no_shape(expected):
     tail = expected.clone()
     tail[:, -5:] += 1.0  # wrong at one edge only
     assert error_shapes(tail, expected, 1e-6, 1e-4, ROWS) == ([], None)
+
+
+# -- NaN notes and crashes
+
+
+def test_an_overflow_warning_is_named_instead_of_the_masked_row_note():
+    printed = (
+        "RuntimeWarning: overflow encountered in exp (interpreter.py, line 593)\n"
+        "RuntimeWarning: invalid value encountered in divide (interpreter.py, line 490)\n"
+    )
+    (note,) = V.explain_printed(printed)
+    assert "exp overflowed to inf: subtract the row max first" in note and "-inf - (-inf)" not in note
+    (masked,) = V.explain_printed("RuntimeWarning: invalid value encountered in subtract (interpreter.py, line 1)\n")
+    assert "-inf - (-inf)" in masked
+
+
+def test_a_crash_names_the_learners_own_line():
+    dump = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Current thread 0x00007f (most recent call first):\n"
+        '  File "/usr/lib/python3.12/ctypes/__init__.py", line 530 in string_at\n'
+        '  File "/home/me/p1_crash.py", line 17 in vector_add\n'
+        '  File "/course/checks/engine/observe.py", line 120 in observe\n'
+    )
+    frame = endings.learner_frame(dump, {"/home/me/p1_crash.py": "p1_crash.py"})
+    assert frame == " Your code was at p1_crash.py, line 17 (in vector_add) when it died."
+    assert endings.learner_frame(dump, {"/elsewhere.py": "x"}) == ""
+
+    class End:
+        timed_out, returncode, seconds, output = False, -11, 1.0, dump
+
+    class Stream:
+        started, machine = 0, {"mode": "interpreter"}
+
+    v = V.Verdict(1, V.FAILED, "")
+    endings.unfinished_verdict(v, End(), Stream(), 60.0, "", {"/home/me/p1_crash.py": "p1_crash.py"})
+    assert v.status == V.CRASHED and v.summary.endswith("at p1_crash.py, line 17 (in vector_add) when it died.")
+
+
+# -- end to end: real wrong kernels, graded only on the case that shows the point (a few seconds each)
+
+WRONG_KERNELS = [
+    ("5", "pad_with_zero", 0, "constant along columns and differs between rows"),
+    ("5", "no_max_subtraction", 2, "exp overflowed to inf: subtract the row max first"),
+    ("8", "missing_scale", 0, "with sm_scale = 1 instead of 0.125: sm_scale is left out"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("number", "kernel", "case", "named"), WRONG_KERNELS, ids=[k[1] for k in WRONG_KERNELS])
+def test_a_real_wrong_kernel_gets_its_error_named(number, kernel, case, named, tmp_path):
+    from checks.authoring.wrong import source_of
+    from checks.engine.grade import grade
+    from checks.registry import get_puzzle
+
+    puzzle = get_puzzle(number)
+    submission = tmp_path / f"{kernel}.py"
+    submission.write_text(source_of(puzzle, puzzle.wrong_dir / f"{kernel}.edit.yaml"), encoding="utf-8")
+    verdict = grade(puzzle, submission, cases=[case], timeout=120, time_it=False)
+    report = V.format_verdict(verdict, puzzle.title)
+    assert verdict.rule == "values" and named in report, report
+    assert "-inf - (-inf)" not in report
+
+
+@pytest.mark.slow
+def test_a_crash_in_the_learners_file_names_its_line(tmp_path):
+    from checks.engine.grade import grade
+    from checks.registry import get_puzzle
+
+    submission = tmp_path / "p1_crash.py"
+    submission.write_text(
+        "import ctypes\n\n\ndef vector_add(x, y):\n    return ctypes.string_at(0)  # the process dies with SIGSEGV\n",
+        encoding="utf-8",
+    )
+    verdict = grade(get_puzzle(1), submission, cases=[0], timeout=60, time_it=False)
+    assert verdict.status == V.CRASHED and "p1_crash.py, line 5 (in vector_add)" in verdict.summary, verdict.summary

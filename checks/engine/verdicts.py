@@ -123,7 +123,7 @@ class Stage:
         elif self.stopped_early:
             self.finished_verdict(v)
         elif end.timed_out or not self.stream.complete or (end.returncode != 0 and not self.stream.timings):
-            unfinished_verdict(v, end, self.stream, self.timeout, self.file)
+            unfinished_verdict(v, end, self.stream, self.timeout, self.file, self.job.names)
         else:
             self.finished_verdict(v)
         if not v.passed:
