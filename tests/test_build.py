@@ -283,3 +283,14 @@ def test_a_figure_of_another_baseline_appears_once_the_baseline_is_recorded(tmp_
     assert figures.markdown("unfused_vs_flash").startswith("![Attention forward")
     figures.draw(figure, timed, meta, tmp_path / "unfused.png")
     assert (tmp_path / "unfused.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_setup_notebook_links_every_notebook_in_course_order():
+    """JupyterLab's file browser lists 10_ before 10a_; the first notebook gives the course order instead."""
+    from checks.registry import load_puzzles
+
+    notebook = json.loads((ROOT / "notebooks" / "00_setup.ipynb").read_text(encoding="utf-8"))
+    text = "".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "markdown")
+    linked = re.findall(r"\]\((\d+[a-z]?_\w+\.ipynb)\)", text)
+    assert linked == [p.notebook.name for p in load_puzzles() if p.ready]
+    assert linked.index("10a_softmax_backward.ipynb") < linked.index("10_flash_attention_v2_bwd.ipynb")

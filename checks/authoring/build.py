@@ -12,6 +12,8 @@ source, fenced blocks become code cells, and the text between them markdown cell
     ```{check}     the check cell: check(N)
     ```{figure}    a markdown cell showing a figure of recorded GPU measurements (checks/authoring/figures.py);
                    the fence holds the figure's name
+    ```{course}    a markdown cell listing the notebooks in course order (puzzles.yaml), each a link, since
+                   a file browser sorts `10_` before `10a_`
 
 A line `<!-- cell -->` splits markdown into two cells. The figures are drawn into
 `notebooks/figures/` from `bench/`. With --check nothing is written; the exit status is 1 when a
@@ -90,7 +92,7 @@ def parse(text: str) -> list[tuple[str, str]]:
 
     while i < len(lines):
         match = _FENCE.match(lines[i])
-        if match and match.group(1) in ("python", "{setup}", "{stub}", "{check}", "{figure}"):
+        if match and match.group(1) in ("python", "{setup}", "{stub}", "{check}", "{figure}", "{course}"):
             flush()
             j = i + 1
             while j < len(lines) and lines[j].rstrip() != "```":
@@ -169,6 +171,8 @@ def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled:
             cells.append(_cell("code", check, cell_id, tags=["check"]))
         elif kind == "figure":
             cells.append(_cell("markdown", figures.markdown(text.strip()), cell_id))
+        elif kind == "course":
+            cells.append(_cell("markdown", course_order(), cell_id))
     return {
         "cells": cells,
         "metadata": {
@@ -178,6 +182,16 @@ def build_notebook(puzzle: Puzzle, source_text: str, solution_text: str, filled:
         "nbformat": 4,
         "nbformat_minor": 5,
     }
+
+
+def course_order() -> str:
+    """The notebooks in course order, from puzzles.yaml: a list of links (lettered steps before their puzzle)."""
+    rows = ["**The notebooks in course order** (a file browser sorts `10_` before `10a_`; this list does not):", ""]
+    for p in load_puzzles():
+        if p.ready:
+            kind = "Puzzle" if p.number.isdigit() else "Step"
+            rows.append(f"- [{kind} {p.number}: {p.title}]({p.notebook.name})")
+    return "\n".join(rows)
 
 
 def notebook_json(notebook: dict) -> str:
