@@ -58,6 +58,7 @@ def test_every_notebook_is_rendered_indexed_and_linked_in_course_order(tmp_path,
     assert "open" in out and "built from their sources" in out and "built from their sources" in index
 
 
+@pytest.mark.slow  # renders every page (about 20 s)
 @needs_nbconvert
 def test_a_learners_answer_never_reaches_the_pages(tmp_path, monkeypatch):
     """make html renders the sources, not the notebooks/ folder where the learner's answers are."""
