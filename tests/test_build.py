@@ -294,3 +294,16 @@ def test_the_setup_notebook_links_every_notebook_in_course_order():
     linked = re.findall(r"\]\((\d+[a-z]?_\w+\.ipynb)\)", text)
     assert linked == [p.notebook.name for p in load_puzzles() if p.ready]
     assert linked.index("10a_softmax_backward.ipynb") < linked.index("10_flash_attention_v2_bwd.ipynb")
+
+
+def test_a_learners_own_cells_are_kept_when_the_course_text_changed(learner_notebook, capsys):
+    path, fresh = learner_notebook
+    notebook = json.loads(fresh)
+    notebook["cells"][0]["source"] = "# an older lesson text"
+    notebook["cells"].append(
+        {"cell_type": "markdown", "id": "my-notes", "metadata": {}, "source": "my notes on masks"}
+    )  # fmt: skip
+    mine = build.notebook_json(notebook)  # no answer in the graded cell, but a cell of the learner's own
+    path.write_text(mine, encoding="utf-8")
+    assert build.drift().guarded == [path]
+    assert build.main([]) == 1 and path.read_text(encoding="utf-8") == mine

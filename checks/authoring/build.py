@@ -311,22 +311,28 @@ def drift(files: dict[Path, str] | None = None) -> Drift:
             found.learners.append(path)
             continue
         found.stale.append(path)
-        if _has_work(old, text if base is None else base):  # graded cells hold code the course did not commit
+        if _has_work(old, text, base):
             found.guarded.append(path)
     return found
 
 
-def _has_work(current: str, wanted: str) -> bool:
-    """Whether a notebook's graded cells hold other code than `wanted`'s (a learner's answer)."""
+def _has_work(current: str, wanted: str, committed_text: str | None) -> bool:
+    """Whether a notebook holds a learner's work that a rebuild would lose: graded cells with other code than
+    the committed version's (or, outside git, than the sources give), or cells of the learner's own (ids
+    that neither the sources nor the committed version have)."""
     try:
         old, new = json.loads(current), json.loads(wanted)
+        base = json.loads(committed_text) if committed_text is not None else new
     except json.JSONDecodeError:
         return False
 
     def graded(nb: dict) -> list[str]:
         return [_source(c) for c in nb.get("cells", []) if "stub" in c.get("metadata", {}).get("tags", [])]
 
-    return graded(old) != graded(new)
+    def ids(nb: dict) -> set[str]:
+        return {str(c.get("id")) for c in nb.get("cells", [])}
+
+    return graded(old) != graded(base) or bool(ids(old) - ids(new) - ids(base))
 
 
 def backup(path: Path) -> Path:
