@@ -58,8 +58,8 @@ map: env ## draw where your kernel reads and writes, beside the answer key: make
 solutions: env ## grade every answer key (must pass) and known-wrong kernel (must fail)
 	@$(PY) -m checks.instructor.solutions $(ARGS)
 
-notebooks: env ## regenerate notebooks/*.ipynb and the README table from their sources
-	@$(PY) -m checks.authoring.build
+notebooks: env ## regenerate notebooks/*.ipynb and the README table; keeps notebooks with your answers unless FORCE=1
+	@$(PY) -m checks.authoring.build $(if $(FORCE),--force)
 
 XDIST = $(shell $(DEV_PY) -c "import xdist" >/dev/null 2>&1 && echo "-n 2")
 RUFF = $(shell $(DEV_PY) -m ruff --version >/dev/null 2>&1 && echo yes)

@@ -124,7 +124,7 @@ def picture_advice(verdict: V.Verdict) -> str:
     flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture where.png"
     return (
         f"To see where the output is wrong, check again with {flags} "
-        f"(make check PUZZLE={verdict.puzzle} ARGS='{flags}') and open where.png."
+        f"({V.make_command('check', verdict.puzzle, verdict.file, flags)}) and open where.png."
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ class Verdict:
     seconds: float = 0.0
     rule: str = ""  # what rejected it: a rule of checks/engine/rulebook.py, "raised", "speed_bar", or the status
     map_case: int | None = None  # the CPU case whose access map shows why a rule on memory accesses failed
+    file: str = ""  # the file graded, as commands name it (FILE=...); "" for the puzzle's notebook
 
     @property
     def passed(self) -> bool:
@@ -61,6 +63,16 @@ class Verdict:
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         cases = [CaseResult(**c) for c in data.pop("cases", [])]
         return cls(cases=cases, **data)
+
+
+def make_command(target: str, puzzle: int | str, file: str = "", args: str = "") -> str:
+    """A make command that repeats the learner's own PUZZLE and FILE: `make check PUZZLE=1 FILE=p1.py ARGS='...'`."""
+    words = [f"make {target} PUZZLE={puzzle}"]
+    if file:
+        words.append(f"FILE={shlex.quote(file)}")
+    if args:
+        words.append(f"ARGS='{args}'")
+    return " ".join(words)
 
 
 def header(puzzle: int, title: str, mode: str, device: str) -> str:
@@ -96,8 +108,16 @@ def puzzle_literal(puzzle: int | str) -> str:
     return str(puzzle) if str(puzzle).isdigit() else f'"{puzzle}"'
 
 
+OVERFLOW = (
+    "exp overflowed to inf: subtract the row max first (exp(x) is inf for x above about 88.7 in float32 and "
+    "11.1 in float16; after the max is subtracted every exponent is <= 0)."
+)
+
+
 def explain_printed(printed: str) -> list[str]:
     """A sentence for the warnings a learner cannot act on as printed."""
+    if "overflow encountered in exp" in printed:  # its inf then makes the NaN of any 'invalid value' warning
+        return [f"(The 'overflow' warning: {OVERFLOW})"]
     if "invalid value encountered" in printed:
         return [
             "(The 'invalid value' warning is a NaN made by arithmetic such as -inf - (-inf) or 0 * inf, usually "
@@ -126,7 +146,8 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     if failed and failed[0].printed:
         out.append(f"  What your code printed during case {failed[0].index + 1} (last lines):")
         out += [f"    | {line}" for line in failed[0].printed.rstrip().splitlines()[-15:]]
-        out += [f"  {line}" for line in explain_printed(failed[0].printed)]
+        said = "\n".join(failed[0].details)
+        out += [f"  {line}" for line in explain_printed(failed[0].printed) if OVERFLOW not in said]
     elif v.output.strip() and not v.passed:
         out.append("  What your code printed (last lines):")
         out += [f"    | {line}" for line in v.output.rstrip().splitlines()[-15:]]
@@ -141,8 +162,9 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     }.get(v.status, "NOT GRADED")
     out.append(f"{word}: {v.summary}")
     if v.seed is not None and not v.passed and v.cases:
+        again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}")
         out.append(
-            f"(inputs drawn with seed {v.seed}: to check again on the same inputs, add --seed {v.seed} in a "
+            f"(inputs drawn with seed {v.seed}: to check again on the same inputs, run {again} in a "
             f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
         )
     return "\n".join(out)

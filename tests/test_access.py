@@ -296,3 +296,25 @@ def test_recording_example(tmp_path):
     data = torch.load(out, weights_only=True)
     log = AccessLog.from_dict(data["log"])
     assert log.per_element("x") == 1.0 and log.index("out") >= 0 and data["inputs"] == {"x": [3000], "y": [3000]}
+
+
+def test_panels_that_compare_share_one_colour_scale():
+    import numpy as np
+
+    """Read 3 times beside read 2 times must not both be the top colour of their own scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from checks.learner.maps import share_colour_scales
+
+    fig, axes = plt.subplots(2, 2, squeeze=False)
+    axes[0][0].imshow(np.full((4, 4), 3.0), vmin=0, vmax=3.0)  # yours: every element read 3 times
+    axes[0][1].imshow(np.full((4, 4), 2.0), vmin=0, vmax=2.0)  # the answer key: 2 times
+    axes[1][0].imshow(np.arange(16.0).reshape(4, 4))
+    axes[1][1].imshow(np.arange(4.0).reshape(2, 2))
+    share_colour_scales(axes)
+    assert axes[0][0].get_images()[0].get_clim() == axes[0][1].get_images()[0].get_clim() == (0, 3.0)
+    assert axes[1][0].get_images()[0].get_clim() == axes[1][1].get_images()[0].get_clim() == (0, 15.0)
+    plt.close(fig)

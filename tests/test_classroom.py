@@ -139,7 +139,7 @@ def test_the_terminal_shows_each_failure_and_advice_for_an_instructor(graded):
             assert rows[name]["summary"] in printed, name
     assert "ran past the 10 s time limit" in printed
     assert "make grade DIR=" in printed and 'ARGS="--timeout 300"' in printed
-    assert "make check ARGS" not in printed  # the learner's advice stays in the learner's report
+    assert "make check PUZZLE" not in printed  # the learner's advice stays in the learner's report
     assert "2 submission(s) were not graded because their grading process was tampered with" in printed
     assert "file(s) skipped because their names do not fit" in printed and classroom.NAMING in printed
     assert "doubled" not in printed.split("submissions passed.")[1]  # nobody handed in twice

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 from checks.learner import doctor
 from checks.registry import ROOT
 
@@ -84,3 +86,47 @@ def test_the_doctor_says_whether_a_warm_grader_is_kept(monkeypatch, tmp_path):
     assert "none running" in doctor.check_warm_grader().what
     monkeypatch.setenv("CHECKS_WARM", "0")
     assert "off (CHECKS_WARM=0)" in doctor.check_warm_grader().what
+
+
+def test_the_interpreters_int_of_an_array_note_is_filtered_where_it_is_made():
+    """numpy's deprecation note on int(array), made at each loop step inside Triton's interpreter, is
+    filtered for that module only: the same note from anywhere else still shows."""
+    import warnings
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    from checks.engine import environment
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the note is made by Triton's CPU interpreter")
+
+    @triton.jit
+    def _row_sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n, BLOCK):  # a loop bound the interpreter turns into an int
+            offs = start + tl.arange(0, BLOCK)
+            acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        tl.store(out_ptr, tl.sum(acc))
+
+    x, out = torch.ones(100), torch.empty(1)
+
+    def notes() -> list[warnings.WarningMessage]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if quiet:
+                environment.quiet_interpreter()
+            _row_sum_kernel[(1,)](x, out, x.numel(), BLOCK=16)
+            warnings.warn_explicit(environment.INTERPRETER_DEPRECATION, DeprecationWarning, "mine.py", 1, module="mine")
+        return [w for w in caught if environment.INTERPRETER_DEPRECATION in str(w.message)]
+
+    quiet = False
+    loud = notes()
+    if not any("interpreter" in w.filename for w in loud):
+        pytest.skip("this numpy does not make the note (numpy >= 2.4 refuses int(array); the shim handles it)")
+    quiet = True
+    assert [w.filename for w in notes()] == ["mine.py"]
+    assert float(out) == 100.0
+    pytest_settings = (ROOT / "pyproject.toml").read_text().split("[tool.pytest.ini_options]")[1]
+    assert f'"ignore:{environment.INTERPRETER_DEPRECATION}:DeprecationWarning:triton' in pytest_settings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,28 +17,80 @@ needs_nbconvert = pytest.mark.skipif(
     reason="rendering notebooks needs nbconvert, nbformat and latex2mathml (make env-dev)",
 )
 
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+def course_order() -> list[str]:
+    """The notebook stems in course order, from puzzles.yaml: the setup notebook, then every ready puzzle's."""
+    from checks.registry import load_puzzles
+
+    return ["00_setup"] + [p.notebook.stem for p in load_puzzles() if p.ready]
+
+
+def test_pages_come_in_course_order_from_puzzles_yaml():
+    stems = [path.stem for path, _ in html.course_notebooks()]
+    assert stems[: len(course_order())] == course_order()
+    assert (
+        stems.index("10a_softmax_backward")
+        < stems.index("10b_flash_attention_v2_bwd_dkdv")
+        < stems.index("10_flash_attention_v2_bwd")
+    )
 
 
 @needs_nbconvert
-def test_every_notebook_is_rendered_indexed_and_linked_to_the_next(tmp_path, capsys):
+def test_every_notebook_is_rendered_indexed_and_linked_in_course_order(tmp_path, capsys):
     assert html.main(["--out", str(tmp_path), "--no-figures"]) == 0
-    assert NOTEBOOKS
+    stems = [path.stem for path, _ in html.course_notebooks()]
     index = (tmp_path / "index.html").read_text(encoding="utf-8")
-    for i, nb in enumerate(NOTEBOOKS):
-        page = tmp_path / f"{nb.stem}.html"
+    links = re.findall(r'<li><a href="([^"]+)\.html">', index)
+    assert links == stems, "the index lists the notebooks in course order"
+    for i, stem in enumerate(stems):
+        page = tmp_path / f"{stem}.html"
         assert page.exists() and page.stat().st_size > 10_000, page
         text = page.read_text(encoding="utf-8")
-        assert html.title_of(nb) in text
-        assert f'href="{nb.stem}.html"' in index
         assert text.count('href="index.html"') == 2  # at the top and at the bottom
-        if i + 1 < len(NOTEBOOKS):
-            assert f'href="{NOTEBOOKS[i + 1].stem}.html">next: ' in text
+        if i + 1 < len(stems):
+            assert f'href="{stems[i + 1]}.html">next: ' in text
+        else:
+            assert "the last notebook" in text
+        if i > 0:
+            assert f'href="{stems[i - 1]}.html">&larr; previous: ' in text
         assert "cdnjs" not in text and "MathJax.Hub" not in text  # nothing fetched for the maths
-        if nb.stem != "reference":
+        if stem != "reference":
             assert 'href="reference.html"' in text and 'href="reference.ipynb"' not in text  # the link leads to a page
-    assert "open" in capsys.readouterr().out
     assert (tmp_path / "figures" / "memory_hierarchy.png").exists()  # the pages' pictures are beside them
+    out = capsys.readouterr().out
+    assert "open" in out and "built from their sources" in out and "built from their sources" in index
+
+
+@pytest.mark.slow  # renders every page (about 20 s)
+@needs_nbconvert
+def test_a_learners_answer_never_reaches_the_pages(tmp_path, monkeypatch):
+    """make html renders the sources, not the notebooks/ folder where the learner's answers are."""
+    import json
+
+    from checks.registry import get_puzzle
+
+    notebook = json.loads(get_puzzle(1).notebook.read_text(encoding="utf-8"))
+    for cell in notebook["cells"]:
+        if "stub" in cell["metadata"].get("tags", []):
+            cell["source"] = "# MY SECRET ANSWER\ndef vector_add(x, y):\n    return x\n"
+    mine = json.dumps(notebook)
+    working_copy = get_puzzle(1).notebook
+    real = html.course_notebooks()
+    read_text, read = Path.read_text, []
+
+    def learners_disk(self: Path, *args, **kwargs) -> str:  # notebooks/01_vector_add.ipynb holds an answer
+        if self.resolve() == working_copy.resolve():
+            read.append(self)
+            return mine
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", learners_disk)
+    monkeypatch.setattr("nbformat.read", lambda *a, **k: pytest.fail("make html read a notebook file"))
+    assert html.course_notebooks() == real
+    out = tmp_path / "out"
+    assert html.main(["--out", str(out), "--no-figures"]) == 0
+    assert "MY SECRET ANSWER" not in (out / "01_vector_add.html").read_text(encoding="utf-8")
+    assert not read, "make html read the working copy of a notebook"
 
 
 @needs_nbconvert
@@ -65,6 +118,7 @@ def test_without_figures_a_page_says_where_to_see_them(tmp_path):
     target, _ = html.render(notebook, tmp_path, html.exporter(), None, figures=False)
     text = target.read_text(encoding="utf-8")
     assert "Run this cell in Jupyter to see its figure." in text and "the last notebook" in text
+    assert "previous:" not in text
 
 
 def test_a_missing_nbconvert_is_explained(tmp_path, monkeypatch, capsys):

@@ -154,7 +154,9 @@ def test_a_terminal_failure_says_how_to_get_the_picture(tmp_path, monkeypatch, c
     submission.write_text(TAIL_BUG_SOURCE, encoding="utf-8")
     assert cli.main(["1", "--file", str(submission), "--timeout", "60", "--seed", "5"]) == 1
     out = capsys.readouterr().out
-    assert "--seed 5 --picture where.png" in out and "make check PUZZLE=1" in out
+    # every command it suggests grades the same file again, not the notebook
+    assert f"make check PUZZLE=1 FILE={submission} ARGS='--seed 5 --picture where.png'" in out
+    assert f"run make check PUZZLE=1 FILE={submission} ARGS='--seed 5'" in out
     assert "check(1, seed=5)" in out  # the seed footer names the notebook form too
 
 
@@ -167,7 +169,7 @@ def test_a_notebook_check_takes_a_seed(monkeypatch, capsys):
 
     monkeypatch.setattr(notebook, "grade", fake_grade)
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook.progress, "record", lambda verdict: True)
+    monkeypatch.setattr(notebook.progress, "record", lambda verdict, source="": True)
     notebook.check(1, seed=1234)
     assert seen["seed"] == 1234
 
@@ -215,3 +217,40 @@ def test_a_notebook_check_that_breaks_a_rule_on_memory_accesses_draws_the_access
     assert "grouped_order" in out or "grouped order" in out
     assert f"The access map is saved as {png}." in out and png.stat().st_size > 10_000
     assert "draw the access map of case" in out  # the advice names the case the map shows
+
+
+def test_never_written_and_nan_or_inf_are_told_apart():
+    """A store that misses and arithmetic that blows up are two bugs: two colours, two legend entries."""
+    bad = torch.zeros(8, 40, dtype=torch.bool)
+    bad[:, 32:] = True  # the last columns: 4 never written, 4 written as NaN or inf
+    unwritten = torch.zeros_like(bad)
+    unwritten[:, 32:36] = True
+    error = torch.zeros(8, 40, dtype=torch.float64)
+    error[:, 32:36] = float("nan")
+    error[:, 36:38] = float("nan")  # yours NaN
+    error[:, 38:] = float("inf")  # yours inf
+    data = {"error": error, "bad": bad, "unwritten": unwritten, "dims": ("rows", "columns"), "blocks": {}}
+    layout = picture.layout_for(data)
+    assert (layout.category[:, 32:36] == picture.UNWRITTEN).all()
+    assert (layout.category[:, 36:] == picture.NONFINITE).all()
+    labels = [h.get_label() for h in picture._legend(data, layout, {c: int((layout.category == c).sum()) for c in
+                                                                       picture.COLOURS})]  # fmt: skip
+    assert "never written (32)" in labels and "written as NaN or inf (32)" in labels
+    assert not any("never written, NaN" in label for label in labels)
+
+
+def test_a_wrong_normaliser_is_drawn_with_its_ratio(tmp_path):
+    torch.manual_seed(0)
+    x = torch.rand(37, 45, dtype=torch.float64)
+    expected = x / x.sum(dim=1, keepdim=True)
+    yours = x / (x.sum(dim=1, keepdim=True) + 19.0)
+    from checks.engine.compare import compare
+
+    mismatch = compare("out", yours, expected, 1e-9, 1e-4, ("rows", "columns"))
+    assert mismatch is not None and mismatch.ratio is not None
+    data = {"error": mismatch.error.float(), "bad": mismatch.bad, "unwritten": mismatch.unwritten,
+            "ratio": mismatch.ratio.float(), "dims": ("rows", "columns"), "blocks": {}}  # fmt: skip
+    fig = picture.figure(data)
+    assert len([a for a in fig.axes if a.get_label() != "<colorbar>"]) >= 2
+    assert any("yours / expected" in a.get_title(loc="left") for a in fig.axes)
+    assert picture.save_png(data, tmp_path / "ratio.png").stat().st_size > 10_000

@@ -135,3 +135,29 @@ def test_a_file_that_is_not_a_submission_is_a_usage_error_and_not_recorded(progr
     err = capsys.readouterr().err
     assert ".py" in err and ".ipynb" in err and err.strip().endswith(").")
     assert not progress_file.exists()
+
+
+@pytest.mark.parametrize("session", ["/home/me/course/notebooks/01_vector_add-Copy1.ipynb", "Untitled.ipynb"])
+def test_a_check_in_a_copy_of_the_notebook_records_which_file(progress_file, monkeypatch, capsys, session):
+    from checks.learner import notebook
+
+    monkeypatch.setenv("JPY_SESSION_NAME", session)
+    monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
+    monkeypatch.setattr(notebook, "_grade_warm", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
+    notebook.check(1)
+    name = Path(session).name
+    assert f"from {name} (not 01_vector_add.ipynb)" in capsys.readouterr().out
+    assert json.loads(progress_file.read_text())["puzzles"]["1"]["source"] == name
+    assert progress.main(["--file", str(progress_file)]) == 0
+    assert f"failed, from {name}" in capsys.readouterr().out
+
+
+def test_a_check_in_the_notebook_itself_records_no_file(progress_file, monkeypatch, capsys):
+    from checks.learner import notebook
+
+    monkeypatch.setenv("JPY_SESSION_NAME", str(ROOT / "notebooks" / "01_vector_add.ipynb"))
+    monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
+    monkeypatch.setattr(notebook, "_grade_warm", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
+    notebook.check(1)
+    assert "Recorded in" not in capsys.readouterr().out
+    assert json.loads(progress_file.read_text())["puzzles"]["1"]["source"] == ""

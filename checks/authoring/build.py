@@ -16,10 +16,22 @@ source, fenced blocks become code cells, and the text between them markdown cell
     ```{check}     the check cell: check(N)
     ```{figure}    a markdown cell showing a figure of recorded GPU measurements (checks/authoring/figures.py);
                    the fence holds the figure's name
+    ```{course}    a markdown cell listing the notebooks in course order (puzzles.yaml), each a link, since
+                   a file browser sorts `10_` before `10a_`
 
 A line `<!-- cell -->` splits markdown into two cells. The figures are drawn into
 `notebooks/figures/` from `bench/`. With --check nothing is written; the exit status is 1 when a
 generated file, or a figure, differs from what its sources give.
+
+A learner works in the notebooks themselves, so a notebook can differ from what its sources give
+in two ways, and the two are told apart (`drift`): the course's own text (a lesson cell, the
+check cell, cells added or removed), or only the learner's work (the code in graded cells, cell
+outputs, cells the learner added). The learner's work is never drift: --check notes it and passes,
+and a rebuild leaves such a notebook alone. When the course's text changed in a notebook that also
+holds the learner's work, the rebuild refuses to overwrite it unless given --force
+(`make notebooks FORCE=1`), and then first copies it to `build/notebook-backups/`. A notebook whose
+committed version (git HEAD) already differs from its sources is the course's drift whatever
+differs, so CI, which grades a clean checkout, still catches an answer committed in a graded cell.
 """
 
 from __future__ import annotations
@@ -28,7 +40,11 @@ import argparse
 import ast
 import json
 import re
+import shutil
+import subprocess
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks.authoring import figures
@@ -88,7 +104,7 @@ def parse(text: str) -> list[tuple[str, str]]:
 
     while i < len(lines):
         match = _FENCE.match(lines[i])
-        if match and match.group(1) in ("python", "{setup}", "{stub}", "{check}", "{figure}", "{earlier}"):
+        if match and match.group(1) in ("python", "{setup}", "{stub}", "{check}", "{figure}", "{earlier}", "{course}"):
             flush()
             j = i + 1
             while j < len(lines) and lines[j].rstrip() != "```":
@@ -182,6 +198,8 @@ def build_notebook(
             cells.append(_cell("code", check, cell_id, tags=["check"]))
         elif kind == "figure":
             cells.append(_cell("markdown", figures.markdown(text.strip()), cell_id))
+        elif kind == "course":
+            cells.append(_cell("markdown", course_order(), cell_id))
     return {
         "cells": cells,
         "metadata": {
@@ -209,6 +227,16 @@ def earlier_cell(puzzle: Puzzle, filled: bool) -> str:
     if filled:
         return answer_cell(step.solution.read_text(encoding="utf-8"), step.number)
     return EARLIER_CELL.format(number=step.number, notebook=f"notebooks/{step.notebook.name}", literal=puzzle.literal)
+
+
+def course_order() -> str:
+    """The notebooks in course order, from puzzles.yaml: a list of links (lettered steps before their puzzle)."""
+    rows = ["**The notebooks in course order** (a file browser sorts `10_` before `10a_`; this list does not):", ""]
+    for p in load_puzzles():
+        if p.ready:
+            kind = "Puzzle" if p.number.isdigit() else "Step"
+            rows.append(f"- [{kind} {p.number}: {p.title}]({p.notebook.name})")
+    return "\n".join(rows)
 
 
 def notebook_json(notebook: dict) -> str:
@@ -265,29 +293,165 @@ def generated() -> dict[Path, str]:
     return files
 
 
+BACKUPS = "build/notebook-backups"
+
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def course_view(notebook: dict, ids: set[str] | None = None) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """What the course owns in a notebook: each cell's kind, id, tags and source, the graded cells' source
+    left out (it is the learner's); with `ids`, only the cells whose id is one of them (the course's cells)."""
+    view = []
+    for cell in notebook.get("cells", []):
+        if ids is not None and cell.get("id") not in ids:
+            continue
+        tags = tuple(cell.get("metadata", {}).get("tags", []))
+        view.append((cell.get("cell_type", ""), str(cell.get("id")), "" if "stub" in tags else _source(cell), tags))
+    return view
+
+
+def learners_work_only(current: str, wanted: str) -> bool:
+    """Whether a notebook differs from what its sources give only by a learner's work: the graded cells'
+    code, outputs and execution counts, metadata, and cells the learner added."""
+    try:
+        old, new = json.loads(current), json.loads(wanted)
+    except json.JSONDecodeError:
+        return False
+    ids = {str(cell.get("id")) for cell in new.get("cells", [])}
+    return course_view(old, ids) == course_view(new)
+
+
+def committed(path: Path) -> str | None:
+    """The file's text in the last commit (git HEAD), or None outside a git checkout or for a new file."""
+    try:
+        done = subprocess.run(
+            ["git", "show", f"HEAD:{path.relative_to(ROOT).as_posix()}"],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return done.stdout.decode("utf-8", errors="replace") if done.returncode == 0 else None
+
+
+@dataclass
+class Drift:
+    """How the generated files stand against their sources."""
+
+    stale: list[Path] = field(default_factory=list)  # the course's text differs: to be rebuilt
+    learners: list[Path] = field(default_factory=list)  # only a learner's work differs: left alone
+    guarded: list[Path] = field(default_factory=list)  # stale, and also holding a learner's work
+
+
+def drift(files: dict[Path, str] | None = None) -> Drift:
+    """Sort every generated file that differs from its sources into the course's drift and a learner's work."""
+    found = Drift()
+    for path, text in (generated() if files is None else files).items():
+        old = path.read_text(encoding="utf-8") if path.exists() else None
+        if old is None or old == text:
+            if old is None:
+                found.stale.append(path)
+            continue
+        if path.suffix != ".ipynb":
+            found.stale.append(path)
+            continue
+        base = committed(path)
+        if learners_work_only(old, text) and base != old:  # a local change, so the learner's: not the course's
+            found.learners.append(path)
+            continue
+        found.stale.append(path)
+        if _has_work(old, text, base):
+            found.guarded.append(path)
+    return found
+
+
+def _has_work(current: str, wanted: str, committed_text: str | None) -> bool:
+    """Whether a notebook holds a learner's work that a rebuild would lose: graded cells with other code than
+    the committed version's (or, outside git, than the sources give), or cells of the learner's own (ids
+    that neither the sources nor the committed version have)."""
+    try:
+        old, new = json.loads(current), json.loads(wanted)
+        base = json.loads(committed_text) if committed_text is not None else new
+    except json.JSONDecodeError:
+        return False
+
+    def graded(nb: dict) -> list[str]:
+        return [_source(c) for c in nb.get("cells", []) if "stub" in c.get("metadata", {}).get("tags", [])]
+
+    def ids(nb: dict) -> set[str]:
+        return {str(c.get("id")) for c in nb.get("cells", [])}
+
+    return graded(old) != graded(base) or bool(ids(old) - ids(new) - ids(base))
+
+
+def backup(path: Path) -> Path:
+    """Copy a notebook to build/notebook-backups/ with the time in its name; returns the copy."""
+    folder = ROOT / BACKUPS
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}"
+    shutil.copy2(path, target)
+    return target
+
+
+def _names(paths: list[Path]) -> str:
+    return ", ".join(str(p.relative_to(ROOT)) for p in paths)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argparse.ArgumentParser(prog="python -m checks.authoring.build", description=__doc__.splitlines()[0])
     args.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
+    args.add_argument(
+        "--force",
+        action="store_true",
+        help="also rebuild notebooks that hold a learner's answers (each is first copied to build/notebook-backups/)",
+    )
     opts = args.parse_args(argv)
-    stale = []
-    for path, text in generated().items():
-        old = path.read_text(encoding="utf-8") if path.exists() else None
-        if old == text:
-            continue
-        stale.append(path.relative_to(ROOT))
-        if not opts.check:
-            path.write_text(text, encoding="utf-8")
-    stale += figures.stale() if opts.check else figures.write()
-    if opts.check and stale:
-        names = ", ".join(str(s) for s in stale)
+    files = generated()
+    found = drift(files)
+    if found.learners:
         print(
-            f"Generated files are out of date with their sources: {names}. Run `make notebooks` and commit.",
+            f"Your answers are in {_names(found.learners)} (graded cells, outputs or cells you added); "
+            "the course's own text there matches its sources, so nothing needs rebuilding and "
+            f"{'nothing was changed' if not opts.check else 'this is not drift'}."
+        )
+    if opts.check:
+        stale = found.stale + figures.stale()
+        if stale:
+            names = ", ".join(str(s.relative_to(ROOT)) if isinstance(s, Path) else s for s in stale)
+            advice = "Run `make notebooks` and commit."
+            if found.guarded:
+                advice = (
+                    f"{_names(found.guarded)} also hold answers in graded cells: `make notebooks` keeps them "
+                    "(it refuses to overwrite them); `make notebooks FORCE=1` rebuilds them after copying each "
+                    f"to {BACKUPS}/."
+                )
+            print(f"Generated files are out of date with their sources: {names}. {advice}", file=sys.stderr)
+            return 1
+        return 0
+    if found.guarded and not opts.force:
+        print(
+            f"Not rebuilt, to keep the answers in their graded cells: {_names(found.guarded)}. "
+            f"`make notebooks FORCE=1` rebuilds them too, after copying each to {BACKUPS}/ "
+            "(copy your answers back from there).",
             file=sys.stderr,
         )
-        return 1
-    if not opts.check:
-        print(f"{len(stale)} generated file(s) updated." if stale else "Generated files are up to date.")
-    return 0
+    written = []
+    for path in found.stale:
+        if path in found.guarded:
+            if not opts.force:
+                continue
+            print(f"Your version of {path.relative_to(ROOT)} is kept in {backup(path).relative_to(ROOT)}.")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(files[path], encoding="utf-8")
+        written.append(path)
+    written += figures.write()
+    print(f"{len(written)} generated file(s) updated." if written else "Generated files are up to date.")
+    return 1 if found.guarded and not opts.force else 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ submission on a GPU. The grader, in a process that never ran the learner's code,
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 from pathlib import Path
@@ -74,6 +75,7 @@ def observe_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    faulthandler.enable()  # a crash prints where each frame was, so the verdict can name the learner's line
     machine = None
     if len(args) == 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
         machine = detect(force_interpreter=args[3] == "interpreter")

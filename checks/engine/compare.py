@@ -1,4 +1,9 @@
-"""Compare an output with the reference and say, in words, where they differ."""
+"""Compare an output with the reference and say, in words, where they differ and what shape the error has.
+
+`error_shapes` recognises the common shapes of wrong values from (yours, expected) alone: the right
+values in the wrong places (swapped axes, a permutation), one constant factor everywhere (a scale applied
+twice or left out), and one factor per row (a normaliser with extra or missing terms).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ class Mismatch:
     lines: list[str]
     bad: torch.Tensor  # bool mask, the output's shape, on the CPU
     error: torch.Tensor  # |yours - expected| in float64, NaN where yours is NaN or unwritten
+    unwritten: torch.Tensor | None = None  # bool mask of the elements that still hold the poison
+    ratio: torch.Tensor | None = None  # yours / expected, when a factor per row is the clue (for the picture)
 
 
 def ranges(indices: list[int]) -> list[tuple[int, int]]:
@@ -134,6 +141,99 @@ def _wrong_lines(
     return headline, lines
 
 
+def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
+    return a.shape == b.shape and bool(((a - b).abs() <= atol + rtol * b.abs()).all())
+
+
+def _misplaced(y: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, dims: tuple[str, ...]) -> str:
+    """A sentence when yours holds the expected values in other places: two axes swapped, or any permutation."""
+    for a in range(e.dim()):
+        for b in range(a + 1, e.dim()):
+            if e.shape[a] == 1 or e.shape[b] == 1:
+                continue
+            swapped = e.transpose(a, b)
+            as_written = swapped.contiguous().reshape(e.shape)  # the transpose written out in row-major order
+            if _close(y, swapped, atol, rtol) or _close(y, as_written, atol, rtol):
+                names = f"{dims[a]} and {dims[b]}" if len(dims) == e.dim() else f"axes {a} and {b}"
+                return (
+                    f"Yours is the expected output with {names} swapped (transposed): the right values in the "
+                    "wrong places; check which index goes with which stride, in the loads and in the store."
+                )
+    if e.numel() > 1 and _close(y.flatten().sort().values, e.flatten().sort().values, atol, rtol):
+        return (
+            "Yours holds exactly the expected values, in other places (a permutation): the arithmetic is right; "
+            "check how the offsets map each element to its (row, column) in the loads and the store."
+        )
+    return ""
+
+
+def _spread(rtol: float) -> float:
+    """How far apart ratios may be and still count as one factor (rounding in the output's dtype)."""
+    return max(4.0 * rtol, 2e-3)
+
+
+def _one_factor(y: torch.Tensor, e: torch.Tensor, rtol: float) -> float | None:
+    """The factor c with yours = c * expected everywhere (where expected is not tiny), or None."""
+    big = e.abs() > 1e-3 * float(e.abs().max()) if e.numel() else e.bool()
+    if int(big.sum()) < 2 or not bool(torch.isfinite(y[big]).all()):
+        return None
+    ratio = y[big] / e[big]
+    c = float(ratio.median())
+    if c == 0 or not bool(((ratio - c).abs() <= _spread(rtol) * abs(c)).all()):
+        return None
+    return c
+
+
+def _row_factors(y: torch.Tensor, e: torch.Tensor, rtol: float) -> torch.Tensor | None:
+    """One factor per row (along the last dimension) with yours = factor * expected, when there is such a
+    factor for every row and they differ between rows; else None."""
+    if e.dim() < 2 or e.shape[-1] < 2 or e.numel() // e.shape[-1] < 2:
+        return None
+    rows_y, rows_e = y.reshape(-1, e.shape[-1]), e.reshape(-1, e.shape[-1])
+    top = rows_e.abs().amax(dim=1, keepdim=True)
+    big = rows_e.abs() > 1e-3 * top
+    if not bool(torch.isfinite(rows_y).all()) or not bool(big.sum(dim=1).ge(2).all()):
+        return None
+    ratio = torch.where(big, rows_y / torch.where(big, rows_e, torch.ones_like(rows_e)), torch.nan)
+    factor = ratio.nanmedian(dim=1).values
+    off = (ratio - factor[:, None]).abs() > _spread(rtol) * factor.abs()[:, None]
+    if bool((off & big).any()) or bool((factor == 0).any()):
+        return None
+    if float(factor.max() - factor.min()) <= _spread(rtol) * float(factor.abs().max()):
+        return None  # one factor for the whole output: `_one_factor` says it
+    return factor
+
+
+def error_shapes(
+    yours: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, dims: tuple[str, ...]
+) -> tuple[list[str], torch.Tensor | None]:
+    """Sentences naming the shape of the error, and yours / expected when a factor per row is the clue."""
+    y, e = yours.detach().cpu().double(), expected.detach().cpu().double()
+    if y.shape != e.shape or not bool(torch.isfinite(e).all()):
+        return [], None
+    misplaced = _misplaced(y, e, atol, rtol, dims)
+    if misplaced:
+        return [misplaced], None
+    c = _one_factor(y, e, rtol)
+    if c is not None and abs(c - 1.0) > 2 * _spread(rtol):
+        return [
+            f"Every element is off by the same factor: yours = {c:.4g} x expected (expected = {1 / c:.4g} x yours). "
+            "A constant scale is applied twice or left out (a scale such as sm_scale, or a log2(e) for exp2): "
+            "look for the one multiplication that is doubled or missing."
+        ], None
+    factors = _row_factors(y, e, rtol)
+    if factors is not None:
+        named = len(dims) == e.dim()
+        rows, along = (dims[-2], dims[-1]) if named else ("rows", "the last axis")
+        return [
+            f"yours / expected is constant along {along} and differs between {rows} (from "
+            f"{float(factors.min()):.4g} to {float(factors.max()):.4g}): each one is divided by a wrong normaliser, "
+            "a sum with extra or missing terms (masked lanes loaded as 0 and counted in the sum, or a block's sum "
+            "without the other blocks')."
+        ], y / torch.where(e == 0, torch.full_like(e, float("nan")), e)
+    return [], None
+
+
 def compare(
     name: str,
     yours: torch.Tensor,
@@ -153,9 +253,12 @@ def compare(
     bad = ~ok
     if not bool(bad.any()):
         return None
+    ratio = None
     if bool(unwritten.any()):
         headline, lines = _unwritten_lines(name, unwritten, bad, dims)
     else:
         headline, lines = _wrong_lines(name, yours_cpu, e, bad, atol, rtol, dims)
+        shapes, ratio = error_shapes(y, e, atol, rtol, dims)
+        lines = shapes + lines
     error = torch.where(unwritten, torch.full_like(error, float("nan")), error)
-    return Mismatch(headline, lines, bad, error)
+    return Mismatch(headline, lines, bad, error, unwritten, ratio)

@@ -10,8 +10,10 @@ from typing import Any
 
 import torch
 
+from checks import verdict as V
 from checks.engine.access_log import AccessLog
 from checks.engine.compare import Mismatch, compare
+from checks.engine.memory import is_poison
 from checks.engine.picture_data import launch_blocks, overhang_picture
 from checks.engine.rules import CaseContext, Problem
 
@@ -127,6 +129,48 @@ def compare_all(ctx: CaseContext, outputs: list[Any]) -> list[tuple[Any, Mismatc
     return pairs
 
 
+def overflowed(ctx: CaseContext, exp: Any) -> bool:
+    """Whether the learner's output holds NaN or inf where the reference is finite while every input is finite
+    (no -inf in the inputs made them): the mark of an exp that overflowed."""
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        return False
+    y, e = out.detach().cpu(), exp.value.detach().cpu()
+    if y.shape != e.shape or not bool((~torch.isfinite(y) & torch.isfinite(e) & ~is_poison(y)).any()):
+        return False
+    floats = [t for t in ctx.inputs.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    return all(bool(torch.isfinite(t).all()) for t in floats)
+
+
+def misscaled(ctx: CaseContext, exp: Any) -> str:
+    """A sentence when the learner's output is the reference computed with a scalar input (such as sm_scale)
+    left out (1) or applied twice (squared): a scale in the wrong place, which no factor on the output shows."""
+    from checks.puzzles import spec_module
+
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(exp.value.shape):
+        return ""
+    atol, rtol = ctx.puzzle.tolerance_for(exp.name)
+    yours = out.detach().cpu().double()
+    for name, value in ctx.inputs.items():
+        if not isinstance(value, float) or value in (0.0, 1.0):
+            continue
+        for other, how in ((1.0, "left out"), (value * value, "applied twice")):
+            again = spec_module(ctx.puzzle).reference({**ctx.inputs, name: other})
+            twin = next((e for e in again if e.name == exp.name), None)
+            if twin is None:
+                continue
+            e = twin.value.detach().cpu().double()
+            if bool(((yours - e).abs() <= atol + rtol * e.abs()).all()):
+                return (
+                    f"Yours is what the reference gives with {name} = {other:.4g} instead of {value:.4g}: "
+                    f"{name} is {how}; multiply by it exactly once, where the puzzle says."
+                )
+    return ""
+
+
 def values(ctx: CaseContext) -> Problem | None:
     """Every output matches the reference within its tolerance; the first wrong one is described."""
     mismatches = compare_all(ctx, ctx.outputs)
@@ -135,6 +179,10 @@ def values(ctx: CaseContext) -> Problem | None:
         return None
     exp, first = wrong[0]
     details = list(first.lines)
+    if overflowed(ctx, exp):
+        details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
+    elif scale := misscaled(ctx, exp):
+        details.insert(0, scale)
     if len(mismatches) > 1:
         others = [
             f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
@@ -151,6 +199,10 @@ def values(ctx: CaseContext) -> Problem | None:
         "headline": first.headline,
         "blocks": blocks,
     }
+    if first.unwritten is not None:
+        picture["unwritten"] = first.unwritten
+    if first.ratio is not None:
+        picture["ratio"] = first.ratio.float()
     return Problem("values", first.headline, details, picture)
 
 

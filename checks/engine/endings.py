@@ -7,6 +7,7 @@ when it ran out of time, died or exited before its report was complete.
 
 from __future__ import annotations
 
+import re
 import signal
 from typing import Any
 
@@ -36,7 +37,22 @@ def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
         v.summary = f"Your code does not define {names}: keep the function name from the stub."
 
 
-def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: float) -> None:
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)', re.MULTILINE)
+
+
+def learner_frame(output: str, names: dict[str, str]) -> str:
+    """The learner's innermost frame in a crash's stack dump (faulthandler, most recent call first):
+    ' Your code was at p1.py, line 12 (in vector_add) when it died.', or '' when none of its frames is there."""
+    for match in _FRAME.finditer(output):
+        label = names.get(match["path"])
+        if label is not None:
+            return f" Your code was at {label}, line {match['line']} (in {match['name']}) when it died."
+    return ""
+
+
+def unfinished_verdict(
+    v: V.Verdict, end: ChildEnd, stream: Stream, timeout: float, file: str = "", names: dict[str, str] | None = None
+) -> None:
     """The grading process ran out of time, died, or exited before its report was complete."""
     current = stream.started
     where = (
@@ -50,19 +66,20 @@ def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: flo
             f"Your code ran past the {timeout:.0f} s time limit{where}: look for a loop whose bound never "
             "changes or is far too large (a `while` in a kernel, a grid of the wrong size); if it is only "
             "slow (autotuning many configs compiles each one), give it longer with --timeout "
-            "(make check ARGS='--timeout 300')."
+            f"({V.make_command('check', v.puzzle, file, '--timeout 300')})."
         )
         return
     v.status = V.CRASHED
     code = end.returncode if end.returncode is not None else 0
     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    frame = learner_frame(end.output or "", names or {})
     failed = [c for c in v.cases if not c.passed]
     if failed:
         first = failed[0]
         v.summary = (
             f"The grading process died{where} ({how}), after {len(failed)} case(s) had already failed; "
             f"start with case {first.index + 1} ({first.description}): {first.problem}"
-        )
+        ) + frame
     elif code >= 0:
         v.summary = (
             f"Your code ended the grading process{where} ({how}) before it could give a verdict: "
@@ -77,4 +94,4 @@ def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: flo
         v.summary = (
             f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: "
             "check your masks, offsets and strides."
-        )
+        ) + frame

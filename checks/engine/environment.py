@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass
 
 NUMPY_PITFALL_TEXT = "only 0-dimensional arrays can be converted to Python scalars"
+# What numpy 2.x (before 2.4) says each time Triton's interpreter turns a one-element block into an int
+# (a loop bound, an index): once per loop step, so thousands in a test run, and never the learner's doing.
+# The same text is a filter in pyproject.toml's pytest settings.
+INTERPRETER_DEPRECATION = "Conversion of an array with ndim > 0 to a scalar is deprecated"
+INTERPRETER_MODULE = r"triton\.runtime\.interpreter"
+
+
+def quiet_interpreter() -> None:
+    """Ignore numpy's deprecation note about int(array) where Triton's interpreter makes it, and only there."""
+    warnings.filterwarnings(
+        "ignore", message=INTERPRETER_DEPRECATION, category=DeprecationWarning, module=INTERPRETER_MODULE
+    )
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -61,6 +74,7 @@ def detect(force_interpreter: bool = False) -> Machine:
             f"Triton is not installed ({exc}); run `make check`, which sets up a .venv with it.",
         )
     if interpret:
+        quiet_interpreter()
         machine = Machine(
             "interpreter", "cpu", "CPU (Triton interpreter)", torch.__version__, triton.__version__, numpy.__version__
         )

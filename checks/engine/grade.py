@@ -116,7 +116,8 @@ def grade(
         job = Job(puzzle.number, str(submission), names, seed, not gpu, cases, solution_file=key, earlier=after)
         limit = timeout or puzzle.timeout
         mode = "gpu" if gpu else "interpreter"
-        stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure=first_failure)
+        shown_file = str(shown(file)) if file is not None and not solution else ""
+        stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure, shown_file)
         if not gpu:
             return stage.run(limit)
         return with_interpreter_stage(stage, workdir, limit, progress)
@@ -135,7 +136,11 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     for index, subset in enumerate(subsets):
         (folder := part_workdir(workdir, index)).mkdir(exist_ok=True)
         job = replace(gpu_stage.job, interpret=True, cases=subset if len(subsets) > 1 else None)
-        parts.append(Stage(gpu_stage.puzzle, job, "interpreter", folder, first_failure=gpu_stage.first_failure))
+        parts.append(
+            Stage(
+                gpu_stage.puzzle, job, "interpreter", folder, first_failure=gpu_stage.first_failure, file=gpu_stage.file
+            )
+        )
     with ThreadPoolExecutor(max_workers=len(parts) + 1) as pool:
         runs = [pool.submit(part.run, limit) for part in parts]
         interpreted = pool.submit(lambda: merge_parts([run.result() for run in runs], params))

@@ -43,9 +43,11 @@ class Stage:
         artifacts: Path | None = None,
         progress: Progress | None = None,
         first_failure: bool = False,
+        file: str = "",
     ) -> None:
-        """`first_failure`: stop at the first failing case (known-wrong kernels, whose first failure is the point)."""
-        self.puzzle, self.job, self.workdir = puzzle, job, workdir
+        """`first_failure`: stop at the first failing case (known-wrong kernels, whose first failure is the point);
+        `file`: the file graded as the learner named it, repeated in every command the verdict suggests."""
+        self.puzzle, self.job, self.workdir, self.file = puzzle, job, workdir, file
         self.first_failure, self.stopped_early = first_failure, False
         cases = puzzle.cases["gpu" if mode == "gpu" else "cpu"]
         self.selection = job.cases if job.cases is not None else list(range(len(cases)))
@@ -110,6 +112,7 @@ class Stage:
             device=machine.get("device", ""),
             seed=self.job.seed,
             cases=self.results,
+            file=self.file,
             seconds=end.seconds,
         )
         why = self.stream.tampered or self.tampered
@@ -120,7 +123,7 @@ class Stage:
         elif self.stopped_early:
             self.finished_verdict(v)
         elif end.timed_out or not self.stream.complete or (end.returncode != 0 and not self.stream.timings):
-            unfinished_verdict(v, end, self.stream, self.timeout)
+            unfinished_verdict(v, end, self.stream, self.timeout, self.file, self.job.names)
         else:
             self.finished_verdict(v)
         if not v.passed:
@@ -171,7 +174,7 @@ class Stage:
                 v.details += failure_pattern(params, [r.passed for r in self.results])
             if first.rule in ACCESS_RULES and self.judge.device == "cpu":
                 v.map_case = first.index
-                v.details.append(map_advice(self.puzzle.number, first.index))
+                v.details.append(map_advice(self.puzzle.number, first.index, self.file))
             return
         if self.selection[0] == 0 and self.stream.kernels_off is None:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
@@ -204,19 +207,49 @@ class Stage:
 ACCESS_RULES = ("limits", "grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored")
 
 
-def map_advice(number: int | str, case: int = 0) -> str:
-    flag, arg = (f" ARGS='--case {case}'", f", case={case}") if case else ("", "")
+def map_advice(number: int | str, case: int = 0, file: str = "") -> str:
+    command = V.make_command("map", number, file, f"--case {case}" if case else "")
+    where = "" if file else f", or show({V.puzzle_literal(number)}{f', case={case}' if case else ''}) in the notebook"
     return (
-        f"To see which program loaded what, draw the access map of case {case + 1}: make map PUZZLE={number}{flag} "
-        f"(add FILE=... for a file), or show({V.puzzle_literal(number)}{arg}) in the notebook, beside the answer key's."
+        f"To see which program loaded what, draw the access map of case {case + 1}: {command}{where}, "
+        "beside the answer key's."
     )
 
 
+# the tags that name what kind of input a case has come before shapes and sizes when looking for what
+# separates the failing cases: "every failing case has fill=neg_inf" is a cause, a shape rarely is
+TAGS = ("layout", "layout_a", "layout_b", "fill", "causal")
+_SIZES = ("shape", "n", "M", "N", "K", "B", "H", "D")
+
+
+def _non_contiguous(case: dict[str, Any]) -> bool:
+    """Whether a case has an input that is a strided view (a `layout` tag other than the default)."""
+    return any(key.startswith("layout") and value not in (None, "contiguous") for key, value in case.items())
+
+
 def failure_pattern(params: list[dict[str, Any]], passed: list[bool]) -> list[str]:
-    """A line when one case parameter separates the failing cases from the passing ones."""
-    if all(passed) or not any(passed):
+    """A line when one case parameter separates the failing cases from the passing ones.
+
+    Only when several cases fail (one failing case is separated from the rest by any of its parameters, so
+    naming one would point the wrong way); the tags (layout, fill, causal) are tried before sizes, and a
+    failure on exactly the cases with a non-contiguous input is named as such.
+    """
+    if sum(not ok for ok in passed) < 2 or all(passed) or not any(passed):
         return []
-    for key in dict.fromkeys(k for p in params for k in p if k != "note"):
+    strided = [_non_contiguous(p) for p in params]
+    if all(s for s, ok in zip(strided, passed, strict=True) if not ok) and not any(
+        s for s, ok in zip(strided, passed, strict=True) if ok
+    ):
+        layouts = sorted({str(v) for p, ok in zip(params, passed, strict=True) if not ok for k, v in p.items()
+                          if k.startswith("layout")})  # fmt: skip
+        return [
+            f"Every failing case has a non-contiguous input (layout={' or '.join(layouts)}), and every case with "
+            "contiguous inputs passes: your kernel ignores the strides. Pass each tensor's strides "
+            "(x.stride(0), x.stride(1), ...) to the kernel and use them in every offset."
+        ]
+    keys = list(dict.fromkeys(k for p in params for k in p if k != "note"))
+    keys.sort(key=lambda k: 0 if k in TAGS else 2 if k in _SIZES else 1)
+    for key in keys:
         failing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if not ok}
         passing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if ok}
         if len(failing) == 1 and not failing & passing:

@@ -1,7 +1,10 @@
 """`make html` (`python -m checks.instructor.html [--out DIR] [--no-figures]`): the notebooks as web pages, offline.
 
-Renders every notebooks/*.ipynb to build/html/<name>.html with nbconvert and writes an index.html
-that lists them in course order. The pages work without a network and without Jupyter:
+Renders every course notebook to build/html/<name>.html with nbconvert and writes an index.html
+that lists them in course order (the setup notebook, then `puzzles.yaml`'s order, lettered steps
+before their puzzle). The notebooks are built from their sources (`notebooks/src/` and the answer
+keys' stubs, as `make notebooks` builds them), never read from `notebooks/`, where a learner's
+answers live: the pages can be published. The pages work without a network and without Jupyter:
 
 - maths ($...$ and $$...$$ in the lessons) is turned into MathML with latex2mathml when the page is
   written, which browsers draw themselves, so no MathJax is fetched from a CDN;
@@ -9,8 +12,8 @@ that lists them in course order. The pages work without a network and without Ju
   (`checks.instructor.html_figures`; never the graded cell or a check) and put under the cells that draw them;
   `--no-figures` leaves them out, and a page then says where to see them;
 - the pictures of `notebooks/figures/` (recorded measurements, diagrams) are copied beside the pages;
-- every page links back to the index and on to the next notebook; a link to another notebook
-  (`reference.ipynb`, which every lesson links to) leads to its page.
+- every page links back to the index, to the previous notebook and on to the next one; a link to another
+  notebook (`reference.ipynb`, which every lesson links to) leads to its page.
 
 Nothing else is executed, so the pages show the lessons and the stubs. Exit status: 0 when the
 pages were written, 1 when nbconvert is missing or a notebook cannot be rendered, 2 for a usage error.
@@ -30,7 +33,7 @@ from pathlib import Path
 from checks.registry import ROOT, load_puzzles
 
 DEFAULT_OUT = ROOT / "build" / "html"
-NOTEBOOKS = ROOT / "notebooks"
+FIGURES = ROOT / "notebooks" / "figures"  # recorded measurements and diagrams, no answers: copied beside the pages
 # nbconvert's lab template without the scripts it fetches from a CDN: MathJax (the maths is MathML
 # already), require.js and mermaid (for widgets and diagrams in cells, which the course does not use)
 TEMPLATE = "{%- extends 'lab/index.html.j2' -%}\n" + "".join(
@@ -41,6 +44,10 @@ _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.DOTALL)  # fenced blocks and cod
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.DOTALL)
 _INLINE = re.compile(r"(?<![\\$])\$(?!\s)((?:[^$\n]|\n(?!\s*\n))+?)(?<!\s)\$(?!\$)")  # may wrap a line
 _NOTEBOOK_LINK = re.compile(r'href="([\w.-]+)\.ipynb(#[^"]*)?"')  # a link to a notebook beside this one
+FROM_SOURCES = (
+    "The course notebooks, built from their sources (notebooks/src/ and the answer keys' stubs), "
+    "never from the notebooks/ folder where a learner's answers live: lessons and empty graded cells, no outputs."
+)
 NAV_STYLE = (
     "<style>.course-nav{font-family:system-ui,sans-serif;max-width:1100px;margin:0.6em auto;padding:0.4em 1em;"
     "display:flex;justify-content:space-between;gap:1em}.course-nav a{text-decoration:none}</style>"
@@ -72,27 +79,42 @@ def math_to_mathml(markdown: str) -> str:
     return "".join(parts)
 
 
-def navigation(index: str, following: tuple[str, str] | None) -> str:
-    """The bar at the top and bottom of a page: back to the index, on to the next notebook."""
+def navigation(index: str, following: tuple[str, str] | None, previous: tuple[str, str] | None = None) -> str:
+    """The bar at the top and bottom of a page: back to the index and the previous notebook, on to the next."""
     ahead = (
         f'<a href="{html.escape(following[0])}">next: {html.escape(following[1])} &rarr;</a>'
         if following
         else "<span>the last notebook</span>"
     )
-    return f'<nav class="course-nav"><a href="{html.escape(index)}">&larr; all notebooks</a>{ahead}</nav>'
+    back = f'<a href="{html.escape(previous[0])}">&larr; previous: {html.escape(previous[1])}</a>' if previous else ""
+    return f'<nav class="course-nav"><a href="{html.escape(index)}">&uarr; all notebooks</a>{back}{ahead}</nav>'
 
 
-def title_of(path: Path) -> str:
-    """The notebook's first markdown heading, or its file name."""
+def course_notebooks() -> list[tuple[Path, str]]:
+    """(path, text) of every course notebook as its sources give it, in course order (never the working copy)."""
+    from checks.authoring import build
+
+    return [(path, text) for path, text in build.generated().items() if path.suffix == ".ipynb"]
+
+
+def _read(notebook: Path | str):
+    """A notebook node from a path, or from a notebook's JSON text."""
     import nbformat
 
-    nb = nbformat.read(path, as_version=4)
+    if isinstance(notebook, Path):
+        return nbformat.read(notebook, as_version=4)
+    return nbformat.reads(notebook, as_version=4)
+
+
+def title_of(notebook: Path | str, name: str = "") -> str:
+    """The notebook's first markdown heading, or its file name (a path, or the notebook's text and its name)."""
+    nb = _read(notebook)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             match = re.search(r"^#\s+(.+)$", cell.source, re.MULTILINE)
             if match:
                 return match.group(1).strip()
-    return path.stem
+    return notebook.stem if isinstance(notebook, Path) else name
 
 
 def exporter():
@@ -103,13 +125,11 @@ def exporter():
     return HTMLExporter(extra_loaders=[DictLoader({"offline.html.j2": TEMPLATE})], template_file="offline.html.j2")
 
 
-def draw_figures(notebook: Path) -> tuple[dict[int, list[str]], str]:
-    """The lesson figures of one notebook (see `checks.instructor.html_figures`)."""
-    import nbformat
-
+def draw_figures(notebook: Path | str) -> tuple[dict[int, list[str]], str]:
+    """The lesson figures of one notebook, a path or its text (see `checks.instructor.html_figures`)."""
     from checks.instructor import html_figures as lesson_figures
 
-    return lesson_figures.draw(nbformat.read(notebook, as_version=4).cells)
+    return lesson_figures.draw(_read(notebook).cells)
 
 
 def render(
@@ -118,17 +138,20 @@ def render(
     exporter,
     following: tuple[str, str] | None = None,
     figures: bool | tuple[dict[int, list[str]], str] = True,
+    previous: tuple[str, str] | None = None,
+    text: str | None = None,
 ) -> tuple[Path, str]:
     """Write one page; returns it and a sentence when its figures could not be drawn.
 
-    `figures` is True (draw them now), False (leave them out) or what `draw_figures` returned.
+    `figures` is True (draw them now), False (leave them out) or what `draw_figures` returned; with
+    `text`, the page is drawn from that notebook JSON (the sources' version) and `notebook` only names it.
     """
     import nbformat
 
     from checks.instructor import html_figures as lesson_figures
 
-    nb = nbformat.read(notebook, as_version=4)
-    drawn, note = draw_figures(notebook) if figures is True else figures or ({}, "")
+    nb = _read(notebook if text is None else text)
+    drawn, note = draw_figures(notebook if text is None else text) if figures is True else figures or ({}, "")
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             cell.source = math_to_mathml(cell.source)
@@ -140,7 +163,7 @@ def render(
             ]
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
     body = _NOTEBOOK_LINK.sub(lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', body)
-    nav = navigation("index.html", following)
+    nav = navigation("index.html", following, previous)
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + "\n" + nav, body, count=1)
     body = body.replace("</body>", nav + "\n</body>", 1).replace("</head>", NAV_STYLE + "\n</head>", 1)
     target = out_dir / f"{notebook.stem}.html"
@@ -160,7 +183,7 @@ def index_page(entries: list[tuple[str, str]], planned: list[str]) -> str:
         "</head>",
         "<body>",
         "<h1>Triton puzzles: from vector add to FlashAttention-2</h1>",
-        "<p>The course notebooks, as committed (no outputs). To run them and check your answers, open them in "
+        f"<p>{html.escape(FROM_SOURCES)} To run them and check your answers, open them in "
         "Jupyter (<code>make lab</code>) and use <code>make check PUZZLE=N</code>.</p>",
         "<ul>",
         items,
@@ -193,32 +216,35 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
-    if not notebooks:
-        print(f"There are no notebooks in {NOTEBOOKS}: run `make notebooks` first.", file=sys.stderr)
-        return 1
+    course = course_notebooks()
+    notebooks = [path for path, _ in course]
+    texts = dict(course)
+    print(FROM_SOURCES, flush=True)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    if (NOTEBOOKS / "figures").is_dir():  # the lessons show them as figures/<name>.png
+    if FIGURES.is_dir():  # the lessons show them as figures/<name>.png
         shutil.copytree(
-            NOTEBOOKS / "figures", out / "figures", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.json")
+            FIGURES, out / "figures", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.json")
         )
     pages = exporter()
-    titles = [title_of(notebook) for notebook in notebooks]
+    titles = [title_of(texts[notebook], notebook.stem) for notebook in notebooks]
     drawn: dict[Path, tuple[dict[int, list[str]], str]] = {}
     if not args.no_figures:
         print("Drawing the lesson figures (running the lesson cells in Triton's interpreter)...", flush=True)
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # each runs in a child process
-            drawn = dict(zip(notebooks, pool.map(draw_figures, notebooks), strict=True))
+            drawn = dict(zip(notebooks, pool.map(draw_figures, [texts[n] for n in notebooks]), strict=True))
     entries = []
     for i, notebook in enumerate(notebooks):
         following = (f"{notebooks[i + 1].stem}.html", titles[i + 1]) if i + 1 < len(notebooks) else None
+        previous = (f"{notebooks[i - 1].stem}.html", titles[i - 1]) if i > 0 else None
         try:
-            target, note = render(notebook, out, pages, following, figures=drawn.get(notebook, False))
+            target, note = render(
+                notebook, out, pages, following, drawn.get(notebook, False), previous, text=texts[notebook]
+            )
         except Exception as exc:  # noqa: BLE001 - one unreadable notebook: say which, stop
             print(
-                f"Could not render {notebook.name} ({type(exc).__name__}: {exc}); regenerate it with "
-                "`make notebooks` and try again.",
+                f"Could not render {notebook.name} ({type(exc).__name__}: {exc}); check its source in "
+                "notebooks/src/ (`make notebooks` says what is wrong with it) and try again.",
                 file=sys.stderr,
             )
             return 1

@@ -370,8 +370,37 @@ def _safely(ax: Any, panel: Any, *args: Any) -> None:
                 fontsize=8, wrap=True)  # fmt: skip
 
 
+def share_colour_scales(axes: Any) -> None:
+    """Give the panels of each row (yours, the answer key's) one colour scale, so equal colours mean equal values.
+
+    Only images on a plain linear scale are joined (times read, launch order); colours that stand for
+    categories (which program wrote an element) are already the same for the same program.
+    """
+    from matplotlib.colors import Normalize
+
+    for row in axes:
+        images = [image for ax in row for image in ax.get_images() if type(image.norm) is Normalize]
+        limits = [image.get_clim() for image in images if None not in image.get_clim()]
+        if len(images) < 2 or not limits:
+            continue
+        low, high = min(lo for lo, _ in limits), max(hi for _, hi in limits)
+        for image in images:
+            image.set_clim(low, high)
+
+
 def draw(number: int | str, mine: dict[str, Any], key: dict[str, Any] | None, png: Path) -> Path:
     """Draw a recording (and the answer key's, beside it) into png; returns the path."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(number, mine, key)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png
+
+
+def figure(number: int | str, mine: dict[str, Any], key: dict[str, Any] | None) -> Any:
+    """The access map's figure: a recording's panels, and the answer key's beside them on the same colour scales."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -400,12 +429,10 @@ def draw(number: int | str, mine: dict[str, Any], key: dict[str, Any] | None, pn
             if kind == SOFTMAX:
                 _safely(axes[1][col], _reads_panel, log, _first_input(log), title)
     case = ", ".join(f"{k}={v}" for k, v in mine.get("case", {}).items() if k != "note")
+    share_colour_scales(axes)
     fig.suptitle(f"Puzzle {number}: where the kernels read and write\n({case})", fontsize=10)
     fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
-    return png
+    return fig
 
 
 # -- commands --------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim
+from checks.engine.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim, quiet_interpreter
 from checks.engine.grade import grade
 from checks.engine.prestart import check_folder, prestart_spare
 from checks.engine.source import as_module, graded_cells, load_module, notebook_code
@@ -37,6 +37,7 @@ def setup() -> str:
         return "cuda"
     os.environ["TRITON_INTERPRET"] = "1"
     autotune_without_benchmarks()
+    quiet_interpreter()
     import numpy
     import triton
 
@@ -163,7 +164,35 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
             _show_picture(verdict, picture_folder(puzzle) / f"{puzzle.stem}.png")
     if verdict.map_case is not None:
         _show_map(puzzle, verdict.map_case)
-    progress.record(verdict)
+    origin = copy_name(puzzle)
+    if progress.record(verdict, source=origin) and origin:
+        print(
+            f"Recorded in `make progress` as puzzle {puzzle.number}'s last verdict, from {origin} "
+            f"(not {puzzle.notebook.name}); a check in {puzzle.notebook.name} records the notebook's again."
+        )
+
+
+def this_notebook() -> Path | None:
+    """The notebook this kernel runs for, as Jupyter names it (JPY_SESSION_NAME, or IPython's __session__)."""
+    name = os.environ.get("JPY_SESSION_NAME", "")
+    if not name:
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            name = str(shell.user_ns.get("__session__", "")) if shell is not None else ""
+        except ImportError:
+            name = ""
+    return Path(name) if name.endswith(".ipynb") else None
+
+
+def copy_name(puzzle: Puzzle) -> str:
+    """'' when check() runs in the puzzle's own notebook (or that cannot be told), else the notebook's name."""
+    here = this_notebook()
+    if here is None:
+        return ""
+    same = here.resolve() == puzzle.notebook.resolve() if here.is_absolute() else here.name == puzzle.notebook.name
+    return "" if same else here.name
 
 
 def _grade_warm(puzzle: Puzzle, **options: Any) -> V.Verdict:

@@ -14,11 +14,13 @@ when they were passed by keyword). This module turns it into a PNG:
   element, with BLOCK_M along its rows (the last dimension, such as an attention head's, is
   handled whole by one program).
 
-Colours: right elements are light grey, wrong ones coloured by the size of the error, and
-elements never written (or NaN/inf) red. Large outputs are shrunk by showing the worst element of
-each patch, so a single wrong element never disappears. A write past the end of an output
-(`kind: overhang`) is drawn as the tensor's elements in memory order, grey, followed by the
-elements past its end, orange where written.
+Colours: right elements are light grey, wrong ones coloured by the size of the error, elements
+never written red, and elements written as NaN or inf purple (two different bugs: a store that
+misses, and arithmetic that blows up). When the report found one factor per row (`ratio`, yours /
+expected: a wrong normaliser), a second panel shows that ratio, constant along each row. Large
+outputs are shrunk by showing the worst element of each patch, so a single wrong element never
+disappears. A write past the end of an output (`kind: overhang`) is drawn as the tensor's elements
+in memory order, grey, followed by the elements past its end, orange where written.
 
 `python -m checks.learner.picture ERRORS.pt OUT.png` draws a saved file; the grader calls `save_png`.
 """
@@ -34,8 +36,15 @@ from typing import Any
 
 import numpy as np
 
-PAST_END, RIGHT, WRONG, UNWRITTEN, OUTSIDE = 0, 1, 2, 3, 4  # categories; a larger one wins when cells are merged
-COLOURS = {PAST_END: "#ffffff", RIGHT: "#e4e4e4", WRONG: "#35b779", UNWRITTEN: "#d62728", OUTSIDE: "#ff7f0e"}
+PAST_END, RIGHT, WRONG, UNWRITTEN, OUTSIDE, NONFINITE = 0, 1, 2, 3, 4, 5  # categories; a larger one wins when merged
+COLOURS = {
+    PAST_END: "#ffffff",
+    RIGHT: "#e4e4e4",
+    WRONG: "#35b779",
+    UNWRITTEN: "#d62728",
+    OUTSIDE: "#ff7f0e",
+    NONFINITE: "#9467bd",
+}
 MAX_ROWS, MAX_COLS = 256, 512  # cells drawn at most; larger outputs are shrunk patch by patch
 MAX_GRID_LINES = 128  # a block grid finer than this would hide the picture, so it is left out
 MAX_RINGS = 40  # when only this many cells are wrong, each gets a ring around it
@@ -63,9 +72,11 @@ def load(path: Path | str) -> dict[str, Any]:
 
 
 def _categories(error: np.ndarray, bad: np.ndarray) -> np.ndarray:
+    """RIGHT, WRONG, UNWRITTEN (error NaN) or NONFINITE (error inf: a NaN or inf was written; see `layout_for`)."""
     category = np.full(error.shape, RIGHT, dtype=np.int8)
     category[bad] = WRONG
-    category[bad & ~np.isfinite(error)] = UNWRITTEN
+    category[bad & np.isnan(error)] = UNWRITTEN
+    category[bad & np.isinf(error)] = NONFINITE
     return category
 
 
@@ -143,6 +154,9 @@ def layout_for(data: dict[str, Any]) -> Layout:
         return fold_overhang(int(data["size"]), list(data.get("spans") or []), blocks.get("BLOCK_SIZE"))
     error = np.asarray(_numpy(data["error"]), dtype=float)
     bad = np.asarray(_numpy(data["bad"]), dtype=bool)
+    if data.get("unwritten") is not None:  # NaN: never written; inf: written as NaN or inf
+        unwritten = np.asarray(_numpy(data["unwritten"]), dtype=bool)
+        error = np.where(unwritten, np.nan, np.where(np.isfinite(error), error, np.inf))
     dims = [str(d) for d in data.get("dims") or ()]
     dims += [f"dim {i}" for i in range(len(dims), error.ndim)]
     blocks = {str(k): int(v) for k, v in (data.get("blocks") or {}).items()}
@@ -201,15 +215,16 @@ def figure(data: dict[str, Any]):
     layout = layout_for(data)
     error, category, (fy, fx) = shrink(layout)
     rows, cols = layout.category.shape
-    counts = {c: int((layout.category == c).sum()) for c in (RIGHT, WRONG, UNWRITTEN, OUTSIDE)}
+    counts = {c: int((layout.category == c).sum()) for c in (RIGHT, WRONG, UNWRITTEN, OUTSIDE, NONFINITE)}
+    ratio = data.get("ratio")
 
     height = min(7.0, max(3.2, 2.4 + 4.0 * rows / max(cols, 1)))
-    fig = Figure(figsize=(10, height), dpi=100, layout="constrained")
+    fig = Figure(figsize=(10, height * (1.8 if ratio is not None else 1.0)), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    ax = fig.add_subplot(2, 1, 1) if ratio is not None else fig.add_subplot()
     extent = (0, cols, rows, 0)  # element coordinates, whatever the shrinking
-    base = ListedColormap([COLOURS[PAST_END], COLOURS[RIGHT], COLOURS[RIGHT], COLOURS[UNWRITTEN], COLOURS[OUTSIDE]])
-    ax.imshow(category, cmap=base, vmin=-0.5, vmax=4.5, extent=extent, aspect="auto", interpolation="nearest")
+    base = ListedColormap([COLOURS[k] for k in (PAST_END, RIGHT, RIGHT, UNWRITTEN, OUTSIDE, NONFINITE)])
+    ax.imshow(category, cmap=base, vmin=-0.5, vmax=5.5, extent=extent, aspect="auto", interpolation="nearest")
     shown = np.where(category == WRONG, error, np.nan)
     finite = shown[np.isfinite(shown)]
     if finite.size:
@@ -244,9 +259,30 @@ def figure(data: dict[str, Any]):
     ax.set_ylabel(layout.row_label)
 
     ax.set_title(_title(data, layout, fy, fx), fontsize=9, loc="left")
+    if ratio is not None:
+        _ratio_panel(fig, data, ratio)
     handles = _legend(data, layout, counts)
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
     return fig
+
+
+def _ratio_panel(fig, data: dict[str, Any], ratio: Any) -> None:
+    """yours / expected, drawn as the error map is (same slice and folding): constant along each row when a
+    normaliser is wrong."""
+    shown = layout_for({**data, "error": ratio, "unwritten": None})
+    values = np.where(np.isfinite(shown.error), shown.error, np.nan)
+    rows, cols = values.shape
+    ax = fig.add_subplot(2, 1, 2)
+    image = ax.imshow(
+        np.ma.masked_invalid(values), cmap="viridis", extent=(0, cols, rows, 0), aspect="auto", interpolation="nearest"
+    )
+    fig.colorbar(image, ax=ax, label="yours / expected", shrink=0.9)
+    _centred_ticks(ax.xaxis, cols)
+    _centred_ticks(ax.yaxis, rows)
+    ax.set_xlabel(shown.col_label)
+    ax.set_ylabel(shown.row_label)
+    ax.set_title("yours / expected: one colour per row is one wrong factor per row (a wrong normaliser)", fontsize=9,
+                 loc="left")  # fmt: skip
 
 
 def _title(data: dict[str, Any], layout: Layout, fy: int, fx: int) -> str:
@@ -276,7 +312,9 @@ def _legend(data: dict[str, Any], layout: Layout, counts: dict[int, int]) -> lis
     if counts[WRONG]:
         handles.append(Patch(color=COLOURS[WRONG], label=f"wrong value ({counts[WRONG]}; colour = size of the error)"))
     if counts[UNWRITTEN]:
-        handles.append(Patch(color=COLOURS[UNWRITTEN], label=f"never written, NaN or inf ({counts[UNWRITTEN]})"))
+        handles.append(Patch(color=COLOURS[UNWRITTEN], label=f"never written ({counts[UNWRITTEN]})"))
+    if counts[NONFINITE]:
+        handles.append(Patch(color=COLOURS[NONFINITE], label=f"written as NaN or inf ({counts[NONFINITE]})"))
     if (layout.category == PAST_END).any():
         handles.append(Patch(facecolor=COLOURS[PAST_END], edgecolor="#999999", label="past the end (no element)"))
     return handles

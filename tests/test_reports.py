@@ -1,0 +1,212 @@
+"""What a failing report says: commands that repeat the learner's own FILE, the case split, the named
+shapes of wrong values, and the notes on NaN and overflow. Unit tests on hand-made verdicts and tensors."""
+
+from __future__ import annotations
+
+from checks import verdict as V
+from checks.engine import endings, verdicts
+
+
+def test_a_make_command_repeats_puzzle_and_file():
+    assert V.make_command("check", 1) == "make check PUZZLE=1"
+    assert V.make_command("map", "10a", "my answers/p.py", "--case 2") == (
+        "make map PUZZLE=10a FILE='my answers/p.py' ARGS='--case 2'"
+    )
+
+
+def test_the_access_map_advice_carries_the_file():
+    advice = verdicts.map_advice(9, 3, "p9.py")
+    assert "make map PUZZLE=9 FILE=p9.py ARGS='--case 3'" in advice and "show(" not in advice
+    notebook = verdicts.map_advice(9, 0)
+    assert "make map PUZZLE=9," in notebook and "FILE" not in notebook and "show(9)" in notebook
+
+
+def test_a_timeout_suggests_more_time_for_the_same_file():
+    class End:
+        timed_out, returncode, seconds, output = True, None, 61.0, ""
+
+    class Stream:
+        started, machine = 0, {"mode": "interpreter"}
+
+    v = V.Verdict(5, V.FAILED, "")
+    endings.unfinished_verdict(v, End(), Stream(), 60.0, "p5.py")
+    assert v.status == V.TIMEOUT and "make check PUZZLE=5 FILE=p5.py ARGS='--timeout 300'" in v.summary
+
+
+def test_the_seed_footer_repeats_the_file():
+    v = V.Verdict(1, V.FAILED, "wrong", seed=7, file="p1.py", cases=[V.CaseResult(0, "n=3", False)])
+    assert "make check PUZZLE=1 FILE=p1.py ARGS='--seed 7'" in V.format_verdict(v)
+
+
+def test_one_failing_case_gets_no_case_split():
+    params = [{"shape": [37, 300]}, {"shape": [70, 45], "layout": "transposed"}, {"shape": [6, 1]}]
+    assert verdicts.failure_pattern(params, [True, False, True]) == []
+
+
+def test_the_case_split_names_a_tag_before_a_shape():
+    params = [
+        {"shape": [21, 513], "fill": "neg_inf"},
+        {"shape": [21, 513], "fill": "neg_inf", "layout": "sliced"},
+        {"shape": [37, 300]},
+        {"shape": [37, 300], "layout": "sliced"},
+    ]
+    (line,) = verdicts.failure_pattern(params, [False, False, True, True])
+    assert line.startswith("Every failing case has fill=neg_inf; all cases with fill=(default) pass")
+
+
+def test_failures_on_exactly_the_non_contiguous_cases_are_named():
+    params = [
+        {"shape": [37, 300]},
+        {"shape": [33, 200], "layout": "sliced"},
+        {"shape": [70, 45], "layout": "transposed"},
+        {"shape": [4, 9999], "layout": "transposed", "fill": "neg_inf"},
+        {"shape": [21, 513], "fill": "neg_inf"},
+    ]
+    (line,) = verdicts.failure_pattern(params, [True, False, False, False, True])
+    assert line.startswith("Every failing case has a non-contiguous input (layout=sliced or transposed)")
+    assert "ignores the strides" in line
+
+
+# -- the shape of wrong values, from (yours, expected) alone
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from checks.engine.compare import compare, error_shapes  # noqa: E402
+
+ROWS = ("rows", "columns")
+
+
+def said(yours: torch.Tensor, expected: torch.Tensor, dims=ROWS, atol=1e-6, rtol=1e-4) -> str:
+    mismatch = compare("out", yours, expected, atol, rtol, dims)
+    assert mismatch is not None
+    return "\n".join(mismatch.lines)
+
+
+@pytest.fixture
+def expected() -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.rand(37, 45, dtype=torch.float64) + 0.1
+
+
+def test_swapped_axes_are_named(expected):
+    square = expected[:30, :30]
+    assert "with rows and columns swapped (transposed)" in said(square.T.contiguous(), square)
+    written_transposed = expected.T.contiguous().reshape(expected.shape)  # a (45, 37) answer stored row-major
+    assert "rows and columns swapped" in said(written_transposed, expected)
+
+
+def test_a_permutation_is_named(expected):
+    shuffled = expected.flatten()[torch.randperm(expected.numel())].reshape(expected.shape)
+    assert "exactly the expected values, in other places (a permutation)" in said(shuffled, expected)
+
+
+def test_a_constant_scale_factor_is_named():
+    torch.manual_seed(1)
+    o = torch.randn(2, 3, 16, 32, dtype=torch.float64)
+    text = said(o * 0.125, o, dims=("batch", "heads", "queries", "head dim"), atol=1e-2, rtol=1e-2)
+    assert "yours = 0.125 x expected (expected = 8 x yours)" in text and "sm_scale" in text
+
+
+def test_a_factor_per_row_is_a_wrong_normaliser(expected):
+    probabilities = expected / expected.sum(dim=1, keepdim=True)
+    padded = expected / (expected.sum(dim=1, keepdim=True) + 19.0)  # 19 extra terms of exp(0) in each sum
+    text = said(padded, probabilities)
+    assert "yours / expected is constant along columns and differs between rows" in text
+    assert "normaliser" in text and "masked lanes loaded as 0" in text
+    lines, ratio = error_shapes(padded, probabilities, 1e-6, 1e-4, ROWS)
+    assert ratio is not None and ratio.shape == padded.shape
+    assert torch.allclose(ratio[:, 0], ratio[:, -1]) and float(ratio[:, 0].std()) > 0
+
+
+def test_attention_rows_off_by_one_factor_each_are_named():
+    torch.manual_seed(2)
+    o = torch.randn(1, 2, 24, 16, dtype=torch.float64)
+    l_wrong = torch.rand(1, 2, 24, 1, dtype=torch.float64) + 0.5
+    lines, ratio = error_shapes(o / l_wrong, o, 1e-2, 1e-2, ("batch", "heads", "queries", "head dim"))
+    assert lines and "constant along head dim and differs between queries" in lines[0] and ratio is not None
+
+
+def test_noise_gets_no_shape(expected):
+    torch.manual_seed(3)
+    noisy = expected + 0.05 * torch.randn_like(expected)
+    assert error_shapes(noisy, expected, 1e-6, 1e-4, ROWS) == ([], None)
+    tail = expected.clone()
+    tail[:, -5:] += 1.0  # wrong at one edge only
+    assert error_shapes(tail, expected, 1e-6, 1e-4, ROWS) == ([], None)
+
+
+# -- NaN notes and crashes
+
+
+def test_an_overflow_warning_is_named_instead_of_the_masked_row_note():
+    printed = (
+        "RuntimeWarning: overflow encountered in exp (interpreter.py, line 593)\n"
+        "RuntimeWarning: invalid value encountered in divide (interpreter.py, line 490)\n"
+    )
+    (note,) = V.explain_printed(printed)
+    assert "exp overflowed to inf: subtract the row max first" in note and "-inf - (-inf)" not in note
+    (masked,) = V.explain_printed("RuntimeWarning: invalid value encountered in subtract (interpreter.py, line 1)\n")
+    assert "-inf - (-inf)" in masked
+
+
+def test_a_crash_names_the_learners_own_line():
+    dump = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Current thread 0x00007f (most recent call first):\n"
+        '  File "/usr/lib/python3.12/ctypes/__init__.py", line 530 in string_at\n'
+        '  File "/home/me/p1_crash.py", line 17 in vector_add\n'
+        '  File "/course/checks/engine/observe.py", line 120 in observe\n'
+    )
+    frame = endings.learner_frame(dump, {"/home/me/p1_crash.py": "p1_crash.py"})
+    assert frame == " Your code was at p1_crash.py, line 17 (in vector_add) when it died."
+    assert endings.learner_frame(dump, {"/elsewhere.py": "x"}) == ""
+
+    class End:
+        timed_out, returncode, seconds, output = False, -11, 1.0, dump
+
+    class Stream:
+        started, machine = 0, {"mode": "interpreter"}
+
+    v = V.Verdict(1, V.FAILED, "")
+    endings.unfinished_verdict(v, End(), Stream(), 60.0, "", {"/home/me/p1_crash.py": "p1_crash.py"})
+    assert v.status == V.CRASHED and v.summary.endswith("at p1_crash.py, line 17 (in vector_add) when it died.")
+
+
+# -- end to end: real wrong kernels, graded only on the case that shows the point (a few seconds each)
+
+WRONG_KERNELS = [
+    ("5", "pad_with_zero", 0, "constant along columns and differs between rows"),
+    ("5", "no_max_subtraction", 2, "exp overflowed to inf: subtract the row max first"),
+    ("8", "missing_scale", 0, "with sm_scale = 1 instead of 0.125: sm_scale is left out"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("number", "kernel", "case", "named"), WRONG_KERNELS, ids=[k[1] for k in WRONG_KERNELS])
+def test_a_real_wrong_kernel_gets_its_error_named(number, kernel, case, named, tmp_path):
+    from checks.authoring.wrong import source_of
+    from checks.engine.grade import grade
+    from checks.registry import get_puzzle
+
+    puzzle = get_puzzle(number)
+    submission = tmp_path / f"{kernel}.py"
+    submission.write_text(source_of(puzzle, puzzle.wrong_dir / f"{kernel}.edit.yaml"), encoding="utf-8")
+    verdict = grade(puzzle, submission, cases=[case], timeout=120, time_it=False)
+    report = V.format_verdict(verdict, puzzle.title)
+    assert verdict.rule == "values" and named in report, report
+    assert "-inf - (-inf)" not in report
+
+
+@pytest.mark.slow
+def test_a_crash_in_the_learners_file_names_its_line(tmp_path):
+    from checks.engine.grade import grade
+    from checks.registry import get_puzzle
+
+    submission = tmp_path / "p1_crash.py"
+    submission.write_text(
+        "import ctypes\n\n\ndef vector_add(x, y):\n    return ctypes.string_at(0)  # the process dies with SIGSEGV\n",
+        encoding="utf-8",
+    )
+    verdict = grade(get_puzzle(1), submission, cases=[0], timeout=60, time_it=False)
+    assert verdict.status == V.CRASHED and "p1_crash.py, line 5 (in vector_add)" in verdict.summary, verdict.summary
