@@ -223,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     if FIGURES.is_dir():  # the lessons show them as figures/<name>.png
-        shutil.copytree(
-            FIGURES, out / "figures", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.json")
-        )
+        shutil.copytree(FIGURES, out / "figures", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.json"))
     pages = exporter()
     titles = [title_of(texts[notebook], notebook.stem) for notebook in notebooks]
     drawn: dict[Path, tuple[dict[int, list[str]], str]] = {}
