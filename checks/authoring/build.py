@@ -279,7 +279,6 @@ def generated() -> dict[Path, str]:
     """Every generated file and the text it should have."""
     files: dict[Path, str] = {
         ROOT / "notebooks" / "00_setup.ipynb": notebook_json(setup_notebook()),
-        ROOT / "notebooks" / REFERENCE_NOTEBOOK: notebook_json(reference_notebook()),
     }
     for p in load_puzzles():
         if not p.ready:
@@ -288,6 +287,7 @@ def generated() -> dict[Path, str]:
             p, p.notebook_source.read_text(encoding="utf-8"), p.solution.read_text(encoding="utf-8")
         )
         files[p.notebook] = notebook_json(notebook)
+    files[ROOT / "notebooks" / REFERENCE_NOTEBOOK] = notebook_json(reference_notebook())  # after the course
     readme = ROOT / "README.md"
     files[readme] = readme_text(readme.read_text(encoding="utf-8"))
     return files

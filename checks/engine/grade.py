@@ -51,6 +51,12 @@ def prepare(
     return module, {**names, str(path.resolve()): label}, path
 
 
+def graded_module(puzzle: Puzzle, file: Path, workdir: Path) -> tuple[Path, dict[str, str]]:
+    """The module a submission file is graded as (a notebook's graded cells, or the .py file), and how messages
+    name it; without the step it builds on, which the grading itself adds."""
+    return _submission(puzzle, file, False, workdir, None)
+
+
 def _submission(
     puzzle: Puzzle, file: Path | None, solution: bool, workdir: Path, source: tuple[str, str] | None
 ) -> tuple[Path, dict[str, str]]:

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import verdict as V
-from checks.engine.grade import grade, prepare
+from checks.engine.grade import grade, graded_module
 from checks.engine.prestart import PARTS_ENV
 from checks.engine.source import SubmissionError
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
@@ -199,7 +199,7 @@ def take_copy(submission: Submission) -> Copy:
         if submission.path.suffix != ".ipynb":
             return Copy(data=submission.path.read_bytes(), earlier=earlier)
         with tempfile.TemporaryDirectory(prefix="checks-notebook-") as tmp:
-            module, names = prepare(submission.puzzle, submission.path, False, Path(tmp))
+            module, names = graded_module(submission.puzzle, submission.path, Path(tmp))
             return Copy(source=(module.read_text(encoding="utf-8"), names[str(module)]), earlier=earlier)
     except SubmissionError as exc:
         return Copy(error=str(exc))
