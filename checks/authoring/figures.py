@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from checks.authoring import diagrams
 from checks.instructor.bench_report import Row, csv_record, read_csv
 from checks.registry import ROOT
 
@@ -257,6 +258,54 @@ FIGURES = (
         missing=_no_variant_run("the atomic-dQ variant", "10"),
         summary=lambda rows: _versus_answer_key("the atomic-dQ variant", rows),
     ),
+    *(
+        Figure(
+            name,
+            title,
+            "keys per head N",
+            tuple(
+                (
+                    f"batch {batch}, {heads}",
+                    (
+                        Line("answer key", puzzle, f"B={batch} H={heads}"),
+                        Line(torch_label, puzzle, f"B={batch} H={heads}", True, "--"),
+                    ),
+                )
+                for batch in (1, 16)
+            ),
+            f"GB/s of K and V read (each key and value once, in float16; D = 128) by the answer key and by {what}; "
+            "the dotted line is the device-to-device copy rate measured on the same GPU. The other baselines of the "
+            "same run (each SDPA backend that takes the shape, FlexAttention compiled) are in `bench/results.csv` "
+            "and `BENCHMARKS.md`.",
+            copy_peak=True,
+        )
+        for name, title, puzzle, heads, torch_label, what in (
+            (
+                "decoding_vs_sdpa",
+                "Flash decoding against SDPA",
+                "11",
+                "32",
+                "SDPA (default backend)",
+                "`scaled_dot_product_attention` with its default backend",
+            ),
+            (
+                "gqa_decoding_vs_sdpa",
+                "Grouped-query decoding against SDPA",
+                "12",
+                "32:8",
+                "SDPA, enable_gqa=True",
+                "`scaled_dot_product_attention(..., enable_gqa=True)` with its default backend",
+            ),
+            (
+                "paged_decoding_vs_gather",
+                "Paged decoding against gathering the pages",
+                "13",
+                "32:8",
+                "gather the pages, then SDPA",
+                "the naive way: copy every sequence's pages into one tensor, then SDPA",
+            ),
+        )
+    ),
 )
 
 FOLDER = ROOT / "notebooks" / "figures"
@@ -317,7 +366,13 @@ def caption(figure: Figure, meta: dict, rows: list[Row] | None = None) -> str:
 
 
 def markdown(name: str) -> str:
-    """The markdown cell that shows one figure, with its caption; or says that no run of it is recorded yet."""
+    """The markdown cell that shows one figure, with its caption; or says that no run of it is recorded yet.
+
+    A diagram (`checks.authoring.diagrams`) is shown the same way, always.
+    """
+    diagram = diagrams.by_name(name)
+    if diagram is not None:
+        return diagrams.markdown(diagram)
     figure = _figure(name)
     rows, meta = _bench()
     chosen = _rows(figure, rows)
@@ -438,11 +493,22 @@ def stale(folder: Path = FOLDER) -> list[str]:
             or entry.get("source") != source_hash(figure, rows, meta)
         ):
             found.append(_shown(png))
-    known = {f"{f.name}.png" for f in drawn}
+    diagram_source = _sha(diagrams.source_text())
+    for diagram in diagrams.DIAGRAMS:
+        png = folder / f"{diagram.name}.png"
+        entry = recorded.get(diagram.name, {})
+        if not png.exists() or entry.get("png") != _sha(png.read_bytes()) or entry.get("source") != diagram_source:
+            found.append(_shown(png))
+    known = {f"{name}.png" for name in _names(drawn)}
     found += [_shown(p) for p in sorted(folder.glob("*.png")) if p.name not in known]
-    if set(recorded) - {f.name for f in drawn}:
+    if set(recorded) - set(_names(drawn)):
         found.append(_shown(folder / MANIFEST))
     return found
+
+
+def _names(drawn: list[Figure]) -> list[str]:
+    """The PNGs the folder should hold: the figures with rows, and every diagram."""
+    return [f.name for f in drawn] + [d.name for d in diagrams.DIAGRAMS]
 
 
 def write(folder: Path = FOLDER) -> list[str]:
@@ -460,7 +526,15 @@ def write(folder: Path = FOLDER) -> list[str]:
             draw(figure, rows, meta, png)
             changed.append(_shown(png))
         manifest[figure.name] = {"source": source, "png": _sha(png.read_bytes())}
-    known = {f"{f.name}.png" for f in drawn}
+    diagram_source = _sha(diagrams.source_text())
+    for diagram in diagrams.DIAGRAMS:
+        png = folder / f"{diagram.name}.png"
+        entry = recorded.get(diagram.name, {})
+        if not png.exists() or entry.get("png") != _sha(png.read_bytes()) or entry.get("source") != diagram_source:
+            diagram.draw(png)
+            changed.append(_shown(png))
+        manifest[diagram.name] = {"source": diagram_source, "png": _sha(png.read_bytes())}
+    known = {f"{name}.png" for name in _names(drawn)}
     for extra in folder.glob("*.png"):
         if extra.name not in known:
             extra.unlink()

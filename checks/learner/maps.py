@@ -33,7 +33,7 @@ import numpy as np
 from checks.engine.access_log import LOAD, STORE, AccessLog, F
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
 
-ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION = "elementwise", "softmax", "matmul", "attention"
+ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION, DECODING = "elementwise", "softmax", "matmul", "attention", "decoding"
 QUERY_SIDE, KEY_SIDE = ("q", "do"), ("k", "v")
 QUERY_OWNERS, KEY_OWNERS = ("o", "dq"), ("dk", "dv")
 WAVE = 16  # programs drawn as the first wave of a matmul
@@ -349,6 +349,38 @@ def _attention_panel(ax: Any, kernel: str, image: np.ndarray, tiles: list, causa
     ax.set_ylabel("query row")
 
 
+def _decoding_panel(ax: Any, log: AccessLog, inputs: dict[str, Any], title: str) -> None:
+    """Decoding (11-13): per (batch, kv head), the program that loaded each of its keys (a split shows as bands)."""
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    from checks.engine.decoding_rules import reader_image
+
+    image, labels = reader_image(inputs, log)
+    shown = image.copy()
+    shown[shown < 0] = np.nan
+    programs = sorted({int(p) for p in image.flat if p >= 0})
+    index = {p: i for i, p in enumerate(programs)}
+    coloured = np.vectorize(lambda p: index.get(int(p), -1) if np.isfinite(p) else np.nan)(shown) if programs else shown
+    palette = [matplotlib_colour("tab20", i % 20) for i in range(max(1, len(programs)))]
+    cmap = ListedColormap(palette).with_extremes(bad="#f4f4f4")
+    norm = BoundaryNorm(np.arange(-0.5, max(1, len(programs)) + 0.5), max(1, len(programs)))
+    ax.imshow(coloured, cmap=cmap, norm=norm, interpolation="nearest", aspect="auto")
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xlabel("key index j (grey: never loaded)")
+    readers = len({(int(r[F["launch"]]), int(r[F["pid"]])) for r in log.records.numpy() if int(r[F["kind"]]) == LOAD})
+    ax.set_title(f"{title}: which program loaded each key, per (batch, kv head)\n"
+                 f"{len(programs)} programs loaded keys; {readers} loaded something", fontsize=9)  # fmt: skip
+
+
+def _case_inputs(number: int | str, case: dict[str, Any]) -> dict[str, Any]:
+    """A recording's inputs, drawn again as the recorder drew them (the map needs a paged cache's block_table)."""
+    from checks.engine.recording import draw_case
+
+    cases = get_puzzle(number).cases["cpu"]
+    index = next((i for i, c in enumerate(cases) if c == case), 0)
+    return draw_case(number, index)[1]
+
+
 def _cmap(name: str) -> Any:
     import matplotlib
 
@@ -388,6 +420,11 @@ def draw(number: int | str, mine: dict[str, Any], key: dict[str, Any] | None, pn
                     _safely(axes[row][col], _attention_panel, *found[row], causal, title)
                 else:
                     axes[row][col].set_axis_off()
+    elif kind == DECODING:
+        inputs = _case_inputs(number, mine.get("case", {}))
+        fig, axes = plt.subplots(1, len(sides), figsize=(6.2 * len(sides), 4.6), squeeze=False)
+        for col, (title, log) in enumerate(sides):
+            _safely(axes[0][col], _decoding_panel, log, inputs, title)
     else:
         per_side = 2 if kind == SOFTMAX else 1
         fig, axes = plt.subplots(per_side, len(sides), figsize=(6.2 * len(sides), 4.6 * per_side), squeeze=False)
