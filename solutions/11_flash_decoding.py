@@ -13,7 +13,6 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
 MIN_BLOCKS = 4  # key blocks per split, at least
 
@@ -122,7 +121,7 @@ def flash_decoding(
     o_part = torch.empty((B * H, num_splits, D), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((B * H, num_splits), dtype=torch.float32, device=q.device)
     _attn_decode_split[(num_splits, B * H)](
-        q, k, v, o_part, lse_part, sm_scale * 1.4426950408889634,
+        q, k, v, o_part, lse_part, sm_scale * 1.4426950408889634,  # qk_scale: sm_scale * log2(e)
         *q.stride(), *k.stride(), *v.stride(),
         H, N, split_size, num_splits, HEAD_DIM=D, BLOCK_N=BLOCK_N,
     )

@@ -13,7 +13,6 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
 MIN_BLOCKS = 4  # key blocks per split, at least
 
@@ -141,7 +140,8 @@ def paged_decoding(
     o_part = torch.empty((B * H_q, max_splits, D), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((B * H_q, max_splits), dtype=torch.float32, device=q.device)
     _attn_decode_split[(max_splits, B * H_kv)](
-        q, k_cache, v_cache, block_table, seq_lens, o_part, lse_part, sm_scale * 1.4426950408889634,
+        q, k_cache, v_cache, block_table, seq_lens, o_part, lse_part,
+        sm_scale * 1.4426950408889634,  # qk_scale: sm_scale * log2(e)
         *q.stride(), *k_cache.stride(), *v_cache.stride(), block_table.stride(0),
         H_kv, split_size, max_splits,
         PAGE_SIZE=page_size, GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,

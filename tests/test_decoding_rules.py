@@ -186,8 +186,20 @@ def test_the_split_key_reads_each_head_with_several_programs_and_no_split_does_n
 
 
 @pytest.mark.slow
-def test_the_paged_key_reads_only_live_slots_and_whole_blocks_do_not() -> None:
-    from tests.test_method_rules import problems, recorded
+def test_the_paged_key_reads_only_live_slots_and_whole_blocks_do_not(tmp_path) -> None:
+    from checks.engine.access_log import AccessLog
+    from checks.engine.decoding_rules import reader_image
+    from checks.learner.maps import draw
+    from tests.test_method_rules import _RECORDED, problems, recorded
 
-    assert problems(recorded(13, "key", 0)) == []
-    assert problems(recorded(13, "k_whole_last_block", 0)) == ["pages_in_table"]
+    key = recorded(13, "key", 0)
+    assert problems(key) == []
+    assert problems(recorded(13, "k_whole_last_block", 0))[:1] == ["pages_in_table"]  # and K read 1.04x
+    # the access map: sequence 0 (300 keys) is read by several programs, sequence 1 (45 keys) by one
+    image, reads, labels, ends = reader_image(key.inputs, AccessLog.from_dict(key.obs.access))
+    assert labels[:2] == ["b0 h0", "b0 h1"] and ends[:3] == [300, 300, 45] and len({p for p in image[0] if p >= 0}) > 1
+    seq1 = labels.index("b1 h0")
+    assert len({p for p in image[seq1][:45]}) == 1 and (image[seq1][48:] < 0).all()
+    assert (reads[seq1][:45] == 1).all() and (reads[seq1][45:] == 0).all(), "nothing past seq_lens is read"
+    png = draw(13, _RECORDED[(13, "key", 0)], _RECORDED[(13, "key", 0)], tmp_path / "map.png")
+    assert png.stat().st_size > 1000

@@ -17,7 +17,7 @@ these puzzles (map kind `decoding`, `checks.learner.maps`) draws it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -235,44 +235,60 @@ def _few(items: list[int], most: int = 6) -> str:
 
 
 # -- the access map ---------------------------------------------------------------------------------
-def reader_image(ctx_inputs: dict[str, Any], log: AccessLog) -> tuple[np.ndarray, list[str]]:
-    """(streams x keys image of the program that last loaded each key, -1 none; a label per stream) for the map.
+class KeyMap(NamedTuple):
+    """What the access map of a decoding puzzle draws, one row per (batch, kv head)."""
 
-    Programs are numbered in order of first appearance, per stream, so that a split shows as bands.
-    """
+    programs: np.ndarray  # (streams, keys): the launch-order pid of the program that last loaded each key; -1 none
+    reads: np.ndarray  # (streams, keys): times each key was loaded (the average over its D columns of K)
+    labels: list[str]  # "b0 h1" for each stream
+    ends: list[int]  # each stream's number of keys: in a paged cache, the slots past it hold no key of it
+
+
+def reader_image(ctx_inputs: dict[str, Any], log: AccessLog) -> KeyMap:
+    """The key map of a recording. In a paged cache a row covers every slot its row of block_table lists
+    (max_pages * page_size keys), so that loads past seq_lens show."""
     ctx = CaseContext(None, {}, ctx_inputs, [], [], None)  # type: ignore[arg-type]
     found = streams(ctx) or {}
     keys = sorted(found)
-    width = max(found.values(), default=1)
-    image = np.full((len(keys), width), -1.0)
     row_of = {s: i for i, s in enumerate(keys)}
+    labels, ends = [f"b{z} h{y}" for z, y in keys], [found[s] for s in keys]
     if ctx_inputs.get("k") is not None:
+        width = max(found.values(), default=1)
+        image, reads = np.full((len(keys), width), -1.0), np.zeros((len(keys), width))
         for row in rows_of(log, "k", (LOAD,)):
             for z in range(int(row[F["lo0"]]), int(row[F["hi0"]]) + 1):
                 for y in range(int(row[F["lo1"]]), int(row[F["hi1"]]) + 1):
                     if (z, y) in row_of:
                         image[row_of[(z, y)], int(row[F["lo2"]]) : int(row[F["hi2"]]) + 1] = row[F["pid"]]
-    else:
-        cache = ctx_inputs[_PAGED]
-        page_size = int(cache.shape[1])
-        table = ctx_inputs["block_table"].cpu().numpy()
-        counts_by_page: dict[int, tuple[int, int]] = {}
-        for b, n in found_items(found):
-            for j in range(-(-n // page_size)):
-                counts_by_page[int(table[b, j])] = (b, j * page_size)
-        for row in rows_of(log, _PAGED, (LOAD,)):
-            for page in (int(row[F["lo0"]]), int(row[F["hi0"]])):
-                if page not in counts_by_page:
-                    continue
-                b, start = counts_by_page[page]
-                for y in range(int(row[F["lo2"]]), int(row[F["hi2"]]) + 1):
-                    if (b, y) in row_of:
-                        image[row_of[(b, y)], start : start + page_size] = row[F["pid"]]
-    labels = [f"b{z} h{y}" for z, y in keys]
-    return image, labels
+        if log.index("k") >= 0:
+            reads[:] = log.element_counts("k").numpy().mean(axis=-1).reshape(len(keys), width)  # (B, H, N, D)
+        return KeyMap(image, reads, labels, ends)
+    cache = ctx_inputs[_PAGED]
+    page_size, heads = int(cache.shape[1]), int(cache.shape[2])
+    table = ctx_inputs["block_table"].cpu().numpy()
+    width = table.shape[1] * page_size
+    image, reads = np.full((len(keys), width), -1.0), np.zeros((len(keys), width))
+    counts = log.element_counts(_PAGED).numpy() if log.index(_PAGED) >= 0 else np.zeros(tuple(cache.shape))
+    first_key: dict[int, tuple[int, int, int]] = {}  # a page a sequence uses -> (the sequence, its first key, its end)
+    for b, n in _sequences(found):
+        for j in range(table.shape[1]):
+            page = int(table[b, j])
+            if j * page_size < n:
+                first_key[page] = (b, j * page_size, n)
+            for y in range(heads):
+                reads[row_of[(b, y)], j * page_size : (j + 1) * page_size] = counts[page, :, y].mean(axis=-1)
+    for row in rows_of(log, _PAGED, (LOAD,)):
+        for page in (int(row[F["lo0"]]), int(row[F["hi0"]])):
+            if page not in first_key:
+                continue
+            b, start, n = first_key[page]
+            for y in range(int(row[F["lo2"]]), int(row[F["hi2"]]) + 1):
+                if (b, y) in row_of:
+                    image[row_of[(b, y)], start : min(start + page_size, n)] = row[F["pid"]]
+    return KeyMap(image, reads, labels, ends)
 
 
-def found_items(found: dict[tuple[int, int], int]) -> list[tuple[int, int]]:
+def _sequences(found: dict[tuple[int, int], int]) -> list[tuple[int, int]]:
     """(batch, keys) once per sequence, from the streams."""
     seen: dict[int, int] = {}
     for (z, _), n in found.items():

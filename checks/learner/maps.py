@@ -349,27 +349,37 @@ def _attention_panel(ax: Any, kernel: str, image: np.ndarray, tiles: list, causa
     ax.set_ylabel("query row")
 
 
-def _decoding_panel(ax: Any, log: AccessLog, inputs: dict[str, Any], title: str) -> None:
-    """Decoding (11-13): per (batch, kv head), the program that loaded each of its keys (a split shows as bands)."""
+def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, Any], title: str) -> None:
+    """Decoding (11-13), per (batch, kv head): the program that loaded each key (a split shows as bands) above,
+    the times each key was loaded below."""
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
     from checks.engine.decoding_rules import reader_image
 
-    image, labels = reader_image(inputs, log)
-    shown = image.copy()
-    shown[shown < 0] = np.nan
+    image, reads, labels, ends = reader_image(inputs, log)
     programs = sorted({int(p) for p in image.flat if p >= 0})
-    index = {p: i for i, p in enumerate(programs)}
-    coloured = np.vectorize(lambda p: index.get(int(p), -1) if np.isfinite(p) else np.nan)(shown) if programs else shown
-    palette = [matplotlib_colour("tab20", i % 20) for i in range(max(1, len(programs)))]
-    cmap = ListedColormap(palette).with_extremes(bad="#f4f4f4")
-    norm = BoundaryNorm(np.arange(-0.5, max(1, len(programs)) + 0.5), max(1, len(programs)))
-    ax.imshow(coloured, cmap=cmap, norm=norm, interpolation="nearest", aspect="auto")
-    ax.set_yticks(range(len(labels)), labels, fontsize=7)
-    ax.set_xlabel("key index j (grey: never loaded)")
-    readers = len({(int(r[F["launch"]]), int(r[F["pid"]])) for r in log.records.numpy() if int(r[F["kind"]]) == LOAD})
-    ax.set_title(f"{title}: which program loaded each key, per (batch, kv head)\n"
-                 f"{len(programs)} programs loaded keys; {readers} loaded something", fontsize=9)  # fmt: skip
+    coloured = np.full(image.shape, np.nan)
+    for i, pid in enumerate(programs):
+        coloured[image == pid] = i
+    count = max(1, len(programs))
+    palette = [matplotlib_colour("tab20", i % 20) for i in range(count)]
+    norm = BoundaryNorm(np.arange(-0.5, count + 0.5), count)
+    top.imshow(coloured, cmap=ListedColormap(palette).with_extremes(bad="#f4f4f4"), norm=norm,
+               interpolation="nearest", aspect="auto")  # fmt: skip
+    top.set_title(f"{title}: the program that last loaded each key of K (grey: none)\n"
+                  f"{len(programs)} programs shown", fontsize=9)  # fmt: skip
+    shown = bottom.imshow(reads, cmap=_cmap("viridis"), vmin=0, vmax=max(1.0, float(reads.max())),
+                          interpolation="nearest", aspect="auto")  # fmt: skip
+    bottom.figure.colorbar(shown, ax=bottom, fraction=0.04, label="times loaded")
+    loaded = reads[reads > 0]
+    average = float(loaded.mean()) if loaded.size else 0.0
+    bottom.set_title(f"{title}: times each key of K was loaded\n{average:.2f} on average over the keys loaded",
+                     fontsize=9)  # fmt: skip
+    for ax in (top, bottom):
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_xlabel("key index j (red: the end of each head's keys)")
+        for row, end in enumerate(ends):
+            ax.plot([end - 0.5, end - 0.5], [row - 0.5, row + 0.5], color="red", linewidth=1.2)
 
 
 def _case_inputs(number: int | str, case: dict[str, Any]) -> dict[str, Any]:
@@ -422,9 +432,9 @@ def draw(number: int | str, mine: dict[str, Any], key: dict[str, Any] | None, pn
                     axes[row][col].set_axis_off()
     elif kind == DECODING:
         inputs = _case_inputs(number, mine.get("case", {}))
-        fig, axes = plt.subplots(1, len(sides), figsize=(6.2 * len(sides), 4.6), squeeze=False)
+        fig, axes = plt.subplots(2, len(sides), figsize=(6.2 * len(sides), 7.6), squeeze=False)
         for col, (title, log) in enumerate(sides):
-            _safely(axes[0][col], _decoding_panel, log, inputs, title)
+            _safely(axes[0][col], _decoding_panels, axes[1][col], log, inputs, title)
     else:
         per_side = 2 if kind == SOFTMAX else 1
         fig, axes = plt.subplots(per_side, len(sides), figsize=(6.2 * len(sides), 4.6 * per_side), squeeze=False)
@@ -489,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         _, number, path, case, out = argv
         return _child(number, path, int(case), out)
     parser = argparse.ArgumentParser(prog="python -m checks.learner.maps", description=__doc__.split("\n\n")[0])
-    parser.add_argument("puzzle", help="the puzzle (1-10, 10a, 10b)")
+    parser.add_argument("puzzle", help="the puzzle (1-13, 10a, 10b)")
     parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")
     parser.add_argument("--solution", action="store_true", help="map the answer key alone")
     parser.add_argument("--case", type=int, default=0, help="which CPU case of puzzles.yaml (default: the first)")
