@@ -115,9 +115,10 @@ def split_kv(ctx: CaseContext, min_n: int = 256, max_heads: int = 64, message: s
     )
     z, y = alone[0]
     measured = (
-        f"With {plural(len(found), 'head')} of K/V in this case ({min_n} or more keys each), a GPU needs more "
-        f"programs than heads, but the keys of {plural(len(alone), 'head')} were read by one program each "
-        f"(batch {z}, head {y}: {found[alone[0]]} keys, all read by {program_name(log, *min(readers[alone[0]]))})."
+        f"This case has {plural(len(found), 'head')} of K and V (batch x kv head), too few to keep a GPU busy with "
+        f"one program each, and the keys of {plural(len(alone), 'head')} with {min_n} or more keys were read by one "
+        f"program each (batch {z}, head {y}: {found[alone[0]]} keys, all read by "
+        f"{program_name(log, *min(readers[alone[0]]))})."
     )
     return Problem("split_kv", say(message, default, measured), picture={"kind": "decoding"})
 
