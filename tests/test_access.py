@@ -252,7 +252,7 @@ def test_each_puzzle_names_a_kind_of_map_the_maps_can_draw():
     from checks.learner import maps
     from checks.registry import get_puzzle, load_puzzles
 
-    kinds = {maps.ELEMENTWISE, maps.SOFTMAX, maps.MATMUL, maps.ATTENTION}
+    kinds = {maps.ELEMENTWISE, maps.SOFTMAX, maps.MATMUL, maps.ATTENTION, maps.DECODING}
     assert all(p.map_kind in kinds for p in load_puzzles())
     assert get_puzzle("10b").map_kind == get_puzzle(10).map_kind == maps.ATTENTION  # lettered steps too
     assert get_puzzle("10a").map_kind == maps.SOFTMAX

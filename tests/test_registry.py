@@ -29,6 +29,9 @@ CONTRACT = [
     ("10a", "softmax_backward", "softmax_backward"),
     ("10b", "flash_attention_v2_bwd_dkdv", "flash_attention_v2_bwd_dkdv"),
     ("10", "flash_attention_v2_bwd", "flash_attention_v2_bwd"),
+    ("11", "flash_decoding", "flash_decoding"),
+    ("12", "gqa_decoding", "gqa_decoding"),
+    ("13", "paged_decoding", "paged_decoding"),
 ]
 
 
@@ -101,9 +104,9 @@ def test_step_10b_reuses_puzzle_10s_inputs_rather_than_a_copy():
     assert spec_module(get_puzzle("10b")).make_inputs is p10.make_inputs
 
 
-@pytest.mark.parametrize("given", [11, "abc", "10c", ""])
+@pytest.mark.parametrize("given", [99, "abc", "10c", ""])
 def test_unknown_puzzle_is_a_clear_error(given):
-    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10"
+    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10, 11, 12, 13"
     with pytest.raises(LookupError, match=f"^There is no puzzle {given}; the puzzles are {known}.$"):
         get_puzzle(given)
 

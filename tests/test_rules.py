@@ -97,8 +97,10 @@ def test_each_rule_fires_on_its_own_call(name):
 
 
 def test_every_per_call_rule_has_a_case():
-    """The method rules (access patterns) have theirs in tests/test_method_rules.py, on recorded logs."""
+    """The method rules (access patterns) have theirs in tests/test_method_rules.py and, for the decoding
+    puzzles, tests/test_decoding_rules.py, on hand-made and recorded logs."""
     method = {"grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored"}
+    method |= {"split_kv", "kv_once_per_group", "pages_in_table"}
     assert set(rulebook.EVERY_CALL) | set(rulebook.ON_REQUEST) == set(RULE_CASES) | method
 
 

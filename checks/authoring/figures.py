@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from checks.authoring import diagrams
 from checks.instructor.bench_report import Row, csv_record, read_csv
 from checks.registry import ROOT
 
@@ -261,6 +262,54 @@ FIGURES = (
         missing=_no_variant_run("the atomic-dQ variant", "10"),
         summary=lambda rows: _versus_answer_key("the atomic-dQ variant", rows),
     ),
+    *(
+        Figure(
+            name,
+            title,
+            "keys per head N",
+            tuple(
+                (
+                    f"batch {batch}, {heads}",
+                    (
+                        Line("answer key", puzzle, f"B={batch} H={heads}"),
+                        Line(torch_label, puzzle, f"B={batch} H={heads}", True, "--"),
+                    ),
+                )
+                for batch in (1, 16)
+            ),
+            f"GB/s of K and V read (each key and value once, in float16; D = 128) by the answer key and by {what}; "
+            "the dotted line is the device-to-device copy rate measured on the same GPU. The other baselines of the "
+            "same run (each SDPA backend that takes the shape, FlexAttention compiled) are in `bench/results.csv` "
+            "and `BENCHMARKS.md`.",
+            copy_peak=True,
+        )
+        for name, title, puzzle, heads, torch_label, what in (
+            (
+                "decoding_vs_sdpa",
+                "Flash decoding against SDPA",
+                "11",
+                "32",
+                "SDPA (default backend)",
+                "`scaled_dot_product_attention` with its default backend",
+            ),
+            (
+                "gqa_decoding_vs_sdpa",
+                "Grouped-query decoding against SDPA",
+                "12",
+                "32:8",
+                "SDPA, enable_gqa=True",
+                "`scaled_dot_product_attention(..., enable_gqa=True)` with its default backend",
+            ),
+            (
+                "paged_decoding_vs_gather",
+                "Paged decoding against gathering the pages",
+                "13",
+                "32:8",
+                "gather the pages, then SDPA",
+                "the naive way: copy every sequence's pages into one tensor, then SDPA",
+            ),
+        )
+    ),
 )
 
 FOLDER = ROOT / "notebooks" / "figures"
@@ -405,7 +454,12 @@ def caption(figure: Figure, meta: dict, rows: list[Row] | None = None) -> str:
 
 
 def markdown(name: str) -> str:
-    """The markdown cell that shows one figure, with its caption; or says that no run of it is recorded yet."""
+    """The markdown cell that shows one figure, with its caption; or says that no run of it is recorded yet.
+
+    A diagram (`DIAGRAMS` here, `checks.authoring.diagrams` for the puzzles' own) is shown the same way, always.
+    """
+    if (own := diagrams.by_name(name)) is not None:
+        return diagrams.markdown(own)
     rows, meta = _bench()
     for diagram in DIAGRAMS:
         if diagram.name == name:
@@ -422,7 +476,7 @@ def _figure(name: str) -> Figure:
     for figure in FIGURES:
         if figure.name == name:
             return figure
-    names = ", ".join(f.name for f in (*FIGURES, *DIAGRAMS))
+    names = ", ".join(f.name for f in (*FIGURES, *DIAGRAMS, *diagrams.DIAGRAMS))
     raise ValueError(f"no figure named {name!r}; the figures are {names}")
 
 
@@ -462,6 +516,8 @@ def _pictures(rows: list[Row], meta: dict) -> list[tuple[str, str, Callable[[Pat
         (f.name, source_hash(f, rows, meta), lambda path, f=f: draw(f, rows, meta, path)) for f in _drawn(rows)
     ]
     found += [(d.name, diagram_hash(d, meta), lambda path, d=d: d.draw(path, meta)) for d in DIAGRAMS]
+    puzzles_own = _sha(diagrams.source_text())  # drawn from the answer keys and the graded cases
+    found += [(d.name, puzzles_own, lambda path, d=d: d.draw(path)) for d in diagrams.DIAGRAMS]
     return found
 
 

@@ -24,6 +24,8 @@ _POISON_BITS = {
     torch.float32: (torch.int32, 0x7FC5A5A5, 0x7FC3C3C3),
     torch.float16: (torch.int16, 0x7E5A, 0x7E3C),
     torch.bfloat16: (torch.int16, 0x7FA5, 0x7FC3),
+    # integer inputs (a page table) get guard bands too; a kernel's integer allocations are not tracked
+    torch.int32: (torch.int32, 0x7FC5A5A5, 0x7FC3C3C3),
 }
 # The grader's own allocations must not go through the patched torch.empty (checks.engine.tracking).
 _empty = torch.empty
@@ -32,7 +34,8 @@ _MAX_GUARD = 1 << 22
 
 
 def poisonable(dtype: torch.dtype) -> bool:
-    return dtype in _POISON_BITS
+    """Whether an allocation of this dtype is guarded and poisoned (floats: integers hold no NaN to see)."""
+    return dtype in _POISON_BITS and dtype.is_floating_point
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -47,7 +50,7 @@ def fill_poison(t: torch.Tensor, role: str = "allocated") -> None:
 
 def is_poison(t: torch.Tensor, role: str = "allocated") -> torch.Tensor:
     """Boolean mask of elements that still hold the poison pattern of memory with this role."""
-    if not poisonable(t.dtype):
+    if t.dtype not in _POISON_BITS:
         return _empty(t.shape, dtype=torch.bool, device=t.device).fill_(False)
     probe = _empty(1, dtype=t.dtype, device=t.device)
     fill_poison(probe, role)
@@ -136,6 +139,14 @@ class Arena:
         body = self.buffers[-1].buf[self.buffers[-1].guard : self.buffers[-1].guard + self.buffers[-1].size]
         values = torch.randn(body.shape, generator=self.generator, device=self.device, dtype=torch.float32) * scale
         body.copy_(values.to(dtype))
+        return t
+
+    def integers(self, values: torch.Tensor, label: str) -> torch.Tensor:
+        """A contiguous int32 input holding `values`, with guard bands like every other input."""
+        shape = tuple(int(s) for s in values.shape)
+        strides = _empty(shape, device="meta").stride() if shape else ()
+        t = self.view(shape, strides, torch.int32, "input", label)
+        t.copy_(values.to(torch.int32))
         return t
 
     def freeze_inputs(self) -> None:

@@ -7,7 +7,7 @@ kernels-switched-off re-run of the first case. Adding a rule is one function and
 
 from __future__ import annotations
 
-from checks.engine import core_rules, method_rules, order_rule
+from checks.engine import core_rules, decoding_rules, method_rules, order_rule
 from checks.engine.rules import CaseContext, Problem, Rule
 from checks.engine.torch_rule import torch_free
 
@@ -26,6 +26,9 @@ ON_REQUEST: dict[str, Rule] = {
     "causal_skipping": method_rules.causal_skipping,
     "parallel_over_queries": method_rules.parallel_over_queries,
     "p_never_stored": method_rules.p_never_stored,
+    "pages_in_table": decoding_rules.pages_in_table,
+    "kv_once_per_group": decoding_rules.kv_once_per_group,
+    "split_kv": decoding_rules.split_kv,
 }
 AFTER_ALL_CASES: dict[str, Rule] = {
     "kernels_matter": core_rules.kernels_matter,

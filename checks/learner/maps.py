@@ -33,7 +33,7 @@ import numpy as np
 from checks.engine.access_log import LOAD, STORE, AccessLog, F
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
 
-ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION = "elementwise", "softmax", "matmul", "attention"
+ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION, DECODING = "elementwise", "softmax", "matmul", "attention", "decoding"
 QUERY_SIDE, KEY_SIDE = ("q", "do"), ("k", "v")
 QUERY_OWNERS, KEY_OWNERS = ("o", "dq"), ("dk", "dv")
 WAVE = 16  # programs drawn as the first wave of a matmul
@@ -353,6 +353,48 @@ def _attention_panel(ax: Any, kernel: str, image: np.ndarray, tiles: list, causa
     ax.set_ylabel("query row")
 
 
+def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, Any], title: str) -> None:
+    """Decoding (11-13), per (batch, kv head): the program that loaded each key (a split shows as bands) above,
+    the times each key was loaded below."""
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    from checks.engine.decoding_rules import reader_image
+
+    image, reads, labels, ends = reader_image(inputs, log)
+    programs = sorted({int(p) for p in image.flat if p >= 0})
+    coloured = np.full(image.shape, np.nan)
+    for i, pid in enumerate(programs):
+        coloured[image == pid] = i
+    count = max(1, len(programs))
+    palette = [matplotlib_colour("tab20", i % 20) for i in range(count)]
+    norm = BoundaryNorm(np.arange(-0.5, count + 0.5), count)
+    top.imshow(coloured, cmap=ListedColormap(palette).with_extremes(bad="#f4f4f4"), norm=norm,
+               interpolation="nearest", aspect="auto")  # fmt: skip
+    top.set_title(f"{title}: the program that last loaded each key of K (grey: none)\n"
+                  f"{len(programs)} programs shown", fontsize=9)  # fmt: skip
+    shown = bottom.imshow(reads, cmap=_cmap("viridis"), vmin=0, vmax=max(1.0, float(reads.max())),
+                          interpolation="nearest", aspect="auto")  # fmt: skip
+    bottom.figure.colorbar(shown, ax=bottom, fraction=0.04, label="times loaded")
+    loaded = reads[reads > 0]
+    average = float(loaded.mean()) if loaded.size else 0.0
+    bottom.set_title(f"{title}: times each key of K was loaded\n{average:.2f} on average over the keys loaded",
+                     fontsize=9)  # fmt: skip
+    for ax in (top, bottom):
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_xlabel("key index j (red: the end of each head's keys)")
+        for row, end in enumerate(ends):
+            ax.plot([end - 0.5, end - 0.5], [row - 0.5, row + 0.5], color="red", linewidth=1.2)
+
+
+def _case_inputs(number: int | str, case: dict[str, Any]) -> dict[str, Any]:
+    """A recording's inputs, drawn again as the recorder drew them (the map needs a paged cache's block_table)."""
+    from checks.engine.recording import draw_case
+
+    cases = get_puzzle(number).cases["cpu"]
+    index = next((i for i, c in enumerate(cases) if c == case), 0)
+    return draw_case(number, index)[1]
+
+
 def _cmap(name: str) -> Any:
     import matplotlib
 
@@ -421,6 +463,11 @@ def figure(number: int | str, mine: dict[str, Any], key: dict[str, Any] | None) 
                     _safely(axes[row][col], _attention_panel, *found[row], causal, title)
                 else:
                     axes[row][col].set_axis_off()
+    elif kind == DECODING:
+        inputs = _case_inputs(number, mine.get("case", {}))
+        fig, axes = plt.subplots(2, len(sides), figsize=(6.2 * len(sides), 7.6), squeeze=False)
+        for col, (title, log) in enumerate(sides):
+            _safely(axes[0][col], _decoding_panels, axes[1][col], log, inputs, title)
     else:
         per_side = 2 if kind == SOFTMAX else 1
         fig, axes = plt.subplots(per_side, len(sides), figsize=(6.2 * len(sides), 4.6 * per_side), squeeze=False)
@@ -483,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         _, number, path, case, out, *earlier = argv
         return _child(number, path, int(case), out, *earlier)
     parser = argparse.ArgumentParser(prog="python -m checks.learner.maps", description=__doc__.split("\n\n")[0])
-    parser.add_argument("puzzle", help="the puzzle (1-10, 10a, 10b)")
+    parser.add_argument("puzzle", help="the puzzle (1-13, 10a, 10b)")
     parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")
     parser.add_argument("--solution", action="store_true", help="map the answer key alone")
     parser.add_argument("--case", type=int, default=0, help="which CPU case of puzzles.yaml (default: the first)")

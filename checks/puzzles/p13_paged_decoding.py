@@ -1,0 +1,113 @@
+"""Puzzle 13: decoding from a paged KV cache (grouped-query attention, sequences of different lengths).
+
+A case gives B, H_kv, G, D, `page_size` and `seq_lens` (one length per sequence; `make bench`'s cases give
+`N` instead, every sequence that long), and optionally `sm_scale` and `spare_pages` (pages no sequence
+uses; default B + 2). Each sequence gets
+cdiv(seq_lens[b], page_size) pages drawn at random from the cache, so they are scattered and not in
+increasing order; the rows of block_table are max_pages = (the longest sequence's pages) + 1 long,
+and the entries past a sequence's pages point to pages no sequence uses. Those pages, and the
+slots of a sequence's last page past seq_lens[b], hold NaN: a kernel that reads them shows it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from checks.engine.memory import Arena
+from checks.puzzles import BaselineFn, Expected, Work
+from checks.puzzles.p11_flash_decoding import LSE_DIMS, O_DIMS, decoding_reference, kv_work, scale_of
+
+
+def lengths(case: dict[str, Any]) -> list[int]:
+    """The case's seq_lens, or B sequences of N keys."""
+    return [int(n) for n in case["seq_lens"]] if "seq_lens" in case else [int(case["N"])] * int(case["B"])
+
+
+def page_layout(case: dict[str, Any], generator: torch.Generator) -> tuple[torch.Tensor, int]:
+    """(block_table (B, max_pages) int64, num_pages): every sequence's pages, then pages no sequence uses."""
+    lens, size = lengths(case), int(case["page_size"])
+    used = [math.ceil(n / size) for n in lens]
+    spare = int(case.get("spare_pages", len(lens) + 2))
+    num_pages, max_pages = sum(used) + spare, max(used) + 1
+    order = torch.randperm(num_pages, generator=generator)
+    free = order[sum(used) :]  # the pages no sequence uses
+    table = free[torch.randint(spare, (len(lens), max_pages), generator=generator)]
+    start = 0
+    for b, count in enumerate(used):
+        table[b, :count] = order[start : start + count]
+        start += count
+    return table, num_pages
+
+
+def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
+    b, h_kv, d, size = case["B"], case["H_kv"], case["D"], int(case["page_size"])
+    lens = torch.tensor(lengths(case))
+    assert len(lens) == b, "a case gives one length per sequence"
+    table, num_pages = page_layout(case, arena.generator)
+    q = arena.randn((b, case["G"] * h_kv, d), torch.float16, "q")
+    live = torch.zeros(num_pages, size, dtype=torch.bool)
+    for z in range(b):
+        for j in range(math.ceil(int(lens[z]) / size)):
+            live[table[z, j], : min(size, int(lens[z]) - j * size)] = True
+    inputs: dict[str, Any] = {"q": q}
+    for name in ("k_cache", "v_cache"):
+        cache = arena.randn((num_pages, size, h_kv, d), torch.float16, name)
+        cache[~live.to(cache.device)] = float("nan")  # slots no sequence uses: reading them shows
+        inputs[name] = cache
+    inputs["block_table"] = arena.integers(table.to(arena.device), "block_table")
+    inputs["seq_lens"] = arena.integers(lens.to(arena.device), "seq_lens")
+    inputs["sm_scale"] = scale_of(case)
+    return inputs
+
+
+def gather(cache: torch.Tensor, table: torch.Tensor, n: int) -> torch.Tensor:
+    """The first n keys (or values) of one sequence, (H_kv, n, D), in order."""
+    size = cache.shape[1]
+    j = torch.arange(n, device=cache.device)
+    return cache[table[j // size].long(), j % size].transpose(0, 1)
+
+
+def reference(inputs: dict[str, Any]) -> list[Expected]:
+    q, kc, vc = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    table, lens = inputs["block_table"], inputs["seq_lens"].tolist()
+    outs, lses = [], []
+    for b, n in enumerate(lens):
+        o, lse = decoding_reference(q[b : b + 1], gather(kc, table[b], n)[None], gather(vc, table[b], n)[None],
+                                    inputs["sm_scale"])  # fmt: skip
+        outs.append(o)
+        lses.append(lse)
+    return [Expected("o", torch.cat(outs), torch.float16, O_DIMS),
+            Expected("lse", torch.cat(lses), torch.float32, LSE_DIMS)]  # fmt: skip
+
+
+def gathered_sdpa(inputs: dict[str, Any], **kwargs: Any) -> BaselineFn:
+    """The naive way: copy every sequence's pages into a (B, H_kv, max_len, D) tensor, then SDPA with a length mask."""
+    q, kc, vc, table, lens = (inputs[k] for k in ("q", "k_cache", "v_cache", "block_table", "seq_lens"))
+    size = kc.shape[1]
+    max_len = table.shape[1] * size
+    j = torch.arange(max_len, device=q.device)
+    pages = table[:, j // size].long()  # (B, max_len)
+    keep = j[None, :] < lens[:, None]  # (B, max_len)
+
+    def call() -> torch.Tensor:
+        k = kc[pages, j % size].transpose(1, 2)  # (B, H_kv, max_len, D)
+        v = vc[pages, j % size].transpose(1, 2)
+        k = torch.where(keep[:, None, :, None], k, 0)  # slots past seq_lens may hold anything
+        v = torch.where(keep[:, None, :, None], v, 0)
+        return torch.nn.functional.scaled_dot_product_attention(
+            q.unsqueeze(2), k, v, attn_mask=keep[:, None, None, :], scale=inputs["sm_scale"], enable_gqa=True
+        ).squeeze(2)
+
+    return call
+
+
+def baseline(inputs: dict[str, Any]) -> BaselineFn:
+    return gathered_sdpa(inputs)
+
+
+def work(inputs: dict[str, Any]) -> Work:
+    _, _, h_kv, d = inputs["k_cache"].shape
+    return kv_work(int(inputs["seq_lens"].sum()), d, h_kv, inputs["k_cache"].element_size())
