@@ -17,8 +17,9 @@ files and folders (.ipynb_checkpoints, __pycache__), are ignored.
 
 Every submission is graded in its own child process with a time limit (120 s unless the
 puzzle or --timeout says otherwise), exactly as `make check` grades it, so one that crashes,
-hangs or cheats gets that verdict and the run goes on. `--jobs N` grades N at once (useful in
-the CPU interpreter; on a GPU keep 1, so that speed is timed fairly). The results go to OUT/grades.csv
+hangs or cheats gets that verdict and the run goes on. `--jobs N` grades N at once, on a GPU too:
+speed is timed in interleaved rounds, and a timing the other jobs made noisy gives no speed verdict
+(`checks.engine.fair_timing`) rather than a wrong one. The results go to OUT/grades.csv
 (learner, puzzle, status, summary, seconds, file) and OUT/grades.xml (JUnit: a testsuite per
 puzzle, a testcase per submission; a failure element when its answers were wrong, an error
 element when it raised, crashed, ran out of time, or its grading process was tampered with or
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs",
         type=int,
         default=1,
-        help="submissions graded at once (default 1; keep 1 on a GPU so that timings are fair)",
+        help="submissions graded at once (default 1); on a GPU a timing others made noisy gives no speed verdict",
     )
     args = parser.parse_args(argv)
     root: Path = args.dir
