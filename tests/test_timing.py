@@ -282,3 +282,32 @@ def test_the_roofline_is_remembered_per_gpu_and_versions(tmp_path):
     assert cached_peaks("H200 | torch 2.11 | triton 3.6", path) is None
     path.write_text("{not json", encoding="utf-8")
     assert cached_peaks("H100 | torch 2.11 | triton 3.6", path) is None
+
+
+def noisy_stage(tmp_path, number: int):
+    from checks.engine.protocol import Job
+    from checks.engine.verdicts import Stage
+
+    puzzle = get_puzzle(number)
+    stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", tmp_path, time_it=True)
+    stage.results = [object()] * 3
+    rounds = {"yours": [1.0, 3.0, 1.0], "answer key": [1.0, 1.0, 1.0], "torch": [1.0, 1.0, 1.0]}
+    if number == 4:
+        rounds["torch.matmul"] = rounds.pop("torch")
+    baseline = "torch.matmul" if number == 4 else "torch"
+    stage.stream.timings = {"case": {"n": 1}, "times": fair_timing.medians(rounds), "rounds": rounds,
+                            "baseline": baseline, "nbytes": 1e6, "flops": 0.0}  # fmt: skip
+    return stage
+
+
+def test_a_busy_gpu_is_no_verdict_on_a_barred_puzzle_and_a_note_on_another(tmp_path):
+    from checks import verdict as V
+
+    barred = noisy_stage(tmp_path, 4)
+    verdict = V.Verdict(4, V.PASSED, "all 3 cases match the reference.")
+    barred.apply_timings(verdict)
+    assert verdict.status == V.ENVIRONMENT and "GPU was busy" in verdict.summary and "check again" in verdict.summary
+    free = noisy_stage(tmp_path, 1)
+    verdict = V.Verdict(1, V.PASSED, "all 3 cases match the reference.")
+    free.apply_timings(verdict)
+    assert verdict.status == V.PASSED and "ratios are uncertain" in verdict.summary

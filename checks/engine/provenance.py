@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,11 +59,12 @@ def fingerprint(t: torch.Tensor) -> bytes:
     raw = _empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (nbytes,), (1,))
     if raw.device.type == "cpu":
         return hashlib.blake2b(raw.numpy(), digest_size=16).digest()
-    # on a GPU: two weighted sums over 32-bit words, computed on the device (no copy of the buffer to the host)
-    words = raw[: nbytes - nbytes % 4].view(torch.int32).to(torch.int64)
-    weights = torch.arange(1, words.numel() + 1, device=raw.device, dtype=torch.int64) % 65521 + 1
+    # on a GPU: sums over the 32-bit words, plain, weighted and xor-ed by position, computed on the device (no
+    # copy of the buffer to the host; two temporaries the size of the buffer)
+    words = raw[: nbytes - nbytes % 4].view(torch.int32)
+    weights = torch.arange(words.numel(), device=raw.device, dtype=torch.int32) % 65521 + 1
     tail = raw[nbytes - nbytes % 4 :].to(torch.int64)
-    sums = torch.stack([words.sum(), (words * weights).sum(), tail.sum(), (words ^ weights).sum()])
+    sums = torch.stack([words.sum(), (words * weights).sum(), (words ^ weights).sum(), tail.sum()])
     return sums.cpu().numpy().tobytes()
 
 
@@ -196,14 +198,27 @@ def tensor_arguments(kernel: Any, args: tuple, kwargs: dict) -> list[tuple[str, 
 
 
 def _kernel_classes() -> list[type]:
+    """Triton's kernel classes, and the autotuner: an autotuned launch is fingerprinted once, around all its
+    benchmark runs and restores, as the one launch the learner made."""
+    from triton.runtime.autotuner import Autotuner
+
     from checks.engine.tracking import _kernel_classes as classes
 
-    return classes()
+    return [Autotuner, *classes()]
+
+
+def _function(kernel: Any) -> Any:
+    """The Python function under a kernel object (through autotuner and heuristics wrappers)."""
+    fn = kernel
+    for _ in range(8):
+        if hasattr(fn, "__code__"):
+            return fn
+        fn = getattr(fn, "fn", None)
+    return None
 
 
 def _source_file(kernel: Any) -> str:
-    fn = getattr(kernel, "fn", None)
-    code = getattr(fn, "__code__", None)
+    code = getattr(_function(kernel), "__code__", None)
     return str(Path(code.co_filename).resolve()) if code is not None else "?"
 
 
@@ -215,15 +230,23 @@ def watch_provenance(provenance: Provenance) -> Iterator[Provenance]:
     as the learner made it and the guarded tensor the learner got back.
     """
     runs = {cls: cls.run for cls in _kernel_classes()}
+    inside = threading.local()  # depth of launches in progress on this thread: only the outermost is watched
 
     def wrap_run(original: Callable) -> Callable:
         @functools.wraps(original)
         def run(self, *args, **kwargs):
+            depth = getattr(inside, "depth", 0)
+            if depth:
+                return original(self, *args, **kwargs)  # a run inside an autotuned launch
             tensors = tensor_arguments(self, args, kwargs)
             own = _source_file(self) in provenance.own_files
-            name = getattr(getattr(self, "fn", None), "__name__", "?")
+            name = getattr(_function(self), "__name__", "?")
             provenance.before_launch(name, own, tensors)
-            result = original(self, *args, **kwargs)
+            inside.depth = depth + 1
+            try:
+                result = original(self, *args, **kwargs)
+            finally:
+                inside.depth = depth
             provenance.after_launch(own, tensors)
             return result
 
