@@ -6,7 +6,8 @@ and works from those bytes. A file rewritten after it was reported no longer mat
 
 Before any result counts, every process the grading process started must be gone: `left_behind` lists the
 processes of its session and process group, and (the grader being a child subreaper on Linux, so that an
-orphan comes back to it even from a new session) every orphan it adopted; it kills them all. A process
+orphan comes back to it even from a new session) every orphan it adopted that descends from a grading
+process (the mark in its environment); it kills them all. A process
 that outlived the grading process is tampering.
 """
 
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+MARK = "CHECKS_GRADING_PROCESS"  # in the environment of every grading process, and so of all it starts
 GRACE = 0.3  # seconds a process of the session may take to exit after the grading process did
 
 
@@ -63,14 +65,21 @@ def _processes() -> list[tuple[int, str, int, int, int]]:
     return found
 
 
+def _marked(pid: int) -> bool:
+    """Whether the process started with the grading processes' mark in its environment (it descends from one)."""
+    try:
+        return f"{MARK}=1".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
 def _alive(session: int, known: set[int]) -> list[int]:
-    me, my_session = os.getpid(), os.getsid(0)
+    me = os.getpid()
     alive = []
     for pid, state, parent, group, sid in _processes():
-        if state in "ZX" or pid == me:
+        if state in "ZX" or pid == me or pid in known:
             continue
-        adopted = parent == me and pid not in known and sid != my_session
-        if group == session or sid == session or adopted:
+        if group == session or sid == session or (parent == me and _marked(pid)):  # an adopted orphan
             alive.append(pid)
     return alive
 
