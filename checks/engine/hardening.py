@@ -93,6 +93,7 @@ WATCHED = frozenset(
 )  # every other event passes at the cost of one set lookup
 
 STDLIB, LIBRARY, LEARNER = 0, 1, 2
+_THIS_FILE = __file__
 
 
 def _prefixes(paths: list[str]) -> tuple[str, ...]:
@@ -144,7 +145,9 @@ class Guard:
             self.local.busy = False
 
     def _learner_asks(self, naming_allowed: bool) -> bool:
-        frame = sys._getframe(3)  # past the hook: the code that raised the event
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename == _THIS_FILE:
+            frame = frame.f_back  # past the hook: the code that raised the event
         if naming_allowed:  # a frame taken by the standard library: does one of its functions keep it?
             inner = frame
             while inner is not None and self.kind(inner.f_code.co_filename) == STDLIB:
