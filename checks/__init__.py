@@ -9,22 +9,27 @@ How a submission is graded (one stage; on a GPU a second, in the interpreter, ru
                                    engine.interpreter_parts shares the interpreter stage's cases among processes
         engine.verdicts.Stage      start the grading process and judge its report as it comes
           engine.process           the grading process: time limit, token, checked event stream
-                                   (engine.spawn starts and stops it; engine.prestart starts it ahead of its check)
-            engine.child           (in the grading process) load the learner's code (after the code of the step
-                                   it builds on, engine.source.earlier_step: 9 on 9a, 10 on 10b), and for each case
+                                   (engine.spawn starts and stops it; engine.prestart starts it ahead of its check;
+                                   engine.sealing: result files sealed by digest, no process left behind)
+            engine.child           (in the grading process) engine.hardening's audit hook first, then
+                                   load the learner's code (after the code of the step it builds on,
+                                   engine.source.earlier_step: 9 on 9a, 10 on 10b), and for each case
               engine.observe         draw the inputs from the seed, call the function inside the watchers
                 engine.memory          guard bands and poison around every tensor
                 engine.tracking        launches, allocations, loads (in the interpreter)
                 engine.access_patches  every load and store (in the interpreter), for the access log:
                                        engine.access_recorder tallies them by engine.access_regions
                 engine.torch_watch     torch arithmetic done by the learner's own lines
+                engine.provenance      fingerprints of memory around every launch: what the host computed
               -> observations (engine.observations) and the access log (engine.access_log), never a verdict
           engine.protocol          what the grading process may say, in which order
           engine.judge             (in the grader) re-derive inputs and reference, load returned tensors
-            engine.rulebook        the rules, in order: engine.core_rules, engine.torch_rule, ...
+            engine.rulebook        the rules, in order: engine.core_rules, engine.torch_rule, ...,
+                                   engine.provenance_rules
             engine.method_rules    how the kernels walked memory, from the access log (engine.access_records);
                                    engine.order_rule, puzzle 4's launch order
-          engine.timing            GPU times (engine.measure, in the grading process), judged here
+          engine.timing            GPU times (engine.measure, in the grading process, in the interleaved
+                                   rounds of engine.fair_timing), judged here
           engine.endings           the verdict when the grading process could not grade, or did not finish
       checks.verdict               the verdict as data and as text
 

@@ -59,6 +59,7 @@ FORGED = {
     "timings nobody asked for": lambda h: [*h, line("timings", times={"yours": 1.0})],
     "a field of the wrong type": lambda h: [h[0], h[1], line("case", index=0, launches="all of them"), *h[3:]],
     "an event before the machine": lambda h: [h[1], *h],
+    "a refusal of the audit hook": lambda h: [*h[:3], line("refused", reason="starting a process (os.fork)"), *h[3:]],
 }
 
 
@@ -66,6 +67,12 @@ FORGED = {
 def test_a_forged_report_is_refused(name):
     stream = feed(FORGED[name](honest([0, 1])))
     assert stream.tampered, name
+
+
+def test_a_refusal_names_what_the_learners_code_tried():
+    stream = feed([*honest([0, 1])[:2], line("refused", reason="starting or signalling a process (os.fork)")])
+    refused = "your code tried starting or signalling a process (os.fork), which the grading process refuses"
+    assert stream.tampered == refused
 
 
 def test_the_stub_or_a_gpu_error_may_end_the_report_early():
@@ -87,7 +94,20 @@ SUBMISSIONS = [
     ("ends_report_early", 1, V.TAMPERED),
     ("garbage_outputs_file", 1, V.TAMPERED),
     ("softmax_appends_verdict", 5, V.TAMPERED),
+    ("walks_the_stack", 1, V.TAMPERED),
+    ("forks_a_lingering_process", 1, V.TAMPERED),
+    ("traces_the_grader", 1, V.TAMPERED),
+    ("uses_ctypes", 1, V.TAMPERED),
 ]
+# what the report must name, for the submissions the audit hook stops (checks.engine.hardening)
+REASONS = {
+    "emits_through_gc": "gc.get_objects",
+    "walks_the_stack": "sys._getframe",
+    "forks_a_lingering_process": "os.fork",
+    "traces_the_grader": "sys.settrace",
+    "uses_ctypes": "ctypes",
+    "appends_verdict": "events.jsonl",
+}
 
 
 @pytest.mark.slow
@@ -98,3 +118,4 @@ def test_tampering_submissions_never_pass(name, number, status):
     assert verdict.status == status, report
     if status == V.TAMPERED:
         assert "incomplete or forged" in report and "this submission was not graded" in report
+    assert REASONS.get(name, "") in report

@@ -76,6 +76,8 @@ RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "no_load_outside": lambda: vector_ctx(access=access(outside={"x": 6})),
     "output_form": lambda: vector_ctx(out=torch.zeros(10, dtype=torch.float64)),
     "values": lambda: vector_ctx(out=torch.arange(10, dtype=torch.float32)),
+    "kernels_read_inputs": lambda: vector_ctx(host_reads=["argument src_ptr of copy_kernel: a (10,) float32 tensor"]),
+    "outputs_from_kernels": lambda: vector_ctx(output_origins=["host"]),
     "limits": lambda: with_rules(
         vector_ctx(access=access(loaded={"x": 30})),
         limits={"reads_per_element": {"x": 2}, "why": "two passes."},
@@ -262,3 +264,32 @@ def test_a_case_may_allow_a_larger_relative_error_than_the_puzzle():
     loose = vector_ctx(out=close)
     loose.case = {"n": 10, "rtol": 1e-3}
     assert rulebook.first_problem(loose) is None
+
+
+@pytest.mark.parametrize(
+    ("origin", "words"),
+    [
+        ("host", "changed outside your kernels after your last kernel wrote it"),
+        ("unseen", "none of your kernels ever received"),
+        ("fill", "allocated and never written by your kernels"),
+        ("copy", "a copy your code made of an input"),
+    ],
+)
+def test_an_output_not_from_a_kernel_says_where_it_came_from(origin, words):
+    problem = rulebook.first_problem(vector_ctx(output_origins=["kernel", origin][-1:]))
+    assert (
+        problem.rule == "outputs_from_kernels"
+        and words in problem.message
+        and "the out you returned" in (problem.message.lower())
+    )
+
+
+def test_outputs_a_kernel_wrote_and_kernels_that_read_only_clean_memory_pass():
+    assert rulebook.first_problem(vector_ctx(output_origins=["kernel"], host_reads=[])) is None
+    assert rulebook.first_problem(vector_ctx(output_origins=["kernel copy"])) is None
+
+
+def test_a_host_read_names_the_kernel_and_the_argument():
+    reads = ["argument src_ptr of copy_kernel: a (10,) float32 tensor", "argument b_ptr of add_kernel: a (3,) tensor"]
+    problem = rulebook.first_problem(vector_ctx(host_reads=reads))
+    assert "src_ptr of copy_kernel" in problem.message and problem.details == [f"Also {reads[1]}"]

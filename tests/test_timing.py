@@ -8,6 +8,8 @@ import math
 import pytest
 import torch
 
+from checks.engine import fair_timing
+from checks.engine.fair_timing import ROUNDS
 from checks.engine.measure import cached_peaks, measure, remember_peaks
 from checks.engine.timing import (
     Peaks,
@@ -163,16 +165,18 @@ def test_output_difference():
 
 
 class FakeClock:
-    """Stands in for do_bench: hands out the given times in order and counts the calls."""
+    """Stands in for do_bench: hands out the given times in order, over and over, and records who was timed."""
 
     def __init__(self, *times: float) -> None:
         self.times = list(times)
         self.calls = 0
+        self.timed: list[object] = []
 
     def __call__(self, fn) -> float:
         fn()
+        self.timed.append(fn)
         self.calls += 1
-        return self.times.pop(0)
+        return self.times[(self.calls - 1) % len(self.times)]
 
 
 @pytest.fixture
@@ -195,20 +199,60 @@ def right(a, b):
 
 def test_timing_passes_a_fast_right_answer(small_matmul):
     puzzle, spec, key = small_matmul
-    clock = FakeClock(1.0, 1.1, 0.9)  # yours, the answer key, torch.matmul
+    clock = FakeClock(1.0, 1.1, 0.9)  # yours, the answer key, torch.matmul, in every round
     result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
-    assert "bar_failed" not in result and clock.calls == 3
+    assert "bar_failed" not in result and "noisy" not in result and clock.calls == 3 * ROUNDS
     assert result["ms"] == {"yours": 1.0, "answer key": 1.1, "torch.matmul": 0.9}
     assert result["ratio_vs_baseline"] == pytest.approx(0.9) and result["ratio_vs_answer_key"] == pytest.approx(1.1)
     assert result["table"][0].startswith("GPU time at M=70, N=50, K=40 (median of triton.testing.do_bench")
+    assert result["spread"] == {"answer key": 0.0, "torch.matmul": 0.0}
 
 
-def test_timing_fails_below_the_speed_bar_after_a_second_try(small_matmul):
+def test_rounds_interleave_yours_the_key_and_the_baseline(small_matmul):
     puzzle, spec, key = small_matmul
-    clock = FakeClock(3.0, 1.0, 1.0, 2.0)  # yours, key, baseline, yours again: best 2.0 -> 0.5x < 0.8x
+    clock = FakeClock(1.0)
+    raw = measure(puzzle, spec, right, key, device="cpu", timer=clock, rounds_count=3)
+    order = {id(fn): None for fn in clock.timed}  # the three contenders, in the order first timed
+    assert len(order) == 3 and [id(fn) for fn in clock.timed] == list(order) * 3
+    assert {name: len(ms) for name, ms in raw["rounds"].items()} == {"yours": 3, "answer key": 3, "torch.matmul": 3}
+
+
+def test_timing_fails_below_the_speed_bar_on_a_steady_gpu(small_matmul):
+    puzzle, spec, key = small_matmul
+    clock = FakeClock(2.0, 1.0, 1.0)  # every round: yours 2.0, key 1.0, baseline 1.0 -> 0.5x < 0.8x
     result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
-    assert clock.calls == 4 and result["ms"]["yours"] == 2.0
+    assert clock.calls == 3 * ROUNDS and result["ms"]["yours"] == 2.0
     assert "0.50x the speed of torch.matmul" in result["bar_failed"] and "at least 0.8x" in result["bar_failed"]
+
+
+def test_a_busy_gpu_gives_no_speed_verdict_after_a_second_set_of_rounds(small_matmul):
+    puzzle, spec, key = small_matmul
+    # another job slows every other round: yours 2.0 then 0.5 against a steady 1.0 -> ratios 0.5, 2.0, ...
+    clock = FakeClock(2.0, 1.0, 1.0, 0.5, 1.0, 1.0)
+    result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
+    assert clock.calls == 2 * 3 * ROUNDS  # a second set of rounds before giving up
+    assert "bar_failed" not in result
+    assert "GPU was busy" in result["noisy"] and "neither passed nor failed" in result["noisy"]
+
+
+def test_ratios_come_from_paired_rounds_not_from_medians_of_each():
+    # the GPU slows down halfway: per-contender medians would compare different moments
+    rounds = {"yours": [1.0, 1.0, 4.0, 4.0, 4.0], "torch": [2.0, 2.0, 8.0, 8.0, 8.0]}
+    summary = fair_timing.summarize(rounds)
+    assert summary["torch"] == {"ratio": 2.0, "spread": 0.0}
+    assert fair_timing.paired_ratios(rounds, "torch") == [2.0] * 5
+    assert fair_timing.spread([0.9, 1.0, 1.1]) == pytest.approx(0.1)
+    assert not fair_timing.busy({"torch": {"ratio": 1.0, "spread": 0.1}})
+    assert fair_timing.busy({"torch": {"ratio": 1.0, "spread": 0.11}})
+
+
+def test_a_noisy_timing_of_a_barred_puzzle_is_not_a_pass_and_a_steady_one_is():
+    noisy = {"yours": [1.0, 3.0, 1.0], "torch.matmul": [1.0, 1.0, 1.0]}
+    result = judge({"M": 1}, fair_timing.medians(noisy), "torch.matmul", 0.8, 1e6, 1e6, None, None, noisy)
+    assert "bar_failed" not in result and "noisy" in result
+    steady = {"yours": [1.0, 1.02, 0.98], "torch.matmul": [0.5, 0.51, 0.49]}
+    result = judge({"M": 1}, fair_timing.medians(steady), "torch.matmul", 0.8, 1e6, 1e6, None, None, steady)
+    assert "noisy" not in result and "0.50x" in result["bar_failed"]
 
 
 def test_timing_fails_an_answer_that_breaks_at_the_timing_size(small_matmul):
@@ -238,3 +282,32 @@ def test_the_roofline_is_remembered_per_gpu_and_versions(tmp_path):
     assert cached_peaks("H200 | torch 2.11 | triton 3.6", path) is None
     path.write_text("{not json", encoding="utf-8")
     assert cached_peaks("H100 | torch 2.11 | triton 3.6", path) is None
+
+
+def noisy_stage(tmp_path, number: int):
+    from checks.engine.protocol import Job
+    from checks.engine.verdicts import Stage
+
+    puzzle = get_puzzle(number)
+    stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", tmp_path, time_it=True)
+    stage.results = [object()] * 3
+    rounds = {"yours": [1.0, 3.0, 1.0], "answer key": [1.0, 1.0, 1.0], "torch": [1.0, 1.0, 1.0]}
+    if number == 4:
+        rounds["torch.matmul"] = rounds.pop("torch")
+    baseline = "torch.matmul" if number == 4 else "torch"
+    stage.stream.timings = {"case": {"n": 1}, "times": fair_timing.medians(rounds), "rounds": rounds,
+                            "baseline": baseline, "nbytes": 1e6, "flops": 0.0}  # fmt: skip
+    return stage
+
+
+def test_a_busy_gpu_is_no_verdict_on_a_barred_puzzle_and_a_note_on_another(tmp_path):
+    from checks import verdict as V
+
+    barred = noisy_stage(tmp_path, 4)
+    verdict = V.Verdict(4, V.PASSED, "all 3 cases match the reference.")
+    barred.apply_timings(verdict)
+    assert verdict.status == V.ENVIRONMENT and "GPU was busy" in verdict.summary and "check again" in verdict.summary
+    free = noisy_stage(tmp_path, 1)
+    verdict = V.Verdict(1, V.PASSED, "all 3 cases match the reference.")
+    free.apply_timings(verdict)
+    assert verdict.status == V.PASSED and "ratios are uncertain" in verdict.summary

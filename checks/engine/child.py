@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import checks
 from checks.engine.environment import autotune_without_benchmarks, detect
+from checks.engine.hardening import event_writer, harden
 from checks.engine.protocol import TIME_COMMAND, Job, outputs_path
 from checks.engine.spawn import PRELOAD_FLAG
 
@@ -99,6 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if machine.mode == "interpreter":
         autotune_without_benchmarks()
+    # hardening (checks.engine.hardening): refuse process creation, introspection, ctypes, the grader's files
+    harden(
+        [Path(args[0]).parent],
+        event_writer(events._f, token),
+        read_only=[Path(checks.__file__).parent],
+        own=list(job.names),
+    )
     fn = observe_all(job, events, machine, Path(args[0]).parent)
     if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
         from checks.engine.measure import measure

@@ -7,6 +7,7 @@ the grading process says about correctness: the values come from the returned te
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from checks.engine.picture_data import drawable
 from checks.engine.protocol import Tampered, access_path, outputs_path
 from checks.engine.rulebook import after_all_cases, first_problem
 from checks.engine.rules import CaseContext, Problem
+from checks.engine.sealing import read_sealed
 from checks.puzzles import spec_module
 from checks.registry import Puzzle
 
@@ -51,10 +53,15 @@ def describe_case(case: dict[str, Any], inputs: dict[str, Any]) -> str:
     return text
 
 
-def load_outputs(path: Path) -> list[Any]:
-    """The tensors a call returned, as the grading process saved them; anything else is tampering."""
+def load_outputs(path: Path, digest: str | None = None) -> list[Any]:
+    """The tensors a call returned, as the grading process saved them and sealed them with `digest`; anything
+    else is tampering."""
     try:
-        outputs = torch.load(path, weights_only=True)
+        data = read_sealed(path, digest) if digest is not None else path.read_bytes()  # sealing
+    except (OSError, ValueError) as exc:
+        raise Tampered(f"the returned tensors could not be read ({exc})") from exc
+    try:
+        outputs = torch.load(io.BytesIO(data), weights_only=True)
     except Exception as exc:  # noqa: BLE001 - an unreadable file is a broken report, whatever the reason
         raise Tampered(f"the returned tensors could not be read ({type(exc).__name__})") from exc
     if not isinstance(outputs, list) or not all(o is None or isinstance(o, torch.Tensor) for o in outputs):
@@ -62,10 +69,12 @@ def load_outputs(path: Path) -> list[Any]:
     return outputs
 
 
-def load_access(path: Path, output_names: list[str]) -> dict[str, Any]:
-    """The access log of one case, with the returned buffers named as the puzzle names its outputs."""
+def load_access(path: Path, output_names: list[str], digest: str | None = None) -> dict[str, Any]:
+    """The access log of one case, sealed with `digest`, with the returned buffers named as the puzzle names
+    its outputs."""
     try:
-        log = AccessLog.from_dict(torch.load(path, weights_only=True))
+        data = read_sealed(path, digest) if digest is not None else path.read_bytes()  # sealing
+        log = AccessLog.from_dict(torch.load(io.BytesIO(data), weights_only=True))
     except Exception as exc:  # noqa: BLE001 - an unreadable log is a broken report, whatever the reason
         raise Tampered(f"the access log could not be read ({type(exc).__name__})") from exc
     for region in log.regions:
@@ -95,9 +104,10 @@ class Judge:
         expected = self.spec.reference(inputs)
         outputs: list[Any] = []
         if not obs.raised:
-            outputs = load_outputs(outputs_path(self.workdir, obs.index, kernels_off))
+            outputs = load_outputs(outputs_path(self.workdir, obs.index, kernels_off), obs.outputs_digest)
         if obs.access is not None and not kernels_off:
-            obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected])
+            digest = str(obs.access.get("digest", ""))  # sealing: the digest the event carried
+            obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected], digest)
             if obs.index == 0:
                 self.first_access = obs.access
         return CaseContext(self.puzzle, case, inputs, expected, outputs, obs), describe_case(case, inputs)

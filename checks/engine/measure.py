@@ -11,19 +11,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from checks.engine.fair_timing import ROUND_REP_MS, ROUNDS, busy, interleaved, medians, steadier, summarize
 from checks.engine.timing import (
     MATMUL_SIDE,
     Peaks,
-    bar_message,
     gbps,
     loosest_tolerance,
     output_difference,
-    speed_ratio,
     tflops,
 )
 from checks.registry import Puzzle
 
 WARMUP_MS, REP_MS = 25, 100
+ROUND_WARMUP_MS = 5  # per round: the first round's compile and autotune happened before the clock
 COPY_ELEMENTS = 1 << 28  # float32 elements per copy buffer (1 GiB) for the bandwidth measurement
 
 
@@ -120,8 +120,10 @@ def measure(
     solution_file: str | None,
     device: str = "cuda",
     timer: Callable[[Callable[[], Any]], float] | None = None,
+    rounds_count: int = ROUNDS,
 ) -> dict[str, Any]:
-    """Time the submission, the answer key and the baseline on the bench case (in the grading process).
+    """Time the submission, the answer key and the baseline on the bench case (in the grading process),
+    in interleaved rounds (checks.engine.fair_timing).
 
     Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict.
     `device` and `timer` exist for the tests, which run this on a CPU with a made-up clock.
@@ -134,7 +136,6 @@ def measure(
     case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
     if not case:
         return {}
-    clock = timer or bench_ms
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     baseline = puzzle.bench.get("baseline", "torch")
     gen = torch.Generator(device=device)
@@ -161,13 +162,22 @@ def measure(
     del mine
     sync()
 
-    times = {"yours": clock(lambda: fn(*args))}
+    # fair timing (checks.engine.fair_timing): yours, the answer key and the baseline in interleaved rounds
+    contenders: dict[str, Callable[[], Any]] = {"yours": lambda: fn(*args)}
     if key is not None:
-        times["answer key"] = clock(lambda: key(*args))
-    times[baseline] = clock(spec.baseline(inputs))
-    min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
-    if bar_message(speed_ratio(times[baseline], times["yours"]), min_ratio, baseline):
-        times["yours"] = min(times["yours"], clock(lambda: fn(*args)))  # one more try before failing
+        contenders["answer key"] = lambda: key(*args)
+    contenders[baseline] = spec.baseline(inputs)
+    round_clock = timer or (lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS))
+    rounds = interleaved(contenders, round_clock, rounds_count)
+    if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
+        rounds = steadier(rounds, interleaved(contenders, round_clock, rounds_count))
     work = spec.work(inputs)
     peaks = device_peaks() if device == "cuda" else None
-    return dict(raw, times=times, nbytes=work.bytes, flops=work.flops, peaks=asdict(peaks) if peaks else None)
+    return dict(
+        raw,
+        times=medians(rounds),
+        rounds=rounds,
+        nbytes=work.bytes,
+        flops=work.flops,
+        peaks=asdict(peaks) if peaks else None,
+    )

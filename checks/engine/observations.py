@@ -56,11 +56,15 @@ class CaseObservation:
     stub: bool = False  # it raised the stub's NotImplementedError
     returned: str = ""  # "tensor", "tuple of 3", or the type name of what came back
     outputs_file: str = ""  # a torch.save'd list of the returned tensors (loaded with weights_only)
+    outputs_digest: str = ""  # its SHA-256, checked by the grader (checks.engine.sealing)
     launches: list[LaunchObs] = field(default_factory=list)
     buffers: list[BufferObs] = field(default_factory=list)
     torch_ops: list[TorchOp] = field(default_factory=list)
     access: dict[str, Any] | None = None  # the interpreter's access log (engine.access_log), or None on a GPU
     printed: str = ""  # what the learner's code printed during this call
+    # provenance (checks.engine.provenance): kernel arguments computed outside a kernel; each output's origin
+    host_reads: list[str] = field(default_factory=list)
+    output_origins: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,6 +24,8 @@ from checks.engine.environment import NUMPY_PITFALL_TEXT, Machine
 from checks.engine.memory import Arena
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.protocol import access_path
+from checks.engine.provenance import Provenance, watch_provenance
+from checks.engine.sealing import file_digest
 from checks.engine.torch_watch import watch_torch
 from checks.engine.tracking import Tracker, guard_allocations, watch_launches
 
@@ -81,6 +83,7 @@ class Observer:
         self.names = {str(Path(k).resolve()): v for k, v in names.items()}
         self.own_files = set(self.names)
         self.workdir = workdir
+        self.provenance: Provenance | None = None
 
     def call(self, fn: Any, inputs: dict[str, Any], arena: Arena, skip: bool) -> tuple[Any, Tracker, Any, Any]:
         """Call fn inside the watchers: (what it returned, launches, torch operations, the access recorder)."""
@@ -91,6 +94,9 @@ class Observer:
             if self.machine.mode == "interpreter":
                 recorder = stack.enter_context(record_access(arena, inputs))
             stack.enter_context(guard_allocations(arena))
+            self.provenance = None if skip else Provenance(inputs, self.own_files)  # provenance: fingerprints
+            if self.provenance is not None:
+                stack.enter_context(watch_provenance(self.provenance))
             ops = stack.enter_context(watch_torch(self.names, on_copy=copies_of_inputs(recorder, inputs)))
             result = fn(*inputs.values())
             if self.machine.device == "cuda":
@@ -121,14 +127,20 @@ class Observer:
             obs.printed = printed.getvalue()[-PRINTED_LIMIT:]
         outputs = as_outputs(returned)
         obs.returned = returned_kind(returned)
+        origins = self.provenance.output_origins(outputs) if self.provenance else []  # provenance
         torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], out)
+        if self.provenance is not None:  # provenance: a write during the save (another thread) is the host's
+            obs.host_reads = list(self.provenance.host_reads)
+            obs.output_origins = self.provenance.unchanged_since(outputs, origins)
         obs.outputs_file = out.name
+        obs.outputs_digest = file_digest(out)  # sealing: the grader checks the file against this digest
         obs.launches = [LaunchObs(x.kernel, tracker.own(x), x.blocks) for x in tracker.launches]
         obs.buffers = buffer_observations(arena, outputs)
         if recorder is not None and not skip:
             recorder.name_outputs(outputs, [f"output {i}" for i in range(len(outputs))])
             torch.save(recorder.log().to_dict(), access_path(self.workdir, index))
-            obs.access = {"saved": True}  # the grader reads the log from the file it names itself
+            # the grader reads the log from the file it names itself, sealed (checks.engine.sealing)
+            obs.access = {"saved": True, "digest": file_digest(access_path(self.workdir, index))}
         return obs
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from checks.engine.prestart import take_prestarted
 from checks.engine.protocol import EXIT_COMMAND, Job, Stream
-from checks.engine.spawn import kill, start_child
+from checks.engine.sealing import adopt_orphans, left_behind
+from checks.engine.spawn import kill, start_child, started
 
 # Called with each accepted event; for "observed" it returns the command to send (time or exit).
 OnEvent = Callable[[dict[str, Any]], str | None]
@@ -77,11 +78,15 @@ def run_child(
     through the protocol to on_event, and stop it at the limit."""
     job_path, events_path, log_path = workdir / "job.json", workdir / "events.jsonl", workdir / "output.log"
     job_path.write_text(job.to_json(), encoding="utf-8")
+    adopt_orphans()  # sealing: an orphan of the grading process comes back to this process, to be found
     proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
     stream.token = secrets.token_hex(16)
     _write(proc, stream.token)
     start = time.monotonic()
     timed_out = _follow(proc, _Reader(events_path), stream, timeout, on_event, stop)
+    left = left_behind(proc.pid, {p.pid for p in started})  # sealing: nothing of it may outlive it
+    if left and not stream.tampered:
+        stream.tampered = f"{left[0]}, started by your code, outlived the grading process"
     return ChildEnd(
         stream, None if timed_out else proc.returncode, timed_out, time.monotonic() - start, _tail(log_path)
     )

@@ -6,6 +6,8 @@ report observations, in one fixed order:
     machine, then either environment | load_error | missing,
     or for each selected case: case_start, case (an observation), then kernels_off, then observed,
     and, only when the grader asks for it on the process's standard input, timings.
+    At any point after machine: refused (the audit hook of `checks.engine.hardening` refused a request of
+    the learner's code), which ends the report as tampered with.
 
 Every event carries a token the grader sends on the process's standard input before the learner's
 code is loaded, so a line appended to the events file by other means is refused. `Stream` enforces
@@ -22,7 +24,10 @@ from typing import Any
 
 from checks.engine.observations import CaseObservation
 
-EVENTS = ("machine", "environment", "load_error", "missing", "case_start", "case", "kernels_off", "observed", "timings")
+EVENTS = (
+    "machine", "environment", "load_error", "missing", "case_start", "case", "kernels_off", "observed", "timings",
+    "refused",
+)  # fmt: skip
 TIME_COMMAND = "time"
 EXIT_COMMAND = "exit"
 
@@ -112,6 +117,8 @@ class Stream:
                 raise Tampered("a second machine event")
             self.machine = {k: str(v) for k, v in event.items() if k != "event"}
             return
+        if kind == "refused":  # hardening (checks.engine.hardening): the learner's code asked for what is refused
+            raise Tampered(f"your code tried {str(event.get('reason', ''))[:200]}, which the grading process refuses")
         if self.machine is None:
             raise Tampered(f"{kind} before the machine event")
         if self.ending is not None or (self.observed and kind != "timings"):

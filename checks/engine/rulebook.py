@@ -7,7 +7,7 @@ kernels-switched-off re-run of the first case. Adding a rule is one function and
 
 from __future__ import annotations
 
-from checks.engine import core_rules, decoding_rules, method_rules, order_rule
+from checks.engine import core_rules, decoding_rules, method_rules, order_rule, provenance_rules
 from checks.engine.rules import CaseContext, Problem, Rule
 from checks.engine.torch_rule import torch_free
 
@@ -19,6 +19,8 @@ EVERY_CALL: dict[str, Rule] = {
     "no_load_outside": core_rules.no_load_outside,
     "output_form": core_rules.output_form,
     "values": core_rules.values,
+    "kernels_read_inputs": provenance_rules.kernels_read_inputs,
+    "outputs_from_kernels": provenance_rules.outputs_from_kernels,
 }
 ON_REQUEST: dict[str, Rule] = {
     "limits": core_rules.limits,

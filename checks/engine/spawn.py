@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from checks.engine.sealing import MARK
 from checks.registry import ROOT
 
 PRELOAD_FLAG = "--preload"
@@ -46,6 +47,7 @@ def child_env(interpret: bool) -> dict[str, str]:
     check of unchanged code skips the benchmarking of every config (seconds at the timing size).
     """
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+    env[MARK] = "1"  # sealing: what a grading process leaves behind is found by this mark
     if not interpret:
         env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
     return env

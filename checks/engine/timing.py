@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from checks.engine.fair_timing import busy, busy_message, summarize
 from checks.registry import Puzzle
 
 MATMUL_SIDE = 8192  # the float16 torch.matmul that stands for the peak arithmetic rate
@@ -170,6 +171,15 @@ def from_measurement(puzzle: Puzzle, raw: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("timings without the submission's or the baseline's time")
     peaks = Peaks(**raw["peaks"]) if raw.get("peaks") else None
     min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
+    rounds = raw.get("rounds")  # fair timing: the ratios come from paired rounds
+    if rounds is not None:
+        rounds = {str(k): [float(t) for t in v] for k, v in dict(rounds).items()}
+        if (
+            set(rounds) != set(times)
+            or len({len(v) for v in rounds.values()}) > 1
+            or not all(t > 0 for v in rounds.values() for t in v)
+        ):
+            raise ValueError("rounds that do not match the times")
     return judge(
         dict(raw.get("case", {})),
         times,
@@ -179,6 +189,7 @@ def from_measurement(puzzle: Puzzle, raw: dict[str, Any]) -> dict[str, Any]:
         float(raw.get("flops", 0.0)),
         peaks,
         raw.get("problem"),
+        rounds,
     )
 
 
@@ -191,10 +202,13 @@ def judge(
     flops: float,
     peaks: Peaks | None,
     problem: str | None = None,
+    rounds: dict[str, list[float]] | None = None,
 ) -> dict[str, Any]:
     """The timing verdict from measured times: the table, the ratios, and 'bar_failed' when it fails.
 
-    With no times (the submission could not run at the timing size), only `problem` is reported.
+    With `rounds` (each contender's time per interleaved round), each ratio is the median of the rounds'
+    ratios, with its spread; when the spread says the GPU was busy, 'noisy' says so and no speed bar is
+    judged. With no times (the submission could not run at the timing size), only `problem` is reported.
     """
     size = ", ".join(f"{k}={v}" for k, v in case.items())
     wrong = (
@@ -205,6 +219,10 @@ def judge(
         return {"ms": {}, "table": [], "summary": "", "bar_failed": wrong}
     ratio = speed_ratio(times[baseline], times["yours"])
     ratio_key = speed_ratio(times["answer key"], times["yours"]) if "answer key" in times else None
+    paired = summarize(rounds) if rounds else {}  # fair timing: ratios from paired rounds
+    if paired:
+        ratio = paired[baseline]["ratio"]
+        ratio_key = paired["answer key"]["ratio"] if "answer key" in paired else None
     share = roofline_share(nbytes, flops, times["yours"], peaks) if peaks else None
     result: dict[str, Any] = {
         "ms": times,
@@ -215,10 +233,21 @@ def judge(
         "peaks": asdict(peaks) if peaks else None,
         "summary": summary_text(ratio, baseline, ratio_key, share),
     }
+    if paired:
+        result["spread"] = {name: entry["spread"] for name, entry in paired.items()}
+        result["table"].append(spread_line(paired, len(next(iter(rounds.values())))))
     if problem:
         result["bar_failed"] = wrong
+    elif paired and busy(paired):  # never pass or fail a speed bar on a noisy measurement
+        result["noisy"] = busy_message(paired, bar=min_ratio is not None)
     else:
         message = bar_message(ratio, min_ratio, baseline)
         if message:
             result["bar_failed"] = message
     return result
+
+
+def spread_line(paired: dict[str, dict[str, float]], count: int) -> str:
+    """How steady the ratios were over the rounds."""
+    parts = ", ".join(f"{name} +-{100 * entry['spread']:.0f}%" for name, entry in paired.items())
+    return f"  ratios from {count} interleaved rounds (yours, answer key, baseline, ...); their spread: {parts}"

@@ -1,0 +1,110 @@
+"""Results nothing can rewrite after the fact: sealed result files, and no process left behind.
+
+A file the grading process saves (the tensors a call returned, its access log) is sealed: its SHA-256
+travels in the token-carrying event that names it, and the grader reads the file once, checks the digest,
+and works from those bytes. A file rewritten after it was reported no longer matches.
+
+Before any result counts, every process the grading process started must be gone: `left_behind` lists the
+processes of its session and process group, and (the grader being a child subreaper on Linux, so that an
+orphan comes back to it even from a new session) every orphan it adopted that descends from a grading
+process (the mark in its environment); it kills them all. A process
+that outlived the grading process is tampering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+PR_SET_CHILD_SUBREAPER = 36
+MARK = "CHECKS_GRADING_PROCESS"  # in the environment of every grading process, and so of all it starts
+GRACE = 0.3  # seconds a process of the session may take to exit after the grading process did
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_sealed(path: Path, digest: str) -> bytes:
+    """The file's bytes, read once; ValueError when they are not the ones the grading process reported."""
+    data = Path(path).read_bytes()
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ValueError(f"{Path(path).name} changed after the grading process reported it")
+    return data
+
+
+_subreaper: list[bool] = []
+
+
+def adopt_orphans() -> bool:
+    """Make this process a child subreaper (Linux), once: orphans of its grading processes become its children."""
+    if not _subreaper:
+        done = False
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(Exception):
+                import ctypes
+
+                done = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        _subreaper.append(done)
+    return _subreaper[0]
+
+
+def _processes() -> list[tuple[int, str, int, int, int]]:
+    """(pid, state, parent, process group, session) of every process, from /proc; [] where there is none."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*") if Path("/proc/self/stat").exists() else []:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = (entry / "stat").read_text()
+            fields = text[text.rindex(")") + 2 :].split()
+            found.append((int(entry.name), fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
+    return found
+
+
+def _marked(pid: int) -> bool:
+    """Whether the process started with the grading processes' mark in its environment (it descends from one)."""
+    try:
+        return f"{MARK}=1".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _alive(session: int, known: set[int]) -> list[int]:
+    me = os.getpid()
+    alive = []
+    for pid, state, parent, group, sid in _processes():
+        if state in "ZX" or pid == me or pid in known:
+            continue
+        if group == session or sid == session or (parent == me and _marked(pid)):  # an adopted orphan
+            alive.append(pid)
+    return alive
+
+
+def _describe(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        return f"process {pid} ({command[:80]})"
+    return f"process {pid}"
+
+
+def left_behind(session: int, known: set[int]) -> list[str]:
+    """The processes of a grading process's session (its id is `session`) still alive after it ended, and the
+    orphans this process adopted that are none of its own `known` children; each is killed and reaped."""
+    alive = _alive(session, known)
+    if alive:
+        time.sleep(GRACE)  # a process on its way out is not a survivor
+        alive = _alive(session, known)
+    described = [_describe(pid) for pid in alive]
+    for pid in alive:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.killpg(session, signal.SIGKILL)
+    for pid in alive:
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)  # an adopted orphan is this process's child now
+    return described

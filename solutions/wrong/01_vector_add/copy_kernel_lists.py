@@ -1,0 +1,21 @@
+"""Wrong: adds on the host with Python lists, then has a copy kernel move the answer into the output.
+
+expect: kernels_read_inputs: computed outside a kernel
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(src_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(src_ptr + offsets, mask=mask), mask=mask)
+
+
+def vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    answer = torch.tensor([a + b for a, b in zip(x.tolist(), y.tolist(), strict=True)], dtype=x.dtype, device=x.device)
+    out = torch.empty_like(x)
+    copy_kernel[(triton.cdiv(x.numel(), 1024),)](answer, out, x.numel(), BLOCK_SIZE=1024)
+    return out

@@ -1,0 +1,22 @@
+"""Wrong: adds with torch while torch's dispatch modes are switched off, into the buffer its kernel wrote.
+
+expect: outputs_from_kernels: outside your kernels
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(src_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(src_ptr + offsets, mask=mask), mask=mask)
+
+
+def vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK_SIZE=1024)
+    with torch._C._DisableTorchDispatch():
+        out.add_(y)
+    return out

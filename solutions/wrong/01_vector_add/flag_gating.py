@@ -1,0 +1,24 @@
+"""Wrong: a kernel only sets a flag; the host reads it with .item() and then fills the output itself.
+
+With the kernels switched off the flag stays down and the output stays wrong, so only where the
+output's values came from gives it away.
+
+expect: outputs_from_kernels: outside your kernels
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def flag_kernel(flag_ptr):
+    tl.store(flag_ptr, 1)
+
+
+def vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    flag = torch.zeros(1, dtype=torch.int32, device=x.device)
+    out = torch.empty_like(x)
+    flag_kernel[(1,)](flag)
+    if flag.item() == 1:
+        out.copy_(torch.from_numpy(x.cpu().numpy() + y.cpu().numpy()))
+    return out

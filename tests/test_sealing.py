@@ -1,0 +1,68 @@
+"""Results nothing can rewrite: sealed result files, and no process left behind by a grading process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from checks.engine.sealing import MARK, adopt_orphans, file_digest, left_behind, read_sealed
+
+
+def test_a_result_file_is_read_once_and_must_match_its_digest(tmp_path):
+    path = tmp_path / "case_0.pt"
+    path.write_bytes(b"the tensors")
+    digest = file_digest(path)
+    assert read_sealed(path, digest) == b"the tensors"
+    path.write_bytes(b"the answer, written later")
+    with pytest.raises(ValueError, match="changed after the grading process reported it"):
+        read_sealed(path, digest)
+
+
+# A grading process stand-in: it starts a grandchild (in its own session with `escape`) that sleeps, and exits.
+PARENT = """
+import os, sys, time
+if os.fork() == 0:
+    if sys.argv[1] == "escape":
+        os.setsid()
+    time.sleep(60)
+    os._exit(0)
+time.sleep(0.2)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", ["stays", "escape"])
+def test_a_process_that_outlives_the_grading_process_is_found_and_killed(how):
+    assert adopt_orphans()  # a setsid'd orphan comes back to this process
+    env = {**os.environ, MARK: "1"}  # as every grading process has it
+    proc = subprocess.Popen([sys.executable, "-c", PARENT, how], start_new_session=True, env=env)
+    proc.wait(timeout=30)
+    time.sleep(0.1)
+    found = left_behind(proc.pid, {proc.pid})
+    assert len(found) == 1 and "process" in found[0], found
+    assert left_behind(proc.pid, {proc.pid}) == []  # killed and reaped: the session is empty now
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_grading_process_that_leaves_nothing_behind_is_clean():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    proc.wait(timeout=30)
+    assert left_behind(proc.pid, {proc.pid}) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_an_orphan_that_is_no_grading_processes_is_left_alone():
+    """A process the grader started itself (a warm grader, in its own session) is none of a grading process's."""
+    assert adopt_orphans()
+    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+        proc.wait(timeout=30)
+        assert left_behind(proc.pid, {proc.pid}) == [] and mine.poll() is None
+    finally:
+        mine.kill()
+        mine.wait()
