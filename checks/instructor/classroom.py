@@ -22,10 +22,10 @@ puzzle or --timeout says otherwise), exactly as `make check` grades it, so one t
 hangs or cheats gets that verdict and the run goes on. Every file is read before any is graded,
 and each is graded from a private folder that holds only its own copy: nothing a submission's code
 writes can change what another learner is graded on, and the learners' folder is never graded in
-place. `--jobs N` grades N at once, on a GPU too:
-speed is timed in interleaved rounds, and a timing the other jobs made noisy gives no speed verdict
-(`checks.engine.fair_timing`) rather than a wrong one. `--shard I/N` grades one slice of the class and `--merge PART...` combines the
-slices (`checks.instructor.shards`; `make grade-slurm` runs them on a Slurm cluster).
+place. `--jobs N` grades N at once, on a GPU too: speed is timed in interleaved rounds, and a timing
+the other jobs made noisy gives no speed verdict (`checks.engine.fair_timing`) rather than a wrong one.
+`--shard I/N` grades one slice of the class and `--merge PART...` combines the slices
+(`checks.instructor.shards`; `make grade-slurm` runs them on a Slurm cluster).
 
 The results go to OUT/grades.csv (learner, puzzle, status, summary, seconds, file) and
 OUT/grades.xml (JUnit: a testsuite per puzzle, a testcase per submission; a failure element when
