@@ -2,37 +2,37 @@
 
 How a submission is graded (one stage; on a GPU a second, in the interpreter, runs beside it):
 
-    checks.__main__                at a terminal, hand the command to a warm grader (engine.warm, the client;
-                                   engine.warm_server, which imported torch once) that runs checks.cli
+    checks.__main__                at a terminal, hand the command to a warm grader (checks.warm, the client;
+                                   checks.warm_server, which imported torch once) that runs checks.cli
     checks.cli                     parse the command, then engine.grade.grade()
       engine.grade                 prepare the code (notebook cell or file) and run the stage(s); on a GPU
-                                   engine.interpreter_parts shares the interpreter stage's cases among processes
-        engine.verdicts.Stage      start the grading process and judge its report as it comes
-          engine.process           the grading process: time limit, token, checked event stream
-                                   (engine.spawn starts and stops it; engine.prestart starts it ahead of its check)
-            engine.child           (in the grading process) load the learner's code, and for each case
-              engine.observe         draw the inputs from the seed, call the function inside the watchers
+                                   engine.judging.interpreter_parts shares the interpreter stage's cases among processes
+        engine.judging.stage.Stage      start the grading process and judge its report as it comes
+          engine.processes.run           the grading process: time limit, token, checked event stream
+                                   (processes.spawn starts and stops it; processes.prestart, ahead of its check)
+            engine.child.main           (in the grading process) load the learner's code, and for each case
+              engine.child.observer         draw the inputs from the seed, call the function inside the watchers
                 engine.memory          guard bands and poison around every tensor
-                engine.tracking        launches, allocations, loads (in the interpreter)
-                engine.access_patches  every load and store (in the interpreter), for the access log:
-                                       engine.access_recorder tallies them by engine.access_regions
-                engine.torch_watch     torch arithmetic done by the learner's own lines
-              -> observations (engine.observations) and the access log (engine.access_log), never a verdict
+                engine.child.launches        launches, allocations, loads (in the interpreter)
+                engine.access.patches  every load and store (in the interpreter), for the access log:
+                                       engine.access.recorder tallies them by engine.access.regions
+                engine.child.torch_watch     torch arithmetic done by the learner's own lines
+              -> observations (engine.observations) and the access log (engine.access.log), never a verdict
           engine.protocol          what the grading process may say, in which order
-          engine.judge             (in the grader) re-derive inputs and reference, load returned tensors
-            engine.rulebook        the rules, in order: engine.core_rules, engine.torch_rule, ...
-            engine.method_rules    how the kernels walked memory, from the access log (engine.access_records);
-                                   engine.order_rule, puzzle 4's launch order
-          engine.timing            GPU times (engine.measure, in the grading process), judged here
-          engine.endings           the verdict when the grading process could not grade, or did not finish
+          engine.judging.judge             (in the grader) re-derive inputs and reference, load returned tensors
+            engine.rules.rulebook        the rules, in order: engine.rules.core, engine.rules.torch_free, ...
+            engine.rules.method    how the kernels walked memory, from the access log (engine.access.queries);
+                                   engine.rules.launch_order, puzzle 4's launch order
+          engine.judging.timing            GPU times (engine.child.measure, in the grading process), judged here
+          engine.judging.wording           the verdict when the grading process could not grade, or did not finish
       checks.verdict               the verdict as data and as text
 
 Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in
 `checks.puzzles.pNN_slug`. Commands for learners are in `checks.learner` (hints, progress, doctor,
 pictures, notebook helpers), for instructors in `checks.instructor` (solutions, class grading,
 bench, HTML), for course authors in `checks.authoring` (notebook build, known-wrong kernels,
-figures). Triton is patched in one place per concern: `engine.tracking` (launches, loads),
-`engine.access_patches` (every access, for the access log), `engine.environment` (the interpreter's
+figures). Triton is patched in one place per concern: `engine.child.launches` (launches, loads),
+`engine.access.patches` (every access, for the access log), `engine.child.machine` (the interpreter's
 autotuner and the numpy shim).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,

@@ -1,4 +1,4 @@
-"""The access recorder (checks.engine.access_*), the traffic report and the access maps, in Triton's interpreter."""
+"""The access recorder (checks.engine.access), the traffic report and the access maps, in Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from checks.engine.access_log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
-from checks.engine.access_patches import record_access
+from checks.engine.access.log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
+from checks.engine.access.patches import record_access
+from checks.engine.access.traffic import traffic_lines
+from checks.engine.child.launches import guard_allocations
 from checks.engine.memory import Arena, make_input
-from checks.engine.source import load_module
-from checks.engine.tracking import guard_allocations
-from checks.engine.traffic import traffic_lines
+from checks.engine.submission import load_module
 
 KERNELS = """
 import torch
@@ -151,7 +151,7 @@ def test_records_are_capped_but_totals_are_not(kernels):
 
 
 def test_pending_offsets_are_folded_into_the_counts(kernels, monkeypatch):
-    import checks.engine.access_recorder as access_recorder
+    import checks.engine.access.recorder as access_recorder
 
     monkeypatch.setattr(access_recorder, "_FLUSH_AT", 10)
     log, _, _ = vector_add(kernels, n=300)
@@ -281,7 +281,7 @@ def test_recording_example(tmp_path):
     """record_file is what the map's child runs: the answer key of puzzle 1, recorded."""
     code = textwrap.dedent(
         """
-        from checks.engine.recording import interpreter_setup, record_file
+        from checks.engine.access.answer_key import interpreter_setup, record_file
         from checks.registry import get_puzzle
         import torch, sys
         interpreter_setup()

@@ -9,8 +9,8 @@ import pytest
 
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize
-from checks.engine import rulebook
 from checks.engine.grade import grade
+from checks.engine.rules import rulebook
 from checks.instructor.solutions import expectations, meets
 from checks.verdict import format_verdict
 from tests.conftest import READY, puzzle_params, wrong_params

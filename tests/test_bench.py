@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from checks.authoring.wrong import EDIT_SUFFIX, materialize
-from checks.engine.timing import Peaks, roofline_share
+from checks.engine.judging.timing import Peaks, roofline_share
 from checks.instructor import bench
 from checks.instructor.bench import write_outputs
 from checks.instructor.bench_report import (

@@ -10,11 +10,11 @@ import torch
 
 from checks import verdict as V
 from checks.cli import main
-from checks.engine.compare import compare, describe_indices
-from checks.engine.environment import numpy_pitfall
+from checks.engine.child.machine import numpy_pitfall
 from checks.engine.grade import grade
 from checks.engine.memory import Arena, fill_poison, is_poison
-from checks.engine.source import SubmissionError, notebook_code
+from checks.engine.rules.compare import compare, describe_indices
+from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
 from checks.registry import ROOT, Puzzle, get_puzzle
 from tests.conftest import right_submissions
@@ -151,7 +151,7 @@ def test_guards_catch_writes_past_an_allocation():
 
 
 def test_notebook_magics_do_not_break_the_graded_cell():
-    from checks.engine.source import as_module
+    from checks.engine.submission import as_module
 
     code = as_module(["# Puzzle 1: your code\n%time x = 1\n!nvidia-smi\ny = 2"])
     compile(code, "cell", "exec")
@@ -225,7 +225,7 @@ def test_numpy_shim_turns_one_element_blocks_into_ints():
     import numpy as np
     import triton.runtime.interpreter as interpreter
 
-    from checks.engine.environment import numpy_shim
+    from checks.engine.child.machine import numpy_shim
 
     class Scope:
         def __init__(self) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from checks import verdict as V
-from checks.engine.interpreter_parts import merge_parts, split_cases
-from checks.engine.prestart import PARTS_ENV, part_count, part_workdir
-from checks.engine.verdicts import failure_pattern
+from checks.engine.judging.interpreter_parts import merge_parts, split_cases
+from checks.engine.judging.stage import failure_pattern
+from checks.engine.processes.prestart import PARTS_ENV, part_count, part_workdir
 
 PARAMS = [{"N": 100, "causal": c} for c in (False, True, False, True, False, True, False)]
 
@@ -98,8 +98,8 @@ def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_
     """With_interpreter_stage on a CPU, its first stage standing in for the GPU's: the parts' verdict is merged."""
     from checks.authoring.wrong import materialize
     from checks.engine import grade as grading
+    from checks.engine.judging.stage import Stage
     from checks.engine.protocol import Job
-    from checks.engine.verdicts import Stage
     from checks.registry import ROOT, get_puzzle
 
     monkeypatch.setattr(grading, "part_count", lambda: 3)

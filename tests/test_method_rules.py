@@ -1,4 +1,4 @@
-"""Method rules (checks.engine.method_rules): hand-made access logs, then real kernels recorded in a child."""
+"""Method rules (checks.engine.rules.method): hand-made access logs, then real kernels recorded in a child."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import torch
 
-from checks.engine.access_log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
-from checks.engine.method_rules import causal_skipping, p_never_stored, parallel_over_queries
+from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.engine.observations import CaseObservation
-from checks.engine.order_rule import grouped_order
-from checks.engine.rulebook import ON_REQUEST
-from checks.engine.rules import CaseContext, Problem
+from checks.engine.rules.launch_order import grouped_order
+from checks.engine.rules.method import causal_skipping, p_never_stored, parallel_over_queries
+from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.rules.rulebook import ON_REQUEST
 from checks.registry import get_puzzle
 
 
@@ -278,7 +278,7 @@ _RECORDED: dict[tuple[int, str, int], dict[str, Any]] = {}
 def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] | None = None) -> CaseContext:
     """The answer key ("key"), a known-wrong edit file, or the key with `edits`, recorded on one CPU case."""
     from checks.authoring.wrong import answer_key_body, apply_edits, known_wrong, materialize, name_of
-    from checks.engine.recording import draw_case
+    from checks.engine.access.answer_key import draw_case
     from checks.learner.maps import record_in_child
 
     puzzle = get_puzzle(number)

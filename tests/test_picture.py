@@ -12,7 +12,7 @@ from checks import cli
 from checks import verdict as V
 from checks.authoring.wrong import source_of
 from checks.engine.grade import grade
-from checks.engine.source import answer_cell
+from checks.engine.submission import answer_cell
 from checks.learner import notebook, picture, progress
 from checks.registry import ROOT, get_puzzle
 

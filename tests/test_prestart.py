@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 from checks import verdict as V
-from checks.engine import prestart, spawn
 from checks.engine.grade import grade
+from checks.engine.processes import prestart, spawn
 from checks.registry import get_puzzle
 
 

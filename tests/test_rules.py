@@ -13,10 +13,10 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from checks.engine import rulebook
-from checks.engine.access_log import AccessLog
+from checks.engine.access.log import AccessLog
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs, TorchOp
-from checks.engine.rules import CaseContext
+from checks.engine.rules import rulebook
+from checks.engine.rules.problem import CaseContext
 from checks.instructor.solutions import expectations, reasons
 from checks.puzzles import Expected
 from checks.registry import get_puzzle
@@ -180,7 +180,7 @@ def test_every_expect_line_names_a_reason():
 
 
 def test_the_summary_names_the_parameter_that_splits_failing_from_passing_cases():
-    from checks.engine.verdicts import failure_pattern
+    from checks.engine.judging.stage import failure_pattern
 
     params = [{"N": 64, "causal": False}, {"N": 64, "causal": True}, {"N": 100, "causal": True}, {"N": 100}]
     line = failure_pattern(params, [True, False, False, True])

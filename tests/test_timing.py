@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from checks.engine.measure import cached_peaks, measure, remember_peaks
-from checks.engine.timing import (
+from checks.engine.child.measure import cached_peaks, measure, remember_peaks
+from checks.engine.judging.timing import (
     Peaks,
     bar_message,
     bound,

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import torch
 
-from checks.engine.environment import autotune_without_benchmarks
+from checks.engine.child.launches import Tracker, guard_allocations, watch_launches
+from checks.engine.child.machine import autotune_without_benchmarks
+from checks.engine.child.torch_watch import ALLOWED, watch_torch
 from checks.engine.memory import Arena
 from checks.engine.observations import CaseObservation, TorchOp
-from checks.engine.rules import CaseContext
-from checks.engine.source import load_module
-from checks.engine.torch_rule import torch_free
-from checks.engine.torch_watch import ALLOWED, watch_torch
-from checks.engine.tracking import Tracker, guard_allocations, watch_launches
+from checks.engine.rules.problem import CaseContext
+from checks.engine.rules.torch_free import torch_free
+from checks.engine.submission import load_module
 from checks.instructor.solutions import expectations
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles

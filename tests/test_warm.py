@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.engine import warm
+from checks import warm
 from checks.registry import ROOT
 
 
@@ -83,7 +83,7 @@ def _processes() -> list[tuple[int, str]]:
 
 def _children(base: Path) -> set[int]:
     """The grading processes running in a folder under `base`, by process id."""
-    return {pid for pid, args in _processes() if "checks.engine.child" in args and str(base) in args}
+    return {pid for pid, args in _processes() if "checks.engine.child.main" in args and str(base) in args}
 
 
 def _served(folder: Path) -> list[str]:
@@ -112,7 +112,7 @@ def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
             socket.send_fds(conn, [garbage], [0, 1, 2] if garbage != b"quit?\n" else [])
     assert _check(env, "1", "--solution").returncode == 0 and len(_served(folder)) == 5
     assert len({line.split()[0] for line in _served(folder)}) == 1  # one warm grader served them all
-    stop = [sys.executable, "-m", "checks.engine.warm", "stop"]
+    stop = [sys.executable, "-m", "checks.warm", "stop"]
     told = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert told.stdout.strip() == "Told 1 warm grader(s) to leave."
     for _ in range(100):

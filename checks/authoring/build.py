@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from checks.authoring import figures
-from checks.engine.source import answer_cell, make_stub, module_body, strip_markers, stub_cell
+from checks.engine.submission import answer_cell, make_stub, module_body, strip_markers, stub_cell
 from checks.registry import ROOT, Puzzle, load_puzzles
 
 SETUP_CELL = """\

@@ -1,8 +1,8 @@
 """Grade one submission: prepare its code, run the grading stage(s), and return the verdict.
 
 On a GPU a passing submission is graded a second time in Triton's interpreter, which sees every
-load. Each stage runs the learner's code in its own grading process (`checks.engine.child`) and judges
-what it reports here, in a process that never ran that code (`checks.engine.verdicts`).
+load. Each stage runs the learner's code in its own grading process (`checks.engine.child.main`) and judges
+what it reports here, in a process that never ran that code (`checks.engine.judging.stage`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any
 import torch
 
 from checks import verdict as V
-from checks.engine.interpreter_parts import merge_parts, split_cases
-from checks.engine.prestart import part_count, part_workdir
+from checks.engine.judging.interpreter_parts import merge_parts, split_cases
+from checks.engine.judging.stage import Stage
+from checks.engine.processes.prestart import part_count, part_workdir
 from checks.engine.protocol import Job
-from checks.engine.source import SubmissionError, notebook_code
-from checks.engine.verdicts import Stage
+from checks.engine.submission import SubmissionError, notebook_code
 from checks.registry import Puzzle, shown
 
 Progress = Callable[[dict[str, Any]], None]
@@ -107,7 +107,7 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
 
     The interpreter sees every load: out-of-bounds reads that happen to give right values on a GPU,
     and the puzzles' rules on passes over memory. Its cases are shared by a few grading processes
-    (`checks.engine.interpreter_parts`), which are stopped if the GPU stage fails.
+    (`checks.engine.judging.interpreter_parts`), which are stopped if the GPU stage fails.
     """
     params = gpu_stage.puzzle.cases["cpu"]
     subsets = split_cases(len(params), part_count())

@@ -25,7 +25,7 @@ _POISON_BITS = {
     torch.float16: (torch.int16, 0x7E5A, 0x7E3C),
     torch.bfloat16: (torch.int16, 0x7FA5, 0x7FC3),
 }
-# The grader's own allocations must not go through the patched torch.empty (checks.engine.tracking).
+# The grader's own allocations must not go through the patched torch.empty (checks.engine.child.launches).
 _empty = torch.empty
 _MIN_GUARD = 1 << 16
 _MAX_GUARD = 1 << 22

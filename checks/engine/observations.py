@@ -1,8 +1,8 @@
 """What the grading process reports about one call of the learner's function: observations, never a verdict.
 
-The learner's code runs in the grading process (`checks.engine.child`); everything it may influence is
+The learner's code runs in the grading process (`checks.engine.child.main`); everything it may influence is
 gathered here as plain data and sent to the parent, which re-derives the inputs from the seed,
-computes the reference itself and applies the rules (`checks.engine.rules`). A forged observation
+computes the reference itself and applies the rules (`checks.engine.rules.problem`). A forged observation
 can at worst claim what an honest kernel would have done; it can never say "passed".
 """
 
@@ -59,7 +59,7 @@ class CaseObservation:
     launches: list[LaunchObs] = field(default_factory=list)
     buffers: list[BufferObs] = field(default_factory=list)
     torch_ops: list[TorchOp] = field(default_factory=list)
-    access: dict[str, Any] | None = None  # the interpreter's access log (engine.access_log), or None on a GPU
+    access: dict[str, Any] | None = None  # the interpreter's access log (engine.access.log), or None on a GPU
     printed: str = ""  # what the learner's code printed during this call
 
     def to_dict(self) -> dict[str, Any]:

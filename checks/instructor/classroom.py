@@ -44,8 +44,8 @@ from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.grade import grade
-from checks.engine.prestart import PARTS_ENV
-from checks.engine.source import SubmissionError
+from checks.engine.processes.prestart import PARTS_ENV
+from checks.engine.submission import SubmissionError
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
 
 SUFFIXES = (".py", ".ipynb")

@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from checks.engine.source import _MARKER_RE, _without_magics, cell_source
+from checks.engine.submission import _MARKER_RE, _without_magics, cell_source
 from checks.registry import ROOT
 
 TIMEOUT = 300.0  # seconds for one notebook's cells

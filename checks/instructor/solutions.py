@@ -20,8 +20,8 @@ from pathlib import Path
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize, name_of
 from checks.engine.grade import grade
-from checks.engine.prestart import PARTS_ENV
-from checks.engine.rulebook import all_rules
+from checks.engine.processes.prestart import PARTS_ENV
+from checks.engine.rules.rulebook import all_rules
 from checks.instructor.tables import markdown_table, ms_cell
 from checks.registry import Puzzle, load_puzzles, puzzle_id
 

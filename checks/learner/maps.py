@@ -5,7 +5,7 @@
 
 runs the submission (by default your notebook's graded cell) and the answer key, each in a child
 process with the puzzle's time limit, on one CPU case in Triton's interpreter under the access
-recorder (`checks.engine.access_patches`), and draws one PNG:
+recorder (`checks.engine.access.patches`), and draws one PNG:
 
 - puzzles 1, 2: the program that wrote each element of the output;
 - puzzles 5-7: the program that wrote each element, and how many times each element of x was read;
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from checks.engine.access_log import LOAD, STORE, AccessLog, F
+from checks.engine.access.log import LOAD, STORE, AccessLog, F
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION = "elementwise", "softmax", "matmul", "attention"
@@ -66,7 +66,7 @@ class MapError(RuntimeError):
 def _child(number: int | str, path: str, case: int, out: str) -> int:
     import torch
 
-    from checks.engine.recording import interpreter_setup, record_file
+    from checks.engine.access.answer_key import interpreter_setup, record_file
 
     interpreter_setup()
     torch.save(record_file(number, Path(path), case), out)
@@ -415,8 +415,8 @@ def make_map(
     source: tuple[str, str] | None = None,
 ) -> tuple[Path, list[str]]:
     """Record the submission and the answer key, draw the map; (png, traffic lines)."""
+    from checks.engine.access.traffic import traffic_lines
     from checks.engine.grade import prepare
-    from checks.engine.traffic import traffic_lines
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
         submission, _ = prepare(puzzle, file, solution, Path(tmp), source)
@@ -429,7 +429,7 @@ def make_map(
 
 def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
     """In a notebook: draw the access map of your graded cell (as last run) beside the answer key's."""
-    from checks.engine.source import as_module
+    from checks.engine.submission import as_module
     from checks.learner.notebook import _display, _ran_cells, picture_folder
 
     puzzle = get_puzzle(number)

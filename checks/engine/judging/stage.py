@@ -1,7 +1,7 @@
 """One stage of grading: run the grading process, judge each observation as it comes, and give the verdict.
 
 The grading process observes; this module, in the grader's process, judges. A report that breaks
-the protocol, ends before it is complete, or cannot be read is never a pass; `checks.engine.endings`
+the protocol, ends before it is complete, or cannot be read is never a pass; `checks.engine.judging.wording`
 words the verdict when the process could not grade or did not finish.
 """
 
@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.endings import ending_verdict, unfinished_verdict
-from checks.engine.judge import Judge
-from checks.engine.process import ChildEnd, run_child
+from checks.engine.access.traffic import answer_key_log, traffic_lines
+from checks.engine.judging.judge import Judge
+from checks.engine.judging.timing import from_measurement
+from checks.engine.judging.wording import ending_verdict, unfinished_verdict
+from checks.engine.processes.run import ChildEnd, run_child
 from checks.engine.protocol import TIME_COMMAND, Job, Stream, Tampered
-from checks.engine.timing import from_measurement
-from checks.engine.traffic import answer_key_log, traffic_lines
 from checks.registry import Puzzle
 
 Progress = Callable[[dict[str, Any]], None]

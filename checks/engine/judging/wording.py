@@ -1,6 +1,6 @@
 """The verdict of a grading process that could not grade, or did not finish its report.
 
-`checks.engine.verdicts.Stage` gives these when the process ended with an `ending` event (the
+`checks.engine.judging.stage.Stage` gives these when the process ended with an `ending` event (the
 machine is unfit, the learner's code does not load, or it lacks the names the puzzle needs), or
 when it ran out of time, died or exited before its report was complete.
 """
@@ -11,7 +11,7 @@ import signal
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.process import ChildEnd
+from checks.engine.processes.run import ChildEnd
 from checks.engine.protocol import Stream
 
 

@@ -1,6 +1,6 @@
 """The access log as plain data: what the kernels loaded and stored, and the questions rules ask of it.
 
-`checks.engine.access_recorder` fills it in Triton's interpreter; the grader, the traffic report,
+`checks.engine.access.recorder` fills it in Triton's interpreter; the grader, the traffic report,
 the method rules and the access maps read it. Each access the recorder kept is one row of
 `records`, whose columns are `FIELDS` (`F` maps a column's name to its place): the kind (LOAD,
 STORE, ATOMIC), the launch, the program, the region, the lanes, and the box of indices it touched

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from checks.engine.observations import BufferObs
-from checks.engine.rules import CaseContext
+from checks.engine.rules.problem import CaseContext
 
 DRAWN_KINDS = {"overhang"}  # pictures other than error maps that the failure picture can draw
 

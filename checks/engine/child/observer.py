@@ -18,14 +18,14 @@ from typing import Any
 
 import torch
 
-from checks.engine.access_patches import record_access
-from checks.engine.access_recorder import AccessRecorder
-from checks.engine.environment import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.access.patches import record_access
+from checks.engine.access.recorder import AccessRecorder
+from checks.engine.child.launches import Tracker, guard_allocations, watch_launches
+from checks.engine.child.machine import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.child.torch_watch import watch_torch
 from checks.engine.memory import Arena
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.protocol import access_path
-from checks.engine.torch_watch import watch_torch
-from checks.engine.tracking import Tracker, guard_allocations, watch_launches
 
 
 def draw(spec: Any, case: dict[str, Any], seed: int, index: int, device: str) -> tuple[Arena, dict[str, Any]]:

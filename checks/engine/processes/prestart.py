@@ -1,7 +1,7 @@
 """Grading processes started ahead of their check: they import torch and Triton while the grader does.
 
 `prestart_for` starts the processes a check will use before the grader imports torch; a warm grader or a
-notebook starts the next check's after each check (`prestart_spare`); `checks.engine.process` takes them over.
+notebook starts the next check's after each check (`prestart_spare`); `checks.engine.processes.run` takes them over.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from checks.engine.spawn import kill, start_child, started
+from checks.engine.processes.spawn import kill, start_child, started
 
 # Grading processes started before the grader imported torch, by (workdir, interpret).
 _prestarted: dict[tuple[str, bool], subprocess.Popen] = {}

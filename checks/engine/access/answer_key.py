@@ -1,6 +1,6 @@
 """Run one submission on one case in this process, under the access recorder, and return its log.
 
-For the grading process (`checks.engine.child`) and the map command's child (`checks.learner.maps`): this runs
+For the grading process (`checks.engine.child.main`) and the map command's child (`checks.learner.maps`): this runs
 the learner's code, so call it only in a process that may die. It needs Triton's interpreter:
 call `interpreter_setup()` before anything imports the submission.
 """
@@ -17,7 +17,7 @@ import torch
 def interpreter_setup() -> None:
     """Triton's CPU interpreter, with autotune taking its first config (no timing without a GPU)."""
     os.environ["TRITON_INTERPRET"] = "1"
-    from checks.engine.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim
+    from checks.engine.child.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim
 
     autotune_without_benchmarks()
     import numpy
@@ -46,8 +46,8 @@ def draw_case(number: int, case_index: int = 0, seed: int = 1) -> tuple[Any, dic
 
 def record_call(fn: Any, arena: Any, inputs: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], list[Any]]:
     """Call fn on the inputs under the recorder (allocations guarded); (log dict, outputs)."""
-    from checks.engine.access_patches import record_access
-    from checks.engine.tracking import guard_allocations
+    from checks.engine.access.patches import record_access
+    from checks.engine.child.launches import guard_allocations
 
     with record_access(arena, inputs) as recorder, guard_allocations(arena):
         returned = fn(*inputs.values())
@@ -58,7 +58,7 @@ def record_call(fn: Any, arena: Any, inputs: dict[str, Any], names: list[str]) -
 
 def record_file(number: int, path: Path, case_index: int = 0, seed: int = 1) -> dict[str, Any]:
     """Load a submission file and record it on one CPU case: {"puzzle", "case", "inputs", "log"}."""
-    from checks.engine.source import load_module
+    from checks.engine.submission import load_module
     from checks.registry import get_puzzle
 
     puzzle = get_puzzle(number)

@@ -1,9 +1,9 @@
 """Method rules of the attention puzzles: how a kernel computed its answer, judged from the interpreter's access log.
 
-Puzzle 4's grouped launch order is in `checks.engine.order_rule`, with the same interface.
+Puzzle 4's grouped launch order is in `checks.engine.rules.launch_order`, with the same interface.
 
 Each rule is a pure function `rule(ctx: CaseContext, **params) -> Problem | None` (see
-`checks.engine.rules`). It reads `ctx.obs.access` (an `AccessLog.to_dict()`, None on a GPU: then
+`checks.engine.rules.problem`). It reads `ctx.obs.access` (an `AccessLog.to_dict()`, None on a GPU: then
 every rule here says nothing), `ctx.inputs` and `ctx.case`, and its parameters come from the
 puzzle's `rules:` entry in `puzzles.yaml`. A `message` parameter, when given, replaces the first
 sentence of the rule's own message; the measured numbers follow it.
@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from checks.engine.access_log import ATOMIC, LOAD, STORE, F
-from checks.engine.access_records import highs, log_of, lows, program_name, rows_of, stored_spans
-from checks.engine.rules import CaseContext, Problem, say
+from checks.engine.access.log import ATOMIC, LOAD, STORE, F
+from checks.engine.access.queries import highs, log_of, lows, program_name, rows_of, stored_spans
+from checks.engine.rules.problem import CaseContext, Problem, say
 
 _SEQ = 2  # the sequence dimension of a (B, H, N, D) tensor
 

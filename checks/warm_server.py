@@ -1,4 +1,4 @@
-"""`python -m checks.engine.warm_server SOCKET`: the warm grader that `checks.engine.warm` starts and talks to.
+"""`python -m checks.warm_server SOCKET`: the warm grader that `checks.warm` starts and talks to.
 
 It holds the lock beside SOCKET from start to end (one warm grader per socket), starts the grading processes
 of the first check, imports torch and Triton, tells the warm graders of other fingerprints of this course
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from checks import cli
-from checks.engine import prestart
-from checks.engine.warm import IDLE_S, QUIT, READY, stop
+from checks.engine.processes import prestart
+from checks.warm import IDLE_S, QUIT, READY, stop
 
 REQUEST_S = 10.0  # how long a client that connected may take to send its command
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checks.engine.rules import CaseContext, Problem
+from checks.engine.rules.problem import CaseContext, Problem
 
 AUTOGRAD = " (autograd)"  # suffix of an allowed op (a view, a copy) recorded because autograd tracks or runs it
 FURTHER = 5  # further distinct operations listed under the message

@@ -1,4 +1,4 @@
-"""Start grading processes (`python -m checks.engine.child`) and stop them, their own children included."""
+"""Start grading processes (`python -m checks.engine.child.main`) and stop them, their own children included."""
 
 from __future__ import annotations
 
@@ -57,6 +57,6 @@ def start_child(workdir: Path, interpret: bool, preload: bool) -> subprocess.Pop
     if preload:
         args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu"]
     with open(workdir / "output.log", "ab") as log:
-        proc = start_module("checks.engine.child", *args, env=child_env(interpret), stdout=log)
+        proc = start_module("checks.engine.child.main", *args, env=child_env(interpret), stdout=log)
     started.append(proc)
     return proc

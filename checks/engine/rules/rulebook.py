@@ -7,9 +7,11 @@ kernels-switched-off re-run of the first case. Adding a rule is one function and
 
 from __future__ import annotations
 
-from checks.engine import core_rules, method_rules, order_rule
-from checks.engine.rules import CaseContext, Problem, Rule
-from checks.engine.torch_rule import torch_free
+from checks.engine.rules import core as core_rules
+from checks.engine.rules import launch_order as order_rule
+from checks.engine.rules import method as method_rules
+from checks.engine.rules.problem import CaseContext, Problem, Rule
+from checks.engine.rules.torch_free import torch_free
 
 EVERY_CALL: dict[str, Rule] = {
     "kernel_launched": core_rules.kernel_launched,

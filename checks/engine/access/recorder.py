@@ -1,8 +1,8 @@
 """Collect the loads and stores a kernel makes, aggregated so that memory stays bounded.
 
-`checks.engine.access_patches.record_access` calls `AccessRecorder.access` for every load, store
+`checks.engine.access.patches.record_access` calls `AccessRecorder.access` for every load, store
 and atomic of Triton's interpreter, and `begin_launch` / `set_grid` for every launch. For every
-access the recorder keeps, per region (`checks.engine.access_regions`) and kind (load, store):
+access the recorder keeps, per region (`checks.engine.access.regions`) and kind (load, store):
 
 - how many times each element of its body was touched (a bincount, in storage order), the lanes
   touched in all, and the lanes that hit a guard band;
@@ -10,7 +10,7 @@ access the recorder keeps, per region (`checks.engine.access_regions`) and kind 
   box of indices it touched in the tensor's own index space: min and max along each dimension);
 - the widest single load (lanes, masked-off ones included), and the loads that hit no region.
 
-`AccessRecorder.log()` returns an `checks.engine.access_log.AccessLog`.
+`AccessRecorder.log()` returns an `checks.engine.access.log.AccessLog`.
 
 The interpreter runs programs one after the other on one thread, with the program's (x, y, z)
 in `interpreter_builder.grid_idx` and the grid in `grid_dim`. A record's `pid` is the program's
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from checks.engine.access_log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
-from checks.engine.access_regions import Region, RegionMap
+from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.engine.access.regions import Region, RegionMap
 
 DEFAULT_MAX_RECORDS = 200_000
 _FLUSH_AT = 1 << 21  # pending element offsets (all regions) before they are folded into the bincounts

@@ -35,7 +35,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from checks.engine.observations import TorchOp
-from checks.engine.torch_rule import AUTOGRAD
+from checks.engine.rules.torch_free import AUTOGRAD
 
 # The aten overload packets a wrapper may run, by name and why; a name this torch lacks is skipped.
 # Everything else (arithmetic, reductions, matmul, softmax, indexing with tensors, cat/pad, random

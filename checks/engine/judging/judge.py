@@ -13,14 +13,14 @@ from typing import Any
 import torch
 
 from checks import verdict as V
-from checks.engine.access_log import AccessLog
+from checks.engine.access.log import AccessLog
+from checks.engine.child.observer import draw
 from checks.engine.memory import describe_tensor
 from checks.engine.observations import CaseObservation
-from checks.engine.observe import draw
-from checks.engine.picture_data import drawable
 from checks.engine.protocol import Tampered, access_path, outputs_path
-from checks.engine.rulebook import after_all_cases, first_problem
-from checks.engine.rules import CaseContext, Problem
+from checks.engine.rules.pictures import drawable
+from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.rules.rulebook import after_all_cases, first_problem
 from checks.puzzles import spec_module
 from checks.registry import Puzzle
 

@@ -10,7 +10,7 @@
     InterpreterBuilder.set_grid_dim                               (the grid of each launch)
     GridExecutor.__call__                                         (the kernel's name and tensor arguments)
 
-and gives the `checks.engine.access_recorder.AccessRecorder` that collects what they see.
+and gives the `checks.engine.access.recorder.AccessRecorder` that collects what they see.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from checks.engine.access_log import ATOMIC, LOAD, STORE
-from checks.engine.access_recorder import DEFAULT_MAX_RECORDS, AccessRecorder
+from checks.engine.access.log import ATOMIC, LOAD, STORE
+from checks.engine.access.recorder import DEFAULT_MAX_RECORDS, AccessRecorder
 
 Patch = tuple[object, str, Callable]  # (owner, attribute, the original value to put back)
 Hook = Callable[[AccessRecorder, Callable], Callable]  # (recorder, original) -> its replacement
@@ -136,7 +136,7 @@ def record_access(
     """Record every load and store of Triton's interpreter inside the block.
 
     `arena` (a `checks.engine.memory.Arena`) names its buffers: inputs by their name in `inputs`, the
-    submission's allocations by their label (wrap the call in `checks.engine.tracking.guard_allocations`
+    submission's allocations by their label (wrap the call in `checks.engine.child.launches.guard_allocations`
     inside this block so that they are guarded, and seen with their shape).
     """
     recorder = AccessRecorder(max_records)

@@ -1,7 +1,7 @@
 """GPU measurements for the timing: do_bench medians, the roofline (cached per GPU and versions), a submission's times.
 
 Everything here needs CUDA (except `measure` with a made-up clock, for the tests); the arithmetic and
-the verdict on the times are in `checks.engine.timing`.
+the verdict on the times are in `checks.engine.judging.timing`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from checks.engine.timing import (
+from checks.engine.judging.timing import (
     MATMUL_SIDE,
     Peaks,
     bar_message,
@@ -65,7 +65,7 @@ def measure_peaks(copy_elements: int = COPY_ELEMENTS, matmul_side: int = MATMUL_
 
 
 _peaks: list[Peaks | None] = []
-PEAKS_CACHE = Path(__file__).resolve().parent.parent.parent / "build" / "roofline.json"
+PEAKS_CACHE = Path(__file__).resolve().parents[3] / "build" / "roofline.json"
 
 
 def _machine_key() -> str:
@@ -129,7 +129,7 @@ def measure(
     import torch
 
     from checks.engine.memory import Arena
-    from checks.engine.source import load_module
+    from checks.engine.submission import load_module
 
     case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
     if not case:

@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from checks.engine.access_log import AccessLog
-from checks.engine.compare import Mismatch, compare
-from checks.engine.picture_data import launch_blocks, overhang_picture
-from checks.engine.rules import CaseContext, Problem
+from checks.engine.access.log import AccessLog
+from checks.engine.rules.compare import Mismatch, compare
+from checks.engine.rules.pictures import launch_blocks, overhang_picture
+from checks.engine.rules.problem import CaseContext, Problem
 
 
 def kernel_launched(ctx: CaseContext) -> Problem | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checks.engine.access_log import AccessLog
+from checks.engine.access.log import AccessLog
 
 
 def _log(data: AccessLog | dict[str, Any] | None) -> AccessLog | None:
@@ -106,7 +106,7 @@ def traffic_lines(
     return lines
 
 
-KEY_LOGS = Path(__file__).resolve().parent.parent.parent / "build" / "traffic"
+KEY_LOGS = Path(__file__).resolve().parents[3] / "build" / "traffic"
 
 
 def answer_key_log(puzzle: Any, timeout: float = 120.0) -> dict[str, Any] | None:

@@ -1,10 +1,11 @@
 """The grading process: loads one submission and reports what it does, case by case; never a verdict.
 
-Started by `checks.engine.spawn` as `python -m checks.engine.child JOB.json EVENTS.jsonl [--preload MODE]`
-(with --preload, it imports torch and Triton for MODE before it waits for its token and job). It writes one
-JSON event per line to EVENTS in the order `checks.engine.protocol` accepts, saves what each call
-returned to the files the protocol names, and, when the grader asks on standard input, times the
-submission on a GPU. The grader, in a process that never ran the learner's code, decides.
+Started by `checks.engine.processes.spawn` as
+`python -m checks.engine.child.main JOB.json EVENTS.jsonl [--preload MODE]` (with --preload, it imports torch
+and Triton for MODE before it waits for its token and job). It writes one JSON event per line to EVENTS in the
+order `checks.engine.protocol` accepts, saves what each call returned to the files the protocol names, and,
+when the grader asks on standard input, times the submission on a GPU. The grader, in a process that never ran
+the learner's code, decides.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checks.engine.environment import autotune_without_benchmarks, detect
+from checks.engine.child.machine import autotune_without_benchmarks, detect
+from checks.engine.processes.spawn import PRELOAD_FLAG
 from checks.engine.protocol import TIME_COMMAND, Job, outputs_path
-from checks.engine.spawn import PRELOAD_FLAG
 
 
 class Events:
@@ -31,8 +32,8 @@ class Events:
 
 def observe_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
     """Load the submission and observe every selected case, then the kernels-off re-run; the function."""
-    from checks.engine.observe import Observer, explain_exception
-    from checks.engine.source import load_module
+    from checks.engine.child.observer import Observer, explain_exception
+    from checks.engine.submission import load_module
     from checks.puzzles import spec_module
     from checks.registry import get_puzzle
 
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         autotune_without_benchmarks()
     fn = observe_all(job, events, machine, Path(args[0]).parent)
     if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
-        from checks.engine.measure import measure
+        from checks.engine.child.measure import measure
         from checks.puzzles import spec_module
         from checks.registry import get_puzzle
 

@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from checks.engine.access_log import LOAD, STORE, AccessLog, F
-from checks.engine.access_records import highs, log_of, lows, rows_of
-from checks.engine.rules import CaseContext, Problem, plural, say
+from checks.engine.access.log import LOAD, STORE, AccessLog, F
+from checks.engine.access.queries import highs, log_of, lows, rows_of
+from checks.engine.rules.problem import CaseContext, Problem, plural, say
 
 _ROW, _COL = 0, 1  # dimensions of a matrix
 

@@ -2,7 +2,7 @@
 
 On a GPU machine importing torch and Triton takes seconds, and every check used to pay it twice over (the
 grader and its grading processes import them at the same time). At a terminal, `python -m checks N` now
-hands its command line to a warm grader (`python -m checks.engine.warm_server`): a process that imported
+hands its command line to a warm grader (`python -m checks.warm_server`): a process that imported
 torch once, keeps its CUDA context, and has the grading processes of the next check already started and
 waiting. It grades exactly as `python -m checks` would, writing to the same terminal, and hands back the
 exit status. The first check starts it; it leaves after IDLE_S seconds without a check.
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 SWITCH = "CHECKS_WARM"
 IDLE_S = 900.0  # a warm grader leaves after this long without a check
 START_S = 180.0  # the longest the first check waits for a warm grader to be ready before grading itself
@@ -122,7 +122,7 @@ def start(path: Path) -> socket.socket | None:
     """Start a warm grader for `path` and connect once it is ready (None if it could not start in time)."""
     with open(path.with_suffix(".log"), "ab") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "checks.engine.warm_server", str(path)],
+            [sys.executable, "-m", "checks.warm_server", str(path)],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -206,7 +206,7 @@ def stop(root: Path = ROOT, keep: Path | None = None) -> int:
     return told
 
 
-if __name__ == "__main__":  # python -m checks.engine.warm stop
+if __name__ == "__main__":  # python -m checks.warm stop
     if sys.argv[1:] != ["stop"]:
-        sys.exit("Usage: python -m checks.engine.warm stop  (tells this course's warm graders to leave now)")
+        sys.exit("Usage: python -m checks.warm stop  (tells this course's warm graders to leave now)")
     print(f"Told {stop()} warm grader(s) to leave.")

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checks.engine.prestart import take_prestarted
+from checks.engine.processes.prestart import take_prestarted
+from checks.engine.processes.spawn import kill, start_child
 from checks.engine.protocol import EXIT_COMMAND, Job, Stream
-from checks.engine.spawn import kill, start_child
 
 # Called with each accepted event; for "observed" it returns the command to send (time or exit).
 OnEvent = Callable[[dict[str, Any]], str | None]
@@ -73,7 +73,7 @@ def _send(proc: subprocess.Popen, command: str) -> None:
 def run_child(
     job: Job, stream: Stream, timeout: float, workdir: Path, on_event: OnEvent, stop: Callable[[], bool] | None = None
 ) -> ChildEnd:
-    """Start `python -m checks.engine.child` (or take over the one prestarted for this workdir), feed its events
+    """Start `python -m checks.engine.child.main` (or take over the one prestarted for this workdir), feed its events
     through the protocol to on_event, and stop it at the limit."""
     job_path, events_path, log_path = workdir / "job.json", workdir / "events.jsonl", workdir / "output.log"
     job_path.write_text(job.to_json(), encoding="utf-8")

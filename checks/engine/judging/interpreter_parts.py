@@ -3,7 +3,7 @@
 On a GPU the small CPU cases run in Triton's interpreter beside the GPU stage, one after the other,
 and for the attention puzzles that stage ends last (seconds per case). A GPU machine has cores to
 spare: the cases are dealt round-robin to a few grading processes (`part_count`, which
-`checks.engine.prestart` also uses to start them early), and their verdicts are merged here into the
+`checks.engine.processes.prestart` also uses to start them early), and their verdicts are merged here into the
 verdict one process would have given. Part 0 holds case 0, so the kernels-off re-run and the
 traffic report stay where they were.
 """
@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.verdicts import failure_pattern
+from checks.engine.judging.stage import failure_pattern
 
 COUNT = re.compile(r"^\d+ of \d+ cases failed; ")  # how a part's summary counts its own cases
 

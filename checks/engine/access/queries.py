@@ -1,6 +1,6 @@
 """An access log's records as numpy rows, for the method rules: which program made them, and where.
 
-A record is one access (see `checks.engine.access_log.FIELDS`); its box is the min (`lo`) and max
+A record is one access (see `checks.engine.access.log.FIELDS`); its box is the min (`lo`) and max
 (`hi`) index it touched along each dimension of the tensor, and its program is named by the
 launch's kernel and the program's (x, y, z) in that launch's grid.
 """
@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from checks.engine.access_log import STORE, AccessLog, F
+from checks.engine.access.log import STORE, AccessLog, F
 
 
 def log_of(ctx: Any) -> AccessLog | None:
-    """The access log of a `checks.engine.rules.CaseContext`; None on a GPU (no log was recorded)."""
+    """The access log of a `checks.engine.rules.problem.CaseContext`; None on a GPU (no log was recorded)."""
     data = getattr(ctx.obs, "access", None)
     return AccessLog.from_dict(data) if data else None
 
