@@ -100,6 +100,7 @@ def vector_add(kernels, n: int = 100, block: int = 32, masked: bool = True, **op
     return rec.log(), out, inputs
 
 
+@pytest.mark.slow
 def test_loads_and_stores_are_counted_per_element_and_program(kernels):
     log, out, inputs = vector_add(kernels)
     torch.testing.assert_close(out, inputs["x"] + inputs["y"])
@@ -238,6 +239,7 @@ def test_traffic_lines_compare_with_the_answer_key(kernels):
     assert traffic_lines(log)[0] == "x    read 1.0x — minimum 1.0x"
 
 
+@pytest.mark.slow
 def test_maps_draw_each_kind_of_puzzle(kernels, tmp_path):
     from checks.learner.maps import draw
 
@@ -258,6 +260,7 @@ def test_each_puzzle_names_a_kind_of_map_the_maps_can_draw():
     assert get_puzzle("10a").map_kind == maps.SOFTMAX
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number", [2])
 def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsys):
     from checks.authoring.wrong import materialize
@@ -277,11 +280,12 @@ def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsy
     assert "still the stub" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_recording_example(tmp_path):
     """record_file is what the map's child runs: the answer key of puzzle 1, recorded."""
     code = textwrap.dedent(
         """
-        from checks.engine.access.answer_key import interpreter_setup, record_file
+        from checks.engine.child.recording import interpreter_setup, record_file
         from checks.registry import get_puzzle
         import torch, sys
         interpreter_setup()

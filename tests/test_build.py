@@ -10,7 +10,7 @@ import pytest
 from checks.authoring import build
 from checks.engine.submission import STUB_MARKER, graded_cells, make_stub
 from checks.registry import ROOT
-from tests.conftest import puzzle_params
+from tests.helpers import puzzle_params
 
 
 def test_generated_files_are_in_sync():

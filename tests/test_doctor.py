@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 from checks.learner import doctor
 from checks.registry import ROOT
 
 
+@pytest.mark.slow
 def test_this_machine_is_healthy(capsys):
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
@@ -34,6 +37,7 @@ def test_the_numpy_pitfall_is_a_note_with_the_fix_because_the_course_works_aroun
     assert "interpreter stage" in doctor.check_numpy_pitfall(interpreter=False).what
 
 
+@pytest.mark.slow
 def test_a_hanging_kernel_is_cut_off():
     finding = doctor.check_kernel(True, timeout=1, code="import time\ntime.sleep(30)\n")
     assert finding.level == doctor.PROBLEM and "did not finish" in finding.what

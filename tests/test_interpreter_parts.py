@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from checks import verdict as V
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.stage import failure_pattern
@@ -94,6 +96,7 @@ def test_tampering_and_crashes_come_before_cases_and_the_kernels_off_rule_after(
     assert merge_parts([off, part(case(1))], PARAMS).rule == "kernels_matter"
 
 
+@pytest.mark.slow
 def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_would(monkeypatch, tmp_path):
     """With_interpreter_stage on a CPU, its first stage standing in for the GPU's: the parts' verdict is merged."""
     from checks.authoring.wrong import materialize

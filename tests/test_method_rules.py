@@ -12,11 +12,12 @@ import torch
 
 from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.engine.observations import CaseObservation
+from checks.engine.rules import rulebook
 from checks.engine.rules.launch_order import grouped_order
 from checks.engine.rules.method import causal_skipping, p_never_stored, parallel_over_queries
 from checks.engine.rules.problem import CaseContext, Problem
-from checks.engine.rules.rulebook import ON_REQUEST
 from checks.registry import get_puzzle
+from tests.helpers import run_rule
 
 
 # -- hand-made logs ---------------------------------------------------------------------------------
@@ -90,7 +91,7 @@ def matmul_log(m: int, n: int, tile: int, order: str, k: int = 64, programs: int
 
 def test_grouped_order_passes_a_grouped_launch_and_fails_row_major() -> None:
     assert grouped_order(context(matmul_log(128, 512, 32, "grouped"))) is None
-    problem = grouped_order(context(matmul_log(128, 512, 32, "row-major")), message="Group your tiles.")
+    problem = run_rule("grouped_order", context(matmul_log(128, 512, 32, "row-major")), message="Group your tiles.")
     assert isinstance(problem, Problem) and problem.rule == "grouped_order"
     assert problem.message.startswith("Group your tiles. Your first 16 programs load 1 row-tile of a and 16 column")
     assert problem.picture == {"kind": "matmul_order", "launch": 0, "wave": 16}
@@ -157,7 +158,7 @@ def test_causal_skipping_passes_kernels_that_stop_at_the_diagonal(block_m: int, 
 
 def test_causal_skipping_fails_a_forward_that_walks_every_key_block() -> None:
     log = attention_log(130, 32, 16, skip=False)
-    problem = causal_skipping(context(log, {"causal": True}, causal=True))
+    problem = run_rule("causal_skipping", context(log, {"causal": True}, causal=True))
     assert problem is not None and problem.rule == "causal_skipping"
     assert "fwd, program 0 (owns query rows 0-31) loaded k rows 32-47" in problem.details
     assert causal_skipping(context(log, {"causal": False}, causal=False)) is None  # not causal: nothing to skip
@@ -221,7 +222,7 @@ def test_p_never_stored_fails_an_n_by_n_buffer() -> None:
     p = region("p", (1, 192, 192), "allocated", element_size=4)
     p["name"] = p["label"]
     stores_p = Log([*regions, p]).launch("probs", (12, 1, 1)).access(STORE, 0, p["name"], [(0, 0), (0, 191), (0, 191)])
-    problem = p_never_stored(context(stores_p.data(), **inputs), factor=3)
+    problem = run_rule("p_never_stored", context(stores_p.data(), **inputs), factor=3)
     assert problem is not None and problem.rule == "p_never_stored"
     assert "The largest buffer is a (1, 192, 192) tensor you allocated: 36864 elements" in problem.message
 
@@ -259,14 +260,14 @@ def rules_for(number: int) -> dict[str, dict[str, Any]]:
 
 
 def apply_rules(ctx: CaseContext, rules: dict[str, dict[str, Any]]) -> list[Problem]:
-    found = [ON_REQUEST[name](ctx, **params) for name, params in rules.items()]
+    found = [rulebook.apply(rulebook.RULES[name], ctx, params) for name, params in rules.items()]
     return [p for p in found if p is not None]
 
 
 @pytest.mark.parametrize("number", [4, 9, 10])
 def test_every_rule_in_puzzles_yaml_exists_and_takes_its_params(number: int) -> None:
     rules = rules_for(number)
-    assert rules and set(rules) <= set(ON_REQUEST)
+    assert rules and not rulebook.parameter_problems([get_puzzle(number)])
     assert all(params.get("message", "").endswith(".") for params in rules.values())
     assert apply_rules(context(None, causal=True), rules) == []  # on a GPU every rule is silent
 
@@ -278,8 +279,8 @@ _RECORDED: dict[tuple[int, str, int], dict[str, Any]] = {}
 def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] | None = None) -> CaseContext:
     """The answer key ("key"), a known-wrong edit file, or the key with `edits`, recorded on one CPU case."""
     from checks.authoring.wrong import answer_key_body, apply_edits, known_wrong, materialize, name_of
-    from checks.engine.access.answer_key import draw_case
-    from checks.learner.maps import record_in_child
+    from checks.engine.inputs import draw_case
+    from checks.engine.processes.recording import record_in_child
 
     puzzle = get_puzzle(number)
     if (number, variant, case) not in _RECORDED:
@@ -306,12 +307,14 @@ def _case(number: int, **match: Any) -> int:
     return next(i for i, c in enumerate(cases) if all(c.get(k) == v for k, v in match.items()))
 
 
+@pytest.mark.slow
 def test_matmul_fast_answer_key_passes_and_row_major_order_fails() -> None:
     case = _case(4, M=128, N=512)
     assert problems(recorded(4, "key", case)) == []
     assert problems(recorded(4, "row_major_order", case)) == ["grouped_order"]
 
 
+@pytest.mark.slow
 def test_flash_attention_2_forward_skips_causal_blocks() -> None:
     case = _case(9, N=130, causal=True)
     assert problems(recorded(9, "key", case)) == []
@@ -322,6 +325,7 @@ def test_flash_attention_2_forward_skips_causal_blocks() -> None:
     assert problems(recorded(9, "key", 0)) == []  # N = 100, not causal: parallel over query blocks
 
 
+@pytest.mark.slow
 def test_flash_attention_2_backward_skips_causal_blocks_and_never_stores_p() -> None:
     case = _case(10, N=192)
     assert problems(recorded(10, "key", case)) == []

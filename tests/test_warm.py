@@ -90,6 +90,7 @@ def _served(folder: Path) -> list[str]:
     return [line for log in folder.glob("*.log") for line in log.read_text().splitlines() if "served" in line]
 
 
+@pytest.mark.slow
 def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
     env, folder = warm_env
     cold = _check(dict(env, CHECKS_WARM="0"), "2", "--solution", "--seed", "5")
@@ -122,6 +123,7 @@ def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
     assert not list(folder.glob("*.sock")) and not _children(folder.parent)
 
 
+@pytest.mark.slow
 def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(warm_env, tmp_path) -> None:
     env, folder = warm_env
     slow = tmp_path / "slow.py"
@@ -140,6 +142,7 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
     assert any("served" in line and "'5'" in line for line in _served(folder))
 
 
+@pytest.mark.slow
 def test_a_grader_for_other_settings_retires_the_old_one_and_a_stopped_one_cleans_up(warm_env) -> None:
     env, folder = warm_env
     assert _check(env, "1", "--solution").returncode == 0

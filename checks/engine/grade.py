@@ -27,6 +27,7 @@ from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.stage import Stage
 from checks.engine.processes.prestart import part_count, part_workdir
 from checks.engine.protocol import Job
+from checks.engine.rules import rulebook
 from checks.engine.submission import SubmissionError, notebook_code
 from checks.registry import Puzzle, shown
 
@@ -152,7 +153,7 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
     if cpu.passed:
         gpu.details.append("Interpreter check: every load stayed inside its tensor and the puzzle's rules held.")
         return gpu
-    if cpu.status in (V.ENVIRONMENT, V.INTERNAL):
+    if cpu.status in rulebook.INTERPRETER_STAGE_EXCUSED:
         gpu.details.append(
             f"Interpreter check not done ({cpu.status}: {cpu.summary}); loads outside tensors and the puzzle's "
             "rules were not checked."
@@ -166,8 +167,6 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
     )
 
 
-# Rules on memory accesses that explain wrong values on a GPU: reading or writing past a tensor, or into an input.
-ROOT_CAUSES = ("no_load_outside", "no_write_outside", "inputs_unchanged")
 EXPLAIN_WAIT_S = 30.0  # the longest a failed GPU verdict waits for the interpreter stage to say why
 
 
@@ -181,7 +180,7 @@ def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | Non
         cpu = interpreted.result(timeout=EXPLAIN_WAIT_S)
     except StageStillRunning:
         return None
-    if cpu.passed or cpu.rule not in ROOT_CAUSES:
+    if cpu.passed or cpu.rule not in rulebook.names(explains_gpu_values=True):
         return None
     lead = f"{gpu.summary.rstrip('.')}; Triton's interpreter, which sees every load, shows why: {cpu.summary}"
     return adopt(gpu, cpu, lead)

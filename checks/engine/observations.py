@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+AUTOGRAD = " (autograd)"  # suffix of an allowed op (a view, a copy) recorded because autograd tracks or runs it
+
 
 @dataclass
 class LaunchObs:

@@ -25,6 +25,7 @@ from checks.engine.observations import CaseObservation
 EVENTS = ("machine", "environment", "load_error", "missing", "case_start", "case", "kernels_off", "observed", "timings")
 TIME_COMMAND = "time"
 EXIT_COMMAND = "exit"
+PRELOAD_FLAG = "--preload"  # on the command line of a process started ahead of its check
 
 
 @dataclass

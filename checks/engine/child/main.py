@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.engine.child.machine import autotune_without_benchmarks, detect
-from checks.engine.processes.spawn import PRELOAD_FLAG
-from checks.engine.protocol import TIME_COMMAND, Job, outputs_path
+from checks.engine.protocol import PRELOAD_FLAG, TIME_COMMAND, Job, outputs_path
 
 
 class Events:

@@ -23,17 +23,10 @@ from checks.engine.access.recorder import AccessRecorder
 from checks.engine.child.launches import Tracker, guard_allocations, watch_launches
 from checks.engine.child.machine import NUMPY_PITFALL_TEXT, Machine
 from checks.engine.child.torch_watch import watch_torch
+from checks.engine.inputs import draw
 from checks.engine.memory import Arena
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.protocol import access_path
-
-
-def draw(spec: Any, case: dict[str, Any], seed: int, index: int, device: str) -> tuple[Arena, dict[str, Any]]:
-    """The case's inputs, drawn from the seed: the same values in the grading process and in the grader."""
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed + index)
-    arena = Arena(device, gen)
-    return arena, spec.make_inputs(case, arena)
 
 
 def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, list[str]]:

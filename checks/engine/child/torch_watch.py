@@ -34,8 +34,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from checks.engine.observations import TorchOp
-from checks.engine.rules.torch_free import AUTOGRAD
+from checks.engine.observations import AUTOGRAD, TorchOp
 
 # The aten overload packets a wrapper may run, by name and why; a name this torch lacks is skipped.
 # Everything else (arithmetic, reductions, matmul, softmax, indexing with tensors, cat/pad, random

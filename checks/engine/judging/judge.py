@@ -14,7 +14,7 @@ import torch
 
 from checks import verdict as V
 from checks.engine.access.log import AccessLog
-from checks.engine.child.observer import draw
+from checks.engine.inputs import draw
 from checks.engine.memory import describe_tensor
 from checks.engine.observations import CaseObservation
 from checks.engine.protocol import Tampered, access_path, outputs_path

@@ -19,6 +19,7 @@ from checks.engine.judging.timing import from_measurement
 from checks.engine.judging.wording import ending_verdict, unfinished_verdict
 from checks.engine.processes.run import ChildEnd, run_child
 from checks.engine.protocol import TIME_COMMAND, Job, Stream, Tampered
+from checks.engine.rules import rulebook
 from checks.registry import Puzzle
 
 Progress = Callable[[dict[str, Any]], None]
@@ -27,6 +28,12 @@ TAMPERED_SUMMARY = (
     "The grading process's report was incomplete or forged ({why}), so this submission was not graded: "
     "remove any code that writes to the grader's files, reaches into its objects or replaces its functions, "
     "then check again."
+)
+
+
+RULE_FAILED_SUMMARY = (
+    "The grader's rule {error} broke while judging your code: this is an error in the grader, not in your "
+    "code; check again, and tell your instructor if it happens again."
 )
 
 
@@ -56,6 +63,7 @@ class Stage:
         self.results: list[V.CaseResult] = []
         self.off_problem = ""
         self.tampered = ""
+        self.rule_failed = ""  # a rule that raised: the grader's own error
         self.timeout = 0.0
         self._stop = threading.Event()
 
@@ -90,6 +98,10 @@ class Stage:
                 return TIME_COMMAND if self.time_it and self.all_passed() else None
         except Tampered as exc:
             self.tampered = str(exc)
+        except rulebook.RuleFailed as exc:
+            self.rule_failed = str(exc)
+            self.stopped_early = True
+            self._stop.set()
         return None
 
     def all_passed(self) -> bool:
@@ -115,6 +127,8 @@ class Stage:
         why = self.stream.tampered or self.tampered
         if why:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=why)
+        elif self.rule_failed:
+            v.status, v.summary = V.INTERNAL, RULE_FAILED_SUMMARY.format(error=self.rule_failed)
         elif self.stream.ending is not None:
             ending_verdict(v, self.stream.ending)
         elif self.stopped_early:
@@ -147,7 +161,7 @@ class Stage:
         if failed:
             first = failed[0]
             v.status = V.ERROR if any(r.raised for r in self.results) else V.FAILED
-            v.rule = first.rule or ("raised" if first.raised else "")
+            v.rule = first.rule or (rulebook.outcome("raised") if first.raised else "")
             v.summary = (
                 f"{len(failed)} of {len(self.results)} cases failed; start with case {first.index + 1} "
                 f"({first.description}): {first.problem}"
@@ -158,7 +172,7 @@ class Stage:
             if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
                 params = [self.judge.cases[r.index] for r in self.results]
                 v.details += failure_pattern(params, [r.passed for r in self.results])
-            if first.rule in ACCESS_RULES and self.judge.device == "cpu":
+            if first.rule in rulebook.names(draws_map=True) and self.judge.device == "cpu":
                 v.map_case = first.index
                 v.details.append(map_advice(self.puzzle.number, first.index))
             return
@@ -166,7 +180,7 @@ class Stage:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
             return
         if self.off_problem:
-            v.summary, v.rule = self.off_problem, "kernels_matter"
+            v.summary, v.rule = self.off_problem, rulebook.outcome("kernels_matter")
             return
         v.status = V.PASSED
         v.summary = f"all {len(self.results)} cases match the reference."
@@ -184,13 +198,9 @@ class Stage:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=f"unreadable timings: {exc}")
             return
         if v.timings.get("bar_failed"):
-            v.status, v.summary, v.rule = V.FAILED, v.timings["bar_failed"], "speed_bar"
+            v.status, v.summary, v.rule = V.FAILED, v.timings["bar_failed"], rulebook.outcome("speed_bar")
         elif v.timings.get("summary"):
             v.summary += " " + v.timings["summary"]
-
-
-# rules about how the kernels walk memory: a picture of which program loaded what shows the problem
-ACCESS_RULES = ("limits", "grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored")
 
 
 def map_advice(number: int | str, case: int = 0) -> str:

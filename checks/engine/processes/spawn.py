@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from checks.engine.protocol import PRELOAD_FLAG
 from checks.registry import ROOT
 
-PRELOAD_FLAG = "--preload"
 started: list[subprocess.Popen] = []  # every grading process this process started
 
 

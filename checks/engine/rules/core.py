@@ -23,7 +23,6 @@ def kernel_launched(ctx: CaseContext) -> Problem | None:
     others = sorted({launch.kernel for launch in ctx.obs.launches})
     extra = f" (it launched only kernels defined elsewhere: {', '.join(others)})" if others else ""
     return Problem(
-        "kernel_launched",
         f"Your function launched none of your own Triton kernels{extra}: compute the answer in a "
         "@triton.jit kernel that your function launches with kernel[grid](...).",
     )
@@ -35,7 +34,6 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
         if buf.role == "input" and (buf.before or buf.after):
             where = f"{buf.after} elements past its end" if buf.after else f"{buf.before} elements before its start"
             return Problem(
-                "no_write_outside",
                 f"Your code wrote outside the input {buf.label} ({where}): "
                 "a store is missing its mask or uses the wrong offsets.",
             )
@@ -54,7 +52,7 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
             where = f"{buf.before} elements before its start"
         message = f"Your code wrote outside {label}: {where}; a store is missing its mask, or its offsets run past it."
         picture = overhang_picture(ctx, buf, message) if buf.after else None
-        return Problem("no_write_outside", message, picture=picture)
+        return Problem(message, picture=picture)
     return None
 
 
@@ -63,7 +61,6 @@ def inputs_unchanged(ctx: CaseContext) -> Problem | None:
     for buf in ctx.obs.buffers:
         if buf.role == "input" and buf.changed and not (buf.before or buf.after):
             return Problem(
-                "inputs_unchanged",
                 f"Your code changed its input {buf.label} ({buf.changed} elements): "
                 "write results to a new tensor, never into an input.",
             )
@@ -77,7 +74,6 @@ def no_load_outside(ctx: CaseContext) -> Problem | None:
         return None
     label, count = next(iter(outside.items()))
     return Problem(
-        "no_load_outside",
         f"Your kernel loaded {count} elements from outside {label} (from the grader's guard band around it): "
         "a load is missing its mask, or its offsets run past the tensor; on a GPU this reads garbage or faults.",
     )
@@ -90,13 +86,11 @@ def output_form(ctx: CaseContext) -> Problem | None:
         names = ", ".join(e.name for e in expected)
         many = ctx.obs.returned.split(" of ")[0] in ("tuple", "list")
         what = f"{len(outputs)} values" if many else f"a {ctx.obs.returned}"
-        return Problem(
-            "output_form", f"Your function returned {what}; it must return {len(expected)} tensor(s): {names}."
-        )
+        return Problem(f"Your function returned {what}; it must return {len(expected)} tensor(s): {names}.")
     for out, exp in zip(outputs, expected, strict=True):
         problem = _one_output_form(out, exp)
         if problem:
-            return Problem("output_form", problem)
+            return Problem(problem)
     return None
 
 
@@ -151,7 +145,7 @@ def values(ctx: CaseContext) -> Problem | None:
         "headline": first.headline,
         "blocks": blocks,
     }
-    return Problem("values", first.headline, details, picture)
+    return Problem(first.headline, details, picture)
 
 
 def limits(
@@ -172,14 +166,12 @@ def limits(
     log = AccessLog.from_dict(ctx.obs.access)
     if max_block and log.widest > max_block:
         return Problem(
-            "limits",
             f"One of your loads had {log.widest} lanes; this puzzle allows at most {max_block} in one tl.load: {why}",
         )
     for name, most in (reads_per_element or {}).items():
         seen = passes(log, name, count_all)
         if seen > most + 1e-6:
             return Problem(
-                "limits",
                 f"Your kernels read each element of {name} {_times(seen, most)} times on average; "
                 f"this puzzle allows at most {most}: {why}",
             )
@@ -233,7 +225,6 @@ def kernels_matter(ctx: CaseContext) -> Problem | None:
     if any(m is not None for _, m in compare_all(ctx, ctx.outputs)):
         return None
     return Problem(
-        "kernels_matter",
         "Your function returns the right answer even when its Triton kernels are switched off, so "
         "torch or another library (not your kernel) computed it: do the arithmetic inside the kernel.",
     )

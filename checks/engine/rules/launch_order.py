@@ -89,7 +89,7 @@ def grouped_order(
         f"column {int(store[F['lo1']]) // tile_n}"
         for step, pid, _, store in tiles[: min(wave, 8)]
     ]
-    return Problem("grouped_order", say(message, default, measured), details=details,
+    return Problem(say(message, default, measured), details=details,
                    picture={"kind": "matmul_order", "launch": launch, "wave": wave})  # fmt: skip
 
 

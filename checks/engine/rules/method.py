@@ -73,7 +73,7 @@ def causal_skipping(
         "block on its diagonal."
     )
     measured = f"Your kernels loaded {count} tiles that lie entirely on the masked side of the diagonal."
-    return Problem("causal_skipping", say(message, default, measured), details=wasted,
+    return Problem(say(message, default, measured), details=wasted,
                    picture={"kind": "attention_tiles"})  # fmt: skip
 
 
@@ -111,7 +111,7 @@ def parallel_over_queries(
     measured = f"Your kernel that writes {output} ran {programs} programs for B * H = {b * h} heads and N = {n}."
     if tallest >= n:
         measured += f" One store of {output} covers all {n} query rows: use query blocks of at most {max_block_m} rows."
-    return Problem("parallel_over_queries", say(message, default, measured), picture={"kind": "attention_tiles"})
+    return Problem(say(message, default, measured), picture={"kind": "attention_tiles"})
 
 
 # -- puzzle 10: never store P ---------------------------------------------------------------------
@@ -162,7 +162,7 @@ def p_never_stored(
         )
     largest = sorted(own, key=lambda i: -size_bytes(i))[:4]
     details = [f"{_region_name(log.regions[i])}: {_mb(size_bytes(i))}" for i in largest]
-    return Problem("p_never_stored", say(message, default, measured), details=details,
+    return Problem(say(message, default, measured), details=details,
                    picture={"kind": "traffic"})  # fmt: skip
 
 

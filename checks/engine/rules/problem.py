@@ -2,7 +2,7 @@
 
 Each rule takes a `CaseContext` (what the parent re-derived itself, plus what the grading process
 observed) and keyword parameters from the puzzle's `rules:` entry in `puzzles.yaml`, and returns
-a `Problem` naming itself, or None.
+a `Problem` or None; the rulebook (`checks.engine.rules.rulebook`) names the rule on the problem.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from checks.engine.observations import CaseObservation
 
 @dataclass
 class Problem:
-    rule: str  # the registry name of the rule that failed
     message: str  # one sentence: what is wrong and what to change
     details: list[str] = field(default_factory=list)
     picture: dict[str, Any] | None = None  # what to draw under the failure, when there is something
+    rule: str = ""  # the rulebook's name of the rule that found it, filled in by the rulebook
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from checks.engine.observations import AUTOGRAD
 from checks.engine.rules.problem import CaseContext, Problem
 
-AUTOGRAD = " (autograd)"  # suffix of an allowed op (a view, a copy) recorded because autograd tracks or runs it
 FURTHER = 5  # further distinct operations listed under the message
 
 
@@ -29,4 +29,4 @@ def torch_free(ctx: CaseContext, **params: object) -> Problem | None:
             details.append("... and more torch operations.")
             break
         details.append(f"Also {op.op} at {op.where}")
-    return Problem("torch_free", message, details)
+    return Problem(message, details)

@@ -1,13 +1,14 @@
 """Run one submission on one case in this process, under the access recorder, and return its log.
 
-For the grading process (`checks.engine.child.main`) and the map command's child (`checks.learner.maps`): this runs
-the learner's code, so call it only in a process that may die. It needs Triton's interpreter:
-call `interpreter_setup()` before anything imports the submission.
+Run as `python -m checks.engine.child.recording NUMBER FILE CASE OUT` by `checks.engine.processes.recording`
+(for a map, or the answer key's memory traffic): this runs the learner's code, so call it only in a process that
+may die. It needs Triton's interpreter: call `interpreter_setup()` before anything imports the submission.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +28,6 @@ def interpreter_setup() -> None:
         numpy_shim()
 
 
-def draw_case(number: int, case_index: int = 0, seed: int = 1) -> tuple[Any, dict[str, Any], list[str]]:
-    """(arena, inputs, output names) of a puzzle's CPU case, drawn as the grader draws it."""
-    from checks.engine.memory import Arena
-    from checks.puzzles import spec_module
-    from checks.registry import get_puzzle
-
-    puzzle = get_puzzle(number)
-    spec = spec_module(puzzle)
-    case = puzzle.cases["cpu"][case_index]
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(seed + case_index)
-    arena = Arena("cpu", gen)
-    inputs = spec.make_inputs(case, arena)
-    names = [e.name for e in spec.reference(inputs)]
-    return arena, inputs, names
-
-
 def record_call(fn: Any, arena: Any, inputs: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], list[Any]]:
     """Call fn on the inputs under the recorder (allocations guarded); (log dict, outputs)."""
     from checks.engine.access.patches import record_access
@@ -58,6 +42,7 @@ def record_call(fn: Any, arena: Any, inputs: dict[str, Any], names: list[str]) -
 
 def record_file(number: int, path: Path, case_index: int = 0, seed: int = 1) -> dict[str, Any]:
     """Load a submission file and record it on one CPU case: {"puzzle", "case", "inputs", "log"}."""
+    from checks.engine.inputs import draw_case
     from checks.engine.submission import load_module
     from checks.registry import get_puzzle
 
@@ -75,3 +60,15 @@ def record_file(number: int, path: Path, case_index: int = 0, seed: int = 1) -> 
         "scalars": scalars,
         "log": log,
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Record FILE on CASE of puzzle NUMBER into OUT (a torch file)."""
+    number, path, case, out = sys.argv[1:] if argv is None else argv
+    interpreter_setup()
+    torch.save(record_file(number, Path(path), int(case)), out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
