@@ -2,38 +2,44 @@
 
 How a submission is graded (one stage; on a GPU a second, in the interpreter, runs beside it):
 
-    checks.__main__                at a terminal, hand the command to a warm grader (checks.warm, the client;
-                                   checks.warm_server, which imported torch once) that runs checks.cli
-    checks.cli                     parse the command, then engine.grade.grade()
-      engine.grade                 prepare the code (notebook cell or file) and run the stage(s); on a GPU
-                                   engine.judging.interpreter_parts shares the interpreter stage's cases among processes
-        engine.judging.stage.Stage      start the grading process and judge its report as it comes
-          engine.processes.run           the grading process: time limit, token, checked event stream
-                                   (processes.spawn starts and stops it; processes.prestart, ahead of its check)
-            engine.child.main           (in the grading process) load the learner's code, and for each case
-              engine.child.observer         draw the inputs from the seed, call the function inside the watchers
+    checks.__main__            at a terminal, hand the command to a warm grader (checks.warm, the client;
+                               checks.warm_server, which imported torch once) that runs checks.cli
+    checks.cli                 parse the command, then engine.grade.grade()
+      engine.grade             prepare the code (engine.submission: a notebook's graded cell or a file) and run
+                               the stage(s); on a GPU, engine.judging.interpreter_parts shares the interpreter
+                               stage's cases among processes
+        engine.judging.stage   the loop: for each event the grading process reports, judge it; then the verdict
+          engine.processes       start (spawn), start ahead of the check (prestart) and run (run.GradingProcess:
+                                 time limit, token, the checked event stream) grading processes
+            engine.child.main    (in the grading process) load the learner's code, and for each case
+              engine.child.observer  draw the inputs (engine.inputs), call the function inside the watchers:
                 engine.memory          guard bands and poison around every tensor
-                engine.child.launches        launches, allocations, loads (in the interpreter)
+                engine.child.launches  launches and allocations
                 engine.access.patches  every load and store (in the interpreter), for the access log:
                                        engine.access.recorder tallies them by engine.access.regions
-                engine.child.torch_watch     torch arithmetic done by the learner's own lines
+                engine.child.torch_watch  torch arithmetic done by the learner's own lines
               -> observations (engine.observations) and the access log (engine.access.log), never a verdict
-          engine.protocol          what the grading process may say, in which order
-          engine.judging.judge             (in the grader) re-derive inputs and reference, load returned tensors
-            engine.rules.rulebook        the rules, in order: engine.rules.core, engine.rules.torch_free, ...
-            engine.rules.method    how the kernels walked memory, from the access log (engine.access.queries);
-                                   engine.rules.launch_order, puzzle 4's launch order
-          engine.judging.timing            GPU times (engine.child.measure, in the grading process), judged here
-          engine.judging.wording           the verdict when the grading process could not grade, or did not finish
-      checks.verdict               the verdict as data and as text
+            engine.child.measure   GPU times, when the grader asks for them
+          engine.protocol        what the grading process may say, in which order
+          engine.judging.judge   (in the grader) re-derive inputs (engine.inputs) and reference, load returned tensors
+            engine.rules.rulebook  the one list of rules and outcomes: engine.rules.core, torch_free, method
+                                   (from the access log, read with engine.access.queries), launch_order
+          engine.judging.timing  the timing verdict on the GPU times
+          engine.judging.wording the verdict when the grading process could not grade, or did not finish
+      checks.verdict           the verdict as data and as text
+
+The judging side (engine.judging, engine.rules) never imports the child side (engine.child), and the engine
+never imports the commands built on it; `make lint` checks both, and that no import goes in a circle
+(pyproject.toml, [tool.importlinter]).
 
 Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in
 `checks.puzzles.pNN_slug`. Commands for learners are in `checks.learner` (hints, progress, doctor,
-pictures, notebook helpers), for instructors in `checks.instructor` (solutions, class grading,
+pictures, access maps, notebook helpers), for instructors in `checks.instructor` (solutions, class grading,
 bench, HTML), for course authors in `checks.authoring` (notebook build, known-wrong kernels,
-figures). Triton is patched in one place per concern: `engine.child.launches` (launches, loads),
+figures). Triton is patched in one place per concern: `engine.child.launches` (launches, allocations),
 `engine.access.patches` (every access, for the access log), `engine.child.machine` (the interpreter's
-autotuner and the numpy shim).
+autotuner and the numpy shim). An access log for a map is recorded in a process of its own
+(`engine.processes.recording` runs `engine.child.recording`).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.

@@ -167,7 +167,7 @@ def between_checks() -> None:
 
 def serve(path: Path) -> int:
     """Serve checks on the socket `path` until IDLE_S seconds pass without one, or another grader retires it."""
-    lock = open(path.with_suffix(".lock"), "a")  # noqa: SIM115 - held for the process's life
+    lock = open(path.with_suffix(".lock"), "a")  # held for the process's life
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -6,7 +6,7 @@ import pytest
 
 from checks import verdict as V
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
-from checks.engine.judging.stage import failure_pattern
+from checks.engine.judging.wording import failure_pattern
 from checks.engine.processes.prestart import PARTS_ENV, part_count, part_workdir
 
 PARAMS = [{"N": 100, "causal": c} for c in (False, True, False, True, False, True, False)]

@@ -180,7 +180,7 @@ def test_every_expect_line_names_a_reason():
 
 
 def test_the_summary_names_the_parameter_that_splits_failing_from_passing_cases():
-    from checks.engine.judging.stage import failure_pattern
+    from checks.engine.judging.wording import failure_pattern
 
     params = [{"N": 64, "causal": False}, {"N": 64, "causal": True}, {"N": 100, "causal": True}, {"N": 100}]
     line = failure_pattern(params, [True, False, False, True])

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 LOAD, STORE, ATOMIC = 0, 1, 2
-KINDS = ("load", "store", "atomic")
 MAX_DIMS = 4
 FIELDS: tuple[str, ...] = (
     "kind", "launch", "pid", "region", "lanes",
@@ -83,7 +82,7 @@ class AccessLog:
         return -1
 
     def per_element(self, name: str) -> float:
-        """Lanes loaded from a region per element of its tensor (what `Reads.per_element` says)."""
+        """Lanes loaded from a region per element of its tensor."""
         i = self.index(name)
         return self.loaded[i] / max(1, self.regions[i]["numel"]) if i >= 0 else 0.0
 
@@ -100,7 +99,7 @@ class AccessLog:
         return (self.loaded[i] + own) / max(1, self.regions[i]["numel"])
 
     def outside(self) -> dict[str, int]:
-        """Buffer label -> lanes loaded from its guard bands (what `Reads.outside` says)."""
+        """Buffer label -> lanes loaded from its guard bands."""
         found = {}
         for region, count in zip(self.regions, self.outside_loads, strict=True):
             if count:

@@ -5,7 +5,7 @@ every input, and every tensor the submission allocates while graded, each with g
 tensors added with `RegionMap.add_region`, and any other tensor a kernel is launched with. A
 region spans [low, high) in bytes; its body, where the tensor's elements are, is
 [body, body + size * element_size), and an element's indices in the tensor's own index space
-follow from its offset in the body with `index_order` (or all at once with `box_of`).
+follow from its offset in the body with `index_order`.
 """
 
 from __future__ import annotations
@@ -46,18 +46,6 @@ def index_order(shape: list[int], strides: list[int]) -> list[tuple[int, int]]:
     """(dimension, stride) by decreasing stride, for turning an element offset into indices."""
     dims = [(d, s) for d, (n, s) in enumerate(zip(shape, strides, strict=True)) if n > 1 and s > 0]
     return sorted(dims, key=lambda ds: -ds[1])
-
-
-def box_of(offsets: np.ndarray, shape: list[int], strides: list[int], offset: int) -> tuple[list[int], list[int]]:
-    """Min and max index along each dimension of the elements at these body offsets."""
-    rel = offsets - offset
-    lo = [0] * len(shape)
-    hi = [0] * len(shape)
-    for d, stride in index_order(shape, strides):
-        idx = rel // stride
-        rel = rel - idx * stride
-        lo[d], hi[d] = int(idx.min()), int(idx.max())
-    return lo, hi
 
 
 class RegionMap:

@@ -33,7 +33,6 @@ class Tracker:
     own_files: set[str]
     launches: list[Launch] = field(default_factory=list)
     skip: bool = False
-    reads: Reads | None = None  # filled in the interpreter
 
     def own(self, launch: Launch) -> bool:
         return launch.filename in self.own_files
@@ -126,78 +125,3 @@ def guard_allocations(arena: Arena) -> Iterator[None]:
     finally:
         for owner, name, original in patched:
             setattr(owner, name, original)
-
-
-@dataclass
-class Reads:
-    """What the learner's kernels loaded, seen in the interpreter: per input, per load, and out of bounds."""
-
-    regions: dict[str, tuple[int, int, int]]  # input name -> (first byte, end byte, elements in the view)
-    arena: Arena | None = None  # its guard bands are out of bounds for every load
-    counts: dict[str, int] = field(default_factory=dict)
-    widest: int = 0  # the most lanes a single tl.load had
-    outside: dict[str, int] = field(default_factory=dict)  # buffer label -> loads that hit its guard bands
-
-    def per_element(self, name: str) -> float:
-        return self.counts.get(name, 0) / max(1, self.regions[name][2])
-
-    def summary(self) -> dict:
-        """What the rules need, as plain data: loads per element of each input, the widest load, loads outside."""
-        return {
-            "loads_per_element": {name: self.per_element(name) for name in self.regions},
-            "widest": self.widest,
-            "outside": dict(self.outside),
-        }
-
-    def record(self, addresses, on) -> None:
-        import numpy as np
-
-        self.widest = max(self.widest, int(addresses.size))
-        loaded = addresses[on]
-        if not loaded.size:
-            return
-        for name, (start, end, _) in self.regions.items():
-            hit = int(np.count_nonzero((loaded >= start) & (loaded < end)))
-            if hit:
-                self.counts[name] = self.counts.get(name, 0) + hit
-        for entry in self.arena.buffers if self.arena else []:
-            size = entry.buf.element_size()
-            low = entry.buf.data_ptr()
-            body, body_end = low + entry.guard * size, low + (entry.guard + entry.size) * size
-            high = low + entry.buf.numel() * size
-            hit = int(np.count_nonzero(((loaded >= low) & (loaded < body)) | ((loaded >= body_end) & (loaded < high))))
-            if hit:
-                label = f"the input {entry.label}" if entry.role == "input" else entry.label
-                self.outside[label] = self.outside.get(label, 0) + hit
-
-
-@contextlib.contextmanager
-def watch_loads(reads: Reads) -> Iterator[Reads]:
-    """In Triton's interpreter, see every load's addresses (the lanes its mask lets through)."""
-    import numpy as np
-    from triton.runtime.interpreter import InterpreterBuilder
-
-    original = InterpreterBuilder.create_masked_load
-
-    def create_masked_load(self, ptrs, mask, *args, **kwargs):
-        addresses = np.asarray(ptrs.data).astype(np.uint64, copy=False)
-        reads.record(addresses, np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape))
-        return original(self, ptrs, mask, *args, **kwargs)
-
-    InterpreterBuilder.create_masked_load = create_masked_load
-    try:
-        yield reads
-    finally:
-        InterpreterBuilder.create_masked_load = original
-
-
-def input_regions(inputs: dict) -> dict[str, tuple[int, int, int]]:
-    """The byte range each tensor input spans in memory, and how many elements it has."""
-    regions = {}
-    for name, t in inputs.items():
-        if isinstance(t, torch.Tensor) and t.numel():
-            low = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True) if s < 0)
-            high = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True) if s > 0)
-            start = t.data_ptr() + low * t.element_size()
-            regions[name] = (start, t.data_ptr() + (high + 1) * t.element_size(), t.numel())
-    return regions

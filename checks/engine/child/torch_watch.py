@@ -161,7 +161,7 @@ class _Mode(TorchDispatchMode):
         # under an active dispatch mode Dynamo runs compiled functions eagerly.
         return False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # torch's signature
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         packet = func.overloadpacket

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.judging.stage import failure_pattern
+from checks.engine.judging.wording import failure_pattern
 
 COUNT = re.compile(r"^\d+ of \d+ cases failed; ")  # how a part's summary counts its own cases
 

@@ -55,7 +55,7 @@ def load_outputs(path: Path) -> list[Any]:
     """The tensors a call returned, as the grading process saved them; anything else is tampering."""
     try:
         outputs = torch.load(path, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - an unreadable file is a broken report, whatever the reason
+    except Exception as exc:  # an unreadable file is a broken report, whatever the reason
         raise Tampered(f"the returned tensors could not be read ({type(exc).__name__})") from exc
     if not isinstance(outputs, list) or not all(o is None or isinstance(o, torch.Tensor) for o in outputs):
         raise Tampered("the returned values were not saved as tensors")
@@ -66,7 +66,7 @@ def load_access(path: Path, output_names: list[str]) -> dict[str, Any]:
     """The access log of one case, with the returned buffers named as the puzzle names its outputs."""
     try:
         log = AccessLog.from_dict(torch.load(path, weights_only=True))
-    except Exception as exc:  # noqa: BLE001 - an unreadable log is a broken report, whatever the reason
+    except Exception as exc:  # an unreadable log is a broken report, whatever the reason
         raise Tampered(f"the access log could not be read ({type(exc).__name__})") from exc
     for region in log.regions:
         label = str(region.get("name", ""))

@@ -1,8 +1,9 @@
 """One stage of grading: run the grading process, judge each observation as it comes, and give the verdict.
 
-The grading process observes; this module, in the grader's process, judges. A report that breaks
+The grading process observes; this module, in the grader's process, judges: `Stage.run` loops over the
+events the process reports and hands each to the judge, then gives the verdict. A report that breaks
 the protocol, ends before it is complete, or cannot be read is never a pass; `checks.engine.judging.wording`
-words the verdict when the process could not grade or did not finish.
+words the verdicts the rules do not.
 """
 
 from __future__ import annotations
@@ -16,25 +17,20 @@ from checks import verdict as V
 from checks.engine.access.traffic import answer_key_log, traffic_lines
 from checks.engine.judging.judge import Judge
 from checks.engine.judging.timing import from_measurement
-from checks.engine.judging.wording import ending_verdict, unfinished_verdict
-from checks.engine.processes.run import ChildEnd, run_child
+from checks.engine.judging.wording import (
+    RULE_FAILED_SUMMARY,
+    TAMPERED_SUMMARY,
+    ending_verdict,
+    failure_pattern,
+    map_advice,
+    unfinished_verdict,
+)
+from checks.engine.processes.run import ChildEnd, GradingProcess
 from checks.engine.protocol import TIME_COMMAND, Job, Stream, Tampered
 from checks.engine.rules import rulebook
 from checks.registry import Puzzle
 
 Progress = Callable[[dict[str, Any]], None]
-
-TAMPERED_SUMMARY = (
-    "The grading process's report was incomplete or forged ({why}), so this submission was not graded: "
-    "remove any code that writes to the grader's files, reaches into its objects or replaces its functions, "
-    "then check again."
-)
-
-
-RULE_FAILED_SUMMARY = (
-    "The grader's rule {error} broke while judging your code: this is an error in the grader, not in your "
-    "code; check again, and tell your instructor if it happens again."
-)
 
 
 class Stage:
@@ -69,14 +65,19 @@ class Stage:
 
     def run(self, timeout: float) -> V.Verdict:
         self.timeout = timeout
-        return self.verdict(run_child(self.job, self.stream, timeout, self.workdir, self.on_event, self._stop.is_set))
+        process = GradingProcess(self.job, self.stream, timeout, self.workdir, stop=self._stop.is_set)
+        for event in process.events():
+            command = self.judge_event(event)
+            if event["event"] == "observed":
+                process.answer(command)
+        return self.verdict(process.end())
 
     def cancel(self) -> None:
         """Stop the grading process early (its verdict is no longer needed)."""
         self._stop.set()
 
-    def on_event(self, event: dict[str, Any]) -> str | None:
-        """Judge each observation as soon as it arrives; answer `observed` with the timing request or not."""
+    def judge_event(self, event: dict[str, Any]) -> str | None:
+        """Judge one event as soon as it arrives; for `observed`, the answer: the timing request, or None."""
         kind = event["event"]
         if self.stopped_early:
             return None  # cases the grading process ran before it was stopped are not judged
@@ -201,27 +202,3 @@ class Stage:
             v.status, v.summary, v.rule = V.FAILED, v.timings["bar_failed"], rulebook.outcome("speed_bar")
         elif v.timings.get("summary"):
             v.summary += " " + v.timings["summary"]
-
-
-def map_advice(number: int | str, case: int = 0) -> str:
-    flag, arg = (f" ARGS='--case {case}'", f", case={case}") if case else ("", "")
-    return (
-        f"To see which program loaded what, draw the access map of case {case + 1}: make map PUZZLE={number}{flag} "
-        f"(add FILE=... for a file), or show({V.puzzle_literal(number)}{arg}) in the notebook, beside the answer key's."
-    )
-
-
-def failure_pattern(params: list[dict[str, Any]], passed: list[bool]) -> list[str]:
-    """A line when one case parameter separates the failing cases from the passing ones."""
-    if all(passed) or not any(passed):
-        return []
-    for key in dict.fromkeys(k for p in params for k in p if k != "note"):
-        failing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if not ok}
-        passing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if ok}
-        if len(failing) == 1 and not failing & passing:
-            (value,) = failing
-            return [
-                f"Every failing case has {key}={value}; all cases with {key}={' or '.join(sorted(passing))} pass: "
-                "look at what your code does differently there."
-            ]
-    return []

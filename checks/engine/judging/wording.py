@@ -1,8 +1,9 @@
-"""The verdict of a grading process that could not grade, or did not finish its report.
+"""The wording of verdicts that `checks.engine.judging.stage.Stage` gives beside the rules' own sentences.
 
-`checks.engine.judging.stage.Stage` gives these when the process ended with an `ending` event (the
-machine is unfit, the learner's code does not load, or it lacks the names the puzzle needs), or
-when it ran out of time, died or exited before its report was complete.
+When the process ended with an `ending` event (the machine is unfit, the learner's code does not load,
+or it lacks the names the puzzle needs), when it ran out of time, died or exited before its report was
+complete, when its report was forged, when one of the grader's rules broke, and the advice under a
+failure: which case parameter separates failing from passing cases, and how to draw the access map.
 """
 
 from __future__ import annotations
@@ -72,3 +73,39 @@ def unfinished_verdict(v: V.Verdict, end: ChildEnd, stream: Stream, timeout: flo
             f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: "
             "check your masks, offsets and strides."
         )
+
+
+TAMPERED_SUMMARY = (
+    "The grading process's report was incomplete or forged ({why}), so this submission was not graded: "
+    "remove any code that writes to the grader's files, reaches into its objects or replaces its functions, "
+    "then check again."
+)
+
+RULE_FAILED_SUMMARY = (
+    "The grader's rule {error} broke while judging your code: this is an error in the grader, not in your "
+    "code; check again, and tell your instructor if it happens again."
+)
+
+
+def map_advice(number: int | str, case: int = 0) -> str:
+    flag, arg = (f" ARGS='--case {case}'", f", case={case}") if case else ("", "")
+    return (
+        f"To see which program loaded what, draw the access map of case {case + 1}: make map PUZZLE={number}{flag} "
+        f"(add FILE=... for a file), or show({V.puzzle_literal(number)}{arg}) in the notebook, beside the answer key's."
+    )
+
+
+def failure_pattern(params: list[dict[str, Any]], passed: list[bool]) -> list[str]:
+    """A line when one case parameter separates the failing cases from the passing ones."""
+    if all(passed) or not any(passed):
+        return []
+    for key in dict.fromkeys(k for p in params for k in p if k != "note"):
+        failing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if not ok}
+        passing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if ok}
+        if len(failing) == 1 and not failing & passing:
+            (value,) = failing
+            return [
+                f"Every failing case has {key}={value}; all cases with {key}={' or '.join(sorted(passing))} pass: "
+                "look at what your code does differently there."
+            ]
+    return []

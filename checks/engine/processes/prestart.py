@@ -23,7 +23,7 @@ _prestarted: dict[tuple[str, bool], subprocess.Popen] = {}
 
 def prestart(workdir: Path, interpret: bool) -> None:
     """Start the grading process for `workdir` now: it imports torch and Triton while the grader does the same,
-    then waits for its token and job. `run_child` for the same workdir and mode takes it over."""
+    then waits for its token and job. A `GradingProcess` for the same workdir and mode takes it over."""
     workdir.mkdir(parents=True, exist_ok=True)
     _prestarted[(str(workdir), interpret)] = start_child(workdir, interpret, preload=True)
 

@@ -1,11 +1,14 @@
-"""Run the grading process with a time limit and read its report as it comes, one checked event at a time."""
+"""Run the grading process with a time limit and read its report as it comes, one checked event at a time.
+
+The grader loops over `GradingProcess.events()` and judges each event as it comes (`checks.engine.judging.stage`).
+"""
 
 from __future__ import annotations
 
 import secrets
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,9 +16,6 @@ from typing import Any
 from checks.engine.processes.prestart import take_prestarted
 from checks.engine.processes.spawn import kill, start_child
 from checks.engine.protocol import EXIT_COMMAND, Job, Stream
-
-# Called with each accepted event; for "observed" it returns the command to send (time or exit).
-OnEvent = Callable[[dict[str, Any]], str | None]
 
 
 @dataclass
@@ -70,55 +70,61 @@ def _send(proc: subprocess.Popen, command: str) -> None:
     _write(proc, command, close=True)
 
 
-def run_child(
-    job: Job, stream: Stream, timeout: float, workdir: Path, on_event: OnEvent, stop: Callable[[], bool] | None = None
-) -> ChildEnd:
-    """Start `python -m checks.engine.child.main` (or take over the one prestarted for this workdir), feed its events
-    through the protocol to on_event, and stop it at the limit."""
-    job_path, events_path, log_path = workdir / "job.json", workdir / "events.jsonl", workdir / "output.log"
-    job_path.write_text(job.to_json(), encoding="utf-8")
-    proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
-    stream.token = secrets.token_hex(16)
-    _write(proc, stream.token)
-    start = time.monotonic()
-    timed_out = _follow(proc, _Reader(events_path), stream, timeout, on_event, stop)
-    return ChildEnd(
-        stream, None if timed_out else proc.returncode, timed_out, time.monotonic() - start, _tail(log_path)
-    )
+class GradingProcess:
+    """One grading process for one job: started (or taken over from `prestart`), its checked events read as they
+    come (`events()`), answered once when it has observed everything (`answer()`), then how it ended (`end()`)."""
 
+    def __init__(
+        self, job: Job, stream: Stream, timeout: float, workdir: Path, stop: Callable[[], bool] | None = None
+    ) -> None:
+        """Start `python -m checks.engine.child.main` (or take over the one prestarted for this workdir)."""
+        self.stream, self.timeout, self.stop = stream, timeout, stop
+        self.log_path = workdir / "output.log"
+        (workdir / "job.json").write_text(job.to_json(), encoding="utf-8")
+        self.proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
+        self.reader = _Reader(workdir / "events.jsonl")
+        stream.token = secrets.token_hex(16)
+        _write(self.proc, stream.token)
+        self.start = time.monotonic()
+        self.timed_out = False
+        self.commanded = False
 
-def _follow(
-    proc: subprocess.Popen,
-    reader: _Reader,
-    stream: Stream,
-    timeout: float,
-    on_event: OnEvent,
-    stop: Callable[[], bool] | None,
-) -> bool:
-    """Feed the grading process's events to on_event until it ends, is stopped or tampers; True at the time limit."""
-    start = time.monotonic()
-    commanded = False
-    try:
-        while True:
-            done = proc.poll() is not None
-            for line in reader.lines():
-                event = stream.feed_line(line)
-                if event is None:
-                    break
-                answer = on_event(event)
-                if event["event"] == "observed" and not commanded:
-                    commanded = True
-                    stream.asked_time = answer is not None and answer != EXIT_COMMAND
-                    _send(proc, answer or EXIT_COMMAND)
-            if stream.tampered or (stop is not None and stop()):
-                kill(proc)
-                return False
-            if done:
-                return False
-            if time.monotonic() - start > timeout:
-                kill(proc)
-                return True
-            time.sleep(0.02)
-    finally:
-        if not commanded:
-            _send(proc, EXIT_COMMAND)
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Each event that keeps the protocol, in order, until the process ends, is stopped, tampers or runs out
+        of time (then it is killed)."""
+        try:
+            while True:
+                done = self.proc.poll() is not None
+                for line in self.reader.lines():
+                    event = self.stream.feed_line(line)
+                    if event is None:
+                        break
+                    yield event
+                    if event["event"] == "observed" and not self.commanded:
+                        self.answer(None)
+                if self.stream.tampered or (self.stop is not None and self.stop()):
+                    kill(self.proc)
+                    return
+                if done:
+                    return
+                if time.monotonic() - self.start > self.timeout:
+                    kill(self.proc)
+                    self.timed_out = True
+                    return
+                time.sleep(0.02)
+        finally:
+            if not self.commanded:
+                _send(self.proc, EXIT_COMMAND)
+
+    def answer(self, command: str | None) -> None:
+        """The grader's one answer to `observed`: time the submission (TIME_COMMAND) or exit (None)."""
+        if self.commanded:
+            return
+        self.commanded = True
+        self.stream.asked_time = command is not None and command != EXIT_COMMAND
+        _send(self.proc, command or EXIT_COMMAND)
+
+    def end(self) -> ChildEnd:
+        returncode = None if self.timed_out else self.proc.returncode
+        seconds = time.monotonic() - self.start
+        return ChildEnd(self.stream, returncode, self.timed_out, seconds, _tail(self.log_path))

@@ -1,7 +1,7 @@
 """What a failure's picture is drawn from: the data a rule attaches to its problem for `checks.learner.picture`.
 
-A picture file holds either an error map (wrong or unwritten values; `core_rules.values`) or, with
-`kind: overhang`, a tensor's size and the runs of elements written past its end (`core_rules.no_write_outside`).
+A picture file holds either an error map (wrong or unwritten values; `rules.core.values`) or, with
+`kind: overhang`, a tensor's size and the runs of elements written past its end (`rules.core.no_write_outside`).
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def apply(entry: Entry, ctx: CaseContext, params: dict[str, Any]) -> Problem | N
         return None
     try:
         problem = entry.check(ctx, **params)
-    except Exception as exc:  # noqa: BLE001 - any error in a rule is the grader's, reported as such
+    except Exception as exc:  # any error in a rule is the grader's, reported as such
         raise RuleFailed(entry.name, exc) from exc
     if problem is not None:
         problem.rule = entry.name
