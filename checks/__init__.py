@@ -12,7 +12,7 @@ How a submission is graded (one stage; on a GPU a second, in the interpreter, ru
           engine.processes       start (spawn), start ahead of the check (prestart) and run (run.GradingProcess:
                                  time limit, token, the checked event stream) grading processes
             engine.child.main    (in the grading process) load the learner's code, and for each case
-              engine.child.observer  draw the inputs (engine.inputs), call the function inside the watchers:
+              engine.child.case_runner draw the inputs (engine.inputs), call the function inside the watchers:
                 engine.memory          guard bands and poison around every tensor
                 engine.child.launches  launches and allocations
                 engine.access.patches  every load and store (in the interpreter), for the access log:
@@ -39,7 +39,7 @@ bench, HTML), for course authors in `checks.authoring` (notebook build, known-wr
 figures). Triton is patched in one place per concern: `engine.child.launches` (launches, allocations),
 `engine.access.patches` (every access, for the access log), `engine.child.machine` (the interpreter's
 autotuner and the numpy shim). An access log for a map is recorded in a process of its own
-(`engine.processes.recording` runs `engine.child.recording`).
+(`engine.processes.access_recording` runs `engine.child.recording`).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.

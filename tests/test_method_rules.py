@@ -190,7 +190,7 @@ def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] |
     """The answer key ("key"), a known-wrong edit file, or the key with `edits`, recorded on one CPU case."""
     from checks.authoring.wrong import answer_key_body, apply_edits, known_wrong, materialize, name_of
     from checks.engine.inputs import draw_case
-    from checks.engine.processes.recording import record_in_child
+    from checks.engine.processes.access_recording import record_in_child
 
     puzzle = get_puzzle(number)
     if (number, variant, case) not in _RECORDED:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
-from checks.engine.processes.recording import MapError, record_in_child
+from checks.engine.processes.access_recording import MapError, record_in_child
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION = "elementwise", "softmax", "matmul", "attention"

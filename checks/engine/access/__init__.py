@@ -1,3 +1,3 @@
-"""Every load and store a kernel makes (in Triton's interpreter): the patches that see them, the recorder that
-tallies them by region, the log the grading process writes, reading it, the memory-traffic report, and the
-recording of an answer key's log."""
+"""Every load and store a kernel makes (in Triton's interpreter): the patches that see them (`patches`), the
+recorder that tallies them (`recorder`) by region (`regions`), the log the grading process writes (`log`),
+reading it (`queries`), and the memory-traffic report beside the answer key's (`traffic`)."""

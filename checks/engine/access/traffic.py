@@ -115,7 +115,7 @@ def answer_key_log(puzzle: Any, timeout: float = 120.0) -> dict[str, Any] | None
 
     import torch
 
-    from checks.engine.processes.recording import MapError, record_in_child
+    from checks.engine.processes.access_recording import MapError, record_in_child
 
     if not puzzle.solution.exists():
         return None

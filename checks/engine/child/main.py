@@ -31,7 +31,7 @@ class Events:
 
 def observe_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
     """Load the submission and observe every selected case, then the kernels-off re-run; the function."""
-    from checks.engine.child.observer import Observer, explain_exception
+    from checks.engine.child.case_runner import Observer, explain_exception
     from checks.engine.submission import load_module
     from checks.puzzles import spec_module
     from checks.registry import get_puzzle

@@ -1,6 +1,6 @@
 """Run one submission on one case in this process, under the access recorder, and return its log.
 
-Run as `python -m checks.engine.child.recording NUMBER FILE CASE OUT` by `checks.engine.processes.recording`
+Run as `python -m checks.engine.child.recording NUMBER FILE CASE OUT` by `checks.engine.processes.access_recording`
 (for a map, or the answer key's memory traffic): this runs the learner's code, so call it only in a process that
 may die. It needs Triton's interpreter: call `interpreter_setup()` before anything imports the submission.
 """
