@@ -77,7 +77,10 @@ def kernels(tmp_path_factory):
     os.environ["TRITON_INTERPRET"] = "1"
     path = tmp_path_factory.mktemp("kernels") / "access_kernels.py"
     path.write_text(KERNELS, encoding="utf-8")
-    yield load_module(path, "access_kernels")
+    module = load_module(path, "access_kernels")
+    x = torch.ones(8)
+    module.add[(1,)](x, x, torch.empty(8), 8, BLOCK=8, MASKED=True)  # the interpreter's first launch costs seconds
+    yield module
     Autotuner._bench = bench
     if before is None:
         os.environ.pop("TRITON_INTERPRET", None)
@@ -160,6 +163,7 @@ def test_pending_offsets_are_folded_into_the_counts(kernels, monkeypatch):
     assert torch.equal(log.element_counts("y"), torch.ones(300, dtype=torch.int32))
 
 
+@pytest.mark.slow  # a 2D kernel in the interpreter: seconds on a busy machine
 def test_boxes_are_in_the_tensors_own_index_space(kernels):
     a = arena()
     src = make_input(a, (40, 24), torch.float32, "a", "transposed")  # strides (1, 40)
@@ -321,6 +325,7 @@ def test_the_attention_map_shows_the_tile_pairs_each_program_loads(monkeypatch, 
     assert "10 (query, key) tile pairs loaded" in titles[1]  # the causal answer key stops at the diagonal
 
 
+@pytest.mark.slow  # imports matplotlib
 def test_a_panel_that_cannot_be_drawn_says_so_instead_of_failing():
     import matplotlib
 

@@ -71,6 +71,7 @@ def test_jupyterlab_is_reported_and_make_lab_is_said_to_install_it(monkeypatch):
     assert "JupyterLab is installed" in doctor.check_jupyter().what
 
 
+@pytest.mark.slow  # runs make, which asks Python what this machine has
 def test_make_lab_passes_allow_root_to_root_and_args_through():
     out = subprocess.run(
         ["make", "-n", "lab", "ARGS=--port 9999"], cwd=ROOT, capture_output=True, text=True, timeout=60
