@@ -36,7 +36,7 @@ def vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     n_elements = out.numel()
     # One program per block, rounded up so the last, partial block is covered too.
-    grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
+    grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)  # noqa: E731
     add_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=1024)
     return out
     ### END SOLUTION
