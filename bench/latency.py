@@ -1,6 +1,6 @@
 """Wall time of `python -m checks N --solution` for every puzzle, as a learner at a terminal meets it.
 
-For each puzzle, through the warm grader (`checks.engine.warm`; CHECKS_WARM=1, as at a terminal): a first run,
+For each puzzle, through the warm grader (`checks.warm`; CHECKS_WARM=1, as at a terminal): a first run,
 a second run right after it, and one after a pause of PAUSE_S seconds (a learner reads the verdict and edits:
 the warm grader's next grading processes have started meanwhile); then a second run without it (CHECKS_WARM=0:
 a fresh grader each time), and with --wrong a run of the puzzle's first known-wrong kernel after it was graded

@@ -1,7 +1,7 @@
 import os
 import sys
 
-from checks.engine import warm
+from checks import warm
 from checks.learner.preflight import ensure
 
 status = ensure(sys.argv[1:])  # before anything that imports yaml, torch or triton

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.prestart import check_folder
-from checks.engine.source import SubmissionError, check_submission_kind
+from checks.engine.processes.prestart import check_folder
+from checks.engine.submission import SubmissionError, check_submission_kind
 from checks.learner import progress
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, load_puzzles
 

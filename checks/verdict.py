@@ -29,7 +29,7 @@ class CaseResult:
     problem: str = ""  # one line: what is wrong
     raised: bool = False  # the learner's code raised an exception
     stub: bool = False  # ... and it was the stub's NotImplementedError
-    rule: str = ""  # the rule the case broke (checks/engine/rulebook.py), when one did
+    rule: str = ""  # the rule the case broke (checks/engine/rules/rulebook.py), when one did
     printed: str = ""  # what the learner's code printed (and the warnings it raised) during this case
     details: list[str] = field(default_factory=list)
 
@@ -48,7 +48,7 @@ class Verdict:
     output: str = ""  # the tail of what the submission printed, when it failed
     picture_data: str = ""  # a .pt file with the failing case's error map, when there is one
     seconds: float = 0.0
-    rule: str = ""  # what rejected it: a rule of checks/engine/rulebook.py, "raised", "speed_bar", or the status
+    rule: str = ""  # what rejected it: a rule of checks/engine/rules/rulebook.py, "raised", "speed_bar", or the status
     map_case: int | None = None  # the CPU case whose access map shows why a rule on memory accesses failed
     file: str = ""  # the file graded, as commands name it (FILE=...); "" for the puzzle's notebook
 

@@ -122,7 +122,7 @@ def cluster(cpus: int = 2) -> Iterator[dict[str, str]]:
         env = os.environ | {"SLURM_CONF": str(conf)}
         for daemon in ("slurmctld", "slurmd"):
             command = [which(daemon), "-D", "-f", str(conf)] + (["-i"] if daemon == "slurmctld" else [])
-            log = open(base / "log" / f"{daemon}.out", "w")  # noqa: SIM115 - closed with the daemon below
+            log = open(base / "log" / f"{daemon}.out", "w")
             daemons.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
         logs = [base / "log" / name for name in ("slurmctld.log", "slurmd.log", "slurmctld.out", "slurmd.out")]
 

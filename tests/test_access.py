@@ -1,4 +1,4 @@
-"""The access recorder (checks.engine.access_*), the traffic report and the access maps, in Triton's interpreter."""
+"""The access recorder (checks.engine.access), the traffic report and the access maps, in Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from checks.engine.access_log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
-from checks.engine.access_patches import record_access
+from checks.engine.access.log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
+from checks.engine.access.patches import record_access
+from checks.engine.access.traffic import traffic_lines
+from checks.engine.child.launches import guard_allocations
 from checks.engine.memory import Arena, make_input
-from checks.engine.source import load_module
-from checks.engine.tracking import guard_allocations
-from checks.engine.traffic import traffic_lines
+from checks.engine.submission import load_module
+from tests.helpers import Log, attention_log, matmul_log, region
 
 KERNELS = """
 import torch
@@ -76,7 +77,10 @@ def kernels(tmp_path_factory):
     os.environ["TRITON_INTERPRET"] = "1"
     path = tmp_path_factory.mktemp("kernels") / "access_kernels.py"
     path.write_text(KERNELS, encoding="utf-8")
-    yield load_module(path, "access_kernels")
+    module = load_module(path, "access_kernels")
+    x = torch.ones(8)
+    module.add[(1,)](x, x, torch.empty(8), 8, BLOCK=8, MASKED=True)  # the interpreter's first launch costs seconds
+    yield module
     Autotuner._bench = bench
     if before is None:
         os.environ.pop("TRITON_INTERPRET", None)
@@ -100,6 +104,7 @@ def vector_add(kernels, n: int = 100, block: int = 32, masked: bool = True, **op
     return rec.log(), out, inputs
 
 
+@pytest.mark.slow
 def test_loads_and_stores_are_counted_per_element_and_program(kernels):
     log, out, inputs = vector_add(kernels)
     torch.testing.assert_close(out, inputs["x"] + inputs["y"])
@@ -151,13 +156,14 @@ def test_records_are_capped_but_totals_are_not(kernels):
 
 
 def test_pending_offsets_are_folded_into_the_counts(kernels, monkeypatch):
-    import checks.engine.access_recorder as access_recorder
+    import checks.engine.access.recorder as access_recorder
 
     monkeypatch.setattr(access_recorder, "_FLUSH_AT", 10)
     log, _, _ = vector_add(kernels, n=300)
     assert torch.equal(log.element_counts("y"), torch.ones(300, dtype=torch.int32))
 
 
+@pytest.mark.slow  # a 2D kernel in the interpreter: seconds on a busy machine
 def test_boxes_are_in_the_tensors_own_index_space(kernels):
     a = arena()
     src = make_input(a, (40, 24), torch.float32, "a", "transposed")  # strides (1, 40)
@@ -238,14 +244,103 @@ def test_traffic_lines_compare_with_the_answer_key(kernels):
     assert traffic_lines(log)[0] == "x    read 1.0x — minimum 1.0x"
 
 
-def test_maps_draw_each_kind_of_puzzle(kernels, tmp_path):
-    from checks.learner.maps import draw
+def elementwise_log(n: int, block: int, written: int | None = None) -> dict:
+    """A vector add's log: program p loads x and y and stores out over elements [p * block, (p + 1) * block)."""
+    log = Log([region("x", (n,)), region("y", (n,)), region("out", (n,), "allocated")]).launch(
+        "add", (n // block, 1, 1)
+    )
+    for pid in range(n // block):
+        box = [(pid * block, (pid + 1) * block - 1)]
+        log.access(LOAD, pid, "x", box).access(LOAD, pid, "y", box)
+        if written is None or box[0][1] < written:
+            log.access(STORE, pid, "out", box)
+    return log.data()
 
-    log, _, _ = vector_add(kernels)
-    recording = {"case": {"n": 100}, "log": log.to_dict(), "scalars": {}}
-    for number in (1, 3, 6, 9, "10a", "10b"):
-        png = draw(number, recording, recording, tmp_path / f"{number}.png")
-        assert png.stat().st_size > 1000
+
+def softmax_log(rows: int, cols: int, passes: int) -> dict:
+    """A row softmax's log: program p reads row p `passes` times and stores it once."""
+    log = Log([region("x", (rows, cols)), region("y", (rows, cols), "allocated")]).launch("softmax", (rows, 1, 1))
+    for pid in range(rows):
+        for _ in range(passes):
+            log.access(LOAD, pid, "x", [(pid, pid), (0, cols - 1)])
+        log.access(STORE, pid, "y", [(pid, pid), (0, cols - 1)])
+    return log.data()
+
+
+def drawn_titles(monkeypatch, number, mine: dict, key: dict | None, tmp_path) -> list[str]:
+    """The title of every panel `maps.draw` drew, in order; a panel that raises fails the test (no note)."""
+    from checks.learner import maps
+
+    titles: list[str] = []
+
+    def strictly(ax, panel, *args):
+        panel(ax, *args)
+        titles.append(ax.get_title())
+
+    monkeypatch.setattr(maps, "_safely", strictly)
+    recording = {"case": {"n": 1}, "scalars": {"causal": True}}
+    png = maps.draw(
+        number, {**recording, "log": mine}, None if key is None else {**recording, "log": key}, tmp_path / "m.png"
+    )
+    assert png.stat().st_size > 1000
+    return titles
+
+
+@pytest.mark.slow  # draws PNGs with matplotlib
+def test_the_elementwise_map_shows_which_program_wrote_each_element_and_what_was_never_written(monkeypatch, tmp_path):
+    mine, key = elementwise_log(64, 16, written=32), elementwise_log(64, 16)
+    titles = drawn_titles(monkeypatch, 1, mine, key, tmp_path)
+    assert len(titles) == 2
+    assert titles[0].startswith("yours: the program that wrote each element of out (64,)")
+    assert "2 programs" in titles[0] and "32 never written (grey)" in titles[0]
+    assert titles[1].startswith("answer key:") and "4 programs" in titles[1] and "never written" not in titles[1]
+
+
+@pytest.mark.slow  # draws PNGs with matplotlib
+def test_the_softmax_map_shows_the_programs_and_how_often_each_element_was_read(monkeypatch, tmp_path):
+    titles = drawn_titles(monkeypatch, 6, softmax_log(8, 32, passes=3), softmax_log(8, 32, passes=1), tmp_path)
+    assert len(titles) == 4  # per side: who wrote y, then reads of x
+    assert "the program that wrote each element of y (8, 32)" in titles[0] and "8 programs" in titles[0]
+    assert "times each element of x was read" in titles[1] and "3.00 reads per element" in titles[1]
+    assert "answer key" in titles[3] and "1.00 reads per element" in titles[3]
+
+
+@pytest.mark.slow  # draws PNGs with matplotlib
+def test_the_matmul_map_shows_the_tiles_in_launch_order_and_what_the_first_wave_loads(monkeypatch, tmp_path):
+    grouped, row_major = matmul_log(128, 512, 32, "grouped"), matmul_log(128, 512, 32, "row-major")
+    titles = drawn_titles(monkeypatch, 4, row_major, grouped, tmp_path)
+    assert len(titles) == 2
+    assert all("tiles of c in launch order (4 x 16 tiles of 32 x 32)" in title for title in titles)
+    assert "load 1 tile(s) of a + 16 of b = 17" in titles[0]  # row-major: the first wave is one row of tiles
+    assert "load 2 tile(s) of a + 8 of b = 10" in titles[1]  # grouped by 2 rows: a 2 x 8 block of tiles
+
+
+@pytest.mark.slow  # draws PNGs with matplotlib
+def test_the_attention_map_shows_the_tile_pairs_each_program_loads(monkeypatch, tmp_path):
+    walks, skips = attention_log(64, 16, 16, skip=False), attention_log(64, 16, 16, skip=True)
+    titles = drawn_titles(monkeypatch, 9, walks, skips, tmp_path)
+    assert len(titles) == 2
+    assert "fwd, a program per query block (a row each)" in titles[0]
+    assert "16 (query, key) tile pairs loaded" in titles[0]  # every key block for every query block
+    assert "10 (query, key) tile pairs loaded" in titles[1]  # the causal answer key stops at the diagonal
+
+
+@pytest.mark.slow  # imports matplotlib
+def test_a_panel_that_cannot_be_drawn_says_so_instead_of_failing():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from checks.learner import maps
+
+    def broken(ax, log):
+        raise IndexError("no such region")
+
+    fig, ax = plt.subplots()
+    maps._safely(ax, broken, None)
+    assert [text.get_text() for text in ax.texts] == ["cannot draw this panel:\nIndexError: no such region"]
+    plt.close(fig)
 
 
 def test_each_puzzle_names_a_kind_of_map_the_maps_can_draw():
@@ -258,6 +353,7 @@ def test_each_puzzle_names_a_kind_of_map_the_maps_can_draw():
     assert get_puzzle("10a").map_kind == maps.SOFTMAX
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number", [2])
 def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsys):
     from checks.authoring.wrong import materialize
@@ -277,11 +373,12 @@ def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsy
     assert "still the stub" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_recording_example(tmp_path):
     """record_file is what the map's child runs: the answer key of puzzle 1, recorded."""
     code = textwrap.dedent(
         """
-        from checks.engine.recording import interpreter_setup, record_file
+        from checks.engine.child.recording import interpreter_setup, record_file
         from checks.registry import get_puzzle
         import torch, sys
         interpreter_setup()

@@ -9,11 +9,11 @@ import pytest
 
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize
-from checks.engine import rulebook
 from checks.engine.grade import grade
+from checks.engine.rules import rulebook
 from checks.instructor.solutions import expectations, meets
 from checks.verdict import format_verdict
-from tests.conftest import READY, puzzle_params, wrong_params
+from tests.helpers import READY, puzzle_params, switch_off, wrong_params
 
 pytestmark = pytest.mark.slow
 
@@ -62,9 +62,7 @@ def test_switching_a_rule_off_lets_its_known_wrong_kernel_through(rule, monkeypa
     found = pinning_kernel(rule)
     assert found is not None, f"no known-wrong kernel is rejected by {rule} alone: add one"
     puzzle, path = found
-    for table in (rulebook.EVERY_CALL, rulebook.ON_REQUEST, rulebook.AFTER_ALL_CASES):
-        if rule in table:
-            monkeypatch.setitem(table, rule, lambda ctx, **params: None)
+    switch_off(monkeypatch, rule)
     verdict = grade_wrong(puzzle, path)
     assert not meets(verdict, expectations(path)), format_verdict(verdict)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from checks.authoring.wrong import EDIT_SUFFIX, materialize
-from checks.engine.timing import Peaks, roofline_share
+from checks.engine.judging.timing import Peaks, roofline_share
 from checks.instructor import bench
 from checks.instructor.bench import write_outputs
 from checks.instructor.bench_report import (
@@ -235,6 +235,7 @@ def test_a_variant_file_defines_the_puzzle_function(puzzle, label, path, tmp_pat
 METHOD_RULES = {"grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored", "limits"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("puzzle", "label", "path"), VARIANTS, ids=lambda v: getattr(v, "number", str(v)))
 def test_a_variant_passes_the_grader_or_breaks_only_a_method_rule(puzzle, label, path, tmp_path):
     """A variant is timed as another right answer to its puzzle: it passes the grader, or (a known-wrong
@@ -329,6 +330,7 @@ def test_a_csv_without_the_variant_column_reads_as_answer_keys(tmp_path):
     assert [(r.series, r.size, r.variant) for r in read_csv(path)] == [("fp32", "n=2^28", ""), ("fp32", "n=2^24", "")]
 
 
+@pytest.mark.slow
 def test_plots_are_pngs(tmp_path):
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "matrix_add.png").write_bytes(b"stale")  # drawn from rows no longer there
@@ -354,6 +356,7 @@ def test_markdown_report():
     assert "![vector add](bench/vector_add.png)" in text and "- a note" in text
 
 
+@pytest.mark.slow
 def test_write_outputs_puts_everything_under_out(tmp_path):
     assert write_data(fake_rows(), META, tmp_path) == tmp_path / "bench" / "results.csv"
     written = write_outputs(fake_rows(), META, tmp_path, [])
@@ -371,6 +374,7 @@ def test_without_cuda_it_says_so_and_exits_1(monkeypatch, capsys):
     assert out.err.strip() == bench.NO_GPU and out.out == "" and "needs a CUDA GPU" in bench.NO_GPU
 
 
+@pytest.mark.slow
 def test_render_redraws_the_recorded_run(tmp_path):
     """The committed run (bench/results.csv and meta.json) still renders, with its GPU and its verdicts."""
     recorded = (ROOT / "bench" / "results.csv").read_bytes()
@@ -383,6 +387,7 @@ def test_render_redraws_the_recorded_run(tmp_path):
     assert bench.main(["--render", str(tmp_path / "nothing")]) == 2
 
 
+@pytest.mark.slow
 def test_smoke_run_end_to_end(tmp_path):
     """The whole pipeline (child process, spec inputs and baseline, answer key, writers) on vector add."""
     assert bench.main(["--smoke", "--only", "1", "--out", str(tmp_path)]) == 0

@@ -9,7 +9,7 @@ import pytest
 from checks import verdict as V
 from checks.authoring.wrong import answer_key_body
 from checks.engine.grade import grade, prepare
-from checks.engine.source import (
+from checks.engine.submission import (
     SubmissionError,
     defined_names,
     earlier_answer_key,

@@ -21,6 +21,8 @@ WRONG = ROOT / "solutions" / "wrong" / "01_vector_add"
 KEY = ROOT / "solutions" / "01_vector_add.py"
 TAMPERING = ROOT / "tests" / "submissions" / "tampering"
 
+pytestmark = pytest.mark.slow  # every test here grades in grading processes
+
 EXITS = """
 import os
 

@@ -1,4 +1,4 @@
-"""Method rules of the decoding puzzles (checks.engine.decoding_rules): hand-made access logs, then real kernels."""
+"""Method rules of the decoding puzzles (checks.engine.rules.decoding): hand-made access logs, then real kernels."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 import torch
 
-from checks.engine.access_log import FIELDS, LOAD, MAX_DIMS, AccessLog
-from checks.engine.decoding_rules import kv_once_per_group, page_owners, pages_in_table, split_kv
+from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, AccessLog
 from checks.engine.observations import CaseObservation
-from checks.engine.rulebook import ON_REQUEST
-from checks.engine.rules import CaseContext
+from checks.engine.rules import rulebook
+from checks.engine.rules.decoding import kv_once_per_group, page_owners, pages_in_table, split_kv
+from checks.engine.rules.problem import CaseContext
 from checks.registry import get_puzzle
+from tests.helpers import run_rule
 
 
 # -- hand-made logs ---------------------------------------------------------------------------------
@@ -82,7 +83,8 @@ def decoding_log(b: int, h: int, n: int, splits: int, d: int = 4, g: int = 1, lo
 
 # -- split_kv ---------------------------------------------------------------------------------------
 def test_split_kv_fails_one_program_per_long_head_and_names_it() -> None:
-    problem = split_kv(context(decoding_log(1, 2, 600, splits=1), **dense(1, 2, 600)), min_n=512, max_heads=64)
+    ctx = context(decoding_log(1, 2, 600, splits=1), **dense(1, 2, 600))
+    problem = run_rule("split_kv", ctx, min_n=512, max_heads=64)
     assert problem is not None and problem.rule == "split_kv"
     assert "the keys of 2 heads with 512 or more keys were read by one program each" in problem.message
     assert "600 keys" in problem.message
@@ -113,7 +115,7 @@ def test_split_kv_judges_the_sequences_of_a_paged_cache() -> None:
 # -- kv_once_per_group ------------------------------------------------------------------------------
 def test_kv_once_per_group_fails_k_read_once_per_query_head() -> None:
     log = decoding_log(1, 2, 64, splits=2, g=4, loads_per_head=4)
-    problem = kv_once_per_group(context(log, **dense(1, 2, 64, g=4)))
+    problem = run_rule("kv_once_per_group", context(log, **dense(1, 2, 64, g=4)))
     assert problem is not None and problem.rule == "kv_once_per_group"
     assert "4.00 times" in problem.message and "G = 4" in problem.message
 
@@ -157,7 +159,7 @@ def test_pages_in_table_passes_a_kernel_that_reads_its_sequences_keys() -> None:
     ids=["slot past seq_lens in the last page", "an unused table entry", "a page of no sequence"],
 )
 def test_pages_in_table_fails_a_read_of_a_slot_that_holds_no_key(box: list[tuple[int, int]], said: str) -> None:
-    problem = pages_in_table(context(paged_log([(0, "k_cache", box)]), **PAGED))
+    problem = run_rule("pages_in_table", context(paged_log([(0, "k_cache", box)]), **PAGED))
     assert problem is not None and problem.rule == "pages_in_table" and said in problem.message
 
 
@@ -170,10 +172,12 @@ def test_pages_in_table_fails_a_program_that_reads_another_sequences_page() -> N
 @pytest.mark.parametrize("number", [11, 12, 13])
 def test_the_decoding_rules_are_registered_and_take_their_params(number: int) -> None:
     rules = get_puzzle(number).rules
-    assert {"split_kv"} <= set(rules) <= set(ON_REQUEST)
+    asked_for = {e.name for e in rulebook.checked(rulebook.ON_REQUEST)}
+    assert {"split_kv"} <= set(rules) <= asked_for
+    assert rulebook.parameter_problems([get_puzzle(number)]) == []
     for name, params in rules.items():
         assert params.get("message", "x.").endswith(".")
-        assert ON_REQUEST[name](context(None, **dense(1, 1, 600)), **params) is None  # on a GPU: silent
+        assert run_rule(name, context(None, **dense(1, 1, 600)), **params) is None  # on a GPU: silent
 
 
 # -- real kernels, recorded in a child process -------------------------------------------------------
@@ -188,8 +192,8 @@ def test_the_split_key_reads_each_head_with_several_programs_and_no_split_does_n
 
 @pytest.mark.slow
 def test_the_paged_key_reads_only_live_slots_and_whole_blocks_do_not(tmp_path) -> None:
-    from checks.engine.access_log import AccessLog
-    from checks.engine.decoding_rules import reader_image
+    from checks.engine.access.log import AccessLog
+    from checks.engine.rules.decoding import reader_image
     from checks.learner.maps import draw
     from tests.test_method_rules import _RECORDED, problems, recorded
 

@@ -11,6 +11,7 @@ from checks.learner import doctor
 from checks.registry import ROOT
 
 
+@pytest.mark.slow
 def test_this_machine_is_healthy(capsys):
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
@@ -36,6 +37,7 @@ def test_the_numpy_pitfall_is_a_note_with_the_fix_because_the_course_works_aroun
     assert "interpreter stage" in doctor.check_numpy_pitfall(interpreter=False).what
 
 
+@pytest.mark.slow
 def test_a_hanging_kernel_is_cut_off():
     finding = doctor.check_kernel(True, timeout=1, code="import time\ntime.sleep(30)\n")
     assert finding.level == doctor.PROBLEM and "did not finish" in finding.what
@@ -69,6 +71,7 @@ def test_jupyterlab_is_reported_and_make_lab_is_said_to_install_it(monkeypatch):
     assert "JupyterLab is installed" in doctor.check_jupyter().what
 
 
+@pytest.mark.slow  # runs make, which asks Python what this machine has
 def test_make_lab_passes_allow_root_to_root_and_args_through():
     out = subprocess.run(
         ["make", "-n", "lab", "ARGS=--port 9999"], cwd=ROOT, capture_output=True, text=True, timeout=60
@@ -97,7 +100,7 @@ def test_the_interpreters_int_of_an_array_note_is_filtered_where_it_is_made():
     import triton
     import triton.language as tl
 
-    from checks.engine import environment
+    from checks.engine.child import machine as environment
 
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("the note is made by Triton's CPU interpreter")

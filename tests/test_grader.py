@@ -10,14 +10,14 @@ import torch
 
 from checks import verdict as V
 from checks.cli import main
-from checks.engine.compare import compare, describe_indices
-from checks.engine.environment import numpy_pitfall
+from checks.engine.child.machine import numpy_pitfall
 from checks.engine.grade import grade
 from checks.engine.memory import Arena, fill_poison, is_poison
-from checks.engine.source import SubmissionError, notebook_code
+from checks.engine.rules.compare import compare, describe_indices
+from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
 from checks.registry import ROOT, Puzzle, get_puzzle
-from tests.conftest import right_submissions
+from tests.helpers import right_submissions
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 
@@ -26,6 +26,7 @@ def right_params() -> list:
     return [pytest.param(number, p, id=p.stem) for number, p in right_submissions()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("number", "path"), right_params())
 def test_right_answers_in_other_styles_pass(number, path):
     verdict = grade(get_puzzle(number), path)
@@ -44,6 +45,7 @@ BROKEN = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "status", "text"), BROKEN, ids=[b[0] for b in BROKEN])
 def test_broken_submissions_get_a_verdict_not_a_traceback(name, status, text):
     verdict = grade(get_puzzle(1), SUBMISSIONS / "broken" / f"{name}.py", timeout=60)
@@ -52,6 +54,7 @@ def test_broken_submissions_get_a_verdict_not_a_traceback(name, status, text):
     assert text in report, report
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(capsys):
     assert main(["99"]) == 2
     assert "There is no puzzle 99" in capsys.readouterr().err
@@ -63,6 +66,7 @@ def test_cli_exit_codes(capsys):
     assert main(["1", "--file", str(SUBMISSIONS / "broken" / "wrong_name.py")]) == 1
 
 
+@pytest.mark.slow
 def test_python_m_checks_exits_with_the_verdicts_status(tmp_path):
     """`python -m checks` leaves without Python's shutdown (os._exit): the status and the printed verdict stay."""
     import subprocess
@@ -89,6 +93,7 @@ def test_an_unknown_puzzle_gets_one_sentence_and_exit_2(capsys, given):
     assert err.strip() == f"There is no puzzle {given}; the puzzles are {known}."
 
 
+@pytest.mark.slow
 def test_a_lettered_step_is_graded_by_its_id(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
     assert main(["10A", "--file", str(SUBMISSIONS / "right" / "10a_two_pass.py"), "--json", "--no-time"]) == 0
@@ -152,7 +157,7 @@ def test_guards_catch_writes_past_an_allocation():
 
 
 def test_notebook_magics_do_not_break_the_graded_cell():
-    from checks.engine.source import as_module
+    from checks.engine.submission import as_module
 
     code = as_module(["# Puzzle 1: your code\n%time x = 1\n!nvidia-smi\ny = 2"])
     compile(code, "cell", "exec")
@@ -226,7 +231,7 @@ def test_numpy_shim_turns_one_element_blocks_into_ints():
     import numpy as np
     import triton.runtime.interpreter as interpreter
 
-    from checks.engine.environment import numpy_shim
+    from checks.engine.child.machine import numpy_shim
 
     class Scope:
         def __init__(self) -> None:
@@ -278,6 +283,7 @@ def vector_add(x, y):
 """
 
 
+@pytest.mark.slow
 def test_what_a_case_printed_is_shown_under_that_case_and_the_nan_warning_is_explained(tmp_path):
     path = tmp_path / "prints.py"
     path.write_text(PRINTS, encoding="utf-8")
@@ -292,6 +298,7 @@ def test_what_a_case_printed_is_shown_under_that_case_and_the_nan_warning_is_exp
     assert "Every failing case has n=127" in report, "the summary names the parameter that splits the cases"
 
 
+@pytest.mark.slow
 def test_a_known_wrong_kernel_can_be_graded_up_to_its_first_failure(tmp_path):
     """make solutions and the tests stop a known-wrong kernel at its first failing case: the same rule, sooner."""
     from checks.authoring.wrong import materialize
@@ -307,6 +314,7 @@ def test_a_known_wrong_kernel_can_be_graded_up_to_its_first_failure(tmp_path):
     assert "grading stopped at the first failing case" in first.summary
 
 
+@pytest.mark.slow
 def test_a_notebook_given_by_a_relative_path_is_graded(tmp_path, monkeypatch, capsys):
     """FILE=notebooks/NN_x.ipynb from the course folder: graded (here, the stub), not a traceback."""
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))

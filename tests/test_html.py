@@ -11,6 +11,8 @@ import pytest
 from checks.instructor import html
 from checks.registry import ROOT
 
+pytestmark = pytest.mark.slow  # every test here grades, runs notebooks or renders
+
 # rendering needs the dev requirements (nbconvert, latex2mathml), which a GPU machine without network lacks
 needs_nbconvert = pytest.mark.skipif(
     any(__import__("importlib").util.find_spec(m) is None for m in ("nbconvert", "nbformat", "latex2mathml")),

@@ -99,7 +99,7 @@ SUBMISSIONS = [
     ("traces_the_grader", 1, V.TAMPERED),
     ("uses_ctypes", 1, V.TAMPERED),
 ]
-# what the report must name, for the submissions the audit hook stops (checks.engine.hardening)
+# what the report must name, for the submissions the audit hook stops (checks.engine.child.hardening)
 REASONS = {
     "emits_through_gc": "gc.get_objects",
     "walks_the_stack": "sys._getframe",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from checks import verdict as V
-from checks.engine.interpreter_parts import merge_parts, split_cases
-from checks.engine.prestart import PARTS_ENV, part_count, part_workdir
-from checks.engine.verdicts import failure_pattern
+from checks.engine.judging.interpreter_parts import merge_parts, split_cases
+from checks.engine.judging.wording import failure_pattern
+from checks.engine.processes.prestart import PARTS_ENV, part_count, part_workdir
 
 PARAMS = [{"N": 100, "causal": c} for c in (False, True, False, True, False, True, False)]
 
@@ -94,12 +96,13 @@ def test_tampering_and_crashes_come_before_cases_and_the_kernels_off_rule_after(
     assert merge_parts([off, part(case(1))], PARAMS).rule == "kernels_matter"
 
 
+@pytest.mark.slow
 def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_would(monkeypatch, tmp_path):
     """With_interpreter_stage on a CPU, its first stage standing in for the GPU's: the parts' verdict is merged."""
     from checks.authoring.wrong import materialize
     from checks.engine import grade as grading
+    from checks.engine.judging.stage import Stage
     from checks.engine.protocol import Job
-    from checks.engine.verdicts import Stage
     from checks.registry import ROOT, get_puzzle
 
     monkeypatch.setattr(grading, "part_count", lambda: 3)

@@ -1,8 +1,7 @@
-"""Method rules (checks.engine.method_rules): hand-made access logs, then real kernels recorded in a child."""
+"""Method rules (checks.engine.rules.method): hand-made access logs, then real kernels recorded in a child."""
 
 from __future__ import annotations
 
-import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -10,87 +9,25 @@ from typing import Any
 import pytest
 import torch
 
-from checks.engine.access_log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
-from checks.engine.method_rules import causal_skipping, p_never_stored, parallel_over_queries
+from checks.engine.access.log import STORE
 from checks.engine.observations import CaseObservation
-from checks.engine.order_rule import grouped_order
-from checks.engine.rulebook import ON_REQUEST
-from checks.engine.rules import CaseContext, Problem
+from checks.engine.rules import rulebook
+from checks.engine.rules.launch_order import grouped_order
+from checks.engine.rules.method import causal_skipping, p_never_stored, parallel_over_queries
+from checks.engine.rules.problem import CaseContext, Problem
 from checks.registry import get_puzzle
+from tests.helpers import Log, attention_log, matmul_log, region, run_rule
 
 
 # -- hand-made logs ---------------------------------------------------------------------------------
-def region(name: str, shape: tuple[int, ...], role: str = "input", element_size: int = 2) -> dict[str, Any]:
-    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
-    numel = math.prod(shape)
-    label = name if role == "input" else f"a {shape} tensor you allocated"
-    return {"name": name, "label": label, "role": role, "element_size": element_size, "size": numel,
-            "shape": list(shape), "strides": strides, "offset": 0, "numel": numel}  # fmt: skip
-
-
-class Log:
-    """Builds an access log the way the recorder would, one access at a time."""
-
-    def __init__(self, regions: list[dict[str, Any]]) -> None:
-        self.regions = regions
-        self.rows: list[list[int]] = []
-        self.launches: list[dict[str, Any]] = []
-
-    def launch(self, kernel: str, grid: tuple[int, int, int]) -> Log:
-        self.launches.append({"kernel": kernel, "grid": list(grid)})
-        return self
-
-    def access(self, kind: int, pid: int, name: str, box: list[tuple[int, int]]) -> Log:
-        r = next(i for i, x in enumerate(self.regions) if x["name"] == name)
-        lanes = math.prod(hi - lo + 1 for lo, hi in box)
-        lo = [b[0] for b in box] + [0] * (MAX_DIMS - len(box))
-        hi = [b[1] for b in box] + [0] * (MAX_DIMS - len(box))
-        self.rows.append([kind, len(self.launches) - 1, pid, r, lanes, *lo, *hi])
-        return self
-
-    def data(self) -> dict[str, Any]:
-        loaded = [sum(row[4] for row in self.rows if row[3] == i and row[0] == LOAD) for i in range(len(self.regions))]
-        stored = [sum(row[4] for row in self.rows if row[3] == i and row[0] == STORE) for i in range(len(self.regions))]
-        return AccessLog(
-            regions=self.regions, reads=[torch.zeros(0, dtype=torch.int32)] * len(self.regions),
-            writes=[torch.zeros(0, dtype=torch.int32)] * len(self.regions), loaded=loaded, stored=stored,
-            outside_loads=[0] * len(self.regions), outside_stores=[0] * len(self.regions),
-            launches=self.launches, records=torch.tensor(self.rows, dtype=torch.int64).reshape(-1, len(FIELDS)),
-        ).to_dict()  # fmt: skip
-
-
 def context(access: dict[str, Any] | None, case: dict[str, Any] | None = None, **inputs: Any) -> CaseContext:
     return CaseContext(None, case or {}, inputs, [], [], CaseObservation(index=0, access=access))
 
 
 # -- grouped_order ----------------------------------------------------------------------------------
-def matmul_log(m: int, n: int, tile: int, order: str, k: int = 64, programs: int = 0) -> dict[str, Any]:
-    """A matmul's log: one program per tile, or with `programs`, a persistent kernel whose program p
-    computes the tiles p, p + programs, ... (in the interpreter, one program after the other)."""
-    num_m, num_n = -(-m // tile), -(-n // tile)
-    log = Log([region("a", (m, k)), region("b", (k, n)), region("c", (m, n), "allocated")])
-    programs = programs or num_m * num_n
-    log.launch("matmul_kernel", (programs, 1, 1))
-    walk = [(p, t) for p in range(programs) for t in range(p, num_m * num_n, programs)]
-    for pid, tile_id in walk:
-        if order == "row-major":
-            pm, pn = divmod(tile_id, num_n)
-        elif order == "column-major":
-            pn, pm = divmod(tile_id, num_m)
-        else:  # grouped, GROUP_SIZE_M = 2
-            group, first = 2 * num_n, (tile_id // (2 * num_n)) * 2
-            size = min(num_m - first, 2)
-            pm, pn = first + (tile_id % group) % size, (tile_id % group) // size
-        rows, cols = (pm * tile, min(m, pm * tile + tile) - 1), (pn * tile, min(n, pn * tile + tile) - 1)
-        for step in range(0, k, 32):
-            log.access(LOAD, pid, "a", [rows, (step, step + 31)]).access(LOAD, pid, "b", [(step, step + 31), cols])
-        log.access(STORE, pid, "c", [rows, cols])
-    return log.data()
-
-
 def test_grouped_order_passes_a_grouped_launch_and_fails_row_major() -> None:
     assert grouped_order(context(matmul_log(128, 512, 32, "grouped"))) is None
-    problem = grouped_order(context(matmul_log(128, 512, 32, "row-major")), message="Group your tiles.")
+    problem = run_rule("grouped_order", context(matmul_log(128, 512, 32, "row-major")), message="Group your tiles.")
     assert isinstance(problem, Problem) and problem.rule == "grouped_order"
     assert problem.message.startswith("Group your tiles. Your first 16 programs load 1 row-tile of a and 16 column")
     assert problem.picture == {"kind": "matmul_order", "launch": 0, "wave": 16}
@@ -122,32 +59,6 @@ def test_grouped_order_says_nothing_where_the_grid_cannot_tell() -> None:
 
 
 # -- causal_skipping --------------------------------------------------------------------------------
-def attention_log(n: int, block_m: int, block_n: int, skip: bool, backward: bool = False) -> dict[str, Any]:
-    shape = (1, 1, n, 16)
-    names = ["q", "k", "v", "do"] if backward else ["q", "k", "v"]
-    outputs = ["dq", "dk", "dv"] if backward else ["o"]
-    log = Log([region(x, shape) for x in names] + [region(x, shape, "allocated") for x in outputs])
-    head = [(0, 0), (0, 0)]
-    if backward:  # dK/dV: one program per key block, walking query blocks
-        log.launch("dkdv", (-(-n // block_n), 1, 1))
-        for pid, start in enumerate(range(0, n, block_n)):
-            keys = (start, min(n, start + block_n) - 1)
-            log.access(LOAD, pid, "k", [*head, keys, (0, 15)]).access(LOAD, pid, "v", [*head, keys, (0, 15)])
-            for q0 in range(start - start % block_m if skip else 0, n, block_m):
-                rows = [*head, (q0, min(n, q0 + block_m) - 1), (0, 15)]
-                log.access(LOAD, pid, "q", rows).access(LOAD, pid, "do", rows)
-            log.access(STORE, pid, "dk", [*head, keys, (0, 15)]).access(STORE, pid, "dv", [*head, keys, (0, 15)])
-    log.launch("fwd" if not backward else "dq", (-(-n // block_m), 1, 1))
-    for pid, start in enumerate(range(0, n, block_m)):
-        rows = (start, min(n, start + block_m) - 1)
-        log.access(LOAD, pid, "q", [*head, rows, (0, 15)])
-        for k0 in range(0, (rows[1] + 1) if skip else n, block_n):
-            keys = [*head, (k0, min(n, k0 + block_n) - 1), (0, 15)]
-            log.access(LOAD, pid, "k", keys).access(LOAD, pid, "v", keys)
-        log.access(STORE, pid, outputs[0], [*head, rows, (0, 15)])
-    return log.data()
-
-
 @pytest.mark.parametrize("block_m, block_n", [(32, 16), (16, 16), (64, 32), (16, 32)])
 def test_causal_skipping_passes_kernels_that_stop_at_the_diagonal(block_m: int, block_n: int) -> None:
     for backward in (False, True):
@@ -157,7 +68,7 @@ def test_causal_skipping_passes_kernels_that_stop_at_the_diagonal(block_m: int, 
 
 def test_causal_skipping_fails_a_forward_that_walks_every_key_block() -> None:
     log = attention_log(130, 32, 16, skip=False)
-    problem = causal_skipping(context(log, {"causal": True}, causal=True))
+    problem = run_rule("causal_skipping", context(log, {"causal": True}, causal=True))
     assert problem is not None and problem.rule == "causal_skipping"
     assert "fwd, program 0 (owns query rows 0-31) loaded k rows 32-47" in problem.details
     assert causal_skipping(context(log, {"causal": False}, causal=False)) is None  # not causal: nothing to skip
@@ -221,7 +132,7 @@ def test_p_never_stored_fails_an_n_by_n_buffer() -> None:
     p = region("p", (1, 192, 192), "allocated", element_size=4)
     p["name"] = p["label"]
     stores_p = Log([*regions, p]).launch("probs", (12, 1, 1)).access(STORE, 0, p["name"], [(0, 0), (0, 191), (0, 191)])
-    problem = p_never_stored(context(stores_p.data(), **inputs), factor=3)
+    problem = run_rule("p_never_stored", context(stores_p.data(), **inputs), factor=3)
     assert problem is not None and problem.rule == "p_never_stored"
     assert "The largest buffer is a (1, 192, 192) tensor you allocated: 36864 elements" in problem.message
 
@@ -259,14 +170,14 @@ def rules_for(number: int) -> dict[str, dict[str, Any]]:
 
 
 def apply_rules(ctx: CaseContext, rules: dict[str, dict[str, Any]]) -> list[Problem]:
-    found = [ON_REQUEST[name](ctx, **params) for name, params in rules.items()]
+    found = [rulebook.apply(rulebook.RULES[name], ctx, params) for name, params in rules.items()]
     return [p for p in found if p is not None]
 
 
 @pytest.mark.parametrize("number", [4, 9, 10])
 def test_every_rule_in_puzzles_yaml_exists_and_takes_its_params(number: int) -> None:
     rules = rules_for(number)
-    assert rules and set(rules) <= set(ON_REQUEST)
+    assert rules and not rulebook.parameter_problems([get_puzzle(number)])
     assert all(params.get("message", "").endswith(".") for params in rules.values())
     assert apply_rules(context(None, causal=True), rules) == []  # on a GPU every rule is silent
 
@@ -278,8 +189,8 @@ _RECORDED: dict[tuple[int, str, int], dict[str, Any]] = {}
 def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] | None = None) -> CaseContext:
     """The answer key ("key"), a known-wrong edit file, or the key with `edits`, recorded on one CPU case."""
     from checks.authoring.wrong import answer_key_body, apply_edits, known_wrong, materialize, name_of
-    from checks.engine.recording import draw_case
-    from checks.learner.maps import record_in_child
+    from checks.engine.inputs import draw_case
+    from checks.engine.processes.access_recording import record_in_child
 
     puzzle = get_puzzle(number)
     if (number, variant, case) not in _RECORDED:
@@ -306,12 +217,14 @@ def _case(number: int, **match: Any) -> int:
     return next(i for i, c in enumerate(cases) if all(c.get(k) == v for k, v in match.items()))
 
 
+@pytest.mark.slow
 def test_matmul_fast_answer_key_passes_and_row_major_order_fails() -> None:
     case = _case(4, M=128, N=512)
     assert problems(recorded(4, "key", case)) == []
     assert problems(recorded(4, "row_major_order", case)) == ["grouped_order"]
 
 
+@pytest.mark.slow
 def test_flash_attention_2_forward_skips_causal_blocks() -> None:
     case = _case(9, N=130, causal=True)
     assert problems(recorded(9, "key", case)) == []
@@ -322,6 +235,7 @@ def test_flash_attention_2_forward_skips_causal_blocks() -> None:
     assert problems(recorded(9, "key", 0)) == []  # N = 100, not causal: parallel over query blocks
 
 
+@pytest.mark.slow
 def test_flash_attention_2_backward_skips_causal_blocks_and_never_stores_p() -> None:
     case = _case(10, N=192)
     assert problems(recorded(10, "key", case)) == []

@@ -8,7 +8,9 @@ import pytest
 
 from checks.authoring.build import build_notebook, reference_notebook, setup_notebook
 from checks.registry import ROOT
-from tests.conftest import puzzle_params
+from tests.helpers import puzzle_params
+
+pytestmark = pytest.mark.slow  # every test here grades, runs notebooks or renders
 
 # A GPU machine without network has no Jupyter: these tests need it to execute notebooks.
 WHY = "executing notebooks needs nbformat and nbclient (make env-dev)"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from checks.engine.source import cell_source, graded_cells
+from checks.engine.submission import cell_source, graded_cells
 from checks.registry import Puzzle, load_puzzles
 
 MOST_LINES = 60  # the most lines a graded step asks for: the sum of its "FILL ME IN (roughly N lines)"

@@ -12,7 +12,7 @@ from checks import cli
 from checks import verdict as V
 from checks.authoring.wrong import source_of
 from checks.engine.grade import grade
-from checks.engine.source import answer_cell
+from checks.engine.submission import answer_cell
 from checks.learner import notebook, picture, progress
 from checks.registry import ROOT, get_puzzle
 
@@ -39,6 +39,7 @@ def colour_share(png, rgb) -> float:
     return float((np.abs(pixels - rgb).max(axis=-1) < 0.03).mean())
 
 
+@pytest.mark.slow
 def test_a_failing_case_saves_its_error_map(failed):
     data = picture.load(failed.picture_data)
     assert data["error"].shape == data["bad"].shape and data["bad"].any()
@@ -47,6 +48,7 @@ def test_a_failing_case_saves_its_error_map(failed):
     assert "never written" in data["headline"]
 
 
+@pytest.mark.slow
 def test_the_picture_is_drawn_with_the_unwritten_tail_in_red(failed, tmp_path):
     png = picture.save_png(failed.picture_data, tmp_path / "errors.png")
     assert png.exists() and png.stat().st_size > 10_000
@@ -108,6 +110,7 @@ def test_no_picture_for_a_pass_or_for_a_failure_without_values(tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.slow
 def test_the_terminal_saves_the_picture_with_picture_path(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
     submission = tmp_path / "my_answer.py"
@@ -121,6 +124,7 @@ def test_the_terminal_saves_the_picture_with_picture_path(tmp_path, monkeypatch,
     assert recorded["status"] == V.FAILED and recorded["mode"] == "interpreter"
 
 
+@pytest.mark.slow
 def test_a_failing_notebook_check_saves_the_picture_beside_the_notebook(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
     cell = answer_cell(TAIL_BUG_SOURCE, 1)  # as if the learner had run this cell
@@ -148,6 +152,7 @@ def test_ticks_sit_on_cell_centres_and_the_grid_shows_over_dark_cells():
     assert len(grid) == 2  # BLOCK_M=16 over 45 rows: lines at 16 and 32, each with a light halo
 
 
+@pytest.mark.slow
 def test_a_terminal_failure_says_how_to_get_the_picture(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
     submission = tmp_path / "my_answer.py"
@@ -160,6 +165,7 @@ def test_a_terminal_failure_says_how_to_get_the_picture(tmp_path, monkeypatch, c
     assert "check(1, seed=5)" in out  # the seed footer names the notebook form too
 
 
+@pytest.mark.slow
 def test_a_notebook_check_takes_a_seed(monkeypatch, capsys):
     seen = {}
 
@@ -194,6 +200,7 @@ def test_an_overhang_is_drawn_after_the_tensor_in_orange(tmp_path):
     assert colour_share(png, np.array([0xFF, 0x7F, 0x0E]) / 255) > 0.001
 
 
+@pytest.mark.slow
 def test_a_write_past_the_end_is_pictured_in_the_terminal(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
     submission = tmp_path / "no_mask.py"
@@ -204,6 +211,7 @@ def test_a_write_past_the_end_is_pictured_in_the_terminal(tmp_path, monkeypatch,
     assert colour_share(tmp_path / "where.png", np.array([0xFF, 0x7F, 0x0E]) / 255) > 0.001
 
 
+@pytest.mark.slow
 def test_a_notebook_check_that_breaks_a_rule_on_memory_accesses_draws_the_access_map(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
     puzzle = get_puzzle(4)
@@ -244,7 +252,7 @@ def test_a_wrong_normaliser_is_drawn_with_its_ratio(tmp_path):
     x = torch.rand(37, 45, dtype=torch.float64)
     expected = x / x.sum(dim=1, keepdim=True)
     yours = x / (x.sum(dim=1, keepdim=True) + 19.0)
-    from checks.engine.compare import compare
+    from checks.engine.rules.compare import compare
 
     mismatch = compare("out", yours, expected, 1e-9, 1e-4, ("rows", "columns"))
     assert mismatch is not None and mismatch.ratio is not None

@@ -5,12 +5,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from checks import verdict as V
-from checks.engine import prestart, spawn
 from checks.engine.grade import grade
+from checks.engine.processes import prestart, spawn
 from checks.registry import get_puzzle
 
 
+@pytest.mark.slow
 def test_a_prestarted_grading_process_is_taken_over(tmp_path) -> None:
     prestart.prestart_for(tmp_path, interpret=True)
     proc = prestart._prestarted[(str(tmp_path), True)]
@@ -44,6 +47,7 @@ def test_only_a_gpu_grading_process_keeps_autotuning_results(monkeypatch) -> Non
     assert "TRITON_CACHE_AUTOTUNING" not in spawn.child_env(interpret=True)
 
 
+@pytest.mark.slow
 def test_a_spare_is_taken_by_a_check_of_its_mode_and_dropped_by_another(monkeypatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # a CPU machine: the spare is an interpreter process
     prestart.prestart_spare(interpret=False)
@@ -58,6 +62,7 @@ def test_a_spare_is_taken_by_a_check_of_its_mode_and_dropped_by_another(monkeypa
     assert proc.poll() is not None and not prestart._prestarted
 
 
+@pytest.mark.slow
 def test_stop_all_stops_every_grading_process_started_here(tmp_path) -> None:
     prestart.prestart(tmp_path, interpret=True)
     proc = prestart._prestarted[(str(tmp_path), True)]
@@ -65,6 +70,7 @@ def test_stop_all_stops_every_grading_process_started_here(tmp_path) -> None:
     assert proc.poll() is not None and not prestart._prestarted and not spawn.started
 
 
+@pytest.mark.slow
 def test_a_prestarted_process_whose_grader_left_ends_quietly(tmp_path) -> None:
     proc = spawn.start_child(tmp_path, interpret=True, preload=True)
     proc.stdin.close()  # the grader is gone before it sent a token
@@ -72,6 +78,7 @@ def test_a_prestarted_process_whose_grader_left_ends_quietly(tmp_path) -> None:
     assert "Traceback" not in (tmp_path / "output.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_notebook_check_starts_the_next_checks_grading_processes() -> None:
     from checks.learner.notebook import _grade_warm
 

@@ -115,6 +115,7 @@ def test_the_cli_records_only_the_learners_own_work():
     assert not cli._is_learners(args(file=ROOT / "solutions" / "wrong" / "01_vector_add" / "no_mask.py"))
 
 
+@pytest.mark.slow
 def test_the_cli_says_when_it_records_a_file_that_is_not_the_notebook(progress_file, capsys):
     submission = progress_file.parent / "answer.py"
     submission.write_text((ROOT / "solutions" / "01_vector_add.py").read_text(encoding="utf-8"), encoding="utf-8")

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import torch
 
-from checks.engine.provenance import COPY, FILL, HOST, INPUT, KERNEL, KERNEL_COPY, UNSEEN, Provenance, fingerprint
+from checks.engine.child.provenance import COPY, FILL, HOST, INPUT, KERNEL, KERNEL_COPY, UNSEEN, Provenance, fingerprint
 
 
 def inputs() -> dict[str, torch.Tensor]:

@@ -27,7 +27,7 @@ ENTRY = re.compile(r"^\*\*`([^`]+)`")  # an entry's first line: **`tl.load(point
 
 def grader_rule_names() -> set[str]:
     """Every rule name the grader can report (the one place this test asks the grader for them)."""
-    from checks.engine import rulebook
+    from checks.engine.rules import rulebook
 
     return set(rulebook.all_rules()) | {name for p in load_puzzles() for name in p.rules}
 
@@ -200,7 +200,7 @@ INTERPRETED = textwrap.dedent(
 @pytest.mark.slow
 def test_the_quoted_error_messages_are_the_ones_triton_gives(tmp_path):
     """Compiles for an H100 without one and runs the interpreter: the page quotes each message as printed."""
-    from checks.engine.environment import NUMPY_PITFALL_TEXT
+    from checks.engine.child.machine import NUMPY_PITFALL_TEXT
 
     debugging = section(PAGE.read_text(encoding="utf-8"), "Debugging")
     quoted = quoted_messages(debugging)

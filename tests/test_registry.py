@@ -7,10 +7,10 @@ import ast
 import pytest
 
 from checks.authoring.wrong import known_wrong
-from checks.engine.source import BEGIN, END, make_stub
+from checks.engine.submission import BEGIN, END, make_stub
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
-from tests.conftest import puzzle_params
+from tests.helpers import puzzle_params
 
 # The contract's table (shared/course-contract.md), in course order: number, slug, the function the
 # learner defines. Lettered steps come before their puzzle.

@@ -4,7 +4,7 @@ shapes of wrong values, and the notes on NaN and overflow. Unit tests on hand-ma
 from __future__ import annotations
 
 from checks import verdict as V
-from checks.engine import endings, verdicts
+from checks.engine.judging import wording
 
 
 def test_a_make_command_repeats_puzzle_and_file():
@@ -15,9 +15,9 @@ def test_a_make_command_repeats_puzzle_and_file():
 
 
 def test_the_access_map_advice_carries_the_file():
-    advice = verdicts.map_advice(9, 3, "p9.py")
+    advice = wording.map_advice(9, 3, "p9.py")
     assert "make map PUZZLE=9 FILE=p9.py ARGS='--case 3'" in advice and "show(" not in advice
-    notebook = verdicts.map_advice(9, 0)
+    notebook = wording.map_advice(9, 0)
     assert "make map PUZZLE=9," in notebook and "FILE" not in notebook and "show(9)" in notebook
 
 
@@ -29,7 +29,7 @@ def test_a_timeout_suggests_more_time_for_the_same_file():
         started, machine = 0, {"mode": "interpreter"}
 
     v = V.Verdict(5, V.FAILED, "")
-    endings.unfinished_verdict(v, End(), Stream(), 60.0, "p5.py")
+    wording.unfinished_verdict(v, End(), Stream(), 60.0, "p5.py")
     assert v.status == V.TIMEOUT and "make check PUZZLE=5 FILE=p5.py ARGS='--timeout 300'" in v.summary
 
 
@@ -40,7 +40,7 @@ def test_the_seed_footer_repeats_the_file():
 
 def test_one_failing_case_gets_no_case_split():
     params = [{"shape": [37, 300]}, {"shape": [70, 45], "layout": "transposed"}, {"shape": [6, 1]}]
-    assert verdicts.failure_pattern(params, [True, False, True]) == []
+    assert wording.failure_pattern(params, [True, False, True]) == []
 
 
 def test_the_case_split_names_a_tag_before_a_shape():
@@ -50,7 +50,7 @@ def test_the_case_split_names_a_tag_before_a_shape():
         {"shape": [37, 300]},
         {"shape": [37, 300], "layout": "sliced"},
     ]
-    (line,) = verdicts.failure_pattern(params, [False, False, True, True])
+    (line,) = wording.failure_pattern(params, [False, False, True, True])
     assert line.startswith("Every failing case has fill=neg_inf; all cases with fill=(default) pass")
 
 
@@ -62,7 +62,7 @@ def test_failures_on_exactly_the_non_contiguous_cases_are_named():
         {"shape": [4, 9999], "layout": "transposed", "fill": "neg_inf"},
         {"shape": [21, 513], "fill": "neg_inf"},
     ]
-    (line,) = verdicts.failure_pattern(params, [True, False, False, False, True])
+    (line,) = wording.failure_pattern(params, [True, False, False, False, True])
     assert line.startswith("Every failing case has a non-contiguous input (layout=sliced or transposed)")
     assert "ignores the strides" in line
 
@@ -72,7 +72,7 @@ def test_failures_on_exactly_the_non_contiguous_cases_are_named():
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from checks.engine.compare import compare, error_shapes  # noqa: E402
+from checks.engine.rules.compare import compare, error_shapes  # noqa: E402
 
 ROWS = ("rows", "columns")
 
@@ -156,11 +156,11 @@ def test_a_crash_names_the_learners_own_line():
         "Current thread 0x00007f (most recent call first):\n"
         '  File "/usr/lib/python3.12/ctypes/__init__.py", line 530 in string_at\n'
         '  File "/home/me/p1_crash.py", line 17 in vector_add\n'
-        '  File "/course/checks/engine/observe.py", line 120 in observe\n'
+        '  File "/course/checks/engine/child/case_runner.py", line 120 in observe\n'
     )
-    frame = endings.learner_frame(dump, {"/home/me/p1_crash.py": "p1_crash.py"})
+    frame = wording.learner_frame(dump, {"/home/me/p1_crash.py": "p1_crash.py"})
     assert frame == " Your code was at p1_crash.py, line 17 (in vector_add) when it died."
-    assert endings.learner_frame(dump, {"/elsewhere.py": "x"}) == ""
+    assert wording.learner_frame(dump, {"/elsewhere.py": "x"}) == ""
 
     class End:
         timed_out, returncode, seconds, output = False, -11, 1.0, dump
@@ -169,7 +169,7 @@ def test_a_crash_names_the_learners_own_line():
         started, machine = 0, {"mode": "interpreter"}
 
     v = V.Verdict(1, V.FAILED, "")
-    endings.unfinished_verdict(v, End(), Stream(), 60.0, "", {"/home/me/p1_crash.py": "p1_crash.py"})
+    wording.unfinished_verdict(v, End(), Stream(), 60.0, "", {"/home/me/p1_crash.py": "p1_crash.py"})
     assert v.status == V.CRASHED and v.summary.endswith("at p1_crash.py, line 17 (in vector_add) when it died.")
 
 

@@ -13,14 +13,14 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from checks.engine import rulebook
-from checks.engine.access_log import AccessLog
+from checks.engine.access.log import AccessLog
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs, TorchOp
-from checks.engine.rules import CaseContext
+from checks.engine.rules import rulebook
+from checks.engine.rules.problem import CaseContext, Problem
 from checks.instructor.solutions import expectations, reasons
 from checks.puzzles import Expected
 from checks.registry import get_puzzle
-from tests.conftest import wrong_kernels
+from tests.helpers import switch_off, wrong_kernels
 
 OWN = LaunchObs("add_kernel", own=True, blocks={"BLOCK_SIZE": 1024})
 
@@ -103,14 +103,14 @@ def test_every_per_call_rule_has_a_case():
     puzzles, tests/test_decoding_rules.py, on hand-made and recorded logs."""
     method = {"grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored"}
     method |= {"split_kv", "kv_once_per_group", "pages_in_table"}
-    assert set(rulebook.EVERY_CALL) | set(rulebook.ON_REQUEST) == set(RULE_CASES) | method
+    per_call = rulebook.checked(rulebook.EVERY_CALL) + rulebook.checked(rulebook.ON_REQUEST)
+    assert {entry.name for entry in per_call} == set(RULE_CASES) | method
 
 
 @pytest.mark.parametrize("name", sorted(RULE_CASES))
 def test_each_rule_is_pinned(name, monkeypatch):
     """The mutation check: with the rule switched off, its call is no longer rejected for it."""
-    table = rulebook.EVERY_CALL if name in rulebook.EVERY_CALL else rulebook.ON_REQUEST
-    monkeypatch.setitem(table, name, lambda ctx, **params: None)
+    switch_off(monkeypatch, name)
     assert problem_of(RULE_CASES[name]()) != name
 
 
@@ -162,7 +162,7 @@ def test_kernels_matter_only_when_the_kernels_off_answer_is_still_right(monkeypa
     assert rulebook.after_all_cases(still_right).rule == "kernels_matter"
     assert rulebook.after_all_cases(vector_ctx(out=torch.full((10,), float("nan")))) is None
     assert rulebook.after_all_cases(vector_ctx(raised="RuntimeError: boom")) is None
-    monkeypatch.setitem(rulebook.AFTER_ALL_CASES, "kernels_matter", lambda ctx: None)
+    switch_off(monkeypatch, "kernels_matter")
     assert rulebook.after_all_cases(still_right) is None
 
 
@@ -170,7 +170,7 @@ def test_every_rule_a_puzzle_names_exists():
     from checks.registry import load_puzzles
 
     for puzzle in load_puzzles():
-        unknown = set(puzzle.rules) - set(rulebook.ON_REQUEST)
+        unknown = set(puzzle.rules) - {entry.name for entry in rulebook.checked(rulebook.ON_REQUEST)}
         assert not unknown, f"puzzle {puzzle.number} names rules the rulebook does not have: {unknown}"
 
 
@@ -184,7 +184,7 @@ def test_every_expect_line_names_a_reason():
 
 
 def test_the_summary_names_the_parameter_that_splits_failing_from_passing_cases():
-    from checks.engine.verdicts import failure_pattern
+    from checks.engine.judging.wording import failure_pattern
 
     params = [{"N": 64, "causal": False}, {"N": 64, "causal": True}, {"N": 100, "causal": True}, {"N": 100}]
     line = failure_pattern(params, [True, False, False, True])
@@ -293,3 +293,67 @@ def test_a_host_read_names_the_kernel_and_the_argument():
     reads = ["argument src_ptr of copy_kernel: a (10,) float32 tensor", "argument b_ptr of add_kernel: a (3,) tensor"]
     problem = rulebook.first_problem(vector_ctx(host_reads=reads))
     assert "src_ptr of copy_kernel" in problem.message and problem.details == [f"Also {reads[1]}"]
+
+
+# -- the rulebook itself ----------------------------------------------------------------------------
+def test_the_rulebook_names_the_problem_after_the_rule_that_found_it(monkeypatch):
+    """A rule function says what is wrong; the rulebook, not the function, says which rule it was."""
+    entry = rulebook.RULES["values"]
+    monkeypatch.setitem(rulebook.RULES, "values", dataclasses.replace(entry, check=lambda ctx: Problem("wrong.")))
+    problem = rulebook.first_problem(vector_ctx())
+    assert problem is not None and (problem.rule, problem.message) == ("values", "wrong.")
+
+
+def test_a_rule_that_raises_is_reported_as_the_graders_error_naming_the_rule(monkeypatch):
+    def broken(ctx):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setitem(rulebook.RULES, "values", dataclasses.replace(rulebook.RULES["values"], check=broken))
+    with pytest.raises(rulebook.RuleFailed, match="values: ZeroDivisionError") as failed:
+        rulebook.first_problem(vector_ctx())
+    assert failed.value.rule == "values"
+
+
+def test_rule_parameters_in_puzzles_yaml_are_checked_against_each_rule():
+    assert rulebook.parameter_problems(get_puzzle_list()) == []  # the registry as committed fits
+    wrong_param = dataclasses.replace(get_puzzle(1), rules={"limits": {"reads_per_elemnt": {"x": 1}}})
+    unknown = dataclasses.replace(get_puzzle(1), rules={"no_such_rule": {}})
+    every_call = dataclasses.replace(get_puzzle(1), rules={"values": {}})  # applies anyway: not asked for
+    problems = rulebook.parameter_problems([wrong_param, unknown, every_call])
+    assert len(problems) == 3
+    assert "limits" in problems[0] and "reads_per_elemnt" in problems[0]
+    assert "no_such_rule" in problems[1] and "values" in problems[2]
+    with pytest.raises(rulebook.RulebookError, match="reads_per_elemnt"):
+        rulebook.check_registry([wrong_param])
+
+
+def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
+    """The facts about rules live in their entries: the map, the GPU explanation, the access log."""
+    assert rulebook.names(draws_map=True) <= rulebook.names(needs_access_log=True)
+    assert rulebook.names(explains_gpu_values=True) == {"no_load_outside", "no_write_outside", "inputs_unchanged"}
+    assert {"raised", "stub", "speed_bar", "interpreter_stage"} <= {
+        e.name for e in rulebook.RULES.values() if e.applies == rulebook.OUTCOME
+    }
+    assert reasons() == set(rulebook.RULES) | set(rulebook.STATUSES)
+    with pytest.raises(KeyError):
+        rulebook.outcome("no_such_outcome")
+
+
+def get_puzzle_list():
+    from checks.registry import load_puzzles
+
+    return load_puzzles()
+
+
+@pytest.mark.slow
+def test_a_rule_that_raises_gives_an_internal_error_verdict_not_a_traceback(monkeypatch):
+    from checks import verdict as V
+    from checks.engine.grade import grade
+
+    def broken(ctx):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setitem(rulebook.RULES, "values", dataclasses.replace(rulebook.RULES["values"], check=broken))
+    verdict = grade(get_puzzle(1), solution=True, interpret=True, cases=[0, 1])
+    assert verdict.status == V.INTERNAL and not verdict.passed
+    assert "values: ZeroDivisionError" in verdict.summary and "not in your code" in verdict.summary

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from checks.engine import fair_timing
+from checks.engine.child.measure import cached_peaks, measure, remember_peaks
 from checks.engine.fair_timing import ROUNDS
-from checks.engine.measure import cached_peaks, measure, remember_peaks
-from checks.engine.timing import (
+from checks.engine.judging.timing import (
     Peaks,
     bar_message,
     bound,
@@ -285,8 +285,8 @@ def test_the_roofline_is_remembered_per_gpu_and_versions(tmp_path):
 
 
 def noisy_stage(tmp_path, number: int):
+    from checks.engine.judging.stage import Stage
     from checks.engine.protocol import Job
-    from checks.engine.verdicts import Stage
 
     puzzle = get_puzzle(number)
     stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", tmp_path, time_it=True)

@@ -15,18 +15,18 @@ from typing import Any
 import pytest
 import torch
 
-from checks.engine.environment import autotune_without_benchmarks
+from checks.engine.child.launches import Tracker, guard_allocations, watch_launches
+from checks.engine.child.machine import autotune_without_benchmarks
+from checks.engine.child.torch_watch import ALLOWED, watch_torch
 from checks.engine.memory import Arena
 from checks.engine.observations import CaseObservation, TorchOp
-from checks.engine.rules import CaseContext
-from checks.engine.source import load_module
-from checks.engine.torch_rule import torch_free
-from checks.engine.torch_watch import ALLOWED, watch_torch
-from checks.engine.tracking import Tracker, guard_allocations, watch_launches
+from checks.engine.rules.problem import CaseContext
+from checks.engine.rules.torch_free import torch_free
+from checks.engine.submission import load_module
 from checks.instructor.solutions import expectations
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
-from tests.conftest import right_submissions
+from tests.helpers import right_submissions, run_rule
 
 autotune_without_benchmarks()
 _names = itertools.count()
@@ -48,7 +48,7 @@ def test_rule_passes_without_torch_ops():
 
 
 def test_rule_names_the_first_op_and_line_and_what_to_do():
-    problem = torch_free(context([TorchOp("aten.mm", "yours.py, line 12: c = a @ b")]))
+    problem = run_rule("torch_free", context([TorchOp("aten.mm", "yours.py, line 12: c = a @ b")]))
     assert problem is not None
     assert problem.rule == "torch_free"
     assert "aten.mm" in problem.message and "yours.py, line 12: c = a @ b" in problem.message
@@ -122,6 +122,7 @@ FLAGGED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("code", "op"), FLAGGED.values(), ids=FLAGGED.keys())
 def test_watcher_flags_torch_arithmetic(tmp_path, code, op):
     path = tmp_path / "learner.py"
@@ -152,6 +153,7 @@ def test_autograd_engine_ops_are_recorded_at_the_backward_line(tmp_path):
     assert any(o.op == "aten.sum" and "line 3" in o.where for o in watch.ops), watch.ops
 
 
+@pytest.mark.slow
 def test_token_kernel_plus_torch_answer_is_flagged(tmp_path):
     path = tmp_path / "token.py"
     path.write_text(
@@ -169,7 +171,7 @@ def test_token_kernel_plus_torch_answer_is_flagged(tmp_path):
     )
     fn = load(path).matmul
     a, b = torch.randn(5, 3, dtype=torch.float16), torch.randn(3, 4, dtype=torch.float16)
-    from checks.engine.source import earlier_answer_key
+    from checks.engine.submission import earlier_answer_key
 
     before = earlier_answer_key(path)  # an answer key that builds on an earlier step's key runs that key's kernels
     files = {str(path.resolve())} | ({str(before.resolve())} if before else set())
@@ -247,7 +249,7 @@ def run_watched(number: int, path: Path, case: int = 0) -> tuple[Any, Any, Track
     gen.manual_seed(0)
     arena = Arena("cpu", gen)
     inputs = spec_module(puzzle).make_inputs(puzzle.cases["cpu"][case], arena)
-    from checks.engine.source import earlier_answer_key
+    from checks.engine.submission import earlier_answer_key
 
     before = earlier_answer_key(path)  # an answer key that builds on an earlier step's key runs that key's kernels
     files = {str(path.resolve())} | ({str(before.resolve())} if before else set())
@@ -262,6 +264,7 @@ def run_watched(number: int, path: Path, case: int = 0) -> tuple[Any, Any, Track
     return watch, inputs, tracker, copies
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("number", "path"), RIGHT)
 def test_right_answers_run_no_torch(number, path):
     watch, _, tracker, _ = run_watched(number, path)
@@ -284,6 +287,7 @@ TOKEN = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("number", "path"), TOKEN)
 def test_known_wrong_token_kernels_are_caught_by_the_rule(number, path):
     watch, _, tracker, _ = run_watched(number, path)

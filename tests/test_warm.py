@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.engine import warm
+from checks import warm
 from checks.registry import ROOT
 
 
@@ -83,13 +83,14 @@ def _processes() -> list[tuple[int, str]]:
 
 def _children(base: Path) -> set[int]:
     """The grading processes running in a folder under `base`, by process id."""
-    return {pid for pid, args in _processes() if "checks.engine.child" in args and str(base) in args}
+    return {pid for pid, args in _processes() if "checks.engine.child.main" in args and str(base) in args}
 
 
 def _served(folder: Path) -> list[str]:
     return [line for log in folder.glob("*.log") for line in log.read_text().splitlines() if "served" in line]
 
 
+@pytest.mark.slow
 def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
     env, folder = warm_env
     cold = _check(dict(env, CHECKS_WARM="0"), "2", "--solution", "--seed", "5")
@@ -112,7 +113,7 @@ def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
             socket.send_fds(conn, [garbage], [0, 1, 2] if garbage != b"quit?\n" else [])
     assert _check(env, "1", "--solution").returncode == 0 and len(_served(folder)) == 5
     assert len({line.split()[0] for line in _served(folder)}) == 1  # one warm grader served them all
-    stop = [sys.executable, "-m", "checks.engine.warm", "stop"]
+    stop = [sys.executable, "-m", "checks.warm", "stop"]
     told = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert told.stdout.strip() == "Told 1 warm grader(s) to leave."
     for _ in range(100):
@@ -122,6 +123,7 @@ def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
     assert not list(folder.glob("*.sock")) and not _children(folder.parent)
 
 
+@pytest.mark.slow
 def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(warm_env, tmp_path) -> None:
     env, folder = warm_env
     slow = tmp_path / "slow.py"
@@ -140,6 +142,7 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
     assert any("served" in line and "'5'" in line for line in _served(folder))
 
 
+@pytest.mark.slow
 def test_a_grader_for_other_settings_retires_the_old_one_and_a_stopped_one_cleans_up(warm_env) -> None:
     env, folder = warm_env
     assert _check(env, "1", "--solution").returncode == 0

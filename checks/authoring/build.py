@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks.authoring import figures
-from checks.engine.source import answer_cell, make_stub, module_body, strip_markers, stub_cell
+from checks.engine.submission import answer_cell, make_stub, module_body, strip_markers, stub_cell
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
 SETUP_CELL = """\

@@ -47,7 +47,7 @@ def _save(fig: Any, path: Path) -> None:
 
 
 def _answer_key(number: int) -> Any:
-    from checks.engine.source import load_module
+    from checks.engine.submission import load_module
     from checks.registry import get_puzzle
 
     return load_module(get_puzzle(number).solution, f"diagram_key_{number}")

@@ -1,8 +1,8 @@
 """Grade one submission: prepare its code, run the grading stage(s), and return the verdict.
 
 On a GPU a passing submission is graded a second time in Triton's interpreter, which sees every
-load. Each stage runs the learner's code in its own grading process (`checks.engine.child`) and judges
-what it reports here, in a process that never ran that code (`checks.engine.verdicts`).
+load. Each stage runs the learner's code in its own grading process (`checks.engine.child.main`) and judges
+what it reports here, in a process that never ran that code (`checks.engine.judging.stage`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from typing import Any
 import torch
 
 from checks import verdict as V
-from checks.engine.interpreter_parts import merge_parts, split_cases
-from checks.engine.prestart import part_count, part_workdir
+from checks.engine.judging.interpreter_parts import merge_parts, split_cases
+from checks.engine.judging.stage import Stage
+from checks.engine.processes.prestart import part_count, part_workdir
 from checks.engine.protocol import Job
-from checks.engine.source import EarlierSource, SubmissionError, earlier_step, notebook_code
-from checks.engine.verdicts import Stage
+from checks.engine.rules import rulebook
+from checks.engine.submission import EarlierSource, SubmissionError, earlier_step, notebook_code
 from checks.registry import Puzzle, shown
 
 Progress = Callable[[dict[str, Any]], None]
@@ -134,7 +135,7 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
 
     The interpreter sees every load: out-of-bounds reads that happen to give right values on a GPU,
     and the puzzles' rules on passes over memory. Its cases are shared by a few grading processes
-    (`checks.engine.interpreter_parts`), which are stopped if the GPU stage fails.
+    (`checks.engine.judging.interpreter_parts`), which are stopped if the GPU stage fails.
     """
     params = gpu_stage.puzzle.cases["cpu"]
     subsets = split_cases(len(params), part_count())
@@ -183,7 +184,7 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
     if cpu.passed:
         gpu.details.append("Interpreter check: every load stayed inside its tensor and the puzzle's rules held.")
         return gpu
-    if cpu.status in (V.ENVIRONMENT, V.INTERNAL):
+    if cpu.status in rulebook.INTERPRETER_STAGE_EXCUSED:
         gpu.details.append(
             f"Interpreter check not done ({cpu.status}: {cpu.summary}); loads outside tensors and the puzzle's "
             "rules were not checked."
@@ -197,8 +198,6 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
     )
 
 
-# Rules on memory accesses that explain wrong values on a GPU: reading or writing past a tensor, or into an input.
-ROOT_CAUSES = ("no_load_outside", "no_write_outside", "inputs_unchanged")
 EXPLAIN_WAIT_S = 30.0  # the longest a failed GPU verdict waits for the interpreter stage to say why
 
 
@@ -212,7 +211,7 @@ def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | Non
         cpu = interpreted.result(timeout=EXPLAIN_WAIT_S)
     except StageStillRunning:
         return None
-    if cpu.passed or cpu.rule not in ROOT_CAUSES:
+    if cpu.passed or cpu.rule not in rulebook.names(explains_gpu_values=True):
         return None
     lead = f"{gpu.summary.rstrip('.')}; Triton's interpreter, which sees every load, shows why: {cpu.summary}"
     return adopt(gpu, cpu, lead)

@@ -1,8 +1,8 @@
 """What the grading process reports about one call of the learner's function: observations, never a verdict.
 
-The learner's code runs in the grading process (`checks.engine.child`); everything it may influence is
+The learner's code runs in the grading process (`checks.engine.child.main`); everything it may influence is
 gathered here as plain data and sent to the parent, which re-derives the inputs from the seed,
-computes the reference itself and applies the rules (`checks.engine.rules`). A forged observation
+computes the reference itself and applies the rules (`checks.engine.rules.problem`). A forged observation
 can at worst claim what an honest kernel would have done; it can never say "passed".
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+AUTOGRAD = " (autograd)"  # suffix of an allowed op (a view, a copy) recorded because autograd tracks or runs it
 
 
 @dataclass
@@ -60,9 +62,9 @@ class CaseObservation:
     launches: list[LaunchObs] = field(default_factory=list)
     buffers: list[BufferObs] = field(default_factory=list)
     torch_ops: list[TorchOp] = field(default_factory=list)
-    access: dict[str, Any] | None = None  # the interpreter's access log (engine.access_log), or None on a GPU
+    access: dict[str, Any] | None = None  # the interpreter's access log (engine.access.log), or None on a GPU
     printed: str = ""  # what the learner's code printed during this call
-    # provenance (checks.engine.provenance): kernel arguments computed outside a kernel; each output's origin
+    # provenance (checks.engine.child.provenance): kernel arguments computed outside a kernel; each output's origin
     host_reads: list[str] = field(default_factory=list)
     output_origins: list[str] = field(default_factory=list)
 

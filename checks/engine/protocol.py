@@ -6,7 +6,7 @@ report observations, in one fixed order:
     machine, then either environment | load_error | missing,
     or for each selected case: case_start, case (an observation), then kernels_off, then observed,
     and, only when the grader asks for it on the process's standard input, timings.
-    At any point after machine: refused (the audit hook of `checks.engine.hardening` refused a request of
+    At any point after machine: refused (the audit hook of `checks.engine.child.hardening` refused a request of
     the learner's code), which ends the report as tampered with.
 
 Every event carries a token the grader sends on the process's standard input before the learner's
@@ -30,6 +30,7 @@ EVENTS = (
 )  # fmt: skip
 TIME_COMMAND = "time"
 EXIT_COMMAND = "exit"
+PRELOAD_FLAG = "--preload"  # on the command line of a process started ahead of its check
 
 
 @dataclass
@@ -117,7 +118,7 @@ class Stream:
                 raise Tampered("a second machine event")
             self.machine = {k: str(v) for k, v in event.items() if k != "event"}
             return
-        if kind == "refused":  # hardening (checks.engine.hardening): the learner's code asked for what is refused
+        if kind == "refused":  # hardening (checks.engine.child.hardening): the learner's code asked for what is refused
             raise Tampered(f"your code tried {str(event.get('reason', ''))[:200]}, which the grading process refuses")
         if self.machine is None:
             raise Tampered(f"{kind} before the machine event")

@@ -24,11 +24,11 @@ import triton
 
 from checks.authoring.figures import Figure, Line, draw
 from checks.authoring.wrong import materialize
-from checks.engine.measure import bench_ms, device_peaks
+from checks.engine.child.measure import bench_ms, device_peaks
+from checks.engine.judging.timing import loosest_tolerance, output_difference, roofline_share
 from checks.engine.memory import Arena
-from checks.engine.source import load_module
-from checks.engine.spawn import kill, start_module
-from checks.engine.timing import loosest_tolerance, output_difference, roofline_share
+from checks.engine.processes.spawn import kill, start_module
+from checks.engine.submission import load_module
 from checks.instructor import tutorial as tut06
 from checks.instructor.bench_report import ANSWER_KEY, Row, Target, evaluate, markdown_report, read_csv, write_data
 from checks.puzzles import spec_module

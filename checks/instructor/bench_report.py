@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from checks.engine.timing import gbps, speed_ratio, tflops
+from checks.engine.judging.timing import gbps, speed_ratio, tflops
 from checks.instructor.tables import markdown_table, ms_cell
 from checks.registry import ROOT
 

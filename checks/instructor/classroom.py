@@ -49,67 +49,25 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.grade import grade, graded_module
-from checks.engine.prestart import PARTS_ENV
-from checks.engine.source import SubmissionError
+from checks.engine.processes.prestart import PARTS_ENV
+from checks.engine.submission import SubmissionError
+from checks.instructor.class_records import NOT_GRADED, Copy, Notice, Result, Submission
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
 
 SUFFIXES = (".py", ".ipynb")
 DEFAULT_OUT = ROOT / "build" / "grades"
 _IN_FOLDER = re.compile(r"^(\d+[a-z]?)(?:[_\-. ].*)?$", re.IGNORECASE)  # 01_vector_add, 3-matmul, 7, 10a_dx
 _FLAT = re.compile(r"^(.*\S)[_\-](\d+[a-z]?)$", re.IGNORECASE)  # alice_01, bob-smith-3, carl_10b
-NOT_GRADED = "not-graded"  # merged reports: the shard that held this submission never finished
 # JUnit's two kinds of not passing: a failure is a wrong answer; an error is a run that gave none.
 ERRORS = (V.ERROR, V.TIMEOUT, V.CRASHED, V.TAMPERED, V.INTERNAL, V.ENVIRONMENT, NOT_GRADED)
 NAMING = (
     "Name submissions DIR/<learner>/<NN>_anything.py (or .ipynb), or DIR/<learner>_<NN>.py (or .ipynb), "
     "where NN is the puzzle number (10a for a lettered step)."
 )
-
-
-@dataclass
-class Notice:
-    """A warning about the folder: a name that does not fit ('name') or a second submission ('doubled')."""
-
-    kind: str
-    text: str
-
-
-@dataclass
-class Submission:
-    learner: str
-    puzzle: Puzzle
-    path: Path
-    earlier: Path | None = None  # the same learner's file for the step this puzzle builds on (9a for 9), if any
-    copy: Copy | None = None  # what is graded: read from path before any submission runs (see `take_copies`)
-
-
-@dataclass
-class Copy:
-    """A submission as read before any learner's code ran: a .py file's bytes, or a notebook's graded cell;
-    and the bytes of the same learner's file for the earlier step it builds on, if any."""
-
-    data: bytes = b""
-    source: tuple[str, str] | None = None  # a notebook's graded cell as a module, and how messages name it
-    error: str | None = None  # why the file could not be read as a submission
-    earlier: bytes | None = None
-
-
-@dataclass
-class Result:
-    submission: Submission
-    status: str
-    summary: str
-    seconds: float
-    details: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return self.status == V.PASSED
 
 
 def _hidden(name: str) -> bool:

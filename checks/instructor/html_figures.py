@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from checks.engine.source import _MARKER_RE, _without_magics, cell_source
+from checks.engine.submission import _MARKER_RE, _without_magics, cell_source
 from checks.registry import ROOT
 
 TIMEOUT = 300.0  # seconds for one notebook's cells
@@ -89,7 +89,7 @@ def _run(todo: list[tuple[int, str, bool]]) -> dict[int, list[str]]:
     for index, source, drawing in todo:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             try:
-                exec(compile(source, f"<cell {index}>", "exec"), namespace)  # noqa: S102 - the course's own lesson cells
+                exec(compile(source, f"<cell {index}>", "exec"), namespace)  # the course's own lesson cells
             except BaseException:  # noqa: BLE001 - a lesson cell that fails here only costs its picture
                 plt.close("all")
                 continue

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from checks.instructor.classroom import NOT_GRADED, Notice, Result, Submission
+from checks.instructor.class_records import NOT_GRADED, Notice, Result, Submission
 from checks.registry import get_puzzle
 
 PART = "part.json"

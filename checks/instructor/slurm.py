@@ -38,7 +38,7 @@ from checks.instructor.classroom import DEFAULT_OUT, NAMING, find_submissions
 from checks.registry import ROOT
 
 # What a task copies of the course into its scratch folder: the grader, the answer keys and the registry.
-# On a GPU the interpreter stage runs beside the GPU stage in a few processes (checks.engine.interpreter_parts).
+# On a GPU the interpreter stage runs beside the GPU stage in a few processes (checks.engine.judging.interpreter_parts).
 CPUS_WITH_A_GPU = 4
 COURSE_IGNORED = {".git", ".venv", "build", "__pycache__", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize, name_of
 from checks.engine.grade import grade
-from checks.engine.prestart import PARTS_ENV
-from checks.engine.rulebook import all_rules
+from checks.engine.processes.prestart import PARTS_ENV
+from checks.engine.rules import rulebook
 from checks.instructor.tables import markdown_table, ms_cell
 from checks.registry import Puzzle, load_puzzles, puzzle_id
 
@@ -35,12 +35,9 @@ class Row:
     surprises: list[str] = field(default_factory=list)
 
 
-# What may reject a known-wrong kernel besides the rules: an exception, the speed bar, the statuses.
-OTHER_REASONS = ("raised", "speed_bar", "kernels_matter", V.TIMEOUT, V.CRASHED, V.ERROR, V.TAMPERED)
-
-
 def reasons() -> set[str]:
-    return set(all_rules()) | set(OTHER_REASONS)
+    """What may reject a known-wrong kernel: the rulebook's rules and outcomes, and the statuses."""
+    return rulebook.reasons()
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.source import load_module
+from checks.engine.submission import load_module
 
 BaselineFn = Callable[[], Any]
 FORWARD = {"tutorial 06": False, "tutorial 06 ws": True}  # series name -> warp_specialize

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from checks.engine import warm
-from checks.engine.environment import NUMPY_PITFALL_TEXT, numpy_pitfall
+from checks import warm
+from checks.engine.child.machine import NUMPY_PITFALL_TEXT, numpy_pitfall
 
 OK, NOTE, PROBLEM = "ok", "note", "PROBLEM"
 MIN_PYTHON = (3, 10)
@@ -142,14 +142,14 @@ def check_jupyter() -> Finding:
 
 
 def check_warm_grader() -> Finding:
-    """Whether a warm grader is kept for this course (`checks.engine.warm`), and how to stop it or turn it off."""
+    """Whether a warm grader is kept for this course (`checks.warm`), and how to stop it or turn it off."""
     if os.environ.get(warm.SWITCH) == "0":
         return Finding(OK, f"warm grader: off ({warm.SWITCH}=0): every check starts its own grader")
     if warm.running():
         return Finding(
             OK,
             "warm grader: running for this course, so a check at a terminal skips importing torch; it leaves "
-            "after 15 idle minutes (`python -m checks.engine.warm stop` stops it now)",
+            "after 15 idle minutes (`python -m checks.warm stop` stops it now)",
         )
     return Finding(OK, "warm grader: none running; the next `make check` at a terminal starts one")
 

@@ -5,7 +5,7 @@
 
 runs the submission (by default your notebook's graded cell) and the answer key, each in a child
 process with the puzzle's time limit, on one CPU case in Triton's interpreter under the access
-recorder (`checks.engine.access_patches`), and draws one PNG:
+recorder (`checks.engine.access.patches`), and draws one PNG:
 
 - puzzles 1, 2: the program that wrote each element of the output;
 - puzzles 5-7: the program that wrote each element, and how many times each element of x was read;
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,51 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from checks.engine.access_log import LOAD, STORE, AccessLog, F
+from checks.engine.access.log import LOAD, STORE, AccessLog, F
+from checks.engine.processes.access_recording import MapError, record_in_child
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION, DECODING = "elementwise", "softmax", "matmul", "attention", "decoding"
 QUERY_SIDE, KEY_SIDE = ("q", "do"), ("k", "v")
 QUERY_OWNERS, KEY_OWNERS = ("o", "dq"), ("dk", "dv")
 WAVE = 16  # programs drawn as the first wave of a matmul
-
-
-# -- recording, in a child process ---------------------------------------------------------------
-def record_in_child(
-    number: int | str, path: Path, case: int, timeout: float, earlier: Path | None = None
-) -> dict[str, Any]:
-    """Run `path` on one CPU case in a child process and return its recording (see record_file); `earlier` is
-    the code of the step the puzzle builds on, where the submission uses it (checks.engine.source.earlier_step)."""
-    import torch
-
-    with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
-        out = Path(tmp) / "log.pt"
-        command = [sys.executable, "-m", "checks.learner.maps", "--record", str(number), str(path), str(case), str(out)]
-        command += [str(earlier)] if earlier else []
-        try:
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise MapError(f"{path.name} ran past the {timeout:g} s limit; fix it with `make check` first.") from exc
-        if done.returncode != 0 or not out.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            if tail and tail[-1].startswith("NotImplementedError"):
-                raise MapError("Your code is still the stub: fill in the FILL ME IN parts, then draw the map.")
-            raise MapError(f"{path.name} could not be recorded: " + " / ".join(tail))
-        return torch.load(out, weights_only=True)
-
-
-class MapError(RuntimeError):
-    """Something to tell the learner instead of a picture."""
-
-
-def _child(number: int | str, path: str, case: int, out: str, earlier: str = "") -> int:
-    import torch
-
-    from checks.engine.recording import interpreter_setup, record_file
-
-    interpreter_setup()
-    torch.save(record_file(number, Path(path), case, earlier=Path(earlier) if earlier else None), out)
-    return 0
 
 
 # -- reading a log ---------------------------------------------------------------------------------
@@ -358,7 +320,7 @@ def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, An
     the times each key was loaded below."""
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
-    from checks.engine.decoding_rules import reader_image
+    from checks.engine.rules.decoding import reader_image
 
     image, reads, labels, ends = reader_image(inputs, log)
     programs = sorted({int(p) for p in image.flat if p >= 0})
@@ -388,7 +350,7 @@ def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, An
 
 def _case_inputs(number: int | str, case: dict[str, Any]) -> dict[str, Any]:
     """A recording's inputs, drawn again as the recorder drew them (the map needs a paged cache's block_table)."""
-    from checks.engine.recording import draw_case
+    from checks.engine.child.recording import draw_case
 
     cases = get_puzzle(number).cases["cpu"]
     index = next((i for i, c in enumerate(cases) if c == case), 0)
@@ -493,8 +455,8 @@ def make_map(
     source: tuple[str, str] | None = None,
 ) -> tuple[Path, list[str]]:
     """Record the submission and the answer key, draw the map; (png, traffic lines)."""
+    from checks.engine.access.traffic import traffic_lines
     from checks.engine.grade import prepare
-    from checks.engine.traffic import traffic_lines
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
         submission, _, earlier = prepare(puzzle, file, solution, Path(tmp), source)
@@ -505,30 +467,8 @@ def make_map(
     return png, traffic_lines(mine["log"], None if solution else key["log"])
 
 
-def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
-    """In a notebook: draw the access map of your graded cell (as last run) beside the answer key's."""
-    from checks.engine.source import as_module
-    from checks.learner.notebook import _display, _ran_cells, picture_folder
-
-    puzzle = get_puzzle(number)
-    cells = [] if file else _ran_cells(number)
-    source = (as_module(cells), "your graded cell") if cells else None
-    out = picture_folder(puzzle) / f"{puzzle.stem}_map.png"
-    try:
-        png, lines = make_map(puzzle, Path(file) if file else None, case=case, source=source, out=out)
-    except MapError as exc:
-        print(exc)
-        return None
-    print("\n".join(lines))
-    _display(png, f"Which program loaded what (saved as {shown(png)}):", f"The access map is saved as {png}.")
-    return png
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--record"]:
-        _, number, path, case, out, *earlier = argv
-        return _child(number, path, int(case), out, *earlier)
     parser = argparse.ArgumentParser(prog="python -m checks.learner.maps", description=__doc__.split("\n\n")[0])
     parser.add_argument("puzzle", help="the puzzle (1-13, 10a, 10b)")
     parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")

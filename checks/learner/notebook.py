@@ -20,10 +20,10 @@ from types import ModuleType
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.environment import autotune_without_benchmarks, numpy_pitfall, numpy_shim, quiet_interpreter
+from checks.engine.child.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim, quiet_interpreter
 from checks.engine.grade import grade
-from checks.engine.prestart import check_folder, prestart_spare
-from checks.engine.source import as_module, graded_cells, load_module, notebook_code
+from checks.engine.processes.prestart import check_folder, prestart_spare
+from checks.engine.submission import as_module, graded_cells, load_module, notebook_code
 from checks.learner import hints, progress
 from checks.registry import ROOT, Puzzle, get_puzzle, shown
 
@@ -247,9 +247,20 @@ def _show_picture(verdict: V.Verdict, png: Path) -> None:
 
 def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
     """Draw the access map of your graded cell (as last run) beside the answer key's: which program touched what."""
-    from checks.learner.maps import show as draw_map  # matplotlib is imported only when a map is asked for
+    from checks.learner.maps import MapError, make_map  # matplotlib is imported only when a map is asked for
 
-    return draw_map(number, file=file, case=case)
+    puzzle = get_puzzle(number)
+    cells = [] if file else _ran_cells(number)
+    source = (as_module(cells), "your graded cell") if cells else None
+    out = picture_folder(puzzle) / f"{puzzle.stem}_map.png"
+    try:
+        png, lines = make_map(puzzle, Path(file) if file else None, case=case, source=source, out=out)
+    except MapError as exc:
+        print(exc)
+        return None
+    print("\n".join(lines))
+    _display(png, f"Which program loaded what (saved as {shown(png)}):", f"The access map is saved as {png}.")
+    return png
 
 
 def hint(number: int | str) -> None:

@@ -47,8 +47,4 @@ def spec_module(puzzle: Puzzle) -> ModuleType:
     return importlib.import_module(f"checks.puzzles.p{puzzle.stem}")
 
 
-def tensor_items(inputs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
-    return [(k, v) for k, v in inputs.items() if isinstance(v, torch.Tensor)]
-
-
 BaselineFn = Callable[[], Any]

@@ -1,0 +1,175 @@
+"""Collect the loads and stores a kernel makes, aggregated so that memory stays bounded.
+
+`checks.engine.access.patches.record_access` calls `AccessRecorder.access` for every load, store
+and atomic of Triton's interpreter, and `begin_launch` / `set_grid` for every launch. For every
+access the recorder keeps, per region (`checks.engine.access.regions`) and kind (load, store):
+
+- how many times each element of its body was touched (a bincount, in storage order), the lanes
+  touched in all, and the lanes that hit a guard band;
+- per access, up to `max_records` of them: a record (kind, launch, program, region, lanes, and the
+  box of indices it touched in the tensor's own index space: min and max along each dimension);
+- the widest single load (lanes, masked-off ones included), and the loads that hit no region.
+
+`AccessRecorder.log()` returns an `checks.engine.access.log.AccessLog`.
+
+The interpreter runs programs one after the other on one thread, with the program's (x, y, z)
+in `interpreter_builder.grid_idx` and the grid in `grid_dim`. A record's `pid` is the program's
+place in a GPU's launch order, x + gx * (y + gy * z) (x fastest), not the interpreter's (x slowest).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.engine.access.regions import Region, RegionMap
+
+DEFAULT_MAX_RECORDS = 200_000
+_FLUSH_AT = 1 << 21  # pending element offsets (all regions) before they are folded into the bincounts
+
+
+class AccessRecorder(RegionMap):
+    """Collects accesses while `record_access` is active; `log()` gives what it saw."""
+
+    def __init__(self, max_records: int = DEFAULT_MAX_RECORDS) -> None:
+        super().__init__()
+        self.max_records = max_records
+        self._records = np.zeros((min(max_records, 4096), len(FIELDS)), dtype=np.int64)
+        self.n_records = 0
+        self.dropped = 0
+        self.widest = 0
+        self.unknown = [0, 0]  # lanes loaded / stored that hit no region
+        self.launches: list[dict[str, Any]] = []
+        self._pending: list[list[list[np.ndarray]]] = []  # [region][kind] -> offsets not yet counted
+        self._pending_n = 0
+        self._counts: list[list[np.ndarray | None]] = []  # [region][kind] -> bincount
+        self.lanes: list[list[int]] = []  # [region][kind]
+        self.outside: list[list[int]] = []  # [region][kind]: lanes in its guard bands
+
+    def _add(self, region: Region) -> int:
+        self._pending.append([[], []])
+        self._counts.append([None, None])
+        self.lanes.append([0, 0])
+        self.outside.append([0, 0])
+        return super()._add(region)
+
+    # -- launches ----------------------------------------------------------------------------------
+    def begin_launch(self, kernel: str, arguments: dict[str, Any]) -> None:
+        self.launches.append({"kernel": kernel, "grid": [1, 1, 1]})
+        for name, value in arguments.items():
+            if isinstance(value, torch.Tensor) and value.numel():
+                self.add_region(f"{name} of {kernel}", value)
+
+    def set_grid(self, grid: tuple[int, int, int]) -> None:
+        if not self.launches:
+            self.launches.append({"kernel": "?", "grid": [1, 1, 1]})
+        self.launches[-1]["grid"] = [int(g) for g in grid]
+
+    # -- accesses ----------------------------------------------------------------------------------
+    def access(self, kind: int, builder: Any, ptrs: Any, mask: Any) -> None:
+        """One load, store or atomic of the program the interpreter's `builder` runs now."""
+        addresses = np.asarray(ptrs.data)
+        if kind == LOAD and addresses.size > self.widest:
+            self.widest = int(addresses.size)
+        if mask is None:
+            on = addresses.reshape(-1)
+        else:
+            m = np.asarray(mask.data, dtype=bool)
+            if m.shape != addresses.shape:
+                m = np.broadcast_to(m, addresses.shape)
+            on = addresses[m]
+        if on.size == 0:
+            return
+        on = on.astype(np.int64, copy=False)
+        lo, hi = int(on.min()), int(on.max())
+        gx, gy, _ = builder.grid_dim
+        x, y, z = builder.grid_idx
+        pid = x + gx * (y + gy * z)
+        r = self.region_at(lo)
+        if r >= 0 and hi < self.regions[r].high:
+            self._tally(kind, pid, r, on, lo, hi)
+            return
+        # several regions (or none) in one access: split it
+        parts, unknown = self.split(on)
+        self.unknown[min(kind, 1)] += unknown
+        for r, part in parts:
+            self._tally(kind, pid, r, part, int(part.min()), int(part.max()))
+
+    def _tally(self, kind: int, pid: int, r: int, on: np.ndarray, lo: int, hi: int) -> None:
+        region = self.regions[r]
+        es = region.element_size
+        offsets = (on - region.body) // es
+        end = region.body + region.size * es
+        if lo < region.body or hi >= end:
+            inside = (offsets >= 0) & (offsets < region.size)
+            self.outside[r][min(kind, 1)] += int(offsets.size - np.count_nonzero(inside))
+            offsets = offsets[inside]
+            if not offsets.size:
+                return
+        for k in (LOAD, STORE) if kind == ATOMIC else (kind,):
+            self.lanes[r][k] += int(offsets.size)
+            self._pending[r][k].append(offsets)
+            self._pending_n += int(offsets.size)
+        if self._pending_n > _FLUSH_AT:
+            self.flush()
+        self._record(kind, pid, r, offsets)
+
+    def _record(self, kind: int, pid: int, r: int, offsets: np.ndarray) -> None:
+        if self.n_records >= self.max_records:
+            self.dropped += 1
+            return
+        if self.n_records == len(self._records):
+            grown = np.zeros((min(self.max_records, 2 * len(self._records)), len(FIELDS)), dtype=np.int64)
+            grown[: self.n_records] = self._records
+            self._records = grown
+        row = self._records[self.n_records]
+        self.n_records += 1
+        row[0], row[1], row[2], row[3], row[4] = kind, len(self.launches) - 1, pid, r, offsets.size
+        region = self.regions[r]
+        if len(region.shape) > MAX_DIMS:
+            row[5], row[5 + MAX_DIMS] = int(offsets.min()), int(offsets.max())
+            return
+        rel = offsets - region.offset
+        for d, stride in self._orders[r]:
+            idx = rel // stride
+            rel = rel - idx * stride
+            row[5 + d], row[5 + MAX_DIMS + d] = idx.min(), idx.max()
+
+    def flush(self) -> None:
+        """Fold the pending element offsets into the bincounts."""
+        for r, region in enumerate(self.regions):
+            for k in (LOAD, STORE):
+                pending = self._pending[r][k]
+                if not pending:
+                    continue
+                counts = np.bincount(np.concatenate(pending), minlength=region.size).astype(np.int32)
+                previous = self._counts[r][k]
+                self._counts[r][k] = counts if previous is None else previous + counts
+                self._pending[r][k] = []
+        self._pending_n = 0
+
+    def log(self) -> AccessLog:
+        """Everything recorded so far, as plain data."""
+        self.flush()
+        counts = [
+            [torch.from_numpy(c) if c is not None else torch.zeros(0, dtype=torch.int32) for c in per]
+            for per in self._counts
+        ]
+        return AccessLog(
+            regions=[r.serial() for r in self.regions],
+            reads=[c[LOAD] for c in counts],
+            writes=[c[STORE] for c in counts],
+            loaded=[lanes[LOAD] for lanes in self.lanes],
+            stored=[lanes[STORE] for lanes in self.lanes],
+            outside_loads=[o[LOAD] for o in self.outside],
+            outside_stores=[o[STORE] for o in self.outside],
+            unknown_loads=self.unknown[LOAD],
+            unknown_stores=self.unknown[STORE],
+            widest=self.widest,
+            launches=[dict(launch) for launch in self.launches],
+            records=torch.from_numpy(self._records[: self.n_records].copy()),
+            dropped=self.dropped,
+        )

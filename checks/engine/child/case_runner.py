@@ -1,0 +1,194 @@
+"""The grading process's side of a graded call: run the learner's function, watched, and report what happened.
+
+Nothing here decides whether the call was right. It draws the case's inputs from the seed, calls
+the function inside the watchers (launches, allocations, loads, torch operations), and turns what
+they saw into a `CaseObservation`; the returned tensors go to a file the grader names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+import traceback
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from checks.engine.access.patches import record_access
+from checks.engine.access.recorder import AccessRecorder
+from checks.engine.child.launches import Tracker, guard_allocations, watch_launches
+from checks.engine.child.machine import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.child.provenance import Provenance, watch_provenance
+from checks.engine.child.torch_watch import watch_torch
+from checks.engine.inputs import draw
+from checks.engine.memory import Arena
+from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
+from checks.engine.protocol import access_path
+from checks.engine.sealing import file_digest
+
+
+def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, list[str]]:
+    """One line for the exception and the lines of the learner's own code it passed through."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    root = chain[-1]
+    text = f"{type(root).__name__}: {root}".strip()
+    if NUMPY_PITFALL_TEXT in str(exc) or NUMPY_PITFALL_TEXT in text:
+        return text, [
+            "This is the Triton-interpreter/numpy incompatibility: run `pip install 'numpy<2.4'` and check again."
+        ]
+    where: list[str] = []
+    if "illegal memory access" in text or "misaligned address" in text:
+        where.append("A CUDA memory fault is an out-of-bounds load or store: check your masks, offsets and strides.")
+    for link in reversed(chain):
+        for frame in traceback.extract_tb(link.__traceback__):
+            shown = names.get(str(Path(frame.filename).resolve()))
+            if shown:
+                entry = f"{shown}, line {frame.lineno}: {(frame.line or '').strip()}"
+                if entry not in where:
+                    where.append(entry)
+    return text, where[-4:]
+
+
+def as_outputs(returned: Any) -> list[Any]:
+    """What a learner's function returned, as a list of outputs (one tensor or a tuple of them)."""
+    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
+
+
+def returned_kind(returned: Any) -> str:
+    if isinstance(returned, (tuple, list)):
+        return f"{type(returned).__name__} of {len(returned)}"
+    return "tensor" if isinstance(returned, torch.Tensor) else type(returned).__name__
+
+
+class Observer:
+    """Runs graded calls of one learner function and reports each as an observation."""
+
+    def __init__(self, machine: Machine, names: dict[str, str], workdir: Path) -> None:
+        self.machine = machine
+        self.names = {str(Path(k).resolve()): v for k, v in names.items()}
+        self.own_files = set(self.names)
+        self.workdir = workdir
+        self.provenance: Provenance | None = None
+
+    def call(self, fn: Any, inputs: dict[str, Any], arena: Arena, skip: bool) -> tuple[Any, Tracker, Any, Any]:
+        """Call fn inside the watchers: (what it returned, launches, torch operations, the access recorder)."""
+        tracker = Tracker(self.own_files, skip=skip)
+        recorder = None
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(watch_launches(tracker))
+            if self.machine.mode == "interpreter":
+                recorder = stack.enter_context(record_access(arena, inputs))
+            stack.enter_context(guard_allocations(arena))
+            self.provenance = None if skip else Provenance(inputs, self.own_files)  # provenance: fingerprints
+            if self.provenance is not None:
+                stack.enter_context(watch_provenance(self.provenance))
+            ops = stack.enter_context(watch_torch(self.names, on_copy=copies_of_inputs(recorder, inputs)))
+            result = fn(*inputs.values())
+            if self.machine.device == "cuda":
+                torch.cuda.synchronize()
+        return result, tracker, ops, recorder
+
+    def observe(
+        self, fn: Any, spec: Any, case: dict[str, Any], seed: int, index: int, out: Path, skip: bool = False
+    ) -> CaseObservation:
+        """One watched call of the learner's function on the case's inputs; its outputs are saved to `out`."""
+        arena, inputs = draw(spec, case, seed, index, self.machine.device)
+        arena.freeze_inputs()
+        obs = CaseObservation(index=index)
+        start = time.perf_counter()
+        printed = io.StringIO()
+        try:
+            with captured(printed):
+                returned, tracker, ops, recorder = self.call(fn, inputs, arena, skip)
+            obs.torch_ops = list(ops.ops)
+        except NotImplementedError as exc:
+            obs.raised, obs.stub = f"NotImplementedError ({exc})", True
+            return obs
+        except Exception as exc:  # noqa: BLE001 - any error in learner code is an observation
+            obs.raised, obs.raised_where = explain_exception(exc, self.names)
+            return obs
+        finally:
+            obs.seconds = time.perf_counter() - start
+            obs.printed = printed.getvalue()[-PRINTED_LIMIT:]
+        outputs = as_outputs(returned)
+        obs.returned = returned_kind(returned)
+        origins = self.provenance.output_origins(outputs) if self.provenance else []  # provenance
+        torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], out)
+        if self.provenance is not None:  # provenance: a write during the save (another thread) is the host's
+            obs.host_reads = list(self.provenance.host_reads)
+            obs.output_origins = self.provenance.unchanged_since(outputs, origins)
+        obs.outputs_file = out.name
+        obs.outputs_digest = file_digest(out)  # sealing: the grader checks the file against this digest
+        obs.launches = [LaunchObs(x.kernel, tracker.own(x), x.blocks) for x in tracker.launches]
+        obs.buffers = buffer_observations(arena, outputs)
+        if recorder is not None and not skip:
+            recorder.name_outputs(outputs, [f"output {i}" for i in range(len(outputs))])
+            torch.save(recorder.log().to_dict(), access_path(self.workdir, index))
+            # the grader reads the log from the file it names itself, sealed (checks.engine.sealing)
+            obs.access = {"saved": True, "digest": file_digest(access_path(self.workdir, index))}
+        return obs
+
+
+PRINTED_LIMIT = 3000
+
+
+def copies_of_inputs(recorder: AccessRecorder | None, inputs: dict[str, Any]) -> Any:
+    """For the torch watcher: a copy the learner makes of an input (or of a copy) is read as that input."""
+    if recorder is None:
+        return None
+    sources = {t.untyped_storage().data_ptr(): name for name, t in inputs.items() if isinstance(t, torch.Tensor)}
+
+    def on_copy(source: torch.Tensor, result: torch.Tensor) -> None:
+        name = sources.get(source.untyped_storage().data_ptr())
+        if name is not None and isinstance(result, torch.Tensor):
+            sources[result.untyped_storage().data_ptr()] = name
+            recorder.add_region(f"{name} copy", result, label=f"a copy of {name} you made")
+
+    return on_copy
+
+
+@contextlib.contextmanager
+def captured(buffer: io.StringIO) -> Iterator[None]:
+    """What the call prints, and the warnings it raises (one line each), go to `buffer`."""
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(buffer):
+        warnings.simplefilter("ignore")  # the libraries' own deprecation notes are not the learner's business
+        warnings.simplefilter("always", RuntimeWarning)  # numeric trouble: NaN, overflow, division by zero
+        with contextlib.redirect_stderr(buffer):
+            try:
+                yield
+            finally:
+                lines = [
+                    f"{w.category.__name__}: {w.message} ({Path(w.filename).name}, line {w.lineno})" for w in caught
+                ]
+                buffer.writelines(f"{line}\n" for line in dict.fromkeys(lines))
+
+
+def buffer_observations(arena: Arena, outputs: list[Any]) -> list[BufferObs]:
+    """Each guarded buffer after the call: inputs compared with their snapshots, guards checked."""
+    found = []
+    owners = {t.untyped_storage().data_ptr(): i for i, t in enumerate(outputs) if isinstance(t, torch.Tensor)}
+    for entry in arena.buffers:
+        before, after, first_after, after_spans = entry.guard_damage()
+        found.append(
+            BufferObs(
+                label=entry.label,
+                role=entry.role,
+                numel=entry.size,
+                element_size=entry.buf.element_size(),
+                changed=entry.changed() if entry.role == "input" else 0,
+                before=before,
+                after=after,
+                first_after=first_after,
+                after_spans=after_spans,
+                output=owners.get(entry.buf.data_ptr()) if entry.role == "allocated" else None,
+            )
+        )
+    return found

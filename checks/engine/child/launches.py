@@ -1,0 +1,127 @@
+"""Watch a submission while it runs: which Triton kernels it launches and what it allocates.
+
+Launches are counted by wrapping the `run` method of Triton's kernel classes (the compiled
+`JITFunction` and the interpreter's `InterpretedFunction`); both paths, `kernel[grid](...)` and
+autotuned kernels, end there. With `skip=True` the wrapper launches nothing: if the answer is
+still right, the kernels did not compute it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from checks.engine.memory import Arena, poisonable
+
+
+@dataclass
+class Launch:
+    kernel: str
+    filename: str
+    blocks: dict[str, int] = field(default_factory=dict)  # BLOCK_* constants passed by keyword
+
+
+@dataclass
+class Tracker:
+    """What the submission did during one graded call."""
+
+    own_files: set[str]
+    launches: list[Launch] = field(default_factory=list)
+    skip: bool = False
+
+    def own(self, launch: Launch) -> bool:
+        return launch.filename in self.own_files
+
+    @property
+    def own_launches(self) -> list[Launch]:
+        return [launch for launch in self.launches if self.own(launch)]
+
+
+def _kernel_classes() -> list[type]:
+    import triton.runtime.jit as jit
+
+    classes: list[type] = [jit.JITFunction]
+    with contextlib.suppress(ImportError, AttributeError):
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    return classes
+
+
+def _source_file(kernel: object) -> str:
+    fn = getattr(kernel, "fn", None)
+    code = getattr(fn, "__code__", None)
+    return str(Path(code.co_filename).resolve()) if code is not None else "?"
+
+
+@contextlib.contextmanager
+def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
+    """Record (or, with tracker.skip, swallow) every Triton kernel launch inside the block."""
+    originals = {cls: cls.run for cls in _kernel_classes()}
+
+    def wrap(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def run(self, *args, **kwargs):
+            bound = dict(zip(getattr(self, "arg_names", []), args, strict=False))
+            bound.update(kwargs)
+            blocks = {k: int(v) for k, v in bound.items() if k.startswith("BLOCK") and isinstance(v, int)}
+            launch = Launch(getattr(getattr(self, "fn", None), "__name__", "?"), _source_file(self), blocks)
+            tracker.launches.append(launch)
+            if tracker.skip and tracker.own(launch):
+                return None
+            return original(self, *args, **kwargs)
+
+        return run
+
+    try:
+        for cls, original in originals.items():
+            cls.run = wrap(original)
+        yield tracker
+    finally:
+        for cls, original in originals.items():
+            cls.run = original
+
+
+_EMPTY = ("empty", "empty_like", "empty_strided")
+_FILLED = ("zeros", "zeros_like", "ones", "ones_like", "full", "full_like")
+
+
+@contextlib.contextmanager
+def guard_allocations(arena: Arena) -> Iterator[None]:
+    """Give every float tensor the submission allocates guard bands; poison the `empty` ones."""
+
+    def wrap(original: Callable, poison: bool) -> Callable:
+        @functools.wraps(original)
+        def allocate(*args, **kwargs):
+            t = original(*args, **kwargs)
+            if (
+                kwargs.get("out") is not None
+                or not isinstance(t, torch.Tensor)
+                or t.requires_grad
+                or t.layout != torch.strided
+                or not poisonable(t.dtype)
+                or t.numel() == 0
+                or str(t.device.type) != torch.device(arena.device).type
+            ):
+                return t
+            return arena.adopt(t, poison)
+
+        return allocate
+
+    patched: list[tuple[object, str, Callable]] = []
+    for name in _EMPTY + _FILLED:
+        patched.append((torch, name, getattr(torch, name)))
+    patched.append((torch.Tensor, "new_empty", torch.Tensor.new_empty))
+    patched.append((torch.Tensor, "new_zeros", torch.Tensor.new_zeros))
+    try:
+        for owner, name, original in patched:
+            setattr(owner, name, wrap(original, poison=name.startswith(("empty", "new_empty"))))
+        yield
+    finally:
+        for owner, name, original in patched:
+            setattr(owner, name, original)

@@ -1,0 +1,183 @@
+"""GPU measurements for the timing: do_bench medians, the roofline (cached per GPU and versions), a submission's times.
+
+Everything here needs CUDA (except `measure` with a made-up clock, for the tests); the arithmetic and
+the verdict on the times are in `checks.engine.judging.timing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from checks.engine.fair_timing import ROUND_REP_MS, ROUNDS, busy, interleaved, medians, steadier, summarize
+from checks.engine.judging.timing import (
+    MATMUL_SIDE,
+    Peaks,
+    gbps,
+    loosest_tolerance,
+    output_difference,
+    tflops,
+)
+from checks.registry import Puzzle
+
+WARMUP_MS, REP_MS = 25, 100
+ROUND_WARMUP_MS = 5  # per round: the first round's compile and autotune happened before the clock
+COPY_ELEMENTS = 1 << 28  # float32 elements per copy buffer (1 GiB) for the bandwidth measurement
+
+
+def bench_ms(fn: Callable[[], Any], warmup: int = WARMUP_MS, rep: int = REP_MS) -> float:
+    """Median milliseconds of fn() on the GPU (triton.testing.do_bench; it flushes L2 between runs)."""
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+
+
+def _copy_gbps(n: int) -> float:
+    import torch
+
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    return gbps(2 * n * 4, bench_ms(lambda: dst.copy_(src)))  # every byte is read once and written once
+
+
+def _matmul_tflops(side: int) -> float:
+    import torch
+
+    a = torch.randn(side, side, device="cuda", dtype=torch.float16)
+    b = torch.randn(side, side, device="cuda", dtype=torch.float16)
+    return tflops(2.0 * side**3, bench_ms(lambda: torch.matmul(a, b)))
+
+
+def measure_peaks(copy_elements: int = COPY_ELEMENTS, matmul_side: int = MATMUL_SIDE) -> Peaks:
+    """Copy bandwidth and float16 matmul rate of this GPU, on random data, scaled down on small GPUs."""
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    n = int(min(copy_elements, free // 16))  # two float32 buffers, at most half the free memory
+    side = matmul_side
+    while side > 1024 and 3 * side * side * 2 > free // 2:
+        side //= 2
+    peaks = Peaks(copy_gbps=_copy_gbps(n), matmul_tflops=_matmul_tflops(side), matmul_side=side)
+    torch.cuda.empty_cache()
+    return peaks
+
+
+_peaks: list[Peaks | None] = []
+PEAKS_CACHE = Path(__file__).resolve().parents[3] / "build" / "roofline.json"
+
+
+def _machine_key() -> str:
+    import torch
+    import triton
+
+    return f"{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}"
+
+
+def cached_peaks(key: str, path: Path = PEAKS_CACHE) -> Peaks | None:
+    """The roofline measured earlier on the machine `key` names (GPU and versions), if there is one."""
+    import json
+
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8")).get(key)
+        return Peaks(**entry) if entry else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def remember_peaks(key: str, peaks: Peaks, path: Path = PEAKS_CACHE) -> None:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        data[key] = asdict(peaks)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    except (OSError, ValueError):
+        pass  # the roofline is only shown; measuring it again next time is the worst that happens
+
+
+def device_peaks() -> Peaks | None:
+    """The GPU's limits: cached per GPU and versions (build/roofline.json), else measured once, or None."""
+    if not _peaks:
+        key = _machine_key()
+        peaks = cached_peaks(key)
+        if peaks is None:
+            try:
+                peaks = measure_peaks()
+                remember_peaks(key, peaks)
+            except Exception:  # noqa: BLE001 - the timing still works without a roofline
+                peaks = None
+        _peaks.append(peaks)
+    return _peaks[0]
+
+
+def measure(
+    puzzle: Puzzle,
+    spec,
+    fn,
+    solution_file: str | None,
+    device: str = "cuda",
+    timer: Callable[[Callable[[], Any]], float] | None = None,
+    rounds_count: int = ROUNDS,
+) -> dict[str, Any]:
+    """Time the submission, the answer key and the baseline on the bench case (in the grading process),
+    in interleaved rounds (checks.engine.fair_timing).
+
+    Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict.
+    `device` and `timer` exist for the tests, which run this on a CPU with a made-up clock.
+    """
+    import torch
+
+    from checks.engine.memory import Arena
+    from checks.engine.submission import load_module
+
+    case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
+    if not case:
+        return {}
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    baseline = puzzle.bench.get("baseline", "torch")
+    gen = torch.Generator(device=device)
+    gen.seed()  # fresh random inputs, not the graded ones
+    inputs = spec.make_inputs(case, Arena(device, gen))
+    args = list(inputs.values())
+    raw: dict[str, Any] = {"case": case, "times": {}, "baseline": baseline, "problem": None}
+
+    try:
+        mine = fn(*args)  # also compiles and autotunes before the clock starts
+        sync()
+    except Exception as exc:  # noqa: BLE001 - the learner's code failing at a new size is a verdict
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return dict(raw, problem="it ran out of GPU memory")
+        return dict(raw, problem=f"it raised {type(exc).__name__}: {exc}")
+    key = None
+    if solution_file and Path(solution_file).exists():
+        atol, rtol = loosest_tolerance(puzzle.tolerance)
+        try:
+            key = getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
+            raw["problem"] = output_difference(mine, key(*args), atol, rtol)
+        except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
+            key, raw["problem"] = None, None
+    del mine
+    sync()
+
+    # fair timing (checks.engine.fair_timing): yours, the answer key and the baseline in interleaved rounds
+    contenders: dict[str, Callable[[], Any]] = {"yours": lambda: fn(*args)}
+    if key is not None:
+        contenders["answer key"] = lambda: key(*args)
+    contenders[baseline] = spec.baseline(inputs)
+    round_clock = timer or (lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS))
+    rounds = interleaved(contenders, round_clock, rounds_count)
+    if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
+        rounds = steadier(rounds, interleaved(contenders, round_clock, rounds_count))
+    work = spec.work(inputs)
+    peaks = device_peaks() if device == "cuda" else None
+    return dict(
+        raw,
+        times=medians(rounds),
+        rounds=rounds,
+        nbytes=work.bytes,
+        flops=work.flops,
+        peaks=asdict(peaks) if peaks else None,
+    )

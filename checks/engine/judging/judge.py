@@ -1,0 +1,143 @@
+"""The grader's side of a graded call: re-derive the inputs and the reference, apply the rules.
+
+This runs in the grader's own process, which never loads the learner's code. It trusts nothing
+the grading process says about correctness: the values come from the returned tensors (loaded with
+`weights_only`, so a file cannot run code), compared with a reference computed here.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from checks import verdict as V
+from checks.engine.access.log import AccessLog
+from checks.engine.inputs import draw
+from checks.engine.memory import describe_tensor
+from checks.engine.observations import CaseObservation
+from checks.engine.protocol import Tampered, access_path, outputs_path
+from checks.engine.rules.pictures import drawable
+from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.rules.rulebook import after_all_cases, first_problem
+from checks.engine.sealing import read_sealed
+from checks.puzzles import spec_module
+from checks.registry import Puzzle
+
+# case parameters that the description of the inputs already shows (shapes, layouts, flags)
+_SHOWN = {"shape", "n", "M", "N", "K", "B", "H", "D", "layout", "layout_a", "layout_b", "causal", "sm_scale", "dtype"}
+
+
+def describe_inputs(inputs: dict[str, Any]) -> str:
+    parts = []
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor):
+            parts.append(describe_tensor(name, value))
+        elif isinstance(value, float):
+            parts.append(f"{name}={value:.4g}")
+        else:
+            parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
+def describe_case(case: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """The inputs, plus what is special about this case's values (scale, fill, ...)."""
+    extras = ", ".join(f"{k}={v}" for k, v in case.items() if k not in _SHOWN and k != "note")
+    text = describe_inputs(inputs)
+    if extras:
+        text += f" [{extras}]"
+    if case.get("note"):
+        text += f" ({case['note']})"
+    return text
+
+
+def load_outputs(path: Path, digest: str | None = None) -> list[Any]:
+    """The tensors a call returned, as the grading process saved them and sealed them with `digest`; anything
+    else is tampering."""
+    try:
+        data = read_sealed(path, digest) if digest is not None else path.read_bytes()  # sealing
+    except (OSError, ValueError) as exc:
+        raise Tampered(f"the returned tensors could not be read ({exc})") from exc
+    try:
+        outputs = torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as exc:  # an unreadable file is a broken report, whatever the reason
+        raise Tampered(f"the returned tensors could not be read ({type(exc).__name__})") from exc
+    if not isinstance(outputs, list) or not all(o is None or isinstance(o, torch.Tensor) for o in outputs):
+        raise Tampered("the returned values were not saved as tensors")
+    return outputs
+
+
+def load_access(path: Path, output_names: list[str], digest: str | None = None) -> dict[str, Any]:
+    """The access log of one case, sealed with `digest`, with the returned buffers named as the puzzle names
+    its outputs."""
+    try:
+        data = read_sealed(path, digest) if digest is not None else path.read_bytes()  # sealing
+        log = AccessLog.from_dict(torch.load(io.BytesIO(data), weights_only=True))
+    except Exception as exc:  # an unreadable log is a broken report, whatever the reason
+        raise Tampered(f"the access log could not be read ({type(exc).__name__})") from exc
+    for region in log.regions:
+        label = str(region.get("name", ""))
+        if label.startswith("output ") and label[7:].isdigit() and int(label[7:]) < len(output_names):
+            region["name"] = output_names[int(label[7:])]
+    return log.to_dict()
+
+
+class Judge:
+    """Judges the observations of one grading process for one puzzle."""
+
+    def __init__(self, puzzle: Puzzle, seed: int, mode: str, workdir: Path, artifacts: Path | None = None) -> None:
+        self.puzzle = puzzle
+        self.spec = spec_module(puzzle)
+        self.seed = seed
+        self.device = "cuda" if mode == "gpu" else "cpu"
+        self.cases = puzzle.cases["gpu" if mode == "gpu" else "cpu"]
+        self.workdir = workdir
+        self.artifacts = artifacts
+        self.picture = ""
+        self.first_access: dict[str, Any] | None = None  # case 1's access log, for the traffic report
+
+    def context(self, obs: CaseObservation, kernels_off: bool = False) -> tuple[CaseContext, str]:
+        case = self.cases[obs.index]
+        _, inputs = draw(self.spec, case, self.seed, obs.index, self.device)
+        expected = self.spec.reference(inputs)
+        outputs: list[Any] = []
+        if not obs.raised:
+            outputs = load_outputs(outputs_path(self.workdir, obs.index, kernels_off), obs.outputs_digest)
+        if obs.access is not None and not kernels_off:
+            digest = str(obs.access.get("digest", ""))  # sealing: the digest the event carried
+            obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected], digest)
+            if obs.index == 0:
+                self.first_access = obs.access
+        return CaseContext(self.puzzle, case, inputs, expected, outputs, obs), describe_case(case, inputs)
+
+    def case_result(self, obs: CaseObservation) -> V.CaseResult:
+        """The verdict on one observed call."""
+        ctx, description = self.context(obs)
+        result = V.CaseResult(obs.index, description, passed=False, seconds=obs.seconds, printed=obs.printed)
+        if obs.stub:
+            result.problem = f"Your code still raises {obs.raised}."
+            result.raised = result.stub = True
+            return result
+        if obs.raised:
+            result.problem, result.details, result.raised = f"Your code raised {obs.raised}", obs.raised_where, True
+            return result
+        problem = first_problem(ctx)
+        if problem is None:
+            result.passed = True
+            return result
+        result.problem, result.details, result.rule = problem.message, problem.details, problem.rule
+        self.save_picture(problem, description)
+        return result
+
+    def kernels_matter(self, obs: CaseObservation) -> Problem | None:
+        ctx, _ = self.context(obs, kernels_off=True)
+        return after_all_cases(ctx)
+
+    def save_picture(self, problem: Problem, description: str) -> None:
+        if self.artifacts is None or self.picture or not drawable(problem.picture):
+            return
+        path = self.artifacts / f"puzzle{self.puzzle.stem}_errors.pt"
+        torch.save({**problem.picture, "case": description}, path)
+        self.picture = str(path)

@@ -1,0 +1,225 @@
+"""One stage of grading: run the grading process, judge each observation as it comes, and give the verdict.
+
+The grading process observes; this module, in the grader's process, judges: `Stage.run` loops over the
+events the process reports and hands each to the judge, then gives the verdict. A report that breaks
+the protocol, ends before it is complete, or cannot be read is never a pass; `checks.engine.judging.wording`
+words the verdicts the rules do not.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from checks import verdict as V
+from checks.engine.access.traffic import answer_key_log, traffic_lines
+from checks.engine.judging.judge import Judge
+from checks.engine.judging.timing import from_measurement
+from checks.engine.judging.wording import (
+    RULE_FAILED_SUMMARY,
+    TAMPERED_SUMMARY,
+    ending_verdict,
+    failure_pattern,
+    map_advice,
+    unfinished_verdict,
+)
+from checks.engine.processes.run import ChildEnd, GradingProcess
+from checks.engine.protocol import TIME_COMMAND, Job, Stream, Tampered
+from checks.engine.rules import rulebook
+from checks.registry import Puzzle
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+class Stage:
+    """Grades one submission in one mode (GPU or interpreter) through one grading process."""
+
+    def __init__(
+        self,
+        puzzle: Puzzle,
+        job: Job,
+        mode: str,
+        workdir: Path,
+        time_it: bool = False,
+        artifacts: Path | None = None,
+        progress: Progress | None = None,
+        first_failure: bool = False,
+        file: str = "",
+    ) -> None:
+        """`first_failure`: stop at the first failing case (known-wrong kernels, whose first failure is the point);
+        `file`: the file graded as the learner named it, repeated in every command the verdict suggests."""
+        self.puzzle, self.job, self.workdir, self.file = puzzle, job, workdir, file
+        self.first_failure, self.stopped_early = first_failure, False
+        cases = puzzle.cases["gpu" if mode == "gpu" else "cpu"]
+        self.selection = job.cases if job.cases is not None else list(range(len(cases)))
+        self.stream = Stream(self.selection)
+        self.judge = Judge(puzzle, job.seed, mode, workdir, artifacts)
+        self.time_it = time_it and mode == "gpu"
+        self.progress = progress
+        self.results: list[V.CaseResult] = []
+        self.off_problem = ""
+        self.tampered = ""
+        self.rule_failed = ""  # a rule that raised: the grader's own error
+        self.timeout = 0.0
+        self._stop = threading.Event()
+
+    def run(self, timeout: float) -> V.Verdict:
+        self.timeout = timeout
+        process = GradingProcess(self.job, self.stream, timeout, self.workdir, stop=self._stop.is_set)
+        for event in process.events():
+            command = self.judge_event(event)
+            if event["event"] == "observed":
+                process.answer(command)
+        return self.verdict(process.end())
+
+    def cancel(self) -> None:
+        """Stop the grading process early (its verdict is no longer needed)."""
+        self._stop.set()
+
+    def judge_event(self, event: dict[str, Any]) -> str | None:
+        """Judge one event as soon as it arrives; for `observed`, the answer: the timing request, or None."""
+        kind = event["event"]
+        if self.stopped_early:
+            return None  # cases the grading process ran before it was stopped are not judged
+        if kind == "machine" and self.progress:
+            self.progress(event)
+        try:
+            if kind == "case":
+                result = self.judge.case_result(self.stream.cases[-1])
+                self.results.append(result)
+                if self.first_failure and not result.passed and not result.stub:
+                    self.stopped_early = True
+                    self._stop.set()
+                if self.progress and not result.stub:
+                    self.progress({"event": "case", **result.__dict__})
+            elif kind == "kernels_off":
+                problem = self.judge.kernels_matter(self.stream.kernels_off)
+                self.off_problem = problem.message if problem else ""
+            elif kind == "observed":
+                return TIME_COMMAND if self.time_it and self.all_passed() else None
+        except Tampered as exc:
+            self.tampered = str(exc)
+        except rulebook.RuleFailed as exc:
+            self.rule_failed = str(exc)
+            self.stopped_early = True
+            self._stop.set()
+        return None
+
+    def all_passed(self) -> bool:
+        return (
+            not self.tampered
+            and len(self.results) == len(self.selection)
+            and all(r.passed for r in self.results)
+            and not self.off_problem
+        )
+
+    def verdict(self, end: ChildEnd) -> V.Verdict:
+        machine = self.stream.machine or {}
+        v = V.Verdict(
+            self.puzzle.number,
+            V.FAILED,
+            "",
+            mode=machine.get("mode", ""),
+            device=machine.get("device", ""),
+            seed=self.job.seed,
+            cases=self.results,
+            file=self.file,
+            seconds=end.seconds,
+        )
+        why = self.stream.tampered or self.tampered
+        if why:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=why)
+        elif self.rule_failed:
+            v.status, v.summary = V.INTERNAL, RULE_FAILED_SUMMARY.format(error=self.rule_failed)
+        elif self.stream.ending is not None:
+            ending_verdict(v, self.stream.ending)
+        elif self.stopped_early:
+            self.finished_verdict(v)
+        elif end.timed_out or not self.stream.complete or (end.returncode != 0 and not self.stream.timings):
+            unfinished_verdict(v, end, self.stream, self.timeout, self.file, self.job.names)
+        else:
+            self.finished_verdict(v)
+        if not v.passed:
+            v.output = end.output
+            v.picture_data = self.judge.picture
+            v.rule = v.rule or v.status
+        return v
+
+    def finished_verdict(self, v: V.Verdict) -> None:
+        """Every selected case was observed: the case rules, then the kernels-off rule, then the speed bar."""
+        stubs = [r for r in self.results if r.stub]
+        step = self.puzzle.builds_on
+        if self.job.earlier and step and any(f"Puzzle {step}: fill in" in r.problem for r in stubs):
+            v.status = V.ERROR
+            v.cases = []
+            label = self.job.names.get(str(Path(self.job.earlier).resolve()), self.job.earlier)
+            v.summary = (
+                f"Puzzle {self.puzzle.number} builds on your step {step} code, and that is still the stub "
+                f"({label}): solve step {step} first (its check passes, then save it), then check this one again."
+            )
+            return
+        if stubs:
+            v.status = V.ERROR
+            v.cases = []
+            v.summary = (
+                f"Your code is still the stub: fill in the FILL ME IN parts of {next(iter(self.job.names.values()))} "
+                "(save the notebook if you grade it from a terminal), then check again."
+            )
+            return
+        if not self.results:
+            v.status = V.ERROR
+            v.summary = "No case was selected, so nothing was graded: leave out the case filter."
+            return
+        failed = [r for r in self.results if not r.passed]
+        if failed:
+            first = failed[0]
+            v.status = V.ERROR if any(r.raised for r in self.results) else V.FAILED
+            v.rule = first.rule or (rulebook.outcome("raised") if first.raised else "")
+            v.summary = (
+                f"{len(failed)} of {len(self.results)} cases failed; start with case {first.index + 1} "
+                f"({first.description}): {first.problem}"
+            )
+            if self.stopped_early:
+                stopped = f"grading stopped at the first failing case, case {first.index + 1}"
+                v.summary = f"{stopped} ({first.description}): {first.problem}"
+            if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
+                params = [self.judge.cases[r.index] for r in self.results]
+                v.details += failure_pattern(params, [r.passed for r in self.results])
+            if first.rule in rulebook.names(draws_map=True) and self.judge.device == "cpu":
+                v.map_case = first.index
+                v.details.append(map_advice(self.puzzle.number, first.index, self.file))
+            return
+        if self.selection[0] == 0 and self.stream.kernels_off is None:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
+            return
+        if self.off_problem:
+            v.summary, v.rule = self.off_problem, rulebook.outcome("kernels_matter")
+            return
+        v.status = V.PASSED
+        v.summary = f"all {len(self.results)} cases match the reference."
+        if self.judge.first_access is not None:
+            key = answer_key_log(self.puzzle)
+            v.details += ["Memory traffic of case 1 (bytes per tensor, as multiples of its size):"]
+            v.details += ["  " + line for line in traffic_lines(self.judge.first_access, key)]
+        if self.time_it:
+            self.apply_timings(v)
+
+    def apply_timings(self, v: V.Verdict) -> None:
+        try:
+            v.timings = from_measurement(self.puzzle, self.stream.timings or {})
+        except (ValueError, TypeError, KeyError) as exc:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=f"unreadable timings: {exc}")
+            return
+        if v.timings.get("bar_failed"):
+            v.status, v.summary, v.rule = V.FAILED, v.timings["bar_failed"], rulebook.outcome("speed_bar")
+        elif v.timings.get("noisy") and self.puzzle.speed_bar:  # fair timing: no speed verdict on a busy GPU
+            v.status, v.summary = (
+                V.ENVIRONMENT,
+                f"All {len(self.results)} cases match the reference. " + str(v.timings["noisy"]),
+            )
+        elif v.timings.get("summary"):
+            v.summary += " " + v.timings["summary"]
+            if v.timings.get("noisy"):
+                v.summary += " " + str(v.timings["noisy"])

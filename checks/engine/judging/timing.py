@@ -1,0 +1,253 @@
+"""GPU timing of a passing submission beside the answer key and the torch baseline.
+
+On a GPU, once every case has passed, the grader draws fresh random inputs of the puzzle's `bench`
+size and times, with `triton.testing.do_bench` (median):
+
+    yours, the answer key, the torch baseline (cuBLAS, torch.softmax, scaled_dot_product_attention)
+
+and prints each one's time, GB/s and TFLOPS, its speed next to yours, and its share of the
+machine's roofline. The roofline comes from two measurements made once per process: the bandwidth
+of a large device-to-device copy (bytes read + written) and the rate of a large float16
+torch.matmul. A puzzle with a `speed_bar` fails when yours is slower than min_ratio x the baseline.
+
+The arithmetic is in small pure functions here (tested without a GPU in tests/test_timing.py); the
+measurements, which need CUDA, are in `checks.engine.child.measure`. `checks.instructor.bench` reuses both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from checks.engine.fair_timing import busy, busy_message, summarize
+from checks.registry import Puzzle
+
+MATMUL_SIDE = 8192  # the float16 torch.matmul that stands for the peak arithmetic rate
+OUTPUT_SLACK = 10.0  # the timing-size answer may differ from the answer key's by 10x the tolerance
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """What this GPU can do, measured with torch: the roof of the roofline."""
+
+    copy_gbps: float  # device-to-device copy, bytes read + written, in GB/s
+    matmul_tflops: float  # a large float16 torch.matmul, in TFLOPS
+    matmul_side: int = MATMUL_SIDE  # ... of this many rows and columns
+
+
+# -- pure arithmetic (no GPU) --------------------------------------------------------------------
+
+
+def gbps(nbytes: float, ms: float) -> float:
+    """Gigabytes per second for nbytes moved in ms milliseconds."""
+    return nbytes / ms / 1e6
+
+
+def tflops(flops: float, ms: float) -> float:
+    """Tera floating-point operations per second for flops done in ms milliseconds."""
+    return flops / ms / 1e9
+
+
+def roofline_ms(nbytes: float, flops: float, peaks: Peaks) -> float:
+    """The fastest possible time: moving the bytes at copy speed or doing the flops at matmul speed."""
+    memory = nbytes / (peaks.copy_gbps * 1e6)
+    compute = flops / (peaks.matmul_tflops * 1e9) if flops else 0.0
+    return max(memory, compute)
+
+
+def roofline_share(nbytes: float, flops: float, ms: float, peaks: Peaks) -> float:
+    """Fraction of the roofline reached: 1.0 means as fast as the machine's measured limits allow."""
+    return roofline_ms(nbytes, flops, peaks) / ms
+
+
+def bound(nbytes: float, flops: float, peaks: Peaks) -> str:
+    """Which roof limits this work: 'memory' or 'compute'."""
+    compute = flops / (peaks.matmul_tflops * 1e9) if flops else 0.0
+    return "compute" if compute > nbytes / (peaks.copy_gbps * 1e6) else "memory"
+
+
+def speed_ratio(baseline_ms: float, yours_ms: float) -> float:
+    """How many times faster than the baseline (2.0: twice as fast; 0.5: half as fast)."""
+    return baseline_ms / yours_ms
+
+
+def bar_message(ratio: float, min_ratio: float | None, baseline: str) -> str | None:
+    """The failure sentence when a speed bar is set and the ratio is below it, else None."""
+    if min_ratio is None or ratio >= float(min_ratio):
+        return None
+    return (
+        f"Correct, but {ratio:.2f}x the speed of {baseline}; this puzzle asks for at least {float(min_ratio):g}x "
+        "on a GPU: see the hints and the notebook for what makes it fast."
+    )
+
+
+def loosest_tolerance(tolerance: dict[str, Any]) -> tuple[float, float]:
+    """(atol, rtol) covering every output: the shared entry, or the largest of the per-output ones."""
+    if "atol" in tolerance:
+        return float(tolerance["atol"]), float(tolerance.get("rtol", 0.0))
+    entries = [t for t in tolerance.values() if isinstance(t, dict) and "atol" in t]
+    if not entries:
+        return 0.0, 0.0
+    return max(float(t["atol"]) for t in entries), max(float(t.get("rtol", 0.0)) for t in entries)
+
+
+def output_difference(yours: Any, key: Any, atol: float, rtol: float, slack: float = OUTPUT_SLACK) -> str | None:
+    """None when each returned tensor is within slack x tolerance of the answer key's; else what differs."""
+    import torch
+
+    mine = list(yours) if isinstance(yours, (tuple, list)) else [yours]
+    theirs = list(key) if isinstance(key, (tuple, list)) else [key]
+    if len(mine) != len(theirs):
+        return f"you returned {len(mine)} values and the answer key {len(theirs)}"
+    for index, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            continue
+        what = "the result" if len(mine) == 1 else f"output {index + 1}"
+        if a.shape != b.shape:
+            return f"{what} has shape {tuple(a.shape)}, the answer key's {tuple(b.shape)}"
+        a64, b64 = a.detach().double(), b.detach().double()
+        close = torch.isclose(a64, b64, rtol=slack * rtol, atol=slack * atol, equal_nan=True)
+        bad = int((~close).sum())
+        if bad:
+            diff = (a64 - b64).abs()
+            finite = diff[torch.isfinite(diff)]
+            largest = f"{float(finite.max()):.4g}" if finite.numel() else "nan"
+            return (
+                f"{what}: {bad} of {close.numel()} elements differ from the answer key's (largest difference {largest})"
+            )
+    return None
+
+
+def rate_text(nbytes: float, flops: float, ms: float) -> str:
+    text = f"{gbps(nbytes, ms):8.1f} GB/s"
+    if flops:
+        text += f" {tflops(flops, ms):7.1f} TFLOPS"
+    return text
+
+
+def timing_table(
+    case: dict[str, Any],
+    times: dict[str, float],
+    nbytes: float,
+    flops: float,
+    peaks: Peaks | None,
+    yours: str = "yours",
+) -> list[str]:
+    """The lines the grader prints: one per timed function, then the roofline it is measured against."""
+    size = ", ".join(f"{k}={v}" for k, v in case.items())
+    lines = [f"GPU time at {size} (median of triton.testing.do_bench, fresh random inputs):"]
+    for name, ms in times.items():
+        line = f"  {name:<20} {ms:9.4f} ms {rate_text(nbytes, flops, ms)}"
+        if peaks is not None:
+            line += f"  {100 * roofline_share(nbytes, flops, ms, peaks):5.1f}% of roofline"
+        if name != yours and yours in times:
+            line += f"  yours: {speed_ratio(ms, times[yours]):.2f}x"
+        lines.append(line)
+    if peaks is not None:
+        lines.append(
+            f"  roofline: {peaks.copy_gbps:.0f} GB/s (device-to-device copy, bytes read + written) and "
+            f"{peaks.matmul_tflops:.0f} TFLOPS (float16 torch.matmul {peaks.matmul_side}^3); "
+            f"this work is {bound(nbytes, flops, peaks)}-bound"
+        )
+    return lines
+
+
+def summary_text(ratio_baseline: float, baseline: str, ratio_key: float | None, share: float | None) -> str:
+    text = f"Speed: {ratio_baseline:.2f}x {baseline}"
+    if ratio_key is not None:
+        text += f", {ratio_key:.2f}x the answer key"
+    if share is not None:
+        text += f", {100 * share:.0f}% of the roofline"
+    return text + "."
+
+
+def from_measurement(puzzle: Puzzle, raw: dict[str, Any]) -> dict[str, Any]:
+    """The timing verdict, in the grader, from the grading process's raw measurements and the registry's bar."""
+    if not raw:
+        return {}
+    times = {str(k): float(v) for k, v in raw.get("times", {}).items()}
+    baseline = str(raw.get("baseline", "torch"))
+    if times and not ({"yours", baseline} <= set(times) and all(t > 0 for t in times.values())):
+        raise ValueError("timings without the submission's or the baseline's time")
+    peaks = Peaks(**raw["peaks"]) if raw.get("peaks") else None
+    min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
+    rounds = raw.get("rounds")  # fair timing: the ratios come from paired rounds
+    if rounds is not None:
+        rounds = {str(k): [float(t) for t in v] for k, v in dict(rounds).items()}
+        if (
+            set(rounds) != set(times)
+            or len({len(v) for v in rounds.values()}) > 1
+            or not all(t > 0 for v in rounds.values() for t in v)
+        ):
+            raise ValueError("rounds that do not match the times")
+    return judge(
+        dict(raw.get("case", {})),
+        times,
+        baseline,
+        min_ratio,
+        float(raw.get("nbytes", 0.0)),
+        float(raw.get("flops", 0.0)),
+        peaks,
+        raw.get("problem"),
+        rounds,
+    )
+
+
+def judge(
+    case: dict[str, Any],
+    times: dict[str, float],
+    baseline: str,
+    min_ratio: float | None,
+    nbytes: float,
+    flops: float,
+    peaks: Peaks | None,
+    problem: str | None = None,
+    rounds: dict[str, list[float]] | None = None,
+) -> dict[str, Any]:
+    """The timing verdict from measured times: the table, the ratios, and 'bar_failed' when it fails.
+
+    With `rounds` (each contender's time per interleaved round), each ratio is the median of the rounds'
+    ratios, with its spread; when the spread says the GPU was busy, 'noisy' says so and no speed bar is
+    judged. With no times (the submission could not run at the timing size), only `problem` is reported.
+    """
+    size = ", ".join(f"{k}={v}" for k, v in case.items())
+    wrong = (
+        f"Right on the graded cases, but wrong at the timing size ({size}): {problem}. Look for what changes "
+        "with size: offsets that overflow int32, a grid or loop bound that stops early, memory use."
+    )
+    if not times:
+        return {"ms": {}, "table": [], "summary": "", "bar_failed": wrong}
+    ratio = speed_ratio(times[baseline], times["yours"])
+    ratio_key = speed_ratio(times["answer key"], times["yours"]) if "answer key" in times else None
+    paired = summarize(rounds) if rounds else {}  # fair timing: ratios from paired rounds
+    if paired:
+        ratio = paired[baseline]["ratio"]
+        ratio_key = paired["answer key"]["ratio"] if "answer key" in paired else None
+    share = roofline_share(nbytes, flops, times["yours"], peaks) if peaks else None
+    result: dict[str, Any] = {
+        "ms": times,
+        "table": timing_table(case, times, nbytes, flops, peaks),
+        "ratio_vs_baseline": ratio,
+        "ratio_vs_answer_key": ratio_key,
+        "roofline_share": share,
+        "peaks": asdict(peaks) if peaks else None,
+        "summary": summary_text(ratio, baseline, ratio_key, share),
+    }
+    if paired:
+        result["spread"] = {name: entry["spread"] for name, entry in paired.items()}
+        result["table"].append(spread_line(paired, len(next(iter(rounds.values())))))
+    if problem:
+        result["bar_failed"] = wrong
+    elif paired and busy(paired):  # never pass or fail a speed bar on a noisy measurement
+        result["noisy"] = busy_message(paired, bar=min_ratio is not None)
+    else:
+        message = bar_message(ratio, min_ratio, baseline)
+        if message:
+            result["bar_failed"] = message
+    return result
+
+
+def spread_line(paired: dict[str, dict[str, float]], count: int) -> str:
+    """How steady the ratios were over the rounds."""
+    parts = ", ".join(f"{name} +-{100 * entry['spread']:.0f}%" for name, entry in paired.items())
+    return f"  ratios from {count} interleaved rounds (yours, answer key, baseline, ...); their spread: {parts}"

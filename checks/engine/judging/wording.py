@@ -1,0 +1,164 @@
+"""The wording of verdicts that `checks.engine.judging.stage.Stage` gives beside the rules' own sentences.
+
+When the process ended with an `ending` event (the machine is unfit, the learner's code does not load,
+or it lacks the names the puzzle needs), when it ran out of time, died or exited before its report was
+complete, when its report was forged, when one of the grader's rules broke, and the advice under a
+failure: which case parameter separates failing from passing cases, and how to draw the access map.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from typing import Any
+
+from checks import verdict as V
+from checks.engine.processes.run import ChildEnd
+from checks.engine.protocol import Stream
+
+
+def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
+    """The grading process could not grade: the machine, code that does not load, or missing names."""
+    kind = ending["event"]
+    if kind == "environment":
+        v.status, v.summary = V.ENVIRONMENT, str(ending.get("problem", ""))
+    elif kind == "load_error":
+        v.status = V.ERROR
+        v.details = [f"Loading your code raised {ending.get('text', '')}"] + [str(x) for x in ending.get("where", [])]
+        v.summary = "Your code did not load: fix the error above and check again."
+        if ending.get("step"):
+            step = ending["step"]
+            v.summary = (
+                f"Your step {step} code, which this puzzle builds on, did not load: fix step {step} first (its own "
+                "check passes), then check this one again."
+            )
+    else:
+        v.status = V.ERROR
+        names = ", ".join(str(n) for n in ending.get("names", []))
+        v.summary = f"Your code does not define {names}: keep the function name from the stub."
+
+
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)', re.MULTILINE)
+
+
+def learner_frame(output: str, names: dict[str, str]) -> str:
+    """The learner's innermost frame in a crash's stack dump (faulthandler, most recent call first):
+    ' Your code was at p1.py, line 12 (in vector_add) when it died.', or '' when none of its frames is there."""
+    for match in _FRAME.finditer(output):
+        label = names.get(match["path"])
+        if label is not None:
+            return f" Your code was at {label}, line {match['line']} (in {match['name']}) when it died."
+    return ""
+
+
+def unfinished_verdict(
+    v: V.Verdict, end: ChildEnd, stream: Stream, timeout: float, file: str = "", names: dict[str, str] | None = None
+) -> None:
+    """The grading process ran out of time, died, or exited before its report was complete."""
+    current = stream.started
+    where = (
+        f" during case {current + 1}"
+        if current is not None
+        else (" while loading your code" if stream.machine else " while starting")
+    )
+    if end.timed_out:
+        v.status = V.TIMEOUT
+        v.summary = (
+            f"Your code ran past the {timeout:.0f} s time limit{where}: look for a loop whose bound never "
+            "changes or is far too large (a `while` in a kernel, a grid of the wrong size); if it is only "
+            "slow (autotuning many configs compiles each one), give it longer with --timeout "
+            f"({V.make_command('check', v.puzzle, file, '--timeout 300')})."
+        )
+        return
+    v.status = V.CRASHED
+    code = end.returncode if end.returncode is not None else 0
+    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    frame = learner_frame(end.output or "", names or {})
+    failed = [c for c in v.cases if not c.passed]
+    if failed:
+        first = failed[0]
+        v.summary = (
+            f"The grading process died{where} ({how}), after {len(failed)} case(s) had already failed; "
+            f"start with case {first.index + 1} ({first.description}): {first.problem}"
+        ) + frame
+    elif code >= 0:
+        v.summary = (
+            f"Your code ended the grading process{where} ({how}) before it could give a verdict: "
+            "remove any exit(), sys.exit() or os._exit() call from your submission."
+        )
+    elif code == -signal.SIGKILL:
+        v.summary = (
+            f"The grading process was killed{where} (signal SIGKILL), most likely for using too much memory: "
+            "check the sizes you allocate and your grid."
+        )
+    else:
+        v.summary = (
+            f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: "
+            "check your masks, offsets and strides."
+        ) + frame
+
+
+TAMPERED_SUMMARY = (
+    "The grading process's report was incomplete or forged ({why}), so this submission was not graded: "
+    "remove any code that writes to the grader's files, reaches into its objects or replaces its functions, "
+    "then check again."
+)
+
+RULE_FAILED_SUMMARY = (
+    "The grader's rule {error} broke while judging your code: this is an error in the grader, not in your "
+    "code; check again, and tell your instructor if it happens again."
+)
+
+
+def map_advice(number: int | str, case: int = 0, file: str = "") -> str:
+    command = V.make_command("map", number, file, f"--case {case}" if case else "")
+    where = "" if file else f", or show({V.puzzle_literal(number)}{f', case={case}' if case else ''}) in the notebook"
+    return (
+        f"To see which program loaded what, draw the access map of case {case + 1}: {command}{where}, "
+        "beside the answer key's."
+    )
+
+
+# the tags that name what kind of input a case has come before shapes and sizes when looking for what
+# separates the failing cases: "every failing case has fill=neg_inf" is a cause, a shape rarely is
+TAGS = ("layout", "layout_a", "layout_b", "fill", "causal")
+_SIZES = ("shape", "n", "M", "N", "K", "B", "H", "D")
+
+
+def _non_contiguous(case: dict[str, Any]) -> bool:
+    """Whether a case has an input that is a strided view (a `layout` tag other than the default)."""
+    return any(key.startswith("layout") and value not in (None, "contiguous") for key, value in case.items())
+
+
+def failure_pattern(params: list[dict[str, Any]], passed: list[bool]) -> list[str]:
+    """A line when one case parameter separates the failing cases from the passing ones.
+
+    Only when several cases fail (one failing case is separated from the rest by any of its parameters, so
+    naming one would point the wrong way); the tags (layout, fill, causal) are tried before sizes, and a
+    failure on exactly the cases with a non-contiguous input is named as such.
+    """
+    if sum(not ok for ok in passed) < 2 or all(passed) or not any(passed):
+        return []
+    strided = [_non_contiguous(p) for p in params]
+    if all(s for s, ok in zip(strided, passed, strict=True) if not ok) and not any(
+        s for s, ok in zip(strided, passed, strict=True) if ok
+    ):
+        layouts = sorted({str(v) for p, ok in zip(params, passed, strict=True) if not ok for k, v in p.items()
+                          if k.startswith("layout")})  # fmt: skip
+        return [
+            f"Every failing case has a non-contiguous input (layout={' or '.join(layouts)}), and every case with "
+            "contiguous inputs passes: your kernel ignores the strides. Pass each tensor's strides "
+            "(x.stride(0), x.stride(1), ...) to the kernel and use them in every offset."
+        ]
+    keys = list(dict.fromkeys(k for p in params for k in p if k != "note"))
+    keys.sort(key=lambda k: 0 if k in TAGS else 2 if k in _SIZES else 1)
+    for key in keys:
+        failing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if not ok}
+        passing = {str(p.get(key, "(default)")) for p, ok in zip(params, passed, strict=True) if ok}
+        if len(failing) == 1 and not failing & passing:
+            (value,) = failing
+            return [
+                f"Every failing case has {key}={value}; all cases with {key}={' or '.join(sorted(passing))} pass: "
+                "look at what your code does differently there."
+            ]
+    return []

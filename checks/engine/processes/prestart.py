@@ -1,0 +1,136 @@
+"""Grading processes started ahead of their check: they import torch and Triton while the grader does.
+
+`prestart_for` starts the processes a check will use before the grader imports torch; a warm grader or a
+notebook starts the next check's after each check (`prestart_spare`); `checks.engine.processes.run` takes them over.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from checks.engine.processes.spawn import kill, start_child, started
+
+# Grading processes started before the grader imported torch, by (workdir, interpret).
+_prestarted: dict[tuple[str, bool], subprocess.Popen] = {}
+
+
+def prestart(workdir: Path, interpret: bool) -> None:
+    """Start the grading process for `workdir` now: it imports torch and Triton while the grader does the same,
+    then waits for its token and job. A `GradingProcess` for the same workdir and mode takes it over."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    _prestarted[(str(workdir), interpret)] = start_child(workdir, interpret, preload=True)
+
+
+def discard_prestarted() -> None:
+    """Stop every prestarted grading process that no stage took over (say, the submission could not be read)."""
+    while _prestarted:
+        kill(_prestarted.popitem()[1])
+
+
+def likely_gpu(interpret: bool) -> bool:
+    """Whether this check will grade on a GPU, guessed before torch is imported (`grade` decides)."""
+    if interpret or os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return False
+    return Path("/dev/nvidiactl").exists() or Path("/dev/nvidia0").exists()
+
+
+def prestart_for(workdir: Path, interpret: bool) -> None:
+    """Start the grading processes `grade(..., workdir=workdir)` will use, before the grader imports torch.
+
+    Both import torch and Triton while the grader does, which takes seconds on a GPU machine. A guess
+    that turns out wrong costs nothing: `grade` starts the process it needs, and `discard_prestarted`
+    stops the rest.
+    """
+    if likely_gpu(interpret):
+        prestart(workdir, interpret=False)
+        for part in range(part_count()):
+            prestart(part_workdir(workdir, part), interpret=True)
+    else:
+        prestart(workdir, interpret=True)
+
+
+_spare: list[tuple[Path, bool]] = []  # (workdir, interpret) a warm grader prestarted for its next check
+
+
+def prestart_spare(interpret: bool) -> None:
+    """Start the grading processes of the next check now, in a fresh folder (a warm grader, between checks)."""
+    workdir = Path(tempfile.mkdtemp(prefix="checks-"))
+    prestart_for(workdir, interpret)
+    _spare[:] = [(workdir, interpret)]
+
+
+@atexit.register
+def drop_spare() -> None:
+    """Stop the spare grading processes and remove their folder (a notebook's kernel or a warm grader leaving)."""
+    while _spare:
+        shutil.rmtree(_spare.pop()[0], ignore_errors=True)
+    discard_prestarted()
+
+
+def take_spare(interpret: bool) -> Path | None:
+    """The folder `prestart_spare` started grading processes in, when they are of this mode; else None."""
+    if _spare and _spare[0][1] == interpret:
+        return _spare.pop()[0]
+    if _spare:  # of the other mode: of no use to this check
+        drop_spare()
+    return None
+
+
+@contextlib.contextmanager
+def check_folder(interpret: bool, start: bool) -> Iterator[Path]:
+    """A folder for one check with its grading processes under way: the spare one if it is of this mode, else a
+    fresh one (its processes prestarted when `start`); afterwards, the processes no stage took over are stopped
+    and the folder removed."""
+    workdir = take_spare(interpret)
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="checks-"))
+        if start:
+            prestart_for(workdir, interpret)
+    try:
+        yield workdir
+    finally:
+        discard_prestarted()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+PARTS_ENV = "CHECKS_INTERPRETER_PARTS"  # how many processes share the interpreter stage on a GPU machine
+MAX_PARTS, CORES_PER_PART = 3, 4
+
+
+def part_count() -> int:
+    """Grading processes for the interpreter stage beside a GPU stage: one per 4 cores, at most 3, unless
+    $CHECKS_INTERPRETER_PARTS says (the instructors' tools, which grade several submissions at once, set 1)."""
+    chosen = os.environ.get(PARTS_ENV, "")
+    if chosen.isdigit() and int(chosen) > 0:
+        return int(chosen)
+    return max(1, min(MAX_PARTS, (os.cpu_count() or 1) // CORES_PER_PART))
+
+
+def part_workdir(workdir: Path, part: int) -> Path:
+    """Where part `part` of the interpreter stage works (part 0 where the whole stage used to)."""
+    return workdir / ("interpreter" if part == 0 else f"interpreter-{part}")
+
+
+def take_prestarted(workdir: Path, interpret: bool) -> subprocess.Popen | None:
+    """The process prestarted for `workdir` in this mode, if it is still waiting for its job."""
+    proc = _prestarted.pop((str(workdir), interpret), None)
+    if proc is not None and proc.poll() is not None:  # it ended before its job came: start a fresh one
+        proc.wait()
+        return None
+    return proc
+
+
+def stop_all() -> None:
+    """Stop every grading process this process started that is still running (a warm grader, once a check
+    is over or its terminal went away), prestarted ones included."""
+    _prestarted.clear()
+    while started:
+        if (proc := started.pop()).poll() is None:
+            kill(proc)

@@ -1,0 +1,130 @@
+"""Run the grading process with a time limit and read its report as it comes, one checked event at a time.
+
+The grader loops over `GradingProcess.events()` and judges each event as it comes (`checks.engine.judging.stage`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from checks.engine.processes.prestart import take_prestarted
+from checks.engine.processes.spawn import kill, start_child
+from checks.engine.protocol import EXIT_COMMAND, Job, Stream
+
+
+@dataclass
+class ChildEnd:
+    """How the grading process ended."""
+
+    stream: Stream
+    returncode: int | None  # None when it was killed at the time limit
+    timed_out: bool
+    seconds: float
+    output: str  # the tail of what it printed
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[-limit:]
+
+
+class _Reader:
+    """Reads whole lines appended to the events file since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+
+    def lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        return [line for line in complete.decode("utf-8", errors="replace").splitlines() if line.strip()]
+
+
+def _write(proc: subprocess.Popen, line: str, close: bool = False) -> None:
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write((line + "\n").encode())
+        proc.stdin.flush()
+        if close:
+            proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _send(proc: subprocess.Popen, command: str) -> None:
+    _write(proc, command, close=True)
+
+
+class GradingProcess:
+    """One grading process for one job: started (or taken over from `prestart`), its checked events read as they
+    come (`events()`), answered once when it has observed everything (`answer()`), then how it ended (`end()`)."""
+
+    def __init__(
+        self, job: Job, stream: Stream, timeout: float, workdir: Path, stop: Callable[[], bool] | None = None
+    ) -> None:
+        """Start `python -m checks.engine.child.main` (or take over the one prestarted for this workdir)."""
+        self.stream, self.timeout, self.stop = stream, timeout, stop
+        self.log_path = workdir / "output.log"
+        (workdir / "job.json").write_text(job.to_json(), encoding="utf-8")
+        self.proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
+        self.reader = _Reader(workdir / "events.jsonl")
+        stream.token = secrets.token_hex(16)
+        _write(self.proc, stream.token)
+        self.start = time.monotonic()
+        self.timed_out = False
+        self.commanded = False
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Each event that keeps the protocol, in order, until the process ends, is stopped, tampers or runs out
+        of time (then it is killed)."""
+        try:
+            while True:
+                done = self.proc.poll() is not None
+                for line in self.reader.lines():
+                    event = self.stream.feed_line(line)
+                    if event is None:
+                        break
+                    yield event
+                    if event["event"] == "observed" and not self.commanded:
+                        self.answer(None)
+                if self.stream.tampered or (self.stop is not None and self.stop()):
+                    kill(self.proc)
+                    return
+                if done:
+                    return
+                if time.monotonic() - self.start > self.timeout:
+                    kill(self.proc)
+                    self.timed_out = True
+                    return
+                time.sleep(0.02)
+        finally:
+            if not self.commanded:
+                _send(self.proc, EXIT_COMMAND)
+
+    def answer(self, command: str | None) -> None:
+        """The grader's one answer to `observed`: time the submission (TIME_COMMAND) or exit (None)."""
+        if self.commanded:
+            return
+        self.commanded = True
+        self.stream.asked_time = command is not None and command != EXIT_COMMAND
+        _send(self.proc, command or EXIT_COMMAND)
+
+    def end(self) -> ChildEnd:
+        returncode = None if self.timed_out else self.proc.returncode
+        seconds = time.monotonic() - self.start
+        return ChildEnd(self.stream, returncode, self.timed_out, seconds, _tail(self.log_path))

@@ -1,0 +1,64 @@
+"""Start grading processes (`python -m checks.engine.child.main`) and stop them, their own children included."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from checks.engine.protocol import PRELOAD_FLAG
+from checks.engine.sealing import MARK
+from checks.registry import ROOT
+
+started: list[subprocess.Popen] = []  # every grading process this process started
+
+
+def start_module(module: str, *args: str, env: dict[str, str], stdout: Any, text: bool = False) -> subprocess.Popen:
+    """`python -m module args` from the repository root, in its own session (so that a kill takes its children too),
+    stdin a pipe, stderr into stdout."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.STDOUT if stdout is not subprocess.PIPE else None,
+        stdin=subprocess.PIPE,
+        text=text,
+        start_new_session=True,
+    )
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """Stop `proc` and every process of its session, and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def child_env(interpret: bool) -> dict[str, str]:
+    """The grading process's environment: the course on the path; on a GPU, autotuning results kept on disk.
+
+    Triton keys a kept autotuning result by the kernel's source, its configs and the sizes, so a second
+    check of unchanged code skips the benchmarking of every config (seconds at the timing size).
+    """
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+    env[MARK] = "1"  # sealing: what a grading process leaves behind is found by this mark
+    if not interpret:
+        env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
+    return env
+
+
+def start_child(workdir: Path, interpret: bool, preload: bool) -> subprocess.Popen:
+    """A grading process for `workdir`; with `preload`, it imports torch and Triton before it waits for its job."""
+    args = [str(workdir / "job.json"), str(workdir / "events.jsonl")]
+    if preload:
+        args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu"]
+    with open(workdir / "output.log", "ab") as log:
+        proc = start_module("checks.engine.child.main", *args, env=child_env(interpret), stdout=log)
+    started.append(proc)
+    return proc

@@ -1,0 +1,282 @@
+"""The rules every puzzle applies to every graded call, in the order they are checked.
+
+Each is a pure function of a `CaseContext`: what the grader re-derived itself (inputs, reference)
+and what the grading process observed (launches, buffers, loads, returned tensors).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from checks import verdict as V
+from checks.engine.access.log import AccessLog
+from checks.engine.memory import is_poison
+from checks.engine.rules.compare import Mismatch, compare
+from checks.engine.rules.pictures import launch_blocks, overhang_picture
+from checks.engine.rules.problem import CaseContext, Problem
+
+
+def kernel_launched(ctx: CaseContext) -> Problem | None:
+    """The learner's function launched at least one Triton kernel defined in the learner's own code."""
+    if any(launch.own for launch in ctx.obs.launches):
+        return None
+    others = sorted({launch.kernel for launch in ctx.obs.launches})
+    extra = f" (it launched only kernels defined elsewhere: {', '.join(others)})" if others else ""
+    return Problem(
+        f"Your function launched none of your own Triton kernels{extra}: compute the answer in a "
+        "@triton.jit kernel that your function launches with kernel[grid](...).",
+    )
+
+
+def no_write_outside(ctx: CaseContext) -> Problem | None:
+    """Nothing was written into the guard bands around any tensor: inputs first, then allocations."""
+    for buf in ctx.obs.buffers:
+        if buf.role == "input" and (buf.before or buf.after):
+            where = f"{buf.after} elements past its end" if buf.after else f"{buf.before} elements before its start"
+            return Problem(
+                f"Your code wrote outside the input {buf.label} ({where}): "
+                "a store is missing its mask or uses the wrong offsets.",
+            )
+    for buf in ctx.obs.buffers:
+        if buf.role != "allocated" or not (buf.before or buf.after):
+            continue
+        label = buf.label
+        if buf.output is not None and 0 <= buf.output < len(ctx.expected):
+            label = f"the output {ctx.expected[buf.output].name} ({label})"
+        if buf.after:
+            start = (
+                "right after its last element" if buf.first_after == 0 else f"{buf.first_after} elements after its end"
+            )
+            where = f"{buf.after} elements past its end, starting {start}"
+        else:
+            where = f"{buf.before} elements before its start"
+        message = f"Your code wrote outside {label}: {where}; a store is missing its mask, or its offsets run past it."
+        picture = overhang_picture(ctx, buf, message) if buf.after else None
+        return Problem(message, picture=picture)
+    return None
+
+
+def inputs_unchanged(ctx: CaseContext) -> Problem | None:
+    """No input changed (writes into the guard bands around one are `no_write_outside`)."""
+    for buf in ctx.obs.buffers:
+        if buf.role == "input" and buf.changed and not (buf.before or buf.after):
+            return Problem(
+                f"Your code changed its input {buf.label} ({buf.changed} elements): "
+                "write results to a new tensor, never into an input.",
+            )
+    return None
+
+
+def no_load_outside(ctx: CaseContext) -> Problem | None:
+    """In the interpreter: no load touched a guard band (an unmasked or mis-offset load)."""
+    outside = AccessLog.from_dict(ctx.obs.access).outside() if ctx.obs.access else {}
+    if not outside:
+        return None
+    label, count = next(iter(outside.items()))
+    return Problem(
+        f"Your kernel loaded {count} elements from outside {label} (from the grader's guard band around it): "
+        "a load is missing its mask, or its offsets run past the tensor; on a GPU this reads garbage or faults.",
+    )
+
+
+def output_form(ctx: CaseContext) -> Problem | None:
+    """As many outputs as the contract says, each a tensor of the right device, shape, dtype and layout."""
+    outputs, expected = ctx.outputs, ctx.expected
+    if len(outputs) != len(expected):
+        names = ", ".join(e.name for e in expected)
+        many = ctx.obs.returned.split(" of ")[0] in ("tuple", "list")
+        what = f"{len(outputs)} values" if many else f"a {ctx.obs.returned}"
+        return Problem(f"Your function returned {what}; it must return {len(expected)} tensor(s): {names}.")
+    for out, exp in zip(outputs, expected, strict=True):
+        problem = _one_output_form(out, exp)
+        if problem:
+            return Problem(problem)
+    return None
+
+
+def _one_output_form(out: Any, exp: Any) -> str:
+    if not isinstance(out, torch.Tensor):
+        return f"Your function returned something other than a tensor for {exp.name}; return a torch tensor."
+    if out.device.type != exp.value.device.type:
+        return f"{exp.name} is on {out.device}; return it on the inputs' device ({exp.value.device})."
+    if tuple(out.shape) != tuple(exp.value.shape):
+        return f"{exp.name} has shape {tuple(out.shape)}; expected {tuple(exp.value.shape)}."
+    if out.dtype != exp.dtype:
+        return f"{exp.name} is {out.dtype}; expected {exp.dtype}: convert in the kernel before the store (x.to(...))."
+    if exp.contiguous and not out.is_contiguous():
+        return (
+            f"{exp.name} has strides {tuple(out.stride())}; the puzzle asks for a contiguous result, "
+            "so allocate it with torch.empty(shape)."
+        )
+    return ""
+
+
+def compare_all(ctx: CaseContext, outputs: list[Any]) -> list[tuple[Any, Mismatch | None]]:
+    """(expected output, its Mismatch or None) for every output, each with its own tolerance."""
+    pairs = []
+    for out, exp in zip(outputs, ctx.expected, strict=True):
+        atol, rtol = ctx.puzzle.tolerance_for(exp.name)
+        rtol = max(rtol, float(ctx.case.get("rtol", 0.0)))  # a case of ill-conditioned inputs may allow more
+        pairs.append((exp, compare(exp.name, out, exp.value, atol, rtol, exp.dims)))
+    return pairs
+
+
+def overflowed(ctx: CaseContext, exp: Any) -> bool:
+    """Whether the learner's output holds NaN or inf where the reference is finite while every input is finite
+    (no -inf in the inputs made them): the mark of an exp that overflowed."""
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        return False
+    y, e = out.detach().cpu(), exp.value.detach().cpu()
+    if y.shape != e.shape or not bool((~torch.isfinite(y) & torch.isfinite(e) & ~is_poison(y)).any()):
+        return False
+    floats = [t for t in ctx.inputs.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    return all(bool(torch.isfinite(t).all()) for t in floats)
+
+
+def misscaled(ctx: CaseContext, exp: Any) -> str:
+    """A sentence when the learner's output is the reference computed with a scalar input (such as sm_scale)
+    left out (1) or applied twice (squared): a scale in the wrong place, which no factor on the output shows."""
+    from checks.puzzles import spec_module
+
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(exp.value.shape):
+        return ""
+    atol, rtol = ctx.puzzle.tolerance_for(exp.name)
+    yours = out.detach().cpu().double()
+    for name, value in ctx.inputs.items():
+        if not isinstance(value, float) or value in (0.0, 1.0):
+            continue
+        for other, how in ((1.0, "left out"), (value * value, "applied twice")):
+            again = spec_module(ctx.puzzle).reference({**ctx.inputs, name: other})
+            twin = next((e for e in again if e.name == exp.name), None)
+            if twin is None:
+                continue
+            e = twin.value.detach().cpu().double()
+            if bool(((yours - e).abs() <= atol + rtol * e.abs()).all()):
+                return (
+                    f"Yours is what the reference gives with {name} = {other:.4g} instead of {value:.4g}: "
+                    f"{name} is {how}; multiply by it exactly once, where the puzzle says."
+                )
+    return ""
+
+
+def values(ctx: CaseContext) -> Problem | None:
+    """Every output matches the reference within its tolerance; the first wrong one is described."""
+    mismatches = compare_all(ctx, ctx.outputs)
+    wrong = [(exp, m) for exp, m in mismatches if m is not None]
+    if not wrong:
+        return None
+    exp, first = wrong[0]
+    details = list(first.lines)
+    if overflowed(ctx, exp):
+        details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
+    elif scale := misscaled(ctx, exp):
+        details.insert(0, scale)
+    if len(mismatches) > 1:
+        others = [
+            f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
+            for e, m in mismatches
+            if e is not exp
+        ]
+        details.append("Other outputs: " + "; ".join(others) + ".")
+    blocks = launch_blocks(ctx)
+    picture = {
+        "error": first.error.float(),
+        "bad": first.bad,
+        "dims": exp.dims,
+        "name": exp.name,
+        "headline": first.headline,
+        "blocks": blocks,
+    }
+    if first.unwritten is not None:
+        picture["unwritten"] = first.unwritten
+    if first.ratio is not None:
+        picture["ratio"] = first.ratio.float()
+    return Problem(first.headline, details, picture)
+
+
+def limits(
+    ctx: CaseContext,
+    why: str = "",
+    max_block: int | None = None,
+    reads_per_element: dict[str, float] | None = None,
+    count_all: bool = False,
+) -> Problem | None:
+    """In the interpreter: the puzzle's caps on passes over memory and on the lanes of one load.
+
+    A read of a copy the learner made of an input counts as a read of the input; with `count_all`
+    (one-input puzzles such as softmax) so does a read of any tensor that is not an input, the
+    output included: re-reading what you wrote is another pass over memory.
+    """
+    if not ctx.obs.access:
+        return None
+    log = AccessLog.from_dict(ctx.obs.access)
+    if max_block and log.widest > max_block:
+        return Problem(
+            f"One of your loads had {log.widest} lanes; this puzzle allows at most {max_block} in one tl.load: {why}",
+        )
+    for name, most in (reads_per_element or {}).items():
+        seen = passes(log, name, count_all)
+        if seen > most + 1e-6:
+            return Problem(
+                f"Your kernels read each element of {name} {_times(seen, most)} times on average; "
+                f"this puzzle allows at most {most}: {why}",
+            )
+    return None
+
+
+def _times(seen: float, most: float) -> str:
+    """`seen` with two decimals, or more when two would show it equal to the cap it exceeds."""
+    return f"{seen:.2f}" if round(seen, 2) > most else f"{seen:.6f}"
+
+
+def passes(log: AccessLog, name: str, count_all: bool) -> float:
+    """Lanes loaded per element of input `name`: from it, from copies of it, and with count_all from any
+    non-input buffer that could hold a copy of it.
+
+    A buffer with fewer elements than the input (per-row or per-block statistics such as a row max
+    or sum, which a pass leaves for the next one) holds no copy of it: reading it is not a pass over
+    the input's memory. When each row of the input has one element, a per-row buffer is as large as
+    the input and cannot be told apart from a copy, so only the input and its copies count.
+    """
+    i = log.index(name)
+    if i < 0:
+        return 0.0
+    source = log.regions[i]
+    numel = int(source["numel"])
+    shape = source.get("shape") or [numel]
+    rows = numel // max(1, int(shape[-1]))  # the input's rows: elements over the length of one
+
+    def copy_sized(region: dict[str, Any]) -> bool:
+        return int(region["numel"]) >= numel and numel > rows
+
+    counted = [
+        n
+        for n, r in zip(log.loaded, log.regions, strict=True)
+        if r["name"] in (name, f"{name} copy") or (count_all and r["role"] != "input" and copy_sized(r))
+    ]
+    return sum(counted) / max(1, numel)
+
+
+def kernels_matter(ctx: CaseContext) -> Problem | None:
+    """The first case re-run with the learner's kernels switched off must not give the right answer.
+
+    `ctx.obs` is the kernels-off observation and `ctx.outputs` what that run returned.
+    """
+    if ctx.obs.raised or len(ctx.outputs) != len(ctx.expected):
+        return None
+    if any(not isinstance(out, torch.Tensor) for out in ctx.outputs):
+        return None
+    if any(_one_output_form(out, exp) for out, exp in zip(ctx.outputs, ctx.expected, strict=True)):
+        return None
+    if any(m is not None for _, m in compare_all(ctx, ctx.outputs)):
+        return None
+    return Problem(
+        "Your function returns the right answer even when its Triton kernels are switched off, so "
+        "torch or another library (not your kernel) computed it: do the arithmetic inside the kernel.",
+    )

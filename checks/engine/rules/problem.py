@@ -1,0 +1,46 @@
+"""The rules a graded call must satisfy: pure functions from observations to a problem or None.
+
+Each rule takes a `CaseContext` (what the parent re-derived itself, plus what the grading process
+observed) and keyword parameters from the puzzle's `rules:` entry in `puzzles.yaml`, and returns
+a `Problem` or None; the rulebook (`checks.engine.rules.rulebook`) names the rule on the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks.engine.observations import CaseObservation
+
+
+@dataclass
+class Problem:
+    message: str  # one sentence: what is wrong and what to change
+    details: list[str] = field(default_factory=list)
+    picture: dict[str, Any] | None = None  # what to draw under the failure, when there is something
+    rule: str = ""  # the rulebook's name of the rule that found it, filled in by the rulebook
+
+
+@dataclass
+class CaseContext:
+    """One graded call as the parent sees it."""
+
+    puzzle: Any  # checks.registry.Puzzle
+    case: dict[str, Any]  # the case's entry in puzzles.yaml
+    inputs: dict[str, Any]  # re-derived from the seed in the parent (tensors and scalars)
+    expected: list[Any]  # checks.puzzles.Expected, computed in the parent
+    outputs: list[Any]  # what the learner's function returned, loaded from the observation
+    obs: CaseObservation
+
+
+Rule = Callable[..., "Problem | None"]
+
+
+def say(message: str | None, default: str, measured: str) -> str:
+    """A rule's sentence: the puzzle's own message (puzzles.yaml) or the rule's default, then what was measured."""
+    return f"{message or default} {measured}".strip()
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

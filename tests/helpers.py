@@ -1,0 +1,142 @@
+"""Helpers the test modules share: the registry's puzzles and their known-wrong kernels as pytest parameters,
+the right submissions in other styles, switching a rule off for a mutation test, and hand-made access logs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from checks.authoring.wrong import known_wrong, name_of
+from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.registry import ROOT, Puzzle, load_puzzles
+
+READY = [p for p in load_puzzles() if p.ready]
+
+
+def wrong_kernels() -> list[tuple[Puzzle, Path]]:
+    return [(p, f) for p in READY for f in known_wrong(p)]
+
+
+def puzzle_params() -> list:
+    return [pytest.param(p, id=p.stem) for p in READY]
+
+
+def wrong_params() -> list:
+    return [pytest.param(p, f, id=f"{p.stem}/{name_of(f)}") for p, f in wrong_kernels()]
+
+
+def right_submissions() -> list[tuple[str, Path]]:
+    """Each right submission in another style, with the puzzle its name starts with (`10a_x.py` is 10a)."""
+    paths = sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
+    return [(re.match(r"\d+[a-z]?", p.name).group(), p) for p in paths]
+
+
+def switch_off(monkeypatch: pytest.MonkeyPatch, rule: str) -> None:
+    """The rulebook with `rule` finding nothing (for the test's duration): the mutation check."""
+    from checks.engine.rules import rulebook
+
+    entry = rulebook.RULES[rule]
+    monkeypatch.setitem(rulebook.RULES, rule, dataclasses.replace(entry, check=lambda ctx, **params: None))
+
+
+def run_rule(rule: str, ctx: Any, **params: Any) -> Any:
+    """One rule on one call, through the rulebook (which names the problem after the rule)."""
+    from checks.engine.rules import rulebook
+
+    return rulebook.apply(rulebook.RULES[rule], ctx, params)
+
+
+# -- hand-made access logs --------------------------------------------------------------------------
+def region(name: str, shape: tuple[int, ...], role: str = "input", element_size: int = 2) -> dict[str, Any]:
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    numel = math.prod(shape)
+    label = name if role == "input" else f"a {shape} tensor you allocated"
+    return {"name": name, "label": label, "role": role, "element_size": element_size, "size": numel,
+            "shape": list(shape), "strides": strides, "offset": 0, "numel": numel}  # fmt: skip
+
+
+class Log:
+    """Builds an access log the way the recorder would, one access at a time."""
+
+    def __init__(self, regions: list[dict[str, Any]]) -> None:
+        self.regions = regions
+        self.rows: list[list[int]] = []
+        self.launches: list[dict[str, Any]] = []
+
+    def launch(self, kernel: str, grid: tuple[int, int, int]) -> Log:
+        self.launches.append({"kernel": kernel, "grid": list(grid)})
+        return self
+
+    def access(self, kind: int, pid: int, name: str, box: list[tuple[int, int]]) -> Log:
+        r = next(i for i, x in enumerate(self.regions) if x["name"] == name)
+        lanes = math.prod(hi - lo + 1 for lo, hi in box)
+        lo = [b[0] for b in box] + [0] * (MAX_DIMS - len(box))
+        hi = [b[1] for b in box] + [0] * (MAX_DIMS - len(box))
+        self.rows.append([kind, len(self.launches) - 1, pid, r, lanes, *lo, *hi])
+        return self
+
+    def data(self) -> dict[str, Any]:
+        loaded = [sum(row[4] for row in self.rows if row[3] == i and row[0] == LOAD) for i in range(len(self.regions))]
+        stored = [sum(row[4] for row in self.rows if row[3] == i and row[0] == STORE) for i in range(len(self.regions))]
+        return AccessLog(
+            regions=self.regions, reads=[torch.zeros(0, dtype=torch.int32)] * len(self.regions),
+            writes=[torch.zeros(0, dtype=torch.int32)] * len(self.regions), loaded=loaded, stored=stored,
+            outside_loads=[0] * len(self.regions), outside_stores=[0] * len(self.regions),
+            launches=self.launches, records=torch.tensor(self.rows, dtype=torch.int64).reshape(-1, len(FIELDS)),
+        ).to_dict()  # fmt: skip
+
+
+def matmul_log(m: int, n: int, tile: int, order: str, k: int = 64, programs: int = 0) -> dict[str, Any]:
+    """A matmul's log: one program per tile, or with `programs`, a persistent kernel whose program p
+    computes the tiles p, p + programs, ... (in the interpreter, one program after the other)."""
+    num_m, num_n = -(-m // tile), -(-n // tile)
+    log = Log([region("a", (m, k)), region("b", (k, n)), region("c", (m, n), "allocated")])
+    programs = programs or num_m * num_n
+    log.launch("matmul_kernel", (programs, 1, 1))
+    walk = [(p, t) for p in range(programs) for t in range(p, num_m * num_n, programs)]
+    for pid, tile_id in walk:
+        if order == "row-major":
+            pm, pn = divmod(tile_id, num_n)
+        elif order == "column-major":
+            pn, pm = divmod(tile_id, num_m)
+        else:  # grouped, GROUP_SIZE_M = 2
+            group, first = 2 * num_n, (tile_id // (2 * num_n)) * 2
+            size = min(num_m - first, 2)
+            pm, pn = first + (tile_id % group) % size, (tile_id % group) // size
+        rows, cols = (pm * tile, min(m, pm * tile + tile) - 1), (pn * tile, min(n, pn * tile + tile) - 1)
+        for step in range(0, k, 32):
+            log.access(LOAD, pid, "a", [rows, (step, step + 31)]).access(LOAD, pid, "b", [(step, step + 31), cols])
+        log.access(STORE, pid, "c", [rows, cols])
+    return log.data()
+
+
+def attention_log(n: int, block_m: int, block_n: int, skip: bool, backward: bool = False) -> dict[str, Any]:
+    shape = (1, 1, n, 16)
+    names = ["q", "k", "v", "do"] if backward else ["q", "k", "v"]
+    outputs = ["dq", "dk", "dv"] if backward else ["o"]
+    log = Log([region(x, shape) for x in names] + [region(x, shape, "allocated") for x in outputs])
+    head = [(0, 0), (0, 0)]
+    if backward:  # dK/dV: one program per key block, walking query blocks
+        log.launch("dkdv", (-(-n // block_n), 1, 1))
+        for pid, start in enumerate(range(0, n, block_n)):
+            keys = (start, min(n, start + block_n) - 1)
+            log.access(LOAD, pid, "k", [*head, keys, (0, 15)]).access(LOAD, pid, "v", [*head, keys, (0, 15)])
+            for q0 in range(start - start % block_m if skip else 0, n, block_m):
+                rows = [*head, (q0, min(n, q0 + block_m) - 1), (0, 15)]
+                log.access(LOAD, pid, "q", rows).access(LOAD, pid, "do", rows)
+            log.access(STORE, pid, "dk", [*head, keys, (0, 15)]).access(STORE, pid, "dv", [*head, keys, (0, 15)])
+    log.launch("fwd" if not backward else "dq", (-(-n // block_m), 1, 1))
+    for pid, start in enumerate(range(0, n, block_m)):
+        rows = (start, min(n, start + block_m) - 1)
+        log.access(LOAD, pid, "q", [*head, rows, (0, 15)])
+        for k0 in range(0, (rows[1] + 1) if skip else n, block_n):
+            keys = [*head, (k0, min(n, k0 + block_n) - 1), (0, 15)]
+            log.access(LOAD, pid, "k", keys).access(LOAD, pid, "v", keys)
+        log.access(STORE, pid, outputs[0], [*head, rows, (0, 15)])
+    return log.data()
