@@ -114,6 +114,11 @@ class Guard:
         paths = sysconfig.get_paths()
         self.stdlib = _prefixes([paths["stdlib"], paths["platstdlib"]])
         libraries = [paths["purelib"], paths["platlib"], *site.getsitepackages(), site.getusersitepackages()]
+        # where the packages really are: a distribution's Python may keep them in a folder sysconfig does not name
+        # (Debian's dist-packages), or on a path of PYTHONPATH
+        libraries += [p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages")]
+        loaded = (sys.modules.get(name) for name in ("torch", "triton", "numpy"))  # imported before the hook
+        libraries += [str(Path(m.__file__).parent.parent) for m in loaded if m is not None and m.__file__]
         self.libraries = _prefixes([*libraries, str(Path(checks.__file__).parent)])
         self.protected = _prefixes([str(p) for p in protected])
         self.read_only = _prefixes([str(p) for p in read_only])
