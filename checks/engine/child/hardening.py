@@ -164,9 +164,16 @@ class Guard:
             if kind == LIBRARY:
                 return False
             if kind == LEARNER:
+                self.local.asking = f"{frame.f_code.co_filename}, line {frame.f_lineno}"  # named in the refusal
                 return True
             frame = frame.f_back
+        self.local.asking = ""
         return True
+
+    def refuse_asked(self, reason: str) -> None:
+        """Refuse, naming the line of the code that asked (the innermost frame learner_asks found)."""
+        where = getattr(self.local, "asking", "")
+        self.refuse(f"{reason}, at {where}" if where else reason)
 
     def protected_path(self, path: object, writes: bool) -> bool:
         if isinstance(path, int) or path is None:
@@ -190,21 +197,21 @@ class Guard:
             else:
                 writes, paths = True, args[:2]
             if any(self.protected_path(a, writes) for a in paths) and self.learner_asks():
-                self.refuse(f"opening or changing the grader's file {os.fsdecode(paths[0])}")
+                self.refuse_asked(f"opening or changing the grader's file {os.fsdecode(paths[0])}")
             return
         what = PROCESS.get(event)
         if what is not None:
             if self.learner_asks():
-                self.refuse(f"starting or signalling a process ({what})")
+                self.refuse_asked(f"starting or signalling a process ({what})")
             return
         if event == "object.__getattr__":
             if len(args) > 1 and args[1] in FRAME_ATTRIBUTES and self.learner_asks(naming_allowed=True):
-                self.refuse(f"reaching a frame ({args[1]}), from which it could walk into the grader")
+                self.refuse_asked(f"reaching a frame ({args[1]}), from which it could walk into the grader")
             return
         what = INTROSPECTION.get(event)
         if what is not None:
             if self.learner_asks(naming_allowed=event == "sys._getframe"):
-                self.refuse(f"looking into the grading process ({what})")
+                self.refuse_asked(f"looking into the grading process ({what})")
             return
         if event == "compile":
             name = args[1] if len(args) > 1 else None
@@ -214,10 +221,10 @@ class Guard:
                 and not _is_source_of(args[0], name)
                 and (self.learner_asks())
             ):
-                self.refuse(f"compiling code under the name of a library's file ({name})")
+                self.refuse_asked(f"compiling code under the name of a library's file ({name})")
             return
         if event in CTYPES and self.learner_asks():
-            self.refuse(f"using ctypes ({event})")
+            self.refuse_asked(f"using ctypes ({event})")
 
 
 def _is_source_of(source: object, filename: str) -> bool:
