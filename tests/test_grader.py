@@ -295,7 +295,7 @@ def test_what_a_case_printed_is_shown_under_that_case_and_the_nan_warning_is_exp
     assert "| vector_add called with n=127" in report and "n=3000" not in report.split("printed during")[1]
     assert "RuntimeWarning: invalid value encountered in subtract" in report
     assert "-inf - (-inf)" in report, "the NaN warning is explained"
-    assert "Every failing case has n=127" in report, "the summary names the parameter that splits the cases"
+    assert "Every failing case has" not in report, "one failing case is told apart from the rest by any parameter"
 
 
 @pytest.mark.slow

@@ -153,3 +153,22 @@ def test_a_dtype_copy_of_a_kernels_accumulator_may_be_returned_but_not_a_copy_of
     prov.note(acc, FILL)
     launch(prov, lambda: acc.add_(given["x"] * 3), x=given["x"], acc=acc)  # atomics into a float32 accumulator
     assert prov.output_origins([acc.to(torch.float16), given["x"].clone()]) == [KERNEL_COPY, UNSEEN]
+
+
+def test_a_copy_into_a_padded_buffer_counts_as_a_copy_and_one_with_other_values_does_not():
+    """Zeros padded to a tile, then copy_ into a slice: a layout copy of the input, not host arithmetic."""
+    from checks.engine.child.provenance import padded_copy
+
+    a = torch.randn(5, 7)
+    padded = torch.zeros(5, 8)
+    padded[:, :7] = a
+    assert padded_copy(padded, a)
+    poisoned = torch.full((5, 8), float("nan"))  # an empty buffer the grader poisoned, partly overwritten
+    poisoned[:, :7] = a
+    assert padded_copy(poisoned, a)
+    doubled = padded.clone()
+    doubled[:, :7] *= 2  # the host computed with it
+    assert not padded_copy(doubled, a)
+    two_fills = padded.clone()
+    two_fills[0, 7] = 1.0  # the leftover is not one constant
+    assert not padded_copy(two_fills, a) and not padded_copy(a, a)

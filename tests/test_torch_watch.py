@@ -292,7 +292,7 @@ TOKEN = [
 def test_known_wrong_token_kernels_are_caught_by_the_rule(number, path):
     watch, _, tracker, _ = run_watched(number, path)
     assert tracker.own_launches, "the token kernel runs, so only the torch rule can reject this"
-    problem = torch_free(context(watch.ops))
+    problem = run_rule("torch_free", context(watch.ops))
     assert problem is not None
     expected = expectations(path)
     assert any(e.rule == problem.rule and e.text.lower() in problem.message.lower() for e in expected), problem.message

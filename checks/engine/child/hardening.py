@@ -153,6 +153,9 @@ class Guard:
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename == _THIS_FILE:
             frame = frame.f_back  # past the hook: the code that raised the event
+        if frame is None:  # no Python code asked: the interpreter itself, printing a traceback as the process ends
+            self.local.asking = ""
+            return False
         if naming_allowed:  # a frame taken by the standard library: does one of its functions keep it?
             inner = frame
             while inner is not None and self.kind(inner.f_code.co_filename) == STDLIB:

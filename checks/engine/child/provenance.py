@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -53,7 +54,10 @@ def storage_key(t: torch.Tensor) -> tuple[str, int, int]:
 
 
 def fingerprint(t: torch.Tensor) -> bytes:
-    """A digest of every byte of the storage under `t` (the whole buffer, not only the view)."""
+    """A digest of every byte of the storage under `t` (the whole buffer, not only the view); for a tensor with
+    no data to read (a meta tensor), its device alone: `output_form` then says where it should be."""
+    if t.device.type not in ("cpu", "cuda"):
+        return f"no data on {t.device.type}".encode()
     storage = t.untyped_storage()
     nbytes = storage.nbytes()
     raw = _empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (nbytes,), (1,))
@@ -83,12 +87,38 @@ def same_values(t: torch.Tensor, source: torch.Tensor) -> bool:
     """`t` holds exactly the values of `source` (converted to t's dtype), in any order: a layout copy."""
     if t.numel() != source.numel() or t.numel() == 0 or t.is_complex() or source.is_complex():
         return False
+    if t.device != source.device:
+        return False
     try:
         mine = torch.sort(t.detach().reshape(-1).to(torch.float64)).values
         theirs = torch.sort(source.detach().to(t.dtype).reshape(-1).to(torch.float64)).values
     except (RuntimeError, TypeError):
         return False
     return bool(torch.allclose(mine, theirs, rtol=0.0, atol=0.0, equal_nan=True))
+
+
+def _countable(t: torch.Tensor) -> torch.Tensor:
+    """The values of `t` as float64, every NaN (a poison fill) as one value: unique() keeps each NaN apart."""
+    return torch.nan_to_num(t.detach().reshape(-1).to(torch.float64), nan=1.2345e308, posinf=math.inf, neginf=-math.inf)
+
+
+def padded_copy(t: torch.Tensor, source: torch.Tensor) -> bool:
+    """`t` holds the values of `source` (in any order) and, in its other elements, one constant: a copy of an input
+    into a buffer filled first (zeros padded to a tile or an alignment, then `copy_` into a slice)."""
+    extra = t.numel() - source.numel()
+    if extra <= 0 or source.numel() == 0 or t.device != source.device or t.is_complex() or source.is_complex():
+        return False
+    try:
+        mine, mine_counts = torch.unique(_countable(t), return_counts=True)
+        theirs, their_counts = torch.unique(_countable(source.detach().to(t.dtype)), return_counts=True)
+    except (RuntimeError, TypeError):
+        return False
+    where = torch.searchsorted(mine, theirs).clamp(max=mine.numel() - 1)
+    if not bool((mine[where] == theirs).all()) or bool((mine_counts[where] < their_counts).any()):
+        return False  # a value of the source is missing
+    left = mine_counts.clone()
+    left[where] -= their_counts
+    return int((left > 0).sum()) == 1 and int(left.sum()) == extra  # what is left over is one constant
 
 
 @dataclass
@@ -123,7 +153,7 @@ class Provenance:
             found = known[digest]
         elif constant(t):
             found = FILL
-        elif any(same_values(t, source) for source in self.sources):
+        elif any(same_values(t, source) or padded_copy(t, source) for source in self.sources):
             found = COPY
         else:
             found = HOST
@@ -151,13 +181,17 @@ class Provenance:
     def output_origin(self, t: Any) -> str:
         """kernel, a layout or dtype copy of what a kernel wrote, or how else the returned tensor's values came
         about (unseen: no kernel of yours had it)."""
-        if not isinstance(t, torch.Tensor):
-            return ""
+        if not isinstance(t, torch.Tensor) or t.device.type not in ("cpu", "cuda"):
+            return ""  # no values to trace (a meta tensor): output_form says what is wrong with it
         key, digest = storage_key(t), fingerprint(t)
         known = self.seen.get(key, {})
         if known.get(digest) == KERNEL:
             return KERNEL
-        if any(same_values(t, source) for source in self.kernel_written if storage_key(source) != key):
+        if any(
+            same_values(t, source) or padded_copy(source, t)  # a padded result cut back to its shape, too
+            for source in self.kernel_written
+            if storage_key(source) != key
+        ):
             return KERNEL_COPY  # e.g. an accumulator of atomics converted with .to(float16)
         if not known:
             return UNSEEN
