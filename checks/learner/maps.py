@@ -350,7 +350,7 @@ def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, An
 
 def _case_inputs(number: int | str, case: dict[str, Any]) -> dict[str, Any]:
     """A recording's inputs, drawn again as the recorder drew them (the map needs a paged cache's block_table)."""
-    from checks.engine.child.recording import draw_case
+    from checks.engine.inputs import draw_case
 
     cases = get_puzzle(number).cases["cpu"]
     index = next((i for i, c in enumerate(cases) if c == case), 0)
