@@ -205,7 +205,7 @@ def test_a_crash_in_the_learners_file_names_its_line(tmp_path):
 
     submission = tmp_path / "p1_crash.py"
     submission.write_text(
-        "import faulthandler\n\n\ndef vector_add(x, y):\n    return faulthandler._sigsegv()  # the process dies with SIGSEGV\n",
+        "import faulthandler\n\n\ndef vector_add(x, y):\n    return faulthandler._sigsegv()  # dies with SIGSEGV\n",
         encoding="utf-8",
     )
     verdict = grade(get_puzzle(1), submission, cases=[0], timeout=60, time_it=False)
