@@ -107,7 +107,7 @@ def test_every_submission_gets_its_own_verdict_in_the_csv(graded):
     assert "never written" in rows["bob"]["summary"]
     assert "computed with torch" in rows["erin"]["summary"]
     assert "incomplete or forged" in rows["ivan"]["summary"] and "incomplete or forged" in rows["judy"]["summary"]
-    assert "time limit" in rows["dave"]["summary"] and float(rows["dave"]["seconds"]) < 30
+    assert "time limit" in rows["dave"]["summary"] and float(rows["dave"]["seconds"]) < 90
     assert "SIGSEGV" in rows["frank"]["summary"]
 
 
