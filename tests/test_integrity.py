@@ -13,6 +13,7 @@ import pytest
 
 from checks import verdict as V
 from checks.engine.grade import grade
+from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.protocol import Stream
 from checks.registry import get_puzzle
 
@@ -73,6 +74,35 @@ def test_a_refusal_names_what_the_learners_code_tried():
     stream = feed([*honest([0, 1])[:2], line("refused", reason="starting or signalling a process (os.fork)")])
     refused = "your code tried starting or signalling a process (os.fork), which the grading process refuses"
     assert stream.tampered == refused
+
+
+GRADER_TRACEBACK = """Traceback (most recent call last):
+  File "/course/checks/engine/child/main.py", line 120, in main
+    fn = observe_all(job, events, machine, Path(args[0]).parent)
+  File "/course/checks/puzzles/p13_paged_decoding.py", line 35, in page_layout
+    order = torch.randperm(num_pages, generator=generator)
+RuntimeError: Expected a 'cpu' device type for generator but found 'cuda'
+"""
+
+
+def test_an_error_in_the_grading_process_own_code_is_the_graders_internal_error():
+    stream = feed([*honest([0, 1])[:2], line("grader_error", text=GRADER_TRACEBACK)])
+    assert not stream.tampered and "Expected a 'cpu' device type" in stream.grader_error
+    verdict = V.Verdict(13, V.FAILED, "")
+    grader_error_verdict(verdict, stream.grader_error, {"/home/ann/p13.py": "p13.py"})
+    assert verdict.status == V.INTERNAL and "not in your code" in verdict.summary
+    assert "RuntimeError: Expected a 'cpu' device type" in verdict.summary and verdict.details
+    assert "exit()" not in verdict.summary  # not blamed on the learner's code
+    # the same exception raised through the learner's code is the learner's, and names its line
+    through = GRADER_TRACEBACK.replace(
+        '  File "/course/checks/puzzles',
+        '  File "/home/ann/p13.py", line 7, in __len__\n    x\n  File "/c/checks/puzzles',
+    )
+    verdict = V.Verdict(13, V.FAILED, "")
+    grader_error_verdict(verdict, through, {"/home/ann/p13.py": "p13.py"})
+    assert verdict.status == V.ERROR and "p13.py, line 7 (in __len__)" in verdict.summary
+    # a second one is not the grading process's own
+    assert feed([*honest([0, 1])[:2], *[line("grader_error", text="x")] * 2]).tampered
 
 
 def test_the_stub_or_a_gpu_error_may_end_the_report_early():

@@ -7,7 +7,8 @@ report observations, in one fixed order:
     or for each selected case: case_start, case (an observation), then kernels_off, then observed,
     and, only when the grader asks for it on the process's standard input, timings.
     At any point after machine: refused (the audit hook of `checks.engine.child.hardening` refused a request of
-    the learner's code), which ends the report as tampered with.
+    the learner's code), which ends the report as tampered with; grader_error (the grading process's own code
+    raised: a traceback), which ends it as the grader's internal error.
 
 Every event carries a token the grader sends on the process's standard input before the learner's
 code is loaded, so a line appended to the events file by other means is refused. `Stream` enforces
@@ -26,7 +27,7 @@ from checks.engine.observations import CaseObservation
 
 EVENTS = (
     "machine", "environment", "load_error", "missing", "case_start", "case", "kernels_off", "observed", "timings",
-    "refused",
+    "refused", "grader_error",
 )  # fmt: skip
 TIME_COMMAND = "time"
 EXIT_COMMAND = "exit"
@@ -82,6 +83,7 @@ class Stream:
     timings: dict[str, Any] | None = None
     asked_time: bool = False
     tampered: str = ""
+    grader_error: str = ""  # the traceback of an exception in the grading process's own code
     token: str = ""  # sent to the grading process before it loads the learner's code; every event carries it
 
     def feed_line(self, line: str) -> dict[str, Any] | None:
@@ -122,6 +124,11 @@ class Stream:
             raise Tampered(f"your code tried {str(event.get('reason', ''))[:200]}, which the grading process refuses")
         if self.machine is None:
             raise Tampered(f"{kind} before the machine event")
+        if kind == "grader_error":
+            if self.grader_error:
+                raise Tampered("a second grader_error event")
+            self.grader_error = str(event.get("text", ""))[-4000:] or "no traceback"
+            return
         if self.ending is not None or (self.observed and kind != "timings"):
             raise Tampered(f"{kind} after the end of the report")
         getattr(self, f"_on_{kind}")(event)

@@ -32,9 +32,10 @@ def page_layout(case: dict[str, Any], generator: torch.Generator) -> tuple[torch
     used = [math.ceil(n / size) for n in lens]
     spare = int(case.get("spare_pages", len(lens) + 2))
     num_pages, max_pages = sum(used) + spare, max(used) + 1
-    order = torch.randperm(num_pages, generator=generator)
+    device = generator.device  # a generator draws only on its own device (the GPU's, on a GPU)
+    order = torch.randperm(num_pages, generator=generator, device=device).cpu()
     free = order[sum(used) :]  # the pages no sequence uses
-    table = free[torch.randint(spare, (len(lens), max_pages), generator=generator)]
+    table = free[torch.randint(spare, (len(lens), max_pages), generator=generator, device=device).cpu()]
     start = 0
     for b, count in enumerate(used):
         table[b, :count] = order[start : start + count]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -108,14 +109,18 @@ def main(argv: list[str] | None = None) -> int:
         read_only=[Path(checks.__file__).parent],
         own=list(job.names),
     )
-    fn = observe_all(job, events, machine, Path(args[0]).parent)
-    if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
-        from checks.engine.child.measure import measure
-        from checks.puzzles import spec_module
-        from checks.registry import get_puzzle
+    try:
+        fn = observe_all(job, events, machine, Path(args[0]).parent)
+        if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
+            from checks.engine.child.measure import measure
+            from checks.puzzles import spec_module
+            from checks.registry import get_puzzle
 
-        puzzle = get_puzzle(job.puzzle)
-        events.emit("timings", **measure(puzzle, spec_module(puzzle), fn, job.solution_file))
+            puzzle = get_puzzle(job.puzzle)
+            events.emit("timings", **measure(puzzle, spec_module(puzzle), fn, job.solution_file))
+    except Exception:  # noqa: BLE001 - the grader's own code raised (the learner's calls are caught where made)
+        events.emit("grader_error", text=traceback.format_exc())
+        return 1
     return 0
 
 

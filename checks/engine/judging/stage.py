@@ -22,6 +22,7 @@ from checks.engine.judging.wording import (
     TAMPERED_SUMMARY,
     ending_verdict,
     failure_pattern,
+    grader_error_verdict,
     map_advice,
     unfinished_verdict,
 )
@@ -133,6 +134,8 @@ class Stage:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=why)
         elif self.rule_failed:
             v.status, v.summary = V.INTERNAL, RULE_FAILED_SUMMARY.format(error=self.rule_failed)
+        elif self.stream.grader_error:
+            grader_error_verdict(v, self.stream.grader_error, self.job.names)
         elif self.stream.ending is not None:
             ending_verdict(v, self.stream.ending)
         elif self.stopped_early:

@@ -98,6 +98,31 @@ def unfinished_verdict(
         ) + frame
 
 
+_TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)', re.MULTILINE)
+
+
+def grader_error_verdict(v: V.Verdict, text: str, names: dict[str, str]) -> None:
+    """The grading process's own code raised (`text`, its traceback): the grader's error, unless the traceback
+    passes through the learner's code (then what the learner's code returned or left behind broke it)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else "an exception"
+    ours = [m for m in _TRACEBACK_FRAME.finditer(text) if m["path"] in names]
+    if ours:
+        frame = ours[-1]
+        v.status = V.ERROR
+        v.summary = (
+            f"Your code raised {last} inside the grader, at {names[frame['path']]}, line {frame['line']} "
+            f"(in {frame['name']}): fix it there and check again."
+        )
+        return
+    v.status = V.INTERNAL
+    v.summary = (
+        f"The grader itself failed ({last}): this is an error in the grader, not in your code; check again, and "
+        "if it happens again, show your instructor the lines below."
+    )
+    v.details = lines[-12:]
+
+
 TAMPERED_SUMMARY = (
     "The grading process's report was incomplete or forged ({why}), so this submission was not graded: "
     "remove any code that writes to the grader's files, reaches into its objects or replaces its functions, "
