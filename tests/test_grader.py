@@ -213,6 +213,26 @@ def test_wrong_values_on_the_gpu_are_traced_to_the_load_the_interpreter_saw():
     assert explain_wrong_values(gpu(), done(V.Verdict(5, V.PASSED, "ok", mode="interpreter"))) is None
 
 
+def test_an_illegal_memory_access_on_the_gpu_is_traced_to_the_load_the_interpreter_saw():
+    from concurrent.futures import Future
+
+    from checks.engine import grade
+
+    fault = V.Verdict(13, V.ERROR, "case 2: Your code raised AcceleratorError: an illegal memory access", mode="gpu")
+    fault.rule = "raised"
+    crash = V.Verdict(13, V.CRASHED, "The grading process died during case 2 (signal SIGSEGV)", mode="gpu")
+    slow = V.Verdict(13, V.FAILED, "Correct, but 0.50x the speed of torch.matmul", mode="gpu")
+    slow.rule = "speed_bar"
+    assert grade.worth_explaining(fault) and grade.worth_explaining(crash) and not grade.worth_explaining(slow)
+    pages = V.Verdict(13, V.FAILED, "Your kernel read pages that block_table does not list.", mode="interpreter")
+    pages.rule = "pages_in_table"
+    interpreted: Future = Future()
+    interpreted.set_result(pages)
+    explained = grade.explain_wrong_values(fault, interpreted)
+    assert explained is not None and explained.rule == "pages_in_table"
+    assert "illegal memory access" in explained.summary and "block_table does not list" in explained.summary
+
+
 def test_a_failed_gpu_verdict_does_not_wait_long_for_the_interpreter(monkeypatch):
     import time
     from concurrent.futures import Future

@@ -330,7 +330,9 @@ def test_rule_parameters_in_puzzles_yaml_are_checked_against_each_rule():
 def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
     """The facts about rules live in their entries: the map, the GPU explanation, the access log."""
     assert rulebook.names(draws_map=True) <= rulebook.names(needs_access_log=True)
-    assert rulebook.names(explains_gpu_values=True) == {"no_load_outside", "no_write_outside", "inputs_unchanged"}
+    assert rulebook.names(explains_gpu_values=True) == {
+        "no_load_outside", "no_write_outside", "inputs_unchanged", "pages_in_table"
+    }  # fmt: skip
     assert {"raised", "stub", "speed_bar", "interpreter_stage"} <= {
         e.name for e in rulebook.RULES.values() if e.applies == rulebook.OUTCOME
     }

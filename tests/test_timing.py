@@ -10,7 +10,7 @@ import torch
 
 from checks.engine import fair_timing
 from checks.engine.child.measure import cached_peaks, measure, remember_peaks
-from checks.engine.fair_timing import ROUNDS
+from checks.engine.fair_timing import ROUNDS, WARMUP_ROUNDS
 from checks.engine.judging.timing import (
     Peaks,
     bar_message,
@@ -201,7 +201,7 @@ def test_timing_passes_a_fast_right_answer(small_matmul):
     puzzle, spec, key = small_matmul
     clock = FakeClock(1.0, 1.1, 0.9)  # yours, the answer key, torch.matmul, in every round
     result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
-    assert "bar_failed" not in result and "noisy" not in result and clock.calls == 3 * ROUNDS
+    assert "bar_failed" not in result and "noisy" not in result and clock.calls == 3 * (ROUNDS + WARMUP_ROUNDS)
     assert result["ms"] == {"yours": 1.0, "answer key": 1.1, "torch.matmul": 0.9}
     assert result["ratio_vs_baseline"] == pytest.approx(0.9) and result["ratio_vs_answer_key"] == pytest.approx(1.1)
     assert result["table"][0].startswith("GPU time at M=70, N=50, K=40 (median of triton.testing.do_bench")
@@ -213,7 +213,7 @@ def test_rounds_interleave_yours_the_key_and_the_baseline(small_matmul):
     clock = FakeClock(1.0)
     raw = measure(puzzle, spec, right, key, device="cpu", timer=clock, rounds_count=3)
     order = {id(fn): None for fn in clock.timed}  # the three contenders, in the order first timed
-    assert len(order) == 3 and [id(fn) for fn in clock.timed] == list(order) * 3
+    assert len(order) == 3 and [id(fn) for fn in clock.timed] == list(order) * (3 + WARMUP_ROUNDS)
     assert {name: len(ms) for name, ms in raw["rounds"].items()} == {"yours": 3, "answer key": 3, "torch.matmul": 3}
 
 
@@ -221,7 +221,7 @@ def test_timing_fails_below_the_speed_bar_on_a_steady_gpu(small_matmul):
     puzzle, spec, key = small_matmul
     clock = FakeClock(2.0, 1.0, 1.0)  # every round: yours 2.0, key 1.0, baseline 1.0 -> 0.5x < 0.8x
     result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
-    assert clock.calls == 3 * ROUNDS and result["ms"]["yours"] == 2.0
+    assert clock.calls == 3 * (ROUNDS + WARMUP_ROUNDS) and result["ms"]["yours"] == 2.0
     assert "0.50x the speed of torch.matmul" in result["bar_failed"] and "at least 0.8x" in result["bar_failed"]
 
 
@@ -230,7 +230,7 @@ def test_a_busy_gpu_gives_no_speed_verdict_after_a_second_set_of_rounds(small_ma
     # another job slows every other round: yours 2.0 then 0.5 against a steady 1.0 -> ratios 0.5, 2.0, ...
     clock = FakeClock(2.0, 1.0, 1.0, 0.5, 1.0, 1.0)
     result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
-    assert clock.calls == 2 * 3 * ROUNDS  # a second set of rounds before giving up
+    assert clock.calls == 3 * (2 * ROUNDS + WARMUP_ROUNDS)  # a second set of rounds before giving up
     assert "bar_failed" not in result
     assert "GPU was busy" in result["noisy"] and "neither passed nor failed" in result["noisy"]
 
@@ -244,6 +244,19 @@ def test_ratios_come_from_paired_rounds_not_from_medians_of_each():
     assert fair_timing.spread([0.9, 1.0, 1.1]) == pytest.approx(0.1)
     assert not fair_timing.busy({"torch": {"ratio": 1.0, "spread": 0.1}})
     assert fair_timing.busy({"torch": {"ratio": 1.0, "spread": 0.11}})
+
+
+def test_one_stray_round_is_not_a_busy_gpu_and_two_are():
+    # an idle GPU ramping its clocks, or one brief burst of another process: one round of seven far off
+    assert fair_timing.spread([1.0, 1.0, 1.02, 0.99, 1.0, 1.01, 1.8]) == pytest.approx(0.015)
+    assert fair_timing.spread([1.0, 1.0, 1.02, 0.99, 1.0, 1.8, 1.8]) > fair_timing.NOISE_LIMIT
+    assert fair_timing.spread([1.0, 1.8, 1.0]) > fair_timing.NOISE_LIMIT  # too few rounds to leave one out
+
+
+def test_warmup_rounds_are_timed_and_left_out():
+    clock = iter([5.0, 9.0, 1.0, 2.0, 1.0, 2.0])  # round 0 (left out), then two rounds
+    rounds = fair_timing.interleaved({"yours": lambda: None, "torch": lambda: None}, lambda fn: next(clock), 2, 1)
+    assert rounds == {"yours": [1.0, 1.0], "torch": [2.0, 2.0]}
 
 
 def test_a_noisy_timing_of_a_barred_puzzle_is_not_a_pass_and_a_steady_one_is():

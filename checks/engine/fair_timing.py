@@ -20,19 +20,24 @@ from collections.abc import Callable
 from typing import Any
 
 ROUNDS = 7  # rounds of (yours, answer key, baseline)
+WARMUP_ROUNDS = 1  # rounds timed first and thrown away: an idle GPU's clocks ramp up under the first load
 ROUND_REP_MS = 30  # do_bench's repetition time per contender and round
 NOISE_LIMIT = 0.10  # the rounds' ratios may spread by +-10% around their median before the GPU counts as busy
 
 
 def interleaved(
-    contenders: dict[str, Callable[[], Any]], clock: Callable[[Callable[[], Any]], float], rounds: int = ROUNDS
+    contenders: dict[str, Callable[[], Any]],
+    clock: Callable[[Callable[[], Any]], float],
+    rounds: int = ROUNDS,
+    warmup: int = 0,
 ) -> dict[str, list[float]]:
-    """Time each contender once per round, in the given order, round after round: {name: [ms per round]}."""
+    """Time each contender once per round, in the given order, round after round: {name: [ms per round]};
+    the first `warmup` rounds are timed the same way and left out."""
     times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
+    for _ in range(warmup + rounds):
         for name, fn in contenders.items():
             times[name].append(float(clock(fn)))
-    return times
+    return {name: values[warmup:] for name, values in times.items()}
 
 
 def paired_ratios(rounds: dict[str, list[float]], other: str, yours: str = "yours") -> list[float]:
@@ -41,10 +46,16 @@ def paired_ratios(rounds: dict[str, list[float]], other: str, yours: str = "your
 
 
 def spread(ratios: list[float]) -> float:
-    """Half the range of the ratios, relative to their median: 0.1 means the rounds ranged over +-10%."""
+    """Half the range of the ratios, relative to their median: 0.1 means the rounds ranged over +-10%.
+
+    From five rounds on, the one round furthest from the median is left out: one stray round (a clock change,
+    another process's brief burst) moves neither the median nor the verdict; two or more are a busy GPU."""
     if len(ratios) < 2:
         return 0.0
     middle = statistics.median(ratios)
+    if len(ratios) >= 5:
+        stray = max(range(len(ratios)), key=lambda i: abs(ratios[i] - middle))
+        ratios = ratios[:stray] + ratios[stray + 1 :]
     return (max(ratios) - min(ratios)) / (2 * middle) if middle > 0 else float("inf")
 
 

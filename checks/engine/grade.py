@@ -153,7 +153,7 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
         interpreted = pool.submit(lambda: merge_parts([run.result() for run in runs], params))
         verdict = gpu_stage.run(limit)
         if not verdict.passed:
-            explained = explain_wrong_values(verdict, interpreted) if verdict.rule == "values" else None
+            explained = explain_wrong_values(verdict, interpreted) if worth_explaining(verdict) else None
             for part in parts:
                 part.cancel()
             return explained or verdict
@@ -201,11 +201,18 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
 EXPLAIN_WAIT_S = 30.0  # the longest a failed GPU verdict waits for the interpreter stage to say why
 
 
-def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | None:
-    """Wrong values on the GPU, traced to their cause when the interpreter stage (already under way) finds one.
+def worth_explaining(gpu: V.Verdict) -> bool:
+    """Whether a failed GPU verdict may have a cause the interpreter sees: wrong values, an error, a crash."""
+    return gpu.rule in ("values", rulebook.outcome("raised")) or gpu.status == V.CRASHED
 
-    A load past the end of a row gives wrong values on a GPU (it reads whatever lies there), and the
-    interpreter names that load: its verdict is the more useful one. None when it finds no such cause in time.
+
+def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | None:
+    """Wrong values, an error or a crash on the GPU, traced to their cause when the interpreter stage (already
+    under way) finds one.
+
+    A load past the end of a row gives wrong values on a GPU (it reads whatever lies there), or an illegal
+    memory access when it lands outside any allocation, and the interpreter names that load: its verdict is
+    the more useful one. None when it finds no such cause in time.
     """
     try:
         cpu = interpreted.result(timeout=EXPLAIN_WAIT_S)

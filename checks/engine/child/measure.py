@@ -11,7 +11,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from checks.engine.fair_timing import ROUND_REP_MS, ROUNDS, busy, interleaved, medians, steadier, summarize
+from checks.engine.fair_timing import (
+    ROUND_REP_MS,
+    ROUNDS,
+    WARMUP_ROUNDS,
+    busy,
+    interleaved,
+    medians,
+    steadier,
+    summarize,
+)
 from checks.engine.judging.timing import (
     MATMUL_SIDE,
     Peaks,
@@ -168,7 +177,7 @@ def measure(
         contenders["answer key"] = lambda: key(*args)
     contenders[baseline] = spec.baseline(inputs)
     round_clock = timer or (lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS))
-    rounds = interleaved(contenders, round_clock, rounds_count)
+    rounds = interleaved(contenders, round_clock, rounds_count, warmup=WARMUP_ROUNDS)
     if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
         rounds = steadier(rounds, interleaved(contenders, round_clock, rounds_count))
     work = spec.work(inputs)

@@ -55,7 +55,14 @@ BOOK: tuple[Entry, ...] = (
     Entry("parallel_over_queries", method.parallel_over_queries, ON_REQUEST, needs_access_log=True, draws_map=True),
     Entry("p_never_stored", method.p_never_stored, ON_REQUEST, needs_access_log=True, draws_map=True),
     # before split_kv: reading slots past seq_lens also raises the read count, and is the cause to name
-    Entry("pages_in_table", decoding.pages_in_table, ON_REQUEST, needs_access_log=True, draws_map=True),
+    Entry(  # a page no sequence owns holds NaN, and a page number past the table faults on a GPU
+        "pages_in_table",
+        decoding.pages_in_table,
+        ON_REQUEST,
+        needs_access_log=True,
+        draws_map=True,
+        explains_gpu_values=True,
+    ),  # fmt: skip
     Entry("kv_once_per_group", decoding.kv_once_per_group, ON_REQUEST, needs_access_log=True, draws_map=True),
     Entry("split_kv", decoding.split_kv, ON_REQUEST, needs_access_log=True, draws_map=True),
     Entry("kernels_matter", core.kernels_matter, AFTER_ALL_CASES),
