@@ -108,6 +108,9 @@ def test_every_submission_gets_its_own_verdict_in_the_csv(graded):
     assert "computed with torch" in rows["erin"]["summary"]
     assert "incomplete or forged" in rows["ivan"]["summary"] and "incomplete or forged" in rows["judy"]["summary"]
     assert "time limit" in rows["dave"]["summary"] and float(rows["dave"]["seconds"]) < 90
+    # the command it suggests names dave's own file, not the private copy it was graded from
+    assert "FILE=" in rows["dave"]["summary"] and "dave/01.py" in rows["dave"]["summary"]
+    assert "checks-submission-" not in rows["dave"]["summary"]
     assert "SIGSEGV" in rows["frank"]["summary"]
 
 

@@ -94,6 +94,7 @@ def grade(
     workdir: Path | None = None,
     first_failure: bool = False,
     earlier: EarlierSource | None = None,
+    shown_as: str | None = None,
 ) -> V.Verdict:
     """Grade one submission of one puzzle: a notebook's graded cell, a .py file, or the answer key.
 
@@ -102,6 +103,7 @@ def grade(
     `first_failure` stops at the first failing case: for known-wrong kernels, whose first failure is what counts.
     `earlier` is the learner's code of the step this puzzle builds on (a file, or code and its name), where the
     submission uses it; without it, the graded cells of that step's notebook (checks.engine.source.earlier_step).
+    `shown_as` is the file as the commands a verdict suggests should name it, when `file` is a private copy.
     """
     if not puzzle.ready:
         return V.Verdict(
@@ -124,6 +126,7 @@ def grade(
         limit = timeout or puzzle.timeout
         mode = "gpu" if gpu else "interpreter"
         shown_file = str(shown(file)) if file is not None and not solution else ""
+        shown_file = shown_as if shown_as is not None else shown_file
         stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure, shown_file)
         if not gpu:
             return stage.run(limit)

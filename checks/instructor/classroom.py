@@ -56,7 +56,7 @@ from checks.engine.grade import grade, graded_module
 from checks.engine.processes.prestart import PARTS_ENV
 from checks.engine.submission import SubmissionError
 from checks.instructor.class_records import NOT_GRADED, Copy, Notice, Result, Submission
-from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id
+from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id, shown
 
 SUFFIXES = (".py", ".ipynb")
 DEFAULT_OUT = ROOT / "build" / "grades"
@@ -179,16 +179,19 @@ def _graded(submission: Submission, timeout: float | None) -> V.Verdict:
     copy = submission.copy or take_copy(submission)
     if copy.error is not None:
         raise SubmissionError(copy.error)
+    named = str(shown(submission.path))  # suggested commands name the learner's file, not the private copy
     with tempfile.TemporaryDirectory(prefix="checks-submission-") as tmp:
         earlier = None
         if copy.earlier is not None and submission.earlier is not None:  # the earlier step's file, copied too
             (earlier := Path(tmp) / "earlier" / submission.earlier.name).parent.mkdir()
             earlier.write_bytes(copy.earlier)
         if copy.source is not None:
-            return grade(submission.puzzle, source=copy.source, timeout=timeout, progress=None, earlier=earlier)
+            return grade(
+                submission.puzzle, source=copy.source, timeout=timeout, progress=None, earlier=earlier, shown_as=named
+            )
         private = Path(tmp) / submission.path.name  # the same name, so messages name the file as the learner does
         private.write_bytes(copy.data)
-        return grade(submission.puzzle, private, timeout=timeout, progress=None, earlier=earlier)
+        return grade(submission.puzzle, private, timeout=timeout, progress=None, earlier=earlier, shown_as=named)
 
 
 def grade_one(submission: Submission, timeout: float | None) -> Result:
