@@ -1,10 +1,11 @@
 """Registers and spills of 9a's forward kernel at fixed configs, with its time at one large shape (GPU only).
 
-    python3 bench/regs_fwd.py
+    python3 bench/regs_fwd.py [--tma]
 
 Compiles `_attn_fwd` of solutions/09a_flash_attention_v2_fwd_noncausal.py (the autotuner's own function,
 bypassing the autotuner) at each (BLOCK_M, BLOCK_N, num_warps, num_stages) and D, and prints what the
 compiled kernel reports (`n_regs` per thread, `n_spills`) beside its TFLOPS at B=4, H=32, N=16384.
+With --tma, the same for the tensor-descriptor variant (solutions/variants/09_tensor_descriptors.py, non-causal).
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ CONFIGS = [(128, 128, 4, 2), (128, 128, 4, 3), (128, 128, 8, 2), (128, 128, 8, 3
 
 
 def main() -> int:
-    key = load_module(ROOT / "solutions" / "09a_flash_attention_v2_fwd_noncausal.py", "key_9a")
+    tma = "--tma" in sys.argv[1:]
+    if tma:
+        key = load_module(ROOT / "solutions" / "variants" / "09_tensor_descriptors.py", "variant_9_tma")
+        triton.set_allocator(key._scratch)
+    else:
+        key = load_module(ROOT / "solutions" / "09a_flash_attention_v2_fwd_noncausal.py", "key_9a")
     kernel = key._attn_fwd.fn  # the function under @triton.autotune
     B, H, N = 4, 32, 16384
     for d in (64, 128):
@@ -34,8 +40,10 @@ def main() -> int:
         for bm, bn, warps, stages in CONFIGS:
             grid = (triton.cdiv(N, bm), B * H)
 
-            args = (q, k, v, o, lse, d**-0.5, *q.stride(), *k.stride(), *v.stride(), *o.stride(), H)
+            strides = [t.stride()[:3] if tma else t.stride() for t in (q, k, v, o)]
+            args = (q, k, v, o, lse, d**-0.5, *(s for group in strides for s in group), H)
             meta = dict(N_CTX=N, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
+            meta |= {"CAUSAL": False} if tma else {}
 
             def call(grid=grid, args=args, meta=meta):
                 return kernel[grid](*args, **meta)
@@ -48,7 +56,7 @@ def main() -> int:
                       f"n_spills {compiled.n_spills}, {tflops:.0f} TFLOPS", flush=True)  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - a config that does not compile is a line
                 print(f"D={d} {bm},{bn},{warps},{stages}: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    print(f"{'tensor-descriptor variant' if tma else '9a answer key'}: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     return 0
 
 
