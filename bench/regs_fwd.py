@@ -56,7 +56,8 @@ def main() -> int:
                       f"n_spills {compiled.n_spills}, {tflops:.0f} TFLOPS", flush=True)  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - a config that does not compile is a line
                 print(f"D={d} {bm},{bn},{warps},{stages}: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
-    print(f"{'tensor-descriptor variant' if tma else '9a answer key'}: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    which = "tensor-descriptor variant" if tma else "9a answer key"
+    print(f"{which}: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     return 0
 
 
