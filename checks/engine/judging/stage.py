@@ -194,8 +194,9 @@ class Stage:
                 v.map_case = first.index
                 v.details.append(map_advice(self.puzzle.number, first.index, self.file))
             return
-        if self.selection[0] == 0 and self.stream.kernels_off is None:
-            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
+        missing = rulebook.report_problem(self.stream)  # e.g. the kernels-off re-run is missing
+        if missing is not None:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=missing.message)
             return
         if self.off_problem:
             v.summary, v.rule = self.off_problem, rulebook.outcome("kernels_matter")
