@@ -166,6 +166,39 @@ def test_kernels_matter_only_when_the_kernels_off_answer_is_still_right(monkeypa
     assert rulebook.after_all_cases(still_right) is None
 
 
+def passed_stage(tmp_path, selection: list[int]):
+    """A stage of puzzle 1 whose selected cases all passed, and whose report holds no kernels-off re-run."""
+    from checks import verdict as V
+    from checks.engine.judging.stage import Stage
+    from checks.engine.protocol import Job
+
+    stage = Stage(get_puzzle(1), Job(1, "x.py", {}, 1, cases=selection), "interpreter", tmp_path)
+    stage.results = [V.CaseResult(index, "x", passed=True) for index in selection]
+    return stage
+
+
+def test_a_report_without_the_kernels_off_rerun_is_tampered_with(tmp_path, monkeypatch):
+    from checks import verdict as V
+    from checks.engine.judging.wording import TAMPERED_SUMMARY
+
+    verdict = V.Verdict(1, V.FAILED, "")
+    passed_stage(tmp_path, [0, 1]).finished_verdict(verdict)
+    assert verdict.status == V.TAMPERED
+    assert verdict.summary == TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
+    later_cases = V.Verdict(1, V.FAILED, "")
+    passed_stage(tmp_path, [1]).finished_verdict(later_cases)  # case 1 not selected: no re-run to ask for
+    assert later_cases.status == V.PASSED
+    rerun = passed_stage(tmp_path, [0, 1])
+    rerun.stream.kernels_off = CaseObservation(index=0)
+    with_rerun = V.Verdict(1, V.FAILED, "")
+    rerun.finished_verdict(with_rerun)
+    assert with_rerun.status == V.PASSED
+    switch_off(monkeypatch, "kernels_off_reported")  # the mutation check: the missing re-run goes unnoticed
+    switched_off = V.Verdict(1, V.FAILED, "")
+    passed_stage(tmp_path, [0, 1]).finished_verdict(switched_off)
+    assert switched_off.status == V.PASSED
+
+
 def test_every_rule_a_puzzle_names_exists():
     from checks.registry import load_puzzles
 
@@ -336,7 +369,9 @@ def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
     assert {"raised", "stub", "speed_bar", "interpreter_stage"} <= {
         e.name for e in rulebook.RULES.values() if e.applies == rulebook.OUTCOME
     }
-    assert reasons() == set(rulebook.RULES) | set(rulebook.STATUSES)
+    on_the_report = {e.name for e in rulebook.RULES.values() if e.applies == rulebook.ON_THE_REPORT}
+    assert on_the_report == {"kernels_off_reported"}  # a report without it is tampered with: the verdict says so
+    assert reasons() == (set(rulebook.RULES) - on_the_report) | set(rulebook.STATUSES)
     with pytest.raises(KeyError):
         rulebook.outcome("no_such_outcome")
 

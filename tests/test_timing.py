@@ -11,6 +11,7 @@ import torch
 from checks.engine import fair_timing
 from checks.engine.child.measure import cached_peaks, measure, remember_peaks
 from checks.engine.fair_timing import ROUNDS, WARMUP_ROUNDS
+from checks.engine.judging.judge import load_timing_outputs
 from checks.engine.judging.timing import (
     Peaks,
     bar_message,
@@ -162,6 +163,11 @@ def test_output_difference():
     assert "1 of 12" in output_difference(nan, key, 1e-3, 0.0)
     assert output_difference((key, key), (key, off), 1e-3, 0.0).startswith("output 2: 1 of 12")
     assert "returned 1 values" in output_difference((key,), (key, key), 1e-3, 0.0)
+    two = off.clone()
+    two[0, 1] -= 3.0  # compared 5 elements at a time: the count and the largest difference span the chunks
+    assert "2 of 12 elements differ" in output_difference(two, key, 1e-3, 0.0, chunk=5)
+    assert output_difference(two, key, 1e-3, 0.0, chunk=5) == output_difference(two, key, 1e-3, 0.0)
+    assert "largest difference 3)" in output_difference(two.t(), key.t(), 1e-3, 0.0, chunk=5)  # a strided view
 
 
 class FakeClock:
@@ -188,19 +194,20 @@ def small_matmul(tmp_path):
     return puzzle, spec_module(puzzle), str(key)
 
 
-def timed(puzzle, spec, fn, key, **kwargs):
-    """Measure in-process (as the grading process does) and judge (as the grader does)."""
-    return from_measurement(puzzle, measure(puzzle, spec, fn, key, **kwargs))
+def timed(puzzle, spec, fn, key, workdir, **kwargs):
+    """Measure in-process (as the grading process does) and judge (as the grader does, from the sealed outputs)."""
+    raw = measure(puzzle, spec, fn, key, workdir, **kwargs)
+    return from_measurement(puzzle, raw, load_timing_outputs(workdir, raw))
 
 
 def right(a, b):
     return (a.float() @ b.float()).half()
 
 
-def test_timing_passes_a_fast_right_answer(small_matmul):
+def test_timing_passes_a_fast_right_answer(small_matmul, tmp_path):
     puzzle, spec, key = small_matmul
     clock = FakeClock(1.0, 1.1, 0.9)  # yours, the answer key, torch.matmul, in every round
-    result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
+    result = timed(puzzle, spec, right, key, tmp_path, device="cpu", timer=clock)
     assert "bar_failed" not in result and "noisy" not in result and clock.calls == 3 * (ROUNDS + WARMUP_ROUNDS)
     assert result["ms"] == {"yours": 1.0, "answer key": 1.1, "torch.matmul": 0.9}
     assert result["ratio_vs_baseline"] == pytest.approx(0.9) and result["ratio_vs_answer_key"] == pytest.approx(1.1)
@@ -208,28 +215,28 @@ def test_timing_passes_a_fast_right_answer(small_matmul):
     assert result["spread"] == {"answer key": 0.0, "torch.matmul": 0.0}
 
 
-def test_rounds_interleave_yours_the_key_and_the_baseline(small_matmul):
+def test_rounds_interleave_yours_the_key_and_the_baseline(small_matmul, tmp_path):
     puzzle, spec, key = small_matmul
     clock = FakeClock(1.0)
-    raw = measure(puzzle, spec, right, key, device="cpu", timer=clock, rounds_count=3)
+    raw = measure(puzzle, spec, right, key, tmp_path, device="cpu", timer=clock, rounds_count=3)
     order = {id(fn): None for fn in clock.timed}  # the three contenders, in the order first timed
     assert len(order) == 3 and [id(fn) for fn in clock.timed] == list(order) * (3 + WARMUP_ROUNDS)
     assert {name: len(ms) for name, ms in raw["rounds"].items()} == {"yours": 3, "answer key": 3, "torch.matmul": 3}
 
 
-def test_timing_fails_below_the_speed_bar_on_a_steady_gpu(small_matmul):
+def test_timing_fails_below_the_speed_bar_on_a_steady_gpu(small_matmul, tmp_path):
     puzzle, spec, key = small_matmul
     clock = FakeClock(2.0, 1.0, 1.0)  # every round: yours 2.0, key 1.0, baseline 1.0 -> 0.5x < 0.8x
-    result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
+    result = timed(puzzle, spec, right, key, tmp_path, device="cpu", timer=clock)
     assert clock.calls == 3 * (ROUNDS + WARMUP_ROUNDS) and result["ms"]["yours"] == 2.0
     assert "0.50x the speed of torch.matmul" in result["bar_failed"] and "at least 0.8x" in result["bar_failed"]
 
 
-def test_a_busy_gpu_gives_no_speed_verdict_after_a_second_set_of_rounds(small_matmul):
+def test_a_busy_gpu_gives_no_speed_verdict_after_a_second_set_of_rounds(small_matmul, tmp_path):
     puzzle, spec, key = small_matmul
     # another job slows every other round: yours 2.0 then 0.5 against a steady 1.0 -> ratios 0.5, 2.0, ...
     clock = FakeClock(2.0, 1.0, 1.0, 0.5, 1.0, 1.0)
-    result = timed(puzzle, spec, right, key, device="cpu", timer=clock)
+    result = timed(puzzle, spec, right, key, tmp_path, device="cpu", timer=clock)
     assert clock.calls == 3 * (2 * ROUNDS + WARMUP_ROUNDS)  # a second set of rounds before giving up
     assert "bar_failed" not in result
     assert "GPU was busy" in result["noisy"] and "neither passed nor failed" in result["noisy"]
@@ -268,7 +275,7 @@ def test_a_noisy_timing_of_a_barred_puzzle_is_not_a_pass_and_a_steady_one_is():
     assert "noisy" not in result and "0.50x" in result["bar_failed"]
 
 
-def test_timing_fails_an_answer_that_breaks_at_the_timing_size(small_matmul):
+def test_timing_fails_an_answer_that_breaks_at_the_timing_size(small_matmul, tmp_path):
     puzzle, spec, key = small_matmul
 
     def wrong_last_row(a, b):
@@ -276,14 +283,14 @@ def test_timing_fails_an_answer_that_breaks_at_the_timing_size(small_matmul):
         c[-1] = 1000.0
         return c
 
-    result = timed(puzzle, spec, wrong_last_row, key, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
+    result = timed(puzzle, spec, wrong_last_row, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
     assert "wrong at the timing size (M=70, N=50, K=40)" in result["bar_failed"]
     assert "50 of 3500 elements differ" in result["bar_failed"]
 
     def raises(a, b):
         raise RuntimeError("grid too large")
 
-    result = timed(puzzle, spec, raises, key, device="cpu", timer=FakeClock())
+    result = timed(puzzle, spec, raises, key, tmp_path, device="cpu", timer=FakeClock())
     assert "it raised RuntimeError: grid too large" in result["bar_failed"]
 
 
@@ -324,3 +331,76 @@ def test_a_busy_gpu_is_no_verdict_on_a_barred_puzzle_and_a_note_on_another(tmp_p
     verdict = V.Verdict(1, V.PASSED, "all 3 cases match the reference.")
     free.apply_timings(verdict)
     assert verdict.status == V.PASSED and "ratios are uncertain" in verdict.summary
+
+
+def wrong_last_row(a, b):
+    c = right(a, b)
+    c[-1] = 1000.0
+    return c
+
+
+def timing_stage(puzzle, workdir, timings):
+    """A GPU stage whose cases all passed and whose grading process reported `timings`, as the grader sees it."""
+    from checks.engine.judging.stage import Stage
+    from checks.engine.protocol import Job
+
+    stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", workdir, time_it=True)
+    stage.results = [object()] * 3
+    stage.stream.timings = timings
+    return stage
+
+
+def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_saved(small_matmul, tmp_path):
+    from checks import verdict as V
+    from checks.engine.protocol import timing_outputs_path
+    from checks.engine.sealing import file_digest
+
+    puzzle, spec, key = small_matmul
+    raw = measure(puzzle, spec, wrong_last_row, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
+    assert raw["problem"] is None  # the grading process only observes
+    saved = timing_outputs_path(tmp_path)
+    assert raw["outputs_file"] == saved.name and raw["outputs_digest"] == file_digest(saved)
+    yours, theirs = load_timing_outputs(tmp_path, raw)
+    assert yours[0].dtype == theirs[0].dtype == torch.float16 and yours[0].shape == (70, 50)  # its own dtype
+    verdict = V.Verdict(4, V.PASSED, "all 3 cases match the reference.")
+    timing_stage(puzzle, tmp_path, raw).apply_timings(verdict)
+    assert verdict.status == V.FAILED and verdict.rule == "speed_bar"
+    assert verdict.summary.startswith("Right on the graded cases, but wrong at the timing size (M=70, N=50, K=40)")
+    assert "the result: 50 of 3500 elements differ from the answer key's (largest difference" in verdict.summary
+
+
+def test_outputs_rewritten_after_the_timings_event_are_tampering(small_matmul, tmp_path):
+    from checks import verdict as V
+    from checks.engine.protocol import timing_outputs_path
+
+    puzzle, spec, key = small_matmul
+    raw = measure(puzzle, spec, wrong_last_row, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
+    torch.save({"yours": [None], "answer key": [None]}, timing_outputs_path(tmp_path))  # nothing left to compare
+    verdict = V.Verdict(4, V.PASSED, "all 3 cases match the reference.")
+    timing_stage(puzzle, tmp_path, raw).apply_timings(verdict)
+    assert verdict.status == V.TAMPERED and "timing_outputs.pt changed after the grading process reported it" in (
+        verdict.summary
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"outputs_digest": "0" * 63}, "name their outputs at the timing size wrongly"),
+        ({"outputs_file": "../case_0.pt"}, "name their outputs at the timing size wrongly"),
+        ({"outputs_file": None, "outputs_digest": None}, "without the outputs at the timing size"),
+    ],
+)
+def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_path, change, why):
+    import json
+
+    from checks.engine.protocol import Stream
+
+    puzzle, spec, key = small_matmul
+    raw = measure(puzzle, spec, right, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
+    good = Stream([0], machine={"mode": "gpu"}, observed=True, asked_time=True, token="t")
+    assert good.feed_line(json.dumps({"event": "timings", **raw, "token": "t"})) is not None and not good.tampered
+    forged = {k: v for k, v in {**raw, **change}.items() if v is not None}
+    stream = Stream([0], machine={"mode": "gpu"}, observed=True, asked_time=True, token="t")
+    assert stream.feed_line(json.dumps({"event": "timings", **forged, "token": "t"})) is None
+    assert why in stream.tampered and stream.timings is None

@@ -5,7 +5,8 @@ report observations, in one fixed order:
 
     machine, then either environment | load_error | missing,
     or for each selected case: case_start, case (an observation), then kernels_off, then observed,
-    and, only when the grader asks for it on the process's standard input, timings.
+    and, only when the grader asks for it on the process's standard input, timings (with the name and digest of
+    the file of both outputs at the timing size, which the grader compares itself).
     At any point after machine: refused (the audit hook of `checks.engine.child.hardening` refused a request of
     the learner's code), which ends the report as tampered with; grader_error (the grading process's own code
     raised: a traceback), which ends it as the grader's internal error.
@@ -19,6 +20,7 @@ JSON, or a field of the wrong type marks the stream as tampered with: the verdic
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ EVENTS = (
     "machine", "environment", "load_error", "missing", "case_start", "case", "kernels_off", "observed", "timings",
     "refused", "grader_error",
 )  # fmt: skip
+SHA256 = re.compile(r"[0-9a-f]{64}")  # a file digest as `checks.engine.sealing.file_digest` writes it
 TIME_COMMAND = "time"
 EXIT_COMMAND = "exit"
 PRELOAD_FLAG = "--preload"  # on the command line of a process started ahead of its check
@@ -58,6 +61,11 @@ class Job:
 def outputs_path(workdir: Path, index: int, kernels_off: bool = False) -> Path:
     """Where the grading process saves the tensors one call returned; the grader decides, not the child."""
     return workdir / (f"kernels_off_{index}.pt" if kernels_off else f"case_{index}.pt")
+
+
+def timing_outputs_path(workdir: Path) -> Path:
+    """Where the grading process saves the submission's and the answer key's outputs at the timing size."""
+    return workdir / "timing_outputs.pt"
 
 
 def access_path(workdir: Path, index: int) -> Path:
@@ -167,7 +175,17 @@ class Stream:
     def _on_timings(self, event: dict[str, Any]) -> None:
         if not self.asked_time or self.timings is not None:
             raise Tampered("timings the grader did not ask for")
-        self.timings = {k: v for k, v in event.items() if k != "event"}
+        timings = {k: v for k, v in event.items() if k != "event"}
+        sealed = "outputs_file" in timings or "outputs_digest" in timings
+        if sealed and (
+            timings.get("outputs_file") != timing_outputs_path(Path()).name
+            or not isinstance(timings.get("outputs_digest"), str)
+            or not SHA256.fullmatch(timings["outputs_digest"])
+        ):
+            raise Tampered("timings that name their outputs at the timing size wrongly")
+        if "answer key" in (timings.get("times") or {}) and not sealed:  # the key ran: its outputs were saved
+            raise Tampered("timings without the outputs at the timing size")
+        self.timings = timings
 
     @property
     def complete(self) -> bool:

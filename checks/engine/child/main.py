@@ -4,7 +4,8 @@ Started by `checks.engine.processes.spawn` as
 `python -m checks.engine.child.main JOB.json EVENTS.jsonl [--preload MODE]` (with --preload, it imports torch
 and Triton for MODE before it waits for its token and job). It writes one JSON event per line to EVENTS in the
 order `checks.engine.protocol` accepts, saves what each call returned to the files the protocol names, and,
-when the grader asks on standard input, times the submission on a GPU. The grader, in a process that never ran
+when the grader asks on standard input, times the submission on a GPU (saving its outputs and the answer key's
+at the timing size, which the grader compares). The grader, in a process that never ran
 the learner's code, decides.
 """
 
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             from checks.registry import get_puzzle
 
             puzzle = get_puzzle(job.puzzle)
-            events.emit("timings", **measure(puzzle, spec_module(puzzle), fn, job.solution_file))
+            raw = measure(puzzle, spec_module(puzzle), fn, job.solution_file, Path(args[0]).parent)
+            events.emit("timings", **raw)
     except Exception:  # noqa: BLE001 - the grader's own code raised (the learner's calls are caught where made)
         events.emit("grader_error", text=traceback.format_exc())
         return 1

@@ -21,14 +21,9 @@ from checks.engine.fair_timing import (
     steadier,
     summarize,
 )
-from checks.engine.judging.timing import (
-    MATMUL_SIDE,
-    Peaks,
-    gbps,
-    loosest_tolerance,
-    output_difference,
-    tflops,
-)
+from checks.engine.judging.timing import MATMUL_SIDE, Peaks, gbps, tflops
+from checks.engine.protocol import timing_outputs_path
+from checks.engine.sealing import file_digest
 from checks.registry import Puzzle
 
 WARMUP_MS, REP_MS = 25, 100
@@ -122,11 +117,20 @@ def device_peaks() -> Peaks | None:
     return _peaks[0]
 
 
+def on_cpu(returned: Any) -> list[Any]:
+    """What a function returned, as a list of its tensors moved to the CPU in their own dtype (None for the rest)."""
+    import torch
+
+    outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+    return [t.detach().to("cpu") if isinstance(t, torch.Tensor) else None for t in outputs]
+
+
 def measure(
     puzzle: Puzzle,
     spec,
     fn,
     solution_file: str | None,
+    workdir: Path,
     device: str = "cuda",
     timer: Callable[[Callable[[], Any]], float] | None = None,
     rounds_count: int = ROUNDS,
@@ -134,8 +138,10 @@ def measure(
     """Time the submission, the answer key and the baseline on the bench case (in the grading process),
     in interleaved rounds (checks.engine.fair_timing).
 
-    Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict.
-    `device` and `timer` exist for the tests, which run this on a CPU with a made-up clock.
+    Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict. Both
+    outputs at the timing size go, on the CPU, to the file `timing_outputs_path(workdir)` names, sealed with
+    its digest (checks.engine.sealing): the grader compares them. `device` and `timer` exist for the tests,
+    which run this on a CPU with a made-up clock.
     """
     import torch
 
@@ -160,15 +166,21 @@ def measure(
         if isinstance(exc, torch.cuda.OutOfMemoryError):
             return dict(raw, problem="it ran out of GPU memory")
         return dict(raw, problem=f"it raised {type(exc).__name__}: {exc}")
+    yours = on_cpu(mine)
+    del mine  # one copy of each output at a time, on the CPU
     key = None
     if solution_file and Path(solution_file).exists():
-        atol, rtol = loosest_tolerance(puzzle.tolerance)
         try:
             key = getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
-            raw["problem"] = output_difference(mine, key(*args), atol, rtol)
+            theirs = on_cpu(key(*args))
         except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
-            key, raw["problem"] = None, None
-    del mine
+            key = None
+        if key is not None:
+            path = timing_outputs_path(workdir)
+            torch.save({"yours": yours, "answer key": theirs}, path)
+            del theirs
+            raw.update(outputs_file=path.name, outputs_digest=file_digest(path))  # sealing: the grader checks it
+    del yours
     sync()
 
     # fair timing (checks.engine.fair_timing): yours, the answer key and the baseline in interleaved rounds

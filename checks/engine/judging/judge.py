@@ -18,7 +18,7 @@ from checks.engine.access.log import AccessLog
 from checks.engine.inputs import draw
 from checks.engine.memory import describe_tensor
 from checks.engine.observations import CaseObservation
-from checks.engine.protocol import Tampered, access_path, outputs_path
+from checks.engine.protocol import Tampered, access_path, outputs_path, timing_outputs_path
 from checks.engine.rules.pictures import drawable
 from checks.engine.rules.problem import CaseContext, Problem
 from checks.engine.rules.rulebook import after_all_cases, first_problem
@@ -53,20 +53,43 @@ def describe_case(case: dict[str, Any], inputs: dict[str, Any]) -> str:
     return text
 
 
-def load_outputs(path: Path, digest: str | None = None) -> list[Any]:
-    """The tensors a call returned, as the grading process saved them and sealed them with `digest`; anything
-    else is tampering."""
+def _load_sealed(path: Path, digest: str | None) -> Any:
+    """What the grading process saved to `path` with torch.save and sealed with `digest` (sealing); the bytes
+    are read once and dropped once loaded. Tampered when they cannot be read or are not the reported ones."""
     try:
         data = read_sealed(path, digest) if digest is not None else path.read_bytes()  # sealing
     except (OSError, ValueError) as exc:
         raise Tampered(f"the returned tensors could not be read ({exc})") from exc
     try:
-        outputs = torch.load(io.BytesIO(data), weights_only=True)
+        return torch.load(io.BytesIO(data), weights_only=True)
     except Exception as exc:  # an unreadable file is a broken report, whatever the reason
         raise Tampered(f"the returned tensors could not be read ({type(exc).__name__})") from exc
-    if not isinstance(outputs, list) or not all(o is None or isinstance(o, torch.Tensor) for o in outputs):
+
+
+def _tensors_or_none(outputs: Any) -> bool:
+    return isinstance(outputs, list) and all(o is None or isinstance(o, torch.Tensor) for o in outputs)
+
+
+def load_outputs(path: Path, digest: str | None = None) -> list[Any]:
+    """The tensors a call returned, as the grading process saved them and sealed them with `digest`; anything
+    else is tampering."""
+    outputs = _load_sealed(path, digest)
+    if not _tensors_or_none(outputs):
         raise Tampered("the returned values were not saved as tensors")
     return outputs
+
+
+def load_timing_outputs(workdir: Path, timings: dict[str, Any]) -> tuple[list[Any], list[Any]] | None:
+    """The submission's and the answer key's outputs at the timing size, from the file the grader names and
+    with the digest the timings event carried; None when the grading process saved none (the key did not run)."""
+    if "outputs_digest" not in timings:
+        return None
+    saved = _load_sealed(timing_outputs_path(workdir), str(timings["outputs_digest"]))
+    if not (
+        isinstance(saved, dict) and set(saved) == {"yours", "answer key"} and all(map(_tensors_or_none, saved.values()))
+    ):
+        raise Tampered("the outputs at the timing size were not saved as tensors")
+    return saved["yours"], saved["answer key"]
 
 
 def load_access(path: Path, output_names: list[str], digest: str | None = None) -> dict[str, Any]:

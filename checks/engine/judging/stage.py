@@ -15,7 +15,7 @@ from typing import Any
 
 from checks import verdict as V
 from checks.engine.access.traffic import answer_key_log, traffic_lines
-from checks.engine.judging.judge import Judge
+from checks.engine.judging.judge import Judge, load_timing_outputs
 from checks.engine.judging.timing import from_measurement
 from checks.engine.judging.wording import (
     RULE_FAILED_SUMMARY,
@@ -194,8 +194,9 @@ class Stage:
                 v.map_case = first.index
                 v.details.append(map_advice(self.puzzle.number, first.index, self.file))
             return
-        if self.selection[0] == 0 and self.stream.kernels_off is None:
-            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why="the kernels-off re-run is missing")
+        missing = rulebook.report_problem(self.stream)  # e.g. the kernels-off re-run is missing
+        if missing is not None:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=missing.message)
             return
         if self.off_problem:
             v.summary, v.rule = self.off_problem, rulebook.outcome("kernels_matter")
@@ -210,8 +211,12 @@ class Stage:
             self.apply_timings(v)
 
     def apply_timings(self, v: V.Verdict) -> None:
-        try:
-            v.timings = from_measurement(self.puzzle, self.stream.timings or {})
+        timings = self.stream.timings or {}
+        try:  # both outputs at the timing size, read once from the sealed file, compared here and then dropped
+            v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
+        except Tampered as exc:
+            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=str(exc))
+            return
         except (ValueError, TypeError, KeyError) as exc:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=f"unreadable timings: {exc}")
             return

@@ -24,6 +24,7 @@ from checks.registry import Puzzle
 
 MATMUL_SIDE = 8192  # the float16 torch.matmul that stands for the peak arithmetic rate
 OUTPUT_SLACK = 10.0  # the timing-size answer may differ from the answer key's by 10x the tolerance
+COMPARE_CHUNK = 1 << 24  # elements compared at a time: 128 MiB per float64 copy
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,13 @@ def loosest_tolerance(tolerance: dict[str, Any]) -> tuple[float, float]:
     return max(float(t["atol"]) for t in entries), max(float(t.get("rtol", 0.0)) for t in entries)
 
 
-def output_difference(yours: Any, key: Any, atol: float, rtol: float, slack: float = OUTPUT_SLACK) -> str | None:
-    """None when each returned tensor is within slack x tolerance of the answer key's; else what differs."""
+def output_difference(
+    yours: Any, key: Any, atol: float, rtol: float, slack: float = OUTPUT_SLACK, chunk: int = COMPARE_CHUNK
+) -> str | None:
+    """None when each returned tensor is within slack x tolerance of the answer key's; else what differs.
+
+    The tensors are compared `chunk` elements at a time, in float64, so that outputs of hundreds of MB
+    need only a few float64 chunks beside them."""
     import torch
 
     mine = list(yours) if isinstance(yours, (tuple, list)) else [yours]
@@ -105,15 +111,21 @@ def output_difference(yours: Any, key: Any, atol: float, rtol: float, slack: flo
         what = "the result" if len(mine) == 1 else f"output {index + 1}"
         if a.shape != b.shape:
             return f"{what} has shape {tuple(a.shape)}, the answer key's {tuple(b.shape)}"
-        a64, b64 = a.detach().double(), b.detach().double()
-        close = torch.isclose(a64, b64, rtol=slack * rtol, atol=slack * atol, equal_nan=True)
-        bad = int((~close).sum())
-        if bad:
+        flat_a, flat_b = a.detach().reshape(-1), b.detach().reshape(-1)
+        bad, largest = 0, None
+        for start in range(0, flat_a.numel(), chunk):
+            a64, b64 = flat_a[start : start + chunk].double(), flat_b[start : start + chunk].double()
+            close = torch.isclose(a64, b64, rtol=slack * rtol, atol=slack * atol, equal_nan=True)
+            bad += int((~close).sum())
             diff = (a64 - b64).abs()
             finite = diff[torch.isfinite(diff)]
-            largest = f"{float(finite.max()):.4g}" if finite.numel() else "nan"
+            if finite.numel():
+                most = float(finite.max())
+                largest = most if largest is None else max(largest, most)
+        if bad:
+            shown = f"{largest:.4g}" if largest is not None else "nan"
             return (
-                f"{what}: {bad} of {close.numel()} elements differ from the answer key's (largest difference {largest})"
+                f"{what}: {bad} of {flat_a.numel()} elements differ from the answer key's (largest difference {shown})"
             )
     return None
 
@@ -161,10 +173,19 @@ def summary_text(ratio_baseline: float, baseline: str, ratio_key: float | None, 
     return text + "."
 
 
-def from_measurement(puzzle: Puzzle, raw: dict[str, Any]) -> dict[str, Any]:
-    """The timing verdict, in the grader, from the grading process's raw measurements and the registry's bar."""
+def from_measurement(
+    puzzle: Puzzle, raw: dict[str, Any], outputs: tuple[list[Any], list[Any]] | None = None
+) -> dict[str, Any]:
+    """The timing verdict, in the grader, from the grading process's raw measurements and the registry's bar.
+
+    `outputs`: the submission's and the answer key's outputs at the timing size, as the grading process saved
+    them (`checks.engine.judging.judge.load_timing_outputs`); they are compared here, with the puzzle's tolerance.
+    """
     if not raw:
         return {}
+    problem = raw.get("problem")  # the submission could not run at the timing size: what the process saw
+    if outputs is not None and not problem:
+        problem = output_difference(*outputs, *loosest_tolerance(puzzle.tolerance))
     times = {str(k): float(v) for k, v in raw.get("times", {}).items()}
     baseline = str(raw.get("baseline", "torch"))
     if times and not ({"yours", baseline} <= set(times) and all(t > 0 for t in times.values())):
@@ -188,7 +209,7 @@ def from_measurement(puzzle: Puzzle, raw: dict[str, Any]) -> dict[str, Any]:
         float(raw.get("nbytes", 0.0)),
         float(raw.get("flops", 0.0)),
         peaks,
-        raw.get("problem"),
+        problem,
         rounds,
     )
 

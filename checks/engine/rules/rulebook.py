@@ -4,9 +4,11 @@ Every rule is one `Entry`: its name (what verdicts, `expect:` lines and puzzles.
 function, when it applies, and what the grader does around it. Every puzzle applies the rules that apply
 to `EVERY_CALL`; a puzzle applies an `ON_REQUEST` rule when its `rules:` entry in puzzles.yaml names it,
 with the entry's parameters (checked against the function's signature when this module loads);
-`AFTER_ALL_CASES` runs once, on the kernels-switched-off re-run of the first case. An `OUTCOME` has no
-check function here: the grader reaches it itself (the call raised, the stub, the speed bar, the
-interpreter stage), and it is listed so that every reason a verdict can give is a name in this book.
+`AFTER_ALL_CASES` runs once, on the kernels-switched-off re-run of the first case; `ON_THE_REPORT` once,
+on the grading process's whole report when every case passed (a report that breaks it was tampered with:
+the verdict names the tampered status, not the rule). An `OUTCOME` has no check function here: the grader
+reaches it itself (the call raised, the stub, the speed bar, the interpreter stage), and it is listed so
+that every reason a verdict can give is a name in this book.
 
 Adding a rule is one function (in a module of this package) and one `Entry` here.
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.rules import core, decoding, launch_order, method, provenance
+from checks.engine.rules import core, decoding, launch_order, method, provenance, report
 from checks.engine.rules.problem import CaseContext, Problem, Rule
 from checks.engine.rules.torch_free import torch_free
 from checks.registry import Puzzle, load_puzzles
@@ -26,14 +28,16 @@ from checks.registry import Puzzle, load_puzzles
 EVERY_CALL = "every call"
 ON_REQUEST = "on request"  # when the puzzle's `rules:` entry names it
 AFTER_ALL_CASES = "after all cases"  # on the kernels-off re-run of the first case
+ON_THE_REPORT = "on the report"  # on the whole report (a checked `Stream`): what it must hold, else tampering
 OUTCOME = "outcome"  # reached by the grader itself, not by a check function
 
 
 @dataclass(frozen=True)
 class Entry:
     name: str
-    check: Rule | None  # CaseContext (and the puzzle's parameters) -> Problem | None; None for an outcome
-    applies: str  # EVERY_CALL, ON_REQUEST, AFTER_ALL_CASES or OUTCOME
+    check: Rule | None  # CaseContext (and the puzzle's parameters) -> Problem | None (Stream -> ... on the
+    # report); None for an outcome
+    applies: str  # EVERY_CALL, ON_REQUEST, AFTER_ALL_CASES, ON_THE_REPORT or OUTCOME
     needs_access_log: bool = False  # reads the interpreter's access log: silent on a GPU, where there is none
     draws_map: bool = False  # its failure is shown best by the access map of the failing case (in the interpreter)
     explains_gpu_values: bool = False  # found in the interpreter, it says why a GPU case gave wrong values
@@ -66,6 +70,7 @@ BOOK: tuple[Entry, ...] = (
     Entry("kv_once_per_group", decoding.kv_once_per_group, ON_REQUEST, needs_access_log=True, draws_map=True),
     Entry("split_kv", decoding.split_kv, ON_REQUEST, needs_access_log=True, draws_map=True),
     Entry("kernels_matter", core.kernels_matter, AFTER_ALL_CASES),
+    Entry("kernels_off_reported", report.kernels_off_reported, ON_THE_REPORT),  # no re-run to judge: tampering
     Entry("raised", None, OUTCOME),  # the call raised an exception (an error verdict)
     Entry("stub", None, OUTCOME),  # the code is still the stub: nothing was graded
     Entry("speed_bar", None, OUTCOME),  # on a GPU, slower than the puzzle's bar (checks.engine.judging.timing)
@@ -94,13 +99,13 @@ def checked(applies: str) -> list[Entry]:
 
 
 def all_rules() -> dict[str, Rule]:
-    """Every rule with a check function, by name."""
-    return {entry.name: entry.check for entry in RULES.values() if entry.check is not None}
+    """Every rule on the learner's calls (a known-wrong kernel can break it), by name: not those on the report."""
+    return {e.name: e.check for e in RULES.values() if e.check is not None and e.applies != ON_THE_REPORT}
 
 
 def reasons() -> set[str]:
-    """Every name a rejection can give: the rules, the outcomes, the statuses."""
-    return set(RULES) | set(STATUSES)
+    """Every name a rejection can give: the rules, the outcomes, the statuses (a rule on the report gives one)."""
+    return {e.name for e in RULES.values() if e.applies != ON_THE_REPORT} | set(STATUSES)
 
 
 def outcome(name: str) -> str:
@@ -145,6 +150,15 @@ def first_problem(ctx: CaseContext) -> Problem | None:
 def after_all_cases(ctx: CaseContext) -> Problem | None:
     for entry in checked(AFTER_ALL_CASES):
         problem = apply(entry, ctx, {})
+        if problem is not None:
+            return problem
+    return None
+
+
+def report_problem(stream: Any) -> Problem | None:
+    """The first rule on the report (a checked `checks.engine.protocol.Stream`) it breaks, or None."""
+    for entry in checked(ON_THE_REPORT):
+        problem = apply(entry, stream, {})
         if problem is not None:
             return problem
     return None
