@@ -404,3 +404,25 @@ def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_p
     stream = Stream([0], machine={"mode": "gpu"}, observed=True, asked_time=True, token="t")
     assert stream.feed_line(json.dumps({"event": "timings", **forged, "token": "t"})) is None
     assert why in stream.tampered and stream.timings is None
+
+
+def test_a_large_output_at_the_timing_size_is_compared_on_every_kth_element_and_its_tail(monkeypatch):
+    from checks.engine.child import measure as measuring
+
+    monkeypatch.setattr(measuring, "COMPARED", 1000)
+    monkeypatch.setattr(measuring, "TAIL", 50)
+    key = torch.arange(10_000, dtype=torch.float32).reshape(100, 100)
+    wrong = key.clone()
+    wrong[40, 10:20] = -1.0  # a run of 10 wrong elements: every 10th element is compared
+    wrong[99, 99] = -1.0  # the last element: in the tail
+    mine, theirs, compared = measuring.comparable(wrong, key)
+    assert compared == "every 10th element and the last 50" and mine[0].numel() == theirs[0].numel() == 1050
+    assert int((mine[0] != theirs[0]).sum()) == 2  # one element of the run (4010), and the last (in the tail)
+    problem = output_difference(mine, theirs, 1e-3, 1e-3)
+    assert problem is not None and "elements differ" in problem
+    small_mine, small_key, none = measuring.comparable(key[:10], key[:10])
+    assert none == "" and torch.equal(small_mine[0], key[:10])  # a small output goes whole
+    shapes = measuring.comparable(key, key[:50])
+    assert shapes[0][0].device.type == "meta" and "shape (100, 100)" in output_difference(*shapes[:2], 1e-3, 1e-3)
+    counted = measuring.comparable((key, key), key)
+    assert counted[:2] == ([None, None], [None]) and "2 values" in output_difference(*counted[:2], 1e-3, 1e-3)
