@@ -24,13 +24,13 @@ How a submission is graded (one stage; on a GPU a second, in the interpreter, ru
                 engine.child.provenance   fingerprints of memory around every launch: what the host computed
               -> observations (engine.observations) and the access log (engine.access.log), never a verdict
             engine.child.measure   GPU times, when the grader asks for them, in the interleaved rounds of
-                                   engine.fair_timing
+                                   engine.fair_timing, and both answers at the timing size, saved for the grader
           engine.protocol        what the grading process may say, in which order
           engine.judging.judge   (in the grader) re-derive inputs (engine.inputs) and reference, load returned tensors
             engine.rules.rulebook  the one list of rules and outcomes: engine.rules.core, torch_free, provenance,
                                    method and decoding (from the access log, read with engine.access.queries),
-                                   launch_order
-          engine.judging.timing  the timing verdict on the GPU times
+                                   launch_order, and report (what a complete report holds)
+          engine.judging.timing  the timing verdict on the GPU times, and the answer at the timing size
           engine.judging.wording the verdict when the grading process could not grade, or did not finish
       checks.verdict           the verdict as data and as text
 
