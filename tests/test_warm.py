@@ -3,6 +3,7 @@ check alive once its terminal is gone, and gives way to a grader started for oth
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -86,6 +87,15 @@ def _children(base: Path) -> set[int]:
     return {pid for pid, args in _processes() if "checks.engine.child.main" in args and str(base) in args}
 
 
+def _started_a_case(base: Path) -> bool:
+    """Whether a grading process under `base` has reported the start of a case."""
+    for events in base.rglob("events.jsonl"):
+        with contextlib.suppress(OSError):  # a finished check's folder may go away while it is read
+            if '"case_start"' in events.read_text(errors="replace"):
+                return True
+    return False
+
+
 def _served(folder: Path) -> list[str]:
     return [line for log in folder.glob("*.log") for line in log.read_text().splitlines() if "served" in line]
 
@@ -130,7 +140,11 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
     slow.write_text("import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n")
     assert _check(env, "1", "--solution").returncode == 0  # the warm grader is up
     client = subprocess.Popen([sys.executable, "-m", "checks", "1", "--file", str(slow)], cwd=ROOT, env=env)
-    time.sleep(4.0)  # its grading process is in the learner's time.sleep by now
+    for _ in range(600):  # until its grading process has started case 1: it is in the learner's time.sleep
+        if _started_a_case(folder.parent):
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
     busy = _children(folder.parent)
     assert busy and client.poll() is None
     client.send_signal(signal.SIGINT)  # Ctrl-C at the terminal
