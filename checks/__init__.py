@@ -21,7 +21,7 @@ How a submission is graded (one stage; on a GPU a second, in the interpreter, ru
                 engine.access.patches  every load and store (in the interpreter), for the access log:
                                        engine.access.recorder tallies them by engine.access.regions
                 engine.child.torch_watch  torch arithmetic done by the learner's own lines
-                engine.child.provenance   fingerprints of memory around every launch: what the host computed
+                engine.child.fingerprints fingerprints of memory around every launch: what the host computed
               -> observations (engine.observations) and the access log (engine.access.log), never a verdict
             engine.child.measure   GPU times, when the grader asks for them, in the interleaved rounds of
                                    engine.fair_timing, and both answers at the timing size, saved for the grader

@@ -14,7 +14,17 @@ import threading
 import numpy as np
 import torch
 
-from checks.engine.child.provenance import COPY, FILL, HOST, INPUT, KERNEL, KERNEL_COPY, UNSEEN, Provenance, fingerprint
+from checks.engine.child.fingerprints import (
+    COPY,
+    FILL,
+    HOST,
+    INPUT,
+    KERNEL,
+    KERNEL_COPY,
+    UNSEEN,
+    Provenance,
+    fingerprint,
+)
 
 
 def inputs() -> dict[str, torch.Tensor]:
@@ -157,7 +167,7 @@ def test_a_dtype_copy_of_a_kernels_accumulator_may_be_returned_but_not_a_copy_of
 
 def test_a_copy_into_a_padded_buffer_counts_as_a_copy_and_one_with_other_values_does_not():
     """Zeros padded to a tile, then copy_ into a slice: a layout copy of the input, not host arithmetic."""
-    from checks.engine.child.provenance import padded_copy
+    from checks.engine.child.fingerprints import padded_copy
 
     a = torch.randn(5, 7)
     padded = torch.zeros(5, 8)

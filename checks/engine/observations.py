@@ -64,7 +64,7 @@ class CaseObservation:
     torch_ops: list[TorchOp] = field(default_factory=list)
     access: dict[str, Any] | None = None  # the interpreter's access log (engine.access.log), or None on a GPU
     printed: str = ""  # what the learner's code printed during this call
-    # provenance (checks.engine.child.provenance): kernel arguments computed outside a kernel; each output's origin
+    # provenance (checks.engine.child.fingerprints): kernel arguments computed outside a kernel; each output's origin
     host_reads: list[str] = field(default_factory=list)
     output_origins: list[str] = field(default_factory=list)
 

@@ -20,9 +20,9 @@ import torch
 
 from checks.engine.access.patches import record_access
 from checks.engine.access.recorder import AccessRecorder
+from checks.engine.child.fingerprints import Provenance, watch_provenance
 from checks.engine.child.launches import Tracker, guard_allocations, watch_launches
 from checks.engine.child.machine import NUMPY_PITFALL_TEXT, Machine
-from checks.engine.child.provenance import Provenance, watch_provenance
 from checks.engine.child.torch_watch import watch_torch
 from checks.engine.inputs import draw
 from checks.engine.memory import Arena

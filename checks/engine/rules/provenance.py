@@ -1,7 +1,7 @@
 """The provenance rules: what the kernels read, and what the function returns, came from the learner's kernels.
 
 Pure functions of the observation (`host_reads`, `output_origins`, gathered in the grading process by
-`checks.engine.child.provenance` from fingerprints of memory, so that arithmetic no torch watcher sees, in
+`checks.engine.child.fingerprints` from fingerprints of memory, so that arithmetic no torch watcher sees, in
 numpy, in Python lists, in another thread or with torch's dispatch switched off, is found all the same).
 """
 
