@@ -445,3 +445,20 @@ def test_a_tutorial_file_adds_its_forward_and_backward_as_baselines(tmp_path):
     with pytest.raises(ValueError, match="is it tutorial 06"):
         tutorial.load(other)
     assert bench.main(["--tutorial", str(tmp_path / "missing.py"), "--smoke", "--only", "9"]) == 2
+
+
+def test_a_baseline_that_runs_out_of_memory_leaves_the_row_and_the_other_baselines(monkeypatch):
+    import torch
+
+    puzzle = get_puzzle("1")
+    spec = bench.spec_module(puzzle)
+
+    def too_big() -> None:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB")
+
+    monkeypatch.setattr(spec, "baselines", lambda inputs: {"too big": too_big, "fits": lambda: None}, raising=False)
+    point = {"variant": "", "series": "fp32", "size": "n=3000", "x": 3000.0, "case": {"n": 3000}}
+    key = getattr(bench.load_module(puzzle.solution, "oom_test_key"), puzzle.name)
+    row = bench.measure(point, puzzle, {"": key}, "cpu")
+    assert row.status == "ok" and row.key_ms and row.ratio  # the answer key and the grader's baseline: measured
+    assert set(row.others) == {"fits"} and row.check == "ok (too big: out of memory)"

@@ -108,8 +108,16 @@ def measure(
         (atol, rtol), eps = loosest_tolerance(puzzle.tolerance), torch.finfo(mine[0].dtype).eps
         row.check = output_difference(mine[: len(theirs)], theirs, atol, max(rtol, 4 * eps)) or "ok"  # fp16 rows too
         row.key_ms = timer(lambda: key(*args))
-        row.others = {name: timer(fn) for name, fn in calls.items()}
-        row.baseline_ms, peaks = row.others.pop(row.baseline), device_peaks() if device == "cuda" else None
+        row.others, short = {}, []
+        for name, fn in calls.items():
+            try:
+                row.others[name] = timer(fn)
+            except torch.cuda.OutOfMemoryError:  # one baseline too big for the GPU: the row keeps the others
+                short.append(name)
+                torch.cuda.empty_cache()
+        if short:
+            row.check += f" ({', '.join(short)}: out of memory)"
+        row.baseline_ms, peaks = row.others.pop(row.baseline, None), device_peaks() if device == "cuda" else None
         row.roofline = roofline_share(work.bytes, work.flops, row.key_ms, peaks) if peaks else None
     except torch.cuda.OutOfMemoryError:
         row.status = "failed: out of memory"
