@@ -19,7 +19,9 @@ MIN_BLOCKS = 4  # key blocks per split, at least
 
 def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int]:
     """(BLOCK_N, keys per split): enough splits to give every SM about two programs, but at least
-    MIN_BLOCKS key blocks per split, so that a split's work outweighs storing its partial result."""
+    MIN_BLOCKS key blocks per split, so that a split's work outweighs storing its partial result.
+    (Puzzle 11 gives each SM four: here a program already loads each tile for a whole group, and four
+    per SM measured within 1% of two on an H100; bench/tuning.md, "The decoding keys".)"""
     if device.type == "cuda":
         block_n, sms = 64, torch.cuda.get_device_properties(device).multi_processor_count
     else:  # Triton's interpreter: smaller blocks, split as for an H100's 132 SMs
