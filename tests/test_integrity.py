@@ -149,3 +149,26 @@ def test_tampering_submissions_never_pass(name, number, status):
     if status == V.TAMPERED:
         assert "incomplete or forged" in report and "this submission was not graded" in report
     assert REASONS.get(name, "") in report
+
+
+def test_the_grading_process_reports_its_own_exception_as_a_grader_error(tmp_path, monkeypatch):
+    import io
+
+    from checks.engine.child import main as child
+    from checks.engine.protocol import Job
+
+    job = tmp_path / "job.json"
+    job.write_text(Job("1", str(tmp_path / "p1.py"), {}, seed=1).to_json(), encoding="utf-8")
+    events = tmp_path / "events.jsonl"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("Expected a 'cpu' device type for generator but found 'cuda'")
+
+    monkeypatch.setattr(child, "observe_job", broken)
+    monkeypatch.setattr("sys.stdin", io.StringIO(TOKEN + "\n"))
+    assert child.main([str(job), str(events)]) == 1
+    stream = Stream([0], token=TOKEN)
+    for text in events.read_text(encoding="utf-8").splitlines():
+        stream.feed_line(text)
+    assert not stream.tampered and "RuntimeError: Expected a 'cpu' device type" in stream.grader_error
+    assert "in broken" in stream.grader_error  # the traceback, to show the instructor

@@ -8,8 +8,8 @@ report observations, in one fixed order:
     and, only when the grader asks for it on the process's standard input, timings (with the name and digest of
     the file of both outputs at the timing size, which the grader compares itself).
     At any point after machine: refused (the audit hook of `checks.engine.child.hardening` refused a request of
-    the learner's code), which ends the report as tampered with; grader_error (the grading process's own code
-    raised: a traceback), which ends it as the grader's internal error.
+    the learner's code), which ends the report as tampered with. At any point: grader_error (the grading
+    process's own code raised: a traceback), which ends it as the grader's internal error.
 
 Every event carries a token the grader sends on the process's standard input before the learner's
 code is loaded, so a line appended to the events file by other means is refused. `Stream` enforces
@@ -130,13 +130,13 @@ class Stream:
             return
         if kind == "refused":  # hardening (checks.engine.child.hardening): the learner's code asked for what is refused
             raise Tampered(f"your code tried {str(event.get('reason', ''))[:200]}, which the grading process refuses")
-        if self.machine is None:
-            raise Tampered(f"{kind} before the machine event")
-        if kind == "grader_error":
+        if kind == "grader_error":  # at any point: the grading process's own code raised
             if self.grader_error:
                 raise Tampered("a second grader_error event")
             self.grader_error = str(event.get("text", ""))[-4000:] or "no traceback"
             return
+        if self.machine is None:
+            raise Tampered(f"{kind} before the machine event")
         if self.ending is not None or (self.observed and kind != "timings"):
             raise Tampered(f"{kind} after the end of the report")
         getattr(self, f"_on_{kind}")(event)

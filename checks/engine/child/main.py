@@ -88,6 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # started ahead of a check that never came (the grader left): nothing to do
     job = Job.from_json(Path(args[0]).read_text(encoding="utf-8"))
     events = Events(args[1], token)
+    try:
+        return observe_job(job, events, machine, Path(args[0]).parent, token)
+    except Exception:  # noqa: BLE001 - the grader's own code raised (the learner's calls are caught where made)
+        events.emit("grader_error", text=traceback.format_exc())
+        return 1
+
+
+def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: str) -> int:
+    """Everything after the token: the machine, the audit hook, the submission's cases and its timing."""
     if machine is None:  # the grader hands a prestarted process only a job of the mode it was started for
         machine = detect(force_interpreter=job.interpret)
     events.emit(
@@ -104,25 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     if machine.mode == "interpreter":
         autotune_without_benchmarks()
     # hardening (checks.engine.child.hardening): refuse process creation, introspection, ctypes, the grader's files
-    harden(
-        [Path(args[0]).parent],
-        event_writer(events._f, token),
-        read_only=[Path(checks.__file__).parent],
-        own=list(job.names),
-    )
-    try:
-        fn = observe_all(job, events, machine, Path(args[0]).parent)
-        if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
-            from checks.engine.child.measure import measure
-            from checks.puzzles import spec_module
-            from checks.registry import get_puzzle
+    harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], own=list(job.names))
+    fn = observe_all(job, events, machine, workdir)
+    if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
+        from checks.engine.child.measure import measure
+        from checks.puzzles import spec_module
+        from checks.registry import get_puzzle
 
-            puzzle = get_puzzle(job.puzzle)
-            raw = measure(puzzle, spec_module(puzzle), fn, job.solution_file, Path(args[0]).parent)
-            events.emit("timings", **raw)
-    except Exception:  # noqa: BLE001 - the grader's own code raised (the learner's calls are caught where made)
-        events.emit("grader_error", text=traceback.format_exc())
-        return 1
+        puzzle = get_puzzle(job.puzzle)
+        events.emit("timings", **measure(puzzle, spec_module(puzzle), fn, job.solution_file, workdir))
     return 0
 
 
