@@ -224,6 +224,9 @@ def test_an_illegal_memory_access_on_the_gpu_is_traced_to_the_load_the_interpret
     slow = V.Verdict(13, V.FAILED, "Correct, but 0.50x the speed of torch.matmul", mode="gpu")
     slow.rule = "speed_bar"
     assert grade.worth_explaining(fault) and grade.worth_explaining(crash) and not grade.worth_explaining(slow)
+    typo = V.Verdict(13, V.ERROR, "case 1: Your code raised NameError: name 'tl' is not defined", mode="gpu")
+    typo.rule = "raised"
+    assert not grade.worth_explaining(typo)  # a Python error says what to fix itself: no wait for the interpreter
     pages = V.Verdict(13, V.FAILED, "Your kernel read pages that block_table does not list.", mode="interpreter")
     pages.rule = "pages_in_table"
     interpreted: Future = Future()

@@ -204,9 +204,14 @@ def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:
 EXPLAIN_WAIT_S = 30.0  # the longest a failed GPU verdict waits for the interpreter stage to say why
 
 
+GPU_FAULTS = ("CUDA error", "illegal memory access", "AcceleratorError", "misaligned address")
+
+
 def worth_explaining(gpu: V.Verdict) -> bool:
-    """Whether a failed GPU verdict may have a cause the interpreter sees: wrong values, an error, a crash."""
-    return gpu.rule in ("values", rulebook.outcome("raised")) or gpu.status == V.CRASHED
+    """Whether a failed GPU verdict may have a cause the interpreter sees: wrong values, a crash, or an error the
+    GPU raised (a memory fault); a Python error in the learner's code is its own explanation, given at once."""
+    faulted = gpu.rule == rulebook.outcome("raised") and any(fault in gpu.summary for fault in GPU_FAULTS)
+    return gpu.rule == "values" or gpu.status == V.CRASHED or faulted
 
 
 def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | None:
