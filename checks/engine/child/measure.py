@@ -121,10 +121,6 @@ COMPARED = 2**22  # elements of an output the grader compares at the timing size
 TAIL = 2**16  # and, of a larger one, every k-th element and the last TAIL (where a partial block lies)
 
 
-def _listed(returned: Any) -> list[Any]:
-    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
-
-
 def comparable(yours: Any, theirs: Any) -> tuple[list[Any], list[Any], str]:
     """Both functions' outputs, on the CPU in their own dtype, for the grader to compare; and which elements.
 
@@ -135,7 +131,9 @@ def comparable(yours: Any, theirs: Any) -> tuple[list[Any], list[Any], str]:
     """
     import torch
 
-    ys, ts = _listed(yours), _listed(theirs)
+    from checks.engine.child.case_runner import as_outputs
+
+    ys, ts = as_outputs(yours), as_outputs(theirs)
     if len(ys) != len(ts):  # the grader says how many each returned: no data needed
         return [None] * len(ys), [None] * len(ts), ""
     mine, key, sampled = [], [], ""

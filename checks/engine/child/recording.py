@@ -31,11 +31,12 @@ def interpreter_setup() -> None:
 def record_call(fn: Any, arena: Any, inputs: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], list[Any]]:
     """Call fn on the inputs under the recorder (allocations guarded); (log dict, outputs)."""
     from checks.engine.access.patches import record_access
+    from checks.engine.child.case_runner import as_outputs
     from checks.engine.child.launches import guard_allocations
 
     with record_access(arena, inputs) as recorder, guard_allocations(arena):
         returned = fn(*inputs.values())
-    outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+    outputs = as_outputs(returned)
     recorder.name_outputs(outputs, names)
     return recorder.log().to_dict(), outputs
 
