@@ -1,11 +1,13 @@
 """Merge the rows of a later `make bench --only ...` run into bench/results.csv, keeping what each row came from.
 
-    python3 bench/merge_run.py RUN_FOLDER      # RUN_FOLDER holds that run's results.csv and meta.json
+    python3 bench/merge_run.py RUN_FOLDER [--variant NAME]  # RUN_FOLDER holds that run's results.csv and meta.json
 
 The rows of the puzzles the later run measured replace theirs in bench/results.csv; bench/meta.json keeps
 the first run's description and lists the later run under `merged` (one entry per puzzle and variant, with
 its GPU, date, versions and copy rate), which the notebooks' figure captions read; a note says which
-puzzles came from which run. Then redraw with `python -m checks.instructor.bench --render .`.
+puzzles came from which run. With --variant, only that variant's rows are merged (each row holds the
+variant's time and the answer key's, timed side by side), and the answer keys' rows stay. Then redraw with
+`python -m checks.instructor.bench --render .`.
 """
 
 from __future__ import annotations
@@ -19,29 +21,37 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN_KEYS = ("gpu", "date", "torch", "triton", "cuda", "python", "peaks", "command")
 
 
-def merge(run: Path, bench: Path = ROOT / "bench") -> list[str]:
-    """Merge run/results.csv and run/meta.json into bench/; the puzzles merged."""
+def merge(run: Path, bench: Path = ROOT / "bench", variant: str | None = None) -> list[str]:
+    """Merge run/results.csv and run/meta.json into bench/ (only `variant`'s rows, when given); the puzzles merged."""
     with open(run / "results.csv", newline="", encoding="utf-8") as f:
-        later = list(csv.DictReader(f))
+        later = [row for row in csv.DictReader(f) if variant is None or row["variant"] == variant]
     with open(bench / "results.csv", newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         columns, earlier = reader.fieldnames or [], list(reader)
     puzzles = sorted({row["puzzle"] for row in later}, key=lambda p: (len(p), p))
-    kept = [row for row in earlier if row["puzzle"] not in puzzles]
+
+    def replaced(puzzle: str, of_variant: str) -> bool:
+        return puzzle in puzzles and (variant is None or of_variant == variant)
+
+    gone = [i for i, row in enumerate(earlier) if replaced(row["puzzle"], row["variant"])]
+    at = gone[0] if gone else len(earlier)  # the later rows take the place of those they replace
+    kept = [row for row in earlier if not replaced(row["puzzle"], row["variant"])]
     with open(bench / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
-        writer.writerows(kept + later)
+        writer.writerows(kept[:at] + later + kept[at:])
     meta = json.loads((bench / "meta.json").read_text(encoding="utf-8"))
     later_meta = json.loads((run / "meta.json").read_text(encoding="utf-8"))
     described = {k: later_meta[k] for k in RUN_KEYS if k in later_meta}
-    runs = [r for r in meta.get("merged", []) if r["puzzle"] not in puzzles]
+    runs = [r for r in meta.get("merged", []) if not replaced(r["puzzle"], r["variant"])]
     runs += [{"puzzle": p, "variant": v, **described} for p, v in sorted({(r["puzzle"], r["variant"]) for r in later})]
     meta["merged"] = runs
-    note = f"puzzles {', '.join(puzzles)}: measured in a later run on the {described.get('gpu', '?')}, "
+    what = f"puzzle{'s' if len(puzzles) > 1 else ''} {', '.join(puzzles)}" + (f" ({variant})" if variant else "")
+    note = f"{what}: measured in a later run on the {described.get('gpu', '?')}, "
     note += f"{described.get('date', '?')} ({described.get('command', '?')})"
-    meta["notes"] = [n for n in meta.get("notes", []) if not n.startswith(f"puzzles {', '.join(puzzles)}:")] + [note]
-    meta["notes"] += [n for n in later_meta.get("notes", []) if n not in meta["notes"]]
+    meta["notes"] = [n for n in meta.get("notes", []) if not n.startswith(f"{what}:")] + [note]
+    if variant is None:  # the later run's own notes speak of all its rows
+        meta["notes"] += [n for n in later_meta.get("notes", []) if n not in meta["notes"]]
     (bench / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return puzzles
 
@@ -49,8 +59,10 @@ def merge(run: Path, bench: Path = ROOT / "bench") -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="the later run's folder (results.csv, meta.json)")
+    parser.add_argument("--variant", help="merge only this variant's rows (say, 'tensor descriptors')")
     args = parser.parse_args(argv)
-    print(f"Merged puzzles {', '.join(merge(args.run))} into {ROOT / 'bench' / 'results.csv'}.")
+    merged = merge(args.run, variant=args.variant)
+    print(f"Merged puzzles {', '.join(merged)} into {ROOT / 'bench' / 'results.csv'}.")
     return 0
 
 

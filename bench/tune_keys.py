@@ -67,6 +67,9 @@ MM_TMA = [
 ]
 # the fastest of the tutorial's own forward config space in the run of 16:08 UTC (bench/tuning.md), and 256-row tiles
 FWD_KEY = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 128, 8, 3), (64, 64, 4, 3), (256, 64, 8, 3)]
+FWD_TMA_WS = [(128, 64, 4, 2, True), (128, 128, 4, 2, True), (128, 128, 8, 3, True), (128, 64, 8, 3, True)]
+# a candidate forward (--candidate DIR): the key's configs and the tutorial's 4-warp ones
+FWD_CANDIDATE = FWD_KEY + [(128, 128, 4, 2), (128, 128, 4, 3), (128, 64, 4, 2), (128, 64, 4, 3), (64, 64, 4, 4)]
 # warp_specialize=True (the last field) aborted Triton 3.6's compiler on an H100 (an MLIR dominance assertion)
 FWD_TMA = [
     (128, 64, 8, 3, False),
@@ -76,6 +79,9 @@ FWD_TMA = [
     (256, 64, 8, 3, False),
     (128, 128, 8, 4, False),
     (128, 64, 8, 2, False),
+    (128, 128, 4, 2, False),
+    (128, 128, 4, 3, False),
+    (128, 64, 4, 2, False),
 ]
 DKDV = [
     (32, 128, 8, 3),
@@ -128,6 +134,9 @@ def scratch(size: int, alignment: int, stream) -> torch.Tensor:
 # -- the trials: (part, case, label, config); build(trial, sizes) -> (launch, output getter, flops) -----------------
 
 
+CANDIDATES: dict[str, Path] = {}  # label -> a folder with 09a.py and 09.py (a candidate forward), from --candidate
+
+
 def trials(parts: list[str]) -> list[tuple]:
     found = []
     if "mm" in parts:
@@ -137,6 +146,10 @@ def trials(parts: list[str]) -> list[tuple]:
         if "fwd" in parts:
             found += [("fwd", (d, causal), "key", c) for c in FWD_KEY]
             found += [("fwd", (d, causal), "tma", c) for c in FWD_TMA]
+            for label in CANDIDATES:
+                found += [("fwd", (d, causal), label, c) for c in FWD_CANDIDATE]
+        if "fwd-ws" in parts and not causal:  # warp specialisation, in a run of its own: its compiler may abort
+            found += [("fwd", (d, causal), "tma", c) for c in FWD_TMA_WS]
         if "bwd" in parts:
             found += [("bwd", (d, causal), "dkdv", c) for c in DKDV] + [("bwd", (d, causal), "dq", c) for c in DQ]
         if "bwd-baselines" in parts:  # the backward's baselines and autotuned key alone, no fixed configs
@@ -162,6 +175,10 @@ class Cases:
             load("solutions/variants/09_tensor_descriptors.py"),
         )
         self.k04 = load("solutions/04_matmul_fast.py")
+        self.candidates = {
+            label: load_module(folder / "09.py", f"tune_{label}_09", earlier=folder / "09a.py")
+            for label, folder in CANDIDATES.items()
+        }
         self.v10 = load("solutions/variants/10_atomic_dq.py")
         triton.set_allocator(scratch)
 
@@ -229,17 +246,18 @@ def launcher(cases: Cases, trial: tuple) -> tuple[Callable[[], None], dict]:
     if part == "fwd":
         out, lse_out = torch.empty_like(o), torch.empty_like(lse)
         x["out"] = out
-        if label == "key":
+        if label == "key" or label in cases.candidates:
             bm, bn, warps, stages = config
             # the answer key of 9 builds on 9a's: 9a's kernel without the mask, 9's own with it
-            kernel = (cases.k09._attn_fwd_causal if causal else cases.k09._attn_fwd).fn
+            module = cases.candidates.get(label, cases.k09)
+            kernel = (module._attn_fwd_causal if causal else module._attn_fwd).fn
             strides = (*q.stride(), *k.stride(), *v.stride(), *out.stride())
             extra = {}
         else:
             bm, bn, warps, stages, ws = config
             kernel = cases.v09._attn_fwd.fn
             strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3])
-            extra = dict(WARP_SPECIALIZE=ws, CAUSAL=causal)
+            extra = dict(WARP_SPECIALIZE=ws, CAUSAL=causal, EVEN_N=n % 128 == 0)
         grid = (triton.cdiv(n, bm), bh)
         return (
             lambda: kernel[grid](
@@ -353,8 +371,11 @@ def launcher(cases: Cases, trial: tuple) -> tuple[Callable[[], None], dict]:
     ), x
 
 
-def compile_some(chunk: list[tuple], attn: dict[str, int] = SMALL, side: int = 512) -> list[str]:
+def compile_some(
+    chunk: list[tuple], attn: dict[str, int] = SMALL, side: int = 512, candidates: dict[str, Path] | None = None
+) -> list[str]:
     """In a worker: launch each trial once at a small size, so that its binary lands in the disk cache."""
+    CANDIDATES.update(candidates or {})
     cases, problems = Cases(attn, side), []
     for trial in chunk:
         if trial[2] == "none":  # a case timed for its baselines only
@@ -402,8 +423,16 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--n", type=int, default=ATTN["N"], help="the attention cases' sequence length")
     parser.add_argument("--tutorial", type=Path, help="a copy of Triton's 06-fused-attention.py, timed beside the keys")
+    parser.add_argument(
+        "--candidate",
+        type=Path,
+        action="append",
+        default=[],
+        help="a folder with 09a.py and 09.py: a candidate forward, timed beside the key (repeatable)",
+    )
     parser.add_argument("--dry", action="store_true", help="run one trial of each kind at a tiny size (CPU)")
     args = parser.parse_args()
+    CANDIDATES.update({folder.name: folder.resolve() for folder in args.candidate})
     if args.dry:  # TRITON_INTERPRET=1 python bench/tune_keys.py --dry
         picked = {(t[0], t[2]): t for t in trials(args.parts.split(","))}
         print(compile_some(list(picked.values()), dict(B=1, H=2, N=200), 256))
@@ -418,7 +447,8 @@ def main() -> int:
     chunks = [todo[i :: args.jobs] for i in range(args.jobs)]
     failed = []
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for chunk, future in zip(chunks, [pool.submit(compile_some, chunk) for chunk in chunks], strict=True):
+        futures = [pool.submit(compile_some, chunk, SMALL, 512, CANDIDATES) for chunk in chunks]
+        for chunk, future in zip(chunks, futures, strict=True):
             try:
                 failed += future.result()
             except BrokenProcessPool:  # a compiler that aborts takes its worker down: time those here
@@ -453,11 +483,13 @@ def main() -> int:
                 continue
             try:
                 launch, x = launcher(cases, trial)
+                handle = launch()
+                regs = getattr(handle, "n_regs", None)
                 ms = bench_ms(launch, rep=REP_MS)
-                error = ""
+                error = "" if regs is None else f" regs {regs} spills {handle.n_spills}"
                 if part == "fwd":
                     ref = x["o"]
-                    error = f" max|o - key| {float((x['out'].float() - ref.float()).abs().max()):.1e}"
+                    error += f" max|o - key| {float((x['out'].float() - ref.float()).abs().max()):.1e}"
                 rows.append((ms, trial, error))
             except Exception as exc:  # noqa: BLE001
                 print(f"    {trial[2]} {trial[3]}: {type(exc).__name__}: {' '.join(str(exc).split())[:120]}")

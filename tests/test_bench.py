@@ -462,3 +462,58 @@ def test_a_baseline_that_runs_out_of_memory_leaves_the_row_and_the_other_baselin
     row = bench.measure(point, puzzle, {"": key}, "cpu")
     assert row.status == "ok" and row.key_ms and row.ratio  # the answer key and the grader's baseline: measured
     assert set(row.others) == {"fits"} and row.check == "ok (too big: out of memory)"
+
+
+def _merge_run_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("merge_run", ROOT / "bench" / "merge_run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_run(folder: Path, rows: list[dict], meta: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=["puzzle", "variant", "size", "key_ms"])
+        writer.writeheader()
+        writer.writerows(rows)
+    (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+
+
+@pytest.mark.parametrize("variant", [None, "tensor descriptors"])
+def test_a_later_run_replaces_the_rows_it_measured_in_place(tmp_path, variant):
+    """bench/merge_run.py: the later run's rows of a puzzle (or of one variant) replace the earlier ones where they
+    stood, the rest stay, and meta.json says which run each merged (puzzle, variant) came from."""
+    merge_run = _merge_run_module()
+    earlier = [
+        {"puzzle": "8", "variant": "", "size": "N=1024", "key_ms": "1.0"},
+        {"puzzle": "9", "variant": "", "size": "N=1024", "key_ms": "2.0"},
+        {"puzzle": "9", "variant": "tensor descriptors", "size": "N=1024", "key_ms": "3.0"},
+        {"puzzle": "10", "variant": "", "size": "N=1024", "key_ms": "4.0"},
+    ]
+    later = [
+        {"puzzle": "9", "variant": "", "size": "N=4096", "key_ms": "20.0"},
+        {"puzzle": "9", "variant": "tensor descriptors", "size": "N=4096", "key_ms": "30.0"},
+    ]
+    _write_run(tmp_path / "bench", earlier, {"gpu": "first", "notes": []})
+    _write_run(tmp_path / "run", later, {"gpu": "later", "date": "today", "notes": ["about every row of the run"]})
+    assert merge_run.merge(tmp_path / "run", tmp_path / "bench", variant=variant) == ["9"]
+    with open(tmp_path / "bench" / "results.csv", newline="", encoding="utf-8") as f:
+        merged = [(r["puzzle"], r["variant"], r["key_ms"]) for r in csv.DictReader(f)]
+    if variant is None:
+        assert merged == [("8", "", "1.0"), ("9", "", "20.0"), ("9", "tensor descriptors", "30.0"), ("10", "", "4.0")]
+    else:
+        assert merged == [("8", "", "1.0"), ("9", "", "2.0"), ("9", "tensor descriptors", "30.0"), ("10", "", "4.0")]
+    meta = json.loads((tmp_path / "bench" / "meta.json").read_text(encoding="utf-8"))
+    assert meta["gpu"] == "first"
+    runs = {(r["puzzle"], r["variant"]): r["gpu"] for r in meta["merged"]}
+    assert runs == (
+        {("9", ""): "later", ("9", "tensor descriptors"): "later"}
+        if variant is None
+        else {("9", "tensor descriptors"): "later"}
+    )
+    # the later run's own notes speak of all its rows: kept only when all its rows of the puzzle came in
+    assert ("about every row of the run" in meta["notes"]) == (variant is None)
