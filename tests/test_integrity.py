@@ -126,6 +126,7 @@ SUBMISSIONS = [
     ("softmax_appends_verdict", 5, V.TAMPERED),
     ("walks_the_stack", 1, V.TAMPERED),
     ("forks_a_lingering_process", 1, V.TAMPERED),
+    ("leaves_a_process_through_a_library", 1, V.TAMPERED),
     ("traces_the_grader", 1, V.TAMPERED),
     ("uses_ctypes", 1, V.TAMPERED),
 ]
@@ -134,6 +135,7 @@ REASONS = {
     "emits_through_gc": "gc.get_objects",
     "walks_the_stack": "sys._getframe",
     "forks_a_lingering_process": "os.fork",
+    "leaves_a_process_through_a_library": "outlived the grading process",  # sealing, not the audit hook
     "traces_the_grader": "sys.settrace",
     "uses_ctypes": "ctypes",
     "appends_verdict": "events.jsonl",

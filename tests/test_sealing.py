@@ -9,7 +9,12 @@ import time
 
 import pytest
 
+from checks import verdict as V
+from checks.engine.judging.stage import Stage
+from checks.engine.processes import spawn
+from checks.engine.protocol import Job
 from checks.engine.sealing import MARK, adopt_orphans, file_digest, left_behind, read_sealed
+from checks.registry import get_puzzle
 
 
 def test_a_result_file_is_read_once_and_must_match_its_digest(tmp_path):
@@ -66,3 +71,30 @@ def test_an_orphan_that_is_no_grading_processes_is_left_alone():
     finally:
         mine.kill()
         mine.wait()
+
+
+# A grading process stand-in that takes its token, leaves a process behind (in its own session with `escape`)
+# and ends without a report.
+LEAVES_ONE_BEHIND = """
+import os, sys, time
+sys.stdin.readline()
+if os.fork() == 0:
+    if sys.argv[1] == "escape":
+        os.setsid()
+    time.sleep(60)
+    os._exit(0)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", ["stays", "escape"])
+def test_a_grading_process_that_leaves_a_process_behind_has_tampered(how, tmp_path, monkeypatch):
+    def stand_in(module, *args, env, stdout, text=False):
+        command = [sys.executable, "-c", LEAVES_ONE_BEHIND, how]
+        return subprocess.Popen(command, env=env, stdout=stdout, stdin=subprocess.PIPE, start_new_session=True)
+
+    monkeypatch.setattr(spawn, "start_module", stand_in)
+    job = Job("1", str(tmp_path / "p1.py"), {}, seed=1, interpret=True)
+    verdict = Stage(get_puzzle("1"), job, "interpreter", tmp_path).run(timeout=30)
+    assert verdict.status == V.TAMPERED and "outlived the grading process" in verdict.summary, verdict.summary
+    assert left_behind(spawn.started[-1].pid, {spawn.started[-1].pid}) == []  # it was killed

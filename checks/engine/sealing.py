@@ -18,12 +18,18 @@ import hashlib
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
 MARK = "CHECKS_GRADING_PROCESS"  # in the environment of every grading process, and so of all it starts
 GRACE = 0.3  # seconds a process of the session may take to exit after the grading process did
+# Held while a grading process is started and while `left_behind` looks at the processes, so that one being
+# started in another thread (the parts of an interpreter stage, a class graded several at a time) is never taken
+# for a survivor: it is either started and known, or not started yet.
+starting = threading.Lock()
 
 
 def file_digest(path: Path, block: int = 1 << 24) -> str:
@@ -78,11 +84,13 @@ def _marked(pid: int) -> bool:
         return False
 
 
-def _alive(session: int, known: set[int]) -> list[int]:
+def _alive(session: int, known: Callable[[], Collection[int]]) -> list[int]:
     me = os.getpid()
+    with starting:
+        found, mine = _processes(), known()
     alive = []
-    for pid, state, parent, group, sid in _processes():
-        if state in "ZX" or pid == me or pid in known:
+    for pid, state, parent, group, sid in found:
+        if state in "ZX" or pid == me or pid in mine:
             continue
         if group == session or sid == session or (parent == me and _marked(pid)):  # an adopted orphan
             alive.append(pid)
@@ -96,13 +104,15 @@ def _describe(pid: int) -> str:
     return f"process {pid}"
 
 
-def left_behind(session: int, known: set[int]) -> list[str]:
+def left_behind(session: int, known: Collection[int] | Callable[[], Collection[int]]) -> list[str]:
     """The processes of a grading process's session (its id is `session`) still alive after it ended, and the
-    orphans this process adopted that are none of its own `known` children; each is killed and reaped."""
-    alive = _alive(session, known)
+    orphans this process adopted that are none of its own `known` children (the grading processes it started,
+    asked for while `starting` is held when a callable); each is killed and reaped."""
+    mine = known if callable(known) else lambda: known
+    alive = _alive(session, mine)
     if alive:
         time.sleep(GRACE)  # a process on its way out is not a survivor
-        alive = _alive(session, known)
+        alive = _alive(session, mine)
     described = [_describe(pid) for pid in alive]
     for pid in alive:
         with contextlib.suppress(OSError):

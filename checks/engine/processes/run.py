@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from checks.engine.processes.prestart import take_prestarted
-from checks.engine.processes.spawn import kill, start_child
+from checks.engine.processes.spawn import kill, own_processes, start_child
 from checks.engine.protocol import EXIT_COMMAND, Job, Stream
+from checks.engine.sealing import adopt_orphans, left_behind
 
 
 @dataclass
@@ -81,6 +82,7 @@ class GradingProcess:
         self.stream, self.timeout, self.stop = stream, timeout, stop
         self.log_path = workdir / "output.log"
         (workdir / "job.json").write_text(job.to_json(), encoding="utf-8")
+        adopt_orphans()  # sealing: an orphan of the grading process comes back to this process, to be found
         self.proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
         self.reader = _Reader(workdir / "events.jsonl")
         stream.token = secrets.token_hex(16)
@@ -125,6 +127,12 @@ class GradingProcess:
         _send(self.proc, command or EXIT_COMMAND)
 
     def end(self) -> ChildEnd:
+        """How it ended; a process it started that outlived it (killed now) makes the report tampered with."""
+        if self.proc.poll() is None:  # events() was left before the process ended
+            kill(self.proc)
+        left = left_behind(self.proc.pid, own_processes)  # sealing: nothing of it may outlive it
+        if left and not self.stream.tampered:
+            self.stream.tampered = f"{left[0]}, started by your code, outlived the grading process"
         returncode = None if self.timed_out else self.proc.returncode
         seconds = time.monotonic() - self.start
         return ChildEnd(self.stream, returncode, self.timed_out, seconds, _tail(self.log_path))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.engine.protocol import PRELOAD_FLAG
-from checks.engine.sealing import MARK
+from checks.engine.sealing import MARK, starting
 from checks.registry import ROOT
 
 started: list[subprocess.Popen] = []  # every grading process this process started
@@ -58,7 +58,12 @@ def start_child(workdir: Path, interpret: bool, preload: bool) -> subprocess.Pop
     args = [str(workdir / "job.json"), str(workdir / "events.jsonl")]
     if preload:
         args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu"]
-    with open(workdir / "output.log", "ab") as log:
+    with open(workdir / "output.log", "ab") as log, starting:  # sealing: started and known at once
         proc = start_module("checks.engine.child.main", *args, env=child_env(interpret), stdout=log)
-    started.append(proc)
+        started.append(proc)
     return proc
+
+
+def own_processes() -> set[int]:
+    """The pids of the grading processes this process started: none of them is left behind by another."""
+    return {proc.pid for proc in started}
