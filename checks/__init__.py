@@ -10,9 +10,11 @@ How a submission is graded (one stage; on a GPU a second, in the interpreter, ru
                                stage(s); on a GPU, engine.judging.interpreter_parts shares the interpreter
                                stage's cases among processes
         engine.judging.stage   the loop: for each event the grading process reports, judge it; then the verdict
-          engine.processes       start (spawn), start ahead of the check (prestart) and run (run.GradingProcess:
-                                 time limit, token, the checked event stream) grading processes; engine.sealing:
-                                 result files sealed by digest, and no process of theirs left behind
+          engine.processes       start (spawn; on a CPU with $CHECKS_FORK_SERVER=1, forked by the fork server,
+                                 engine.child.fork_server, which imported torch once: forking), start ahead of the
+                                 check (prestart) and run (run.GradingProcess: time limit, token, the checked event
+                                 stream) grading processes; engine.sealing: result files sealed by digest, and no
+                                 process of theirs left behind
             engine.child.main    (in the grading process) engine.child.hardening's audit hook first, then load
                                  the learner's code, and for each case
               engine.child.case_runner draw the inputs (engine.inputs), call the function inside the watchers:

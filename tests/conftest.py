@@ -1,4 +1,5 @@
-"""The suite's settings: Triton's interpreter without a GPU, the machine's mode, and the limit on unmarked tests."""
+"""The suite's settings: Triton's interpreter and the fork server without a GPU, the machine's mode, and the limit on
+unmarked tests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import torch
 # kernels in-process (the watchers, the recorder) would otherwise meet compiled kernels they cannot run.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # Grading processes in the interpreter are forked from a fork server that imported torch and Triton once
+    # (one per worker), not started afresh each time (seconds each): checks.engine.processes.forking.
+    os.environ.setdefault("CHECKS_FORK_SERVER", "1")
 
 
 @pytest.fixture(scope="session")

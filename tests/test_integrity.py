@@ -1,12 +1,14 @@
 """A submission cannot write or sway its own verdict: forged reports, reaching into the grader, early exits.
 
 The protocol checks run in-process on hand-written event lines; the submissions under
-tests/submissions/tampering/ are graded for real, each in its own grading process.
+tests/submissions/tampering/ are graded for real, each in a grading process started as in production (not forked
+by the fork server: tests/test_fork_server.py grades some of them that way too).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from checks import verdict as V
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
+from checks.engine.processes import forking, spawn
 from checks.engine.protocol import Stream
 from checks.registry import get_puzzle
 
@@ -126,6 +129,7 @@ SUBMISSIONS = [
     ("softmax_appends_verdict", 5, V.TAMPERED),
     ("walks_the_stack", 1, V.TAMPERED),
     ("forks_a_lingering_process", 1, V.TAMPERED),
+    ("leaves_a_process_through_a_library", 1, V.TAMPERED),
     ("traces_the_grader", 1, V.TAMPERED),
     ("uses_ctypes", 1, V.TAMPERED),
 ]
@@ -134,6 +138,7 @@ REASONS = {
     "emits_through_gc": "gc.get_objects",
     "walks_the_stack": "sys._getframe",
     "forks_a_lingering_process": "os.fork",
+    "leaves_a_process_through_a_library": "outlived the grading process",  # sealing, not the audit hook
     "traces_the_grader": "sys.settrace",
     "uses_ctypes": "ctypes",
     "appends_verdict": "events.jsonl",
@@ -142,8 +147,10 @@ REASONS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "number", "status"), SUBMISSIONS, ids=[s[0] for s in SUBMISSIONS])
-def test_tampering_submissions_never_pass(name, number, status):
+def test_tampering_submissions_never_pass(name, number, status, monkeypatch):
+    monkeypatch.delenv(forking.ENV, raising=False)  # each in a grading process started as in production
     verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", timeout=60)
+    assert isinstance(spawn.started[-1], subprocess.Popen)
     report = V.format_verdict(verdict)
     assert verdict.status == status, report
     if status == V.TAMPERED:

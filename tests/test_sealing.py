@@ -9,7 +9,18 @@ import time
 
 import pytest
 
+from checks import verdict as V
+from checks.engine.judging.stage import Stage
+from checks.engine.processes import forking, spawn
+from checks.engine.protocol import Job
 from checks.engine.sealing import MARK, adopt_orphans, file_digest, left_behind, read_sealed
+from checks.registry import get_puzzle
+
+
+def mine(proc: subprocess.Popen) -> set[int]:
+    """The processes this one started, as the grader knows them: `proc`, and the grading processes and fork server
+    of earlier tests."""
+    return {proc.pid} | spawn.own_processes()
 
 
 def test_a_result_file_is_read_once_and_must_match_its_digest(tmp_path):
@@ -42,27 +53,55 @@ def test_a_process_that_outlives_the_grading_process_is_found_and_killed(how):
     proc = subprocess.Popen([sys.executable, "-c", PARENT, how], start_new_session=True, env=env)
     proc.wait(timeout=30)
     time.sleep(0.1)
-    found = left_behind(proc.pid, {proc.pid})
+    found = left_behind(proc.pid, mine(proc))
     assert len(found) == 1 and "process" in found[0], found
-    assert left_behind(proc.pid, {proc.pid}) == []  # killed and reaped: the session is empty now
+    assert left_behind(proc.pid, mine(proc)) == []  # killed and reaped: the session is empty now
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_grading_process_that_leaves_nothing_behind_is_clean():
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     proc.wait(timeout=30)
-    assert left_behind(proc.pid, {proc.pid}) == []
+    assert left_behind(proc.pid, mine(proc)) == []
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_an_orphan_that_is_no_grading_processes_is_left_alone():
     """A process the grader started itself (a warm grader, in its own session) is none of a grading process's."""
     assert adopt_orphans()
-    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    warm = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
     try:
         proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
         proc.wait(timeout=30)
-        assert left_behind(proc.pid, {proc.pid}) == [] and mine.poll() is None
+        assert left_behind(proc.pid, mine(proc)) == [] and warm.poll() is None
     finally:
-        mine.kill()
-        mine.wait()
+        warm.kill()
+        warm.wait()
+
+
+# A grading process stand-in that takes its token, leaves a process behind (in its own session with `escape`)
+# and ends without a report.
+LEAVES_ONE_BEHIND = """
+import os, sys, time
+sys.stdin.readline()
+if os.fork() == 0:
+    if sys.argv[1] == "escape":
+        os.setsid()
+    time.sleep(60)
+    os._exit(0)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", ["stays", "escape"])
+def test_a_grading_process_that_leaves_a_process_behind_has_tampered(how, tmp_path, monkeypatch):
+    def stand_in(module, *args, env, stdout, text=False):
+        command = [sys.executable, "-c", LEAVES_ONE_BEHIND, how]
+        return subprocess.Popen(command, env=env, stdout=stdout, stdin=subprocess.PIPE, start_new_session=True)
+
+    monkeypatch.setattr(spawn, "start_module", stand_in)
+    monkeypatch.delenv(forking.ENV, raising=False)  # started by spawn, which the stand-in replaces
+    job = Job("1", str(tmp_path / "p1.py"), {}, seed=1, interpret=True)
+    verdict = Stage(get_puzzle("1"), job, "interpreter", tmp_path).run(timeout=30)
+    assert verdict.status == V.TAMPERED and "outlived the grading process" in verdict.summary, verdict.summary
+    assert left_behind(spawn.started[-1].pid, mine(spawn.started[-1])) == []  # it was killed

@@ -62,6 +62,7 @@ def warm_env():
     """An environment whose warm graders live in a folder of their own, and are told to leave at the end."""
     base = Path(tempfile.mkdtemp(prefix="w", dir="/tmp"))  # short: a socket's path has at most 107 bytes
     env = dict(os.environ, CHECKS_WARM="1", TMPDIR=str(base), CHECKS_PROGRESS_FILE=str(base / "progress.json"))
+    env["CHECKS_FORK_SERVER"] = "0"  # grading processes started as `python -m checks.engine.child.main`, found by that
     yield env, base / f"checks-warm-{os.getuid()}"
     for sock in (base / f"checks-warm-{os.getuid()}").glob("*.sock"):
         if conn := warm.connect(sock, wait=10):

@@ -7,8 +7,10 @@ and works from those bytes. A file rewritten after it was reported no longer mat
 Before any result counts, every process the grading process started must be gone: `left_behind` lists the
 processes of its session and process group, and (the grader being a child subreaper on Linux, so that an
 orphan comes back to it even from a new session) every orphan it adopted that descends from a grading
-process (the mark in its environment); it kills them all. A process
-that outlived the grading process is tampering.
+process (the mark in its environment); it kills them all. A grading process forked by the fork server
+(`checks.engine.processes.forking`) leaves its orphans to the server, a child subreaper too: those are
+looked for there. `checks.engine.processes.run` calls it once the grading process ended or was killed. A
+process that outlived the grading process is tampering.
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ import hashlib
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
 MARK = "CHECKS_GRADING_PROCESS"  # in the environment of every grading process, and so of all it starts
 GRACE = 0.3  # seconds a process of the session may take to exit after the grading process did
+# Held while a grading process is started and while `left_behind` looks at the processes, so that one being
+# started in another thread (the parts of an interpreter stage, a class graded several at a time) is never taken
+# for a survivor: it is either started and known, or not started yet.
+starting = threading.Lock()
 
 
 def file_digest(path: Path, block: int = 1 << 24) -> str:
@@ -78,13 +86,15 @@ def _marked(pid: int) -> bool:
         return False
 
 
-def _alive(session: int, known: set[int]) -> list[int]:
+def _alive(session: int, known: Callable[[], Collection[int]], adopters: Collection[int]) -> list[int]:
     me = os.getpid()
+    with starting:
+        found, mine = _processes(), known()
     alive = []
-    for pid, state, parent, group, sid in _processes():
-        if state in "ZX" or pid == me or pid in known:
+    for pid, state, parent, group, sid in found:
+        if state in "ZX" or pid == me or pid in mine:
             continue
-        if group == session or sid == session or (parent == me and _marked(pid)):  # an adopted orphan
+        if group == session or sid == session or ((parent == me or parent in adopters) and _marked(pid)):  # an orphan
             alive.append(pid)
     return alive
 
@@ -96,13 +106,18 @@ def _describe(pid: int) -> str:
     return f"process {pid}"
 
 
-def left_behind(session: int, known: set[int]) -> list[str]:
+def left_behind(
+    session: int, known: Collection[int] | Callable[[], Collection[int]], adopters: Collection[int] = ()
+) -> list[str]:
     """The processes of a grading process's session (its id is `session`) still alive after it ended, and the
-    orphans this process adopted that are none of its own `known` children; each is killed and reaped."""
-    alive = _alive(session, known)
+    orphans this process or one of `adopters` (the fork server, a subreaper too) adopted that are none of its own
+    `known` children (the grading processes it started, asked for while `starting` is held when a callable);
+    each is killed and reaped (an adopter reaps its own)."""
+    mine = known if callable(known) else lambda: known
+    alive = _alive(session, mine, adopters)
     if alive:
         time.sleep(GRACE)  # a process on its way out is not a survivor
-        alive = _alive(session, known)
+        alive = _alive(session, mine, adopters)
     described = [_describe(pid) for pid in alive]
     for pid in alive:
         with contextlib.suppress(OSError):

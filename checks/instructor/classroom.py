@@ -19,7 +19,9 @@ files and folders (.ipynb_checkpoints, __pycache__), are ignored.
 
 Every submission is graded in its own child process with a time limit (120 s unless the
 puzzle or --timeout says otherwise), exactly as `make check` grades it, so one that crashes,
-hangs or cheats gets that verdict and the run goes on. Every file is read before any is graded,
+hangs or cheats gets that verdict and the run goes on. On a machine without a GPU each one is forked from a
+process that imported torch and Triton once (`checks.engine.processes.forking`; CHECKS_FORK_SERVER=0: started
+afresh each time, seconds more each). Every file is read before any is graded,
 and each is graded from a private folder that holds only its own copy: nothing a submission's code
 writes can change what another learner is graded on, and the learners' folder is never graded in
 place. `--jobs N` grades N at once, on a GPU too: speed is timed in interleaved rounds, and a timing
@@ -53,6 +55,7 @@ from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.grade import grade, graded_module
+from checks.engine.processes import forking
 from checks.engine.processes.prestart import PARTS_ENV
 from checks.engine.submission import SubmissionError
 from checks.instructor.class_records import NOT_GRADED, Copy, Notice, Result, Submission
@@ -382,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"No submissions found in {root}. {NAMING}", file=sys.stderr)
         return 2
     learners = len({s.learner for s in submissions})
+    os.environ.setdefault(forking.ENV, "1")  # on a CPU, grading processes forked from one that imported torch once
     if shard is None:
         print(f"Grading {len(submissions)} submissions from {learners} learners in {root}.")
         results = grade_all(submissions, root, args.timeout, args.jobs)

@@ -1,7 +1,9 @@
 """`make solutions`: every answer key must pass, every known-wrong kernel must fail; one table.
 
 On a GPU the answer keys are graded (and timed) one at a time, alone on the device; the
-known-wrong kernels are then graded several at a time (`--jobs`), without timing.
+known-wrong kernels are then graded several at a time (`--jobs`), without timing. On a machine without a GPU the
+grading processes are forked from one that imported torch and Triton once (`checks.engine.processes.forking`;
+CHECKS_FORK_SERVER=0: each started afresh).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize, name_of
 from checks.engine.grade import grade
+from checks.engine.processes import forking
 from checks.engine.processes.prestart import PARTS_ENV
 from checks.engine.rules import rulebook
 from checks.instructor.tables import markdown_table, ms_cell
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="also write the table and the device line to this markdown file")
     args = parser.parse_args(argv)
+    os.environ.setdefault(forking.ENV, "1")  # on a CPU, grading processes forked from one that imported torch once
     start = time.monotonic()
     rows = [Row(p) for p in load_puzzles() if not args.puzzle or p.number in args.puzzle]
     device = ""

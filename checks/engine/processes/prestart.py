@@ -10,15 +10,14 @@ import atexit
 import contextlib
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from checks.engine.processes.spawn import kill, start_child, started
+from checks.engine.processes.spawn import ChildProcess, kill, start_child, started
 
 # Grading processes started before the grader imported torch, by (workdir, interpret).
-_prestarted: dict[tuple[str, bool], subprocess.Popen] = {}
+_prestarted: dict[tuple[str, bool], ChildProcess] = {}
 
 
 def prestart(workdir: Path, interpret: bool) -> None:
@@ -118,7 +117,7 @@ def part_workdir(workdir: Path, part: int) -> Path:
     return workdir / ("interpreter" if part == 0 else f"interpreter-{part}")
 
 
-def take_prestarted(workdir: Path, interpret: bool) -> subprocess.Popen | None:
+def take_prestarted(workdir: Path, interpret: bool) -> ChildProcess | None:
     """The process prestarted for `workdir` in this mode, if it is still waiting for its job."""
     proc = _prestarted.pop((str(workdir), interpret), None)
     if proc is not None and proc.poll() is not None:  # it ended before its job came: start a fresh one

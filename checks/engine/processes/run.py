@@ -1,21 +1,24 @@
 """Run the grading process with a time limit and read its report as it comes, one checked event at a time.
 
-The grader loops over `GradingProcess.events()` and judges each event as it comes (`checks.engine.judging.stage`).
+The grader loops over `GradingProcess.events()` and judges each event as it comes (`checks.engine.judging.stage`);
+`end()` then kills whatever the process started that outlived it (`checks.engine.sealing.left_behind`), which
+makes the report tampered with.
 """
 
 from __future__ import annotations
 
 import secrets
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from checks.engine.processes.forking import server_pids
 from checks.engine.processes.prestart import take_prestarted
-from checks.engine.processes.spawn import kill, start_child
+from checks.engine.processes.spawn import ChildProcess, kill, own_processes, start_child
 from checks.engine.protocol import EXIT_COMMAND, Job, Stream
+from checks.engine.sealing import adopt_orphans, left_behind
 
 
 @dataclass
@@ -55,7 +58,7 @@ class _Reader:
         return [line for line in complete.decode("utf-8", errors="replace").splitlines() if line.strip()]
 
 
-def _write(proc: subprocess.Popen, line: str, close: bool = False) -> None:
+def _write(proc: ChildProcess, line: str, close: bool = False) -> None:
     try:
         assert proc.stdin is not None
         proc.stdin.write((line + "\n").encode())
@@ -66,7 +69,7 @@ def _write(proc: subprocess.Popen, line: str, close: bool = False) -> None:
         pass
 
 
-def _send(proc: subprocess.Popen, command: str) -> None:
+def _send(proc: ChildProcess, command: str) -> None:
     _write(proc, command, close=True)
 
 
@@ -81,6 +84,7 @@ class GradingProcess:
         self.stream, self.timeout, self.stop = stream, timeout, stop
         self.log_path = workdir / "output.log"
         (workdir / "job.json").write_text(job.to_json(), encoding="utf-8")
+        adopt_orphans()  # sealing: an orphan of the grading process comes back to this process, to be found
         self.proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
         self.reader = _Reader(workdir / "events.jsonl")
         stream.token = secrets.token_hex(16)
@@ -125,6 +129,12 @@ class GradingProcess:
         _send(self.proc, command or EXIT_COMMAND)
 
     def end(self) -> ChildEnd:
+        """How it ended; a process it started that outlived it (killed now) makes the report tampered with."""
+        if self.proc.poll() is None:  # events() was left before the process ended
+            kill(self.proc)
+        left = left_behind(self.proc.pid, own_processes, server_pids())  # sealing: nothing of it may outlive it
+        if left and not self.stream.tampered:
+            self.stream.tampered = f"{left[0]}, started by your code, outlived the grading process"
         returncode = None if self.timed_out else self.proc.returncode
         seconds = time.monotonic() - self.start
         return ChildEnd(self.stream, returncode, self.timed_out, seconds, _tail(self.log_path))

@@ -1,4 +1,7 @@
-"""Start grading processes (`python -m checks.engine.child.main`) and stop them, their own children included."""
+"""Start grading processes (`python -m checks.engine.child.main`) and stop them, their own children included.
+
+In the interpreter, with $CHECKS_FORK_SERVER set to 1, a grading process is forked from the fork server
+(`checks.engine.processes.forking`) instead, where it can be; both kinds are handled alike."""
 
 from __future__ import annotations
 
@@ -9,11 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from checks.engine.processes import forking
+from checks.engine.processes.forking import ForkedProcess
 from checks.engine.protocol import PRELOAD_FLAG
-from checks.engine.sealing import MARK
+from checks.engine.sealing import MARK, starting
 from checks.registry import ROOT
 
-started: list[subprocess.Popen] = []  # every grading process this process started
+ChildProcess = subprocess.Popen | ForkedProcess  # a grading process, started here or forked by the fork server
+started: list[ChildProcess] = []  # every grading process this process started
 
 
 def start_module(module: str, *args: str, env: dict[str, str], stdout: Any, text: bool = False) -> subprocess.Popen:
@@ -31,7 +37,7 @@ def start_module(module: str, *args: str, env: dict[str, str], stdout: Any, text
     )
 
 
-def kill(proc: subprocess.Popen) -> None:
+def kill(proc: ChildProcess) -> None:
     """Stop `proc` and every process of its session, and reap it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -53,12 +59,22 @@ def child_env(interpret: bool) -> dict[str, str]:
     return env
 
 
-def start_child(workdir: Path, interpret: bool, preload: bool) -> subprocess.Popen:
-    """A grading process for `workdir`; with `preload`, it imports torch and Triton before it waits for its job."""
+def start_child(workdir: Path, interpret: bool, preload: bool) -> ChildProcess:
+    """A grading process for `workdir`; with `preload`, it imports torch and Triton before it waits for its job.
+
+    In the interpreter, the fork server's (forked with torch and Triton imported) where it can be.
+    """
     args = [str(workdir / "job.json"), str(workdir / "events.jsonl")]
-    if preload:
-        args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu"]
-    with open(workdir / "output.log", "ab") as log:
-        proc = start_module("checks.engine.child.main", *args, env=child_env(interpret), stdout=log)
-    started.append(proc)
+    env = child_env(interpret)
+    with open(workdir / "output.log", "ab") as log, starting:  # sealing: started and known at once
+        proc = forking.fork_child([*args, PRELOAD_FLAG, "interpreter"], env, log.fileno()) if interpret else None
+        if proc is None:
+            args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu"] if preload else []
+            proc = start_module("checks.engine.child.main", *args, env=env, stdout=log)
+        started.append(proc)
     return proc
+
+
+def own_processes() -> set[int]:
+    """The grading processes this process started and its fork server: none of them is left behind by another."""
+    return {proc.pid for proc in started} | forking.server_pids()

@@ -1,0 +1,258 @@
+"""The fork server: a process that has imported what a grading process imports in Triton's interpreter (torch,
+Triton, numpy, the grading process's own modules) and forks grading processes from itself, each in milliseconds
+instead of the seconds those imports take.
+
+Started by `checks.engine.processes.forking` as `python -m checks.engine.child.fork_server FD`, with the
+environment of an interpreter grading process (which carries the sealing mark) and FD its end of a socket pair
+with the grader (SOCK_SEQPACKET: one message per send). It never loads a submission and runs no torch operation:
+it stays one thread, so that a fork copies nothing half done (numpy's OpenBLAS stops its threads before each fork;
+a first fork at start makes sure, and a server with another thread refuses to serve).
+
+A request is {"id": n, "args": [...], "env": {...}} with two file descriptors: the grading process's standard
+input and its output log. The server forks; the child starts a session of its own (so that the grader's kill and
+its sealing treat it as a process it started itself), takes the descriptors as its standard input, output and
+error, the request's environment and the repository as its folder, and runs `checks.engine.child.main` as
+`python -m checks.engine.child.main ARGS` would, to the same exit. The server answers {"id": n, "forked": pid}, or
+{"id": n, "refused": why} for an environment other than its own (torch and Triton read theirs at import: a child
+must have the one the server imported them with), and {"ended": pid, "status": wait status} once the child is
+reaped.
+
+It is a child subreaper: an orphan of a grading process comes back to it, where the grader's sealing
+(`checks.engine.sealing.left_behind`) finds and kills it; the server reaps it. It ends when the grader's end of
+the socket closes (the grader ended or was killed), and first kills every process of its own still running: the
+grading processes nobody reads any more, and the orphans they left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+MAX_MESSAGE = 1 << 20
+# What a child's environment may differ in from the server's: variables nothing reads at import. Pytest sets
+# PYTEST_CURRENT_TEST for each test; the course's own settings (CHECKS_...) are read by the grader, and by the
+# grading process only after it starts, from the request's environment it has by then.
+PER_CALL = frozenset({"PYTEST_CURRENT_TEST"})
+COURSE_SETTINGS = "CHECKS_"
+
+
+def comparable(env: dict[str, str]) -> dict[str, str]:
+    """The environment as the server compares it with a request's."""
+    return {name: value for name, value in env.items() if name not in PER_CALL and not name.startswith(COURSE_SETTINGS)}
+
+
+def send(sock: socket.socket, **message: Any) -> None:
+    with contextlib.suppress(OSError):  # the grader is gone: the next receive says so
+        sock.send(json.dumps(message).encode())
+
+
+def prepare() -> str:
+    """Import what a grading process imports in the interpreter; why the server cannot serve, or ""."""
+    from checks.engine.child.machine import detect
+    from checks.engine.sealing import adopt_orphans
+
+    detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
+    import checks.engine.child.case_runner
+    import checks.engine.child.main
+    import checks.engine.submission
+    import checks.puzzles
+    import checks.registry  # noqa: F401 - imported for the children
+
+    if not adopt_orphans():
+        return "it could not become a child subreaper"
+    return single_threaded()
+
+
+def single_threaded() -> str:
+    """Why this process must not fork grading processes, or "": it runs more than one thread, even after a fork.
+
+    numpy's OpenBLAS stops its threads before a fork and starts them again only when it is next used: a first fork
+    stops them for good, in a process that runs no torch or numpy operation.
+    """
+    first = os.fork()
+    if first == 0:
+        os._exit(0)
+    os.waitpid(first, 0)
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1 or threading.active_count() != 1:
+        return f"it runs {threads} threads after its imports, and a fork copies only the one that forks"
+    return ""
+
+
+def children_of(parent: int) -> set[int]:
+    """The processes whose parent is `parent`, from /proc."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.add(int(stat.parent.name))
+    return found
+
+
+class Server:
+    """The grading processes forked and not yet reaped, and the grader's socket."""
+
+    def __init__(self, sock: socket.socket, env: dict[str, str]) -> None:
+        self.sock, self.env = sock, comparable(env)
+        self.children: set[int] = set()
+        self.wakeup_read, self.wakeup_write = os.pipe()
+        os.set_blocking(self.wakeup_write, False)
+
+    def serve(self) -> tuple[list[str], dict[str, str], list[int]] | None:
+        """Answer requests until the grader leaves (None); in a forked child, its request (args, env, fds)."""
+        signal.set_wakeup_fd(self.wakeup_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that a child's end wakes the select
+        while True:
+            ready, _, _ = select.select([self.sock, self.wakeup_read], [], [])
+            if self.wakeup_read in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self.wakeup_read, 4096)
+            self.reap()
+            if self.sock not in ready:
+                continue
+            data, fds, flags, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 2)
+            if not data:
+                self.stop()
+                return None
+            request = json.loads(data) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else {}
+            if len(fds) != 2 or not isinstance(request.get("env"), dict) or not isinstance(request.get("args"), list):
+                self.refuse(request, fds, "a request without its arguments, environment and two file descriptors")
+            elif comparable(request["env"]) != self.env:
+                self.refuse(request, fds, "an environment other than the one the server imported torch and Triton with")
+            elif (pid := os.fork()) == 0:
+                self.leave()
+                return [str(a) for a in request["args"]], request["env"], fds
+            else:
+                self.children.add(pid)
+                for fd in fds:
+                    os.close(fd)
+                send(self.sock, id=request.get("id"), forked=pid)
+
+    def refuse(self, request: dict[str, Any], fds: list[int], why: str) -> None:
+        for fd in fds:
+            os.close(fd)
+        send(self.sock, id=request.get("id"), refused=why)
+
+    def reap(self) -> None:
+        """Reap every child that ended, the orphans it adopted included; report the grading processes'."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.children:
+                self.children.discard(pid)
+                send(self.sock, ended=pid, status=status)
+
+    def stop(self) -> None:
+        """The grader left: stop the grading processes nobody reads any more, and the orphans they left."""
+        for pid in self.children | children_of(os.getpid()):
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    def leave(self) -> None:
+        """In a forked child: nothing of the server's stays (its socket, its signal handling)."""
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (self.wakeup_read, self.wakeup_write):
+            os.close(fd)
+        self.sock.close()
+
+
+def become(args: list[str], env: dict[str, str], fds: list[int]) -> None:
+    """Make this forked child what `python -m checks.engine.child.main ARGS` started with `env` would be."""
+    from checks.engine.child import main as child_main
+    from checks.registry import ROOT
+
+    os.setsid()  # a session of its own, as spawn starts every grading process
+    stdin, log = fds
+    os.dup2(stdin, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(stdin)
+    os.close(log)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(ROOT)
+    sys.argv = [child_main.__file__, *args]
+
+
+def end_as_python_does(code: int, interrupted: bool = False) -> NoReturn:
+    """End this forked grading process as the interpreter ends a program, with exit status `code`: its threads
+    (other than daemon ones) waited for, the atexit functions run, its output flushed, and an uncaught
+    KeyboardInterrupt (`interrupted`) ended by SIGINT; but without tearing down the modules, which would write to,
+    and so copy, every page the child still shares with the server (a third of a second)."""
+    main_thread = threading.main_thread()
+    while others := [t for t in threading.enumerate() if t is not main_thread and not t.daemon]:
+        for thread in others:
+            thread.join()
+    atexit._run_exitfuncs()  # what the interpreter runs at its end
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code)
+
+
+def exit_code(code: object) -> int:
+    """The exit status Python gives `raise SystemExit(code)`; a code that is no integer is printed first."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def serve_until_forked(argv: list[str] | None = None) -> list[str]:
+    """Be the fork server until the grader leaves (then exit); in a forked child, ready to grade: its arguments."""
+    args = sys.argv[1:] if argv is None else argv
+    gc.disable()  # no collection leaves holes in the pages the children share ...
+    sock = socket.socket(fileno=int(args[0]))
+    env = dict(os.environ)  # before the imports, which may add to it (detect sets TRITON_INTERPRET)
+    try:
+        problem = prepare()
+    except Exception:  # noqa: BLE001 - said to the grader, which starts its grading processes itself then
+        problem = traceback.format_exc()
+    if problem:
+        send(sock, stopped=problem)
+        raise SystemExit(1)
+    gc.freeze()  # ... and none in a child writes to the objects imported here
+    request = Server(sock, env).serve()
+    if request is None:
+        raise SystemExit(0)
+    gc.enable()
+    become(*request)
+    return sys.argv[1:]
+
+
+if __name__ == "__main__":
+    # The grading process's main is called here, at the top, so that the frames below it are as many as when
+    # `python -m checks.engine.child.main` runs it (a crash lists them in the learner's output).
+    from checks.engine.child.main import main as grade
+
+    grading = serve_until_forked()
+    try:
+        end_as_python_does(exit_code(grade(grading)))
+    except SystemExit as exc:
+        end_as_python_does(exit_code(exc.code))
+    except BaseException as exc:  # noqa: BLE001 - reported and ended as Python ends a program on it
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        end_as_python_does(1, interrupted=isinstance(exc, KeyboardInterrupt))

@@ -1,0 +1,199 @@
+"""Grading processes forked from the fork server: the verdicts of started ones, the server's life, and starting a
+grading process as always whenever the server cannot fork one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks import verdict as V
+from checks.engine import sealing
+from checks.engine.child.fork_server import exit_code
+from checks.engine.grade import grade
+from checks.engine.processes import forking, spawn
+from checks.engine.processes.forking import ForkedProcess
+from checks.registry import ROOT, get_puzzle
+
+pytestmark = pytest.mark.skipif(not forking.wanted(), reason="the fork server serves only Linux machines without a GPU")
+
+SUBMISSIONS = Path(__file__).parent / "submissions"
+# (file, the verdict it must get): None is the answer key
+EITHER_WAY = {
+    "answer key": (None, V.PASSED),
+    "known-wrong kernel": (ROOT / "solutions" / "wrong" / "01_vector_add" / "thread_answer.py", V.FAILED),
+    "stub": (ROOT / "notebooks" / "01_vector_add.ipynb", V.ERROR),
+    "crash": (SUBMISSIONS / "broken" / "aborts.py", V.CRASHED),
+    "tampering": (SUBMISSIONS / "tampering" / "leaves_a_process_through_a_library.py", V.TAMPERED),
+}
+# a crash lists the grading process's frames: the first one is the fork server's module, not the grading process's
+FIRST_FRAME = re.compile(r'^.*File ".*(fork_server|child/main)\.py", line \d+ in <module>\n', re.MULTILINE)
+
+
+def comparable(verdict: V.Verdict) -> dict[str, Any]:
+    """The verdict, less what differs between any two runs (times, addresses, pids) or ways of starting."""
+    seen = asdict(verdict)
+    del seen["seconds"]
+    for case in seen["cases"]:
+        del case["seconds"]
+    seen["summary"] = re.sub(r"process \d+", "process N", seen["summary"])
+    seen["output"] = FIRST_FRAME.sub("", re.sub(r"0x[0-9a-f]+", "0x...", seen["output"]))
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", EITHER_WAY)
+def test_a_forked_grading_process_gives_the_verdict_a_started_one_gives(kind, monkeypatch):
+    path, status = EITHER_WAY[kind]
+
+    def graded(forked: bool) -> dict[str, Any]:
+        monkeypatch.setenv(forking.ENV, "1" if forked else "0")
+        verdict = grade(get_puzzle(1), path, solution=path is None, seed=7, timeout=60)
+        assert isinstance(spawn.started[-1], ForkedProcess) == forked
+        assert verdict.status == status, V.format_verdict(verdict)
+        return comparable(verdict)
+
+    through_server = graded(forked=True)
+    assert through_server == graded(forked=False)
+    if kind == "tampering":  # the orphan it left came back to the fork server, where sealing found it
+        assert "outlived the grading process" in through_server["summary"]
+
+
+def _ended(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # this process may have adopted it (a subreaper)
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _wait_for(condition: Any, seconds: float = 20.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.slow
+def test_one_server_forks_every_grading_process_of_this_process(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = spawn.start_child(tmp_path / "a", interpret=True, preload=True)
+    second = spawn.start_child(tmp_path / "b", interpret=True, preload=True)
+    try:
+        assert isinstance(first, ForkedProcess) and isinstance(second, ForkedProcess)
+        assert len(forking._server) == 1 and forking.server_pids() == {forking._server[0].proc.pid}
+        (server,) = forking.server_pids()
+        assert _parent(first.pid) == _parent(second.pid) == server
+        assert len(os.listdir(f"/proc/{server}/task")) == 1  # it forks from one thread
+        assert _wait_for(lambda: os.getsid(first.pid) == first.pid)  # a session of its own, as spawn starts them
+        assert sealing._marked(first.pid)  # what it leaves behind is found by the mark
+        assert first.pid in spawn.own_processes() and server in spawn.own_processes()
+        assert first.poll() is None
+    finally:
+        spawn.kill(first)
+        spawn.kill(second)
+    assert first.returncode == -signal.SIGKILL and second.poll() == -signal.SIGKILL
+
+
+GRADER = """
+import os, signal, sys
+from pathlib import Path
+from checks.engine.processes import forking, spawn
+child = spawn.start_child(Path(sys.argv[1]), interpret=True, preload=True)
+print(type(child).__name__, child.pid, forking._server[0].proc.pid, flush=True)
+sys.stdin.readline()
+if sys.argv[2] == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["exits", "killed"])
+def test_the_server_ends_with_the_process_that_started_it(how, tmp_path):
+    env = {**os.environ, forking.ENV: "1", "PYTHONPATH": str(ROOT)}
+    grader = subprocess.Popen(
+        [sys.executable, "-c", GRADER, str(tmp_path), how], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        kind, child, server = grader.stdout.readline().split()
+        assert kind == "ForkedProcess" and not _ended(int(server)) and not _ended(int(child))
+        grader.stdin.write("\n")
+        grader.stdin.flush()
+        grader.wait(timeout=60)
+        assert _wait_for(lambda: _ended(int(server)) and _ended(int(child)))
+    finally:
+        grader.kill()
+        grader.wait()
+
+
+@pytest.mark.slow
+def test_a_process_in_another_environment_is_started_as_always(tmp_path, monkeypatch):
+    for folder in "abcd":
+        (tmp_path / folder).mkdir()
+    processes = [spawn.start_child(tmp_path / "a", interpret=True, preload=True)]  # the server runs
+    monkeypatch.setenv("CHECKS_SOME_SETTING", "1")  # the course's own settings are read after the imports
+    processes.append(spawn.start_child(tmp_path / "b", interpret=True, preload=True))
+    monkeypatch.setenv("A_LIBRARY_SETTING", "1")  # another: a library may read it at import
+    processes.append(spawn.start_child(tmp_path / "c", interpret=True, preload=True))
+    monkeypatch.delenv("A_LIBRARY_SETTING")
+    processes.append(spawn.start_child(tmp_path / "d", interpret=True, preload=True))  # the server serves on
+    for proc in processes:
+        spawn.kill(proc)
+    assert [type(p).__name__ for p in processes] == ["ForkedProcess", "ForkedProcess", "Popen", "ForkedProcess"]
+
+
+@pytest.fixture
+def own_server():
+    """A fork server of this test's own (the one before is stopped, and this one afterwards)."""
+    forking.stop_server()
+    yield
+    forking.stop_server()
+
+
+@pytest.mark.slow
+def test_a_dead_server_gives_way_to_starting_processes_as_always(tmp_path, own_server):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    forked = spawn.start_child(tmp_path / "a", interpret=True, preload=True)
+    server = forking._server[0].proc
+    server.kill()
+    server.wait()
+    started = spawn.start_child(tmp_path / "b", interpret=True, preload=True)
+    spawn.kill(started)
+    spawn.kill(forked)  # what became of a process its server no longer reports on is still found
+    assert isinstance(forked, ForkedProcess) and isinstance(started, subprocess.Popen)
+    assert forked.returncode == -signal.SIGKILL and forking.server_pids() == set()
+
+
+def test_a_server_with_a_second_thread_does_not_serve():
+    code = (
+        "import threading, time; threading.Thread(target=time.sleep, args=(30,), daemon=True).start(); "
+        "from checks.engine.child.fork_server import single_threaded; print(single_threaded() or 'serves')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert "runs 2 threads" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_forked_grading_process_ends_with_the_status_python_gives_its_exit():
+    assert [exit_code(code) for code in (None, 0, 3, True, -1, 256)] == [0, 0, 3, 1, 255, 0]
+    assert exit_code("a message, printed") == 1
