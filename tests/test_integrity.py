@@ -132,6 +132,7 @@ SUBMISSIONS = [
     ("leaves_a_process_through_a_library", 1, V.TAMPERED),
     ("traces_the_grader", 1, V.TAMPERED),
     ("uses_ctypes", 1, V.TAMPERED),
+    ("reads_its_own_memory", 1, V.TAMPERED),
 ]
 # what the report must name, for the submissions the audit hook stops (checks.engine.child.hardening)
 REASONS = {
@@ -142,6 +143,7 @@ REASONS = {
     "traces_the_grader": "sys.settrace",
     "uses_ctypes": "ctypes",
     "appends_verdict": "events.jsonl",
+    "reads_its_own_memory": "own memory or open files",
 }
 
 

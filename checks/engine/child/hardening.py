@@ -14,6 +14,8 @@ The hook it adds can never be removed, and sees every audited event of every thr
                           frames would pass for theirs), unless it is that file's own text (an import)
     the grader's files    opening, removing, renaming... anything under the check's folder; changing the
                           grader's own package
+    its own process       opening /proc/self/... (its memory, where the token is; its open files, the
+                          events file among them), by any of its names (/proc/PID, /proc/thread-self, /dev/fd)
 
 when the code that asked is the learner's. Who asks is the innermost Python frame outside the standard
 library: a frame of an installed package (Triton's compiler and interpreter, torch, numpy) or of the grader
@@ -123,6 +125,7 @@ class Guard:
         self.protected = _prefixes([str(p) for p in protected])
         self.read_only = _prefixes([str(p) for p in read_only])
         self.own = {os.path.realpath(p) for p in own}
+        self.own_process = _prefixes(["/proc/self", "/proc/thread-self", f"/proc/{os.getpid()}", "/dev/fd"])
         self.refuse = refuse
         self.kinds: dict[str, int] = {}
         self.local = threading.local()  # `busy` while the hook itself looks at frames (which raises events)
@@ -179,6 +182,16 @@ class Guard:
         where = getattr(self.local, "asking", "")
         self.refuse(f"{reason}, at {where}" if where else reason)
 
+    def own_process_path(self, path: object) -> bool:
+        """Whether `path` names something of this process under /proc (its memory, its descriptors, ...)."""
+        if isinstance(path, int) or path is None:
+            return False
+        try:
+            full = os.path.abspath(os.fsdecode(path))
+        except TypeError:
+            return False
+        return full.startswith(self.own_process) or os.path.realpath(full).startswith(self.own_process)
+
     def protected_path(self, path: object, writes: bool) -> bool:
         if isinstance(path, int) or path is None:
             return False
@@ -203,6 +216,9 @@ class Guard:
             if any(self.protected_path(a, writes) for a in paths) and self.learner_asks():
                 name = os.path.basename(os.fsdecode(paths[0]))  # the same in every folder a check runs in
                 self.refuse_asked(f"opening or changing the grader's file {name}")
+            if any(self.own_process_path(a) for a in paths) and self.learner_asks():
+                name = os.path.basename(os.fsdecode(paths[0]))
+                self.refuse_asked(f"opening the grading process's own memory or open files (/proc/self/.../{name})")
             return
         what = PROCESS.get(event)
         if what is not None:
