@@ -182,25 +182,12 @@ class Guard:
         where = getattr(self.local, "asking", "")
         self.refuse(f"{reason}, at {where}" if where else reason)
 
-    def own_process_path(self, path: object) -> bool:
-        """Whether `path` names something of this process under /proc (its memory, its descriptors, ...)."""
-        if isinstance(path, int) or path is None:
-            return False
-        try:
-            full = os.path.abspath(os.fsdecode(path))
-        except TypeError:
-            return False
-        return full.startswith(self.own_process) or os.path.realpath(full).startswith(self.own_process)
+    def own_process_path(self, full: str, real: str) -> bool:
+        """Whether a path (absolute, and with its links resolved) names something of this process under /proc."""
+        return full.startswith(self.own_process) or real.startswith(self.own_process)
 
-    def protected_path(self, path: object, writes: bool) -> bool:
-        if isinstance(path, int) or path is None:
-            return False
-        try:
-            full = os.path.abspath(os.fsdecode(path))
-        except TypeError:
-            return False
+    def protected_path(self, full: str, real: str, writes: bool) -> bool:
         prefixes = self.protected + self.read_only if writes else self.protected
-        real = os.path.realpath(full)
         if not writes and real in self.own:
             return False  # the learner may read its own files
         return full.startswith(prefixes) or real.startswith(prefixes)
@@ -213,10 +200,11 @@ class Guard:
                 paths = args[:1]
             else:
                 writes, paths = True, args[:2]
-            if any(self.protected_path(a, writes) for a in paths) and self.learner_asks():
+            named = [n for n in map(_full_and_real, paths) if n is not None]  # each realpath once: a hot path
+            if any(self.protected_path(full, real, writes) for full, real in named) and self.learner_asks():
                 name = os.path.basename(os.fsdecode(paths[0]))  # the same in every folder a check runs in
                 self.refuse_asked(f"opening or changing the grader's file {name}")
-            if any(self.own_process_path(a) for a in paths) and self.learner_asks():
+            if any(self.own_process_path(full, real) for full, real in named) and self.learner_asks():
                 name = os.path.basename(os.fsdecode(paths[0]))
                 self.refuse_asked(f"opening the grading process's own memory or open files (/proc/self/.../{name})")
             return
@@ -246,6 +234,17 @@ class Guard:
             return
         if event in CTYPES and self.learner_asks():
             self.refuse_asked(f"using ctypes ({event})")
+
+
+def _full_and_real(path: object) -> tuple[str, str] | None:
+    """A path an event names, absolute as given and with its links resolved; None for a descriptor or no path."""
+    if isinstance(path, int) or path is None:
+        return None
+    try:
+        full = os.path.abspath(os.fsdecode(path))
+    except TypeError:
+        return None
+    return full, os.path.realpath(full)
 
 
 def _is_source_of(source: object, filename: str) -> bool:
