@@ -29,10 +29,11 @@ def machine_mode() -> str:
 # A test that grades in a grading process, runs a notebook or records kernels in the interpreter takes
 # seconds: it says so where it is defined (`pytestmark = pytest.mark.slow`, or `@pytest.mark.slow`), and
 # `make test-fast` (-m "not slow") leaves it out. An unmarked test fails when it spends more than FAST_LIMIT_S of
-# this process's CPU, or takes longer than that on the clock when it started a grading process (whose CPU is not
-# this process's), or STALL_ROOM times longer when it did not (room for a busy machine, scaled by its load: CI
-# runs two workers on two cores, and a test of 0.1 s alone was once held 3.5 s there), so a slow test cannot pass
-# for fast.
+# CPU in the thread that runs it (not torch's pool threads, which spin on a busy machine: a test of 0.1 s alone
+# was once charged 2.4 s of its process's CPU), or takes longer than that on the clock when it started a grading
+# process (whose CPU is not this process's), or STALL_ROOM times longer when it did not (room for a busy machine,
+# scaled by its load: CI runs two workers on two cores, and a test of 0.1 s alone was once held 3.5 s there), so a
+# slow test cannot pass for fast.
 FAST_LIMIT_S = 2.0
 STALL_ROOM = 3.0
 COST = pytest.StashKey[tuple[float, bool]]()
@@ -43,9 +44,9 @@ def pytest_runtest_call(item):
     from checks.engine.processes import spawn
 
     before = {id(proc) for proc in spawn.started}
-    cpu = time.process_time()
+    cpu = time.thread_time()  # this thread's: not torch's pool threads, nor threads an earlier test left working
     yield
-    item.stash[COST] = (time.process_time() - cpu, any(id(proc) not in before for proc in spawn.started))
+    item.stash[COST] = (time.thread_time() - cpu, any(id(proc) not in before for proc in spawn.started))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -88,9 +88,10 @@ def _children(base: Path) -> set[int]:
     return {pid for pid, args in _processes() if "checks.engine.child.main" in args and str(base) in args}
 
 
-def _started_a_case(base: Path) -> bool:
-    """Whether a grading process under `base` has reported the start of a case."""
-    for events in base.rglob("events.jsonl"):
+def _started_a_case(base: Path, earlier: frozenset[Path] = frozenset()) -> bool:
+    """Whether a grading process under `base` has reported the start of a case (in an events file not in
+    `earlier`: an earlier check's folder may still be there)."""
+    for events in set(base.rglob("events.jsonl")) - earlier:
         with contextlib.suppress(OSError):  # a finished check's folder may go away while it is read
             if '"case_start"' in events.read_text(errors="replace"):
                 return True
@@ -140,16 +141,26 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
     slow = tmp_path / "slow.py"
     slow.write_text("import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n")
     assert _check(env, "1", "--solution").returncode == 0  # the warm grader is up
-    client = subprocess.Popen([sys.executable, "-m", "checks", "1", "--file", str(slow)], cwd=ROOT, env=env)
+    earlier = frozenset(folder.parent.rglob("events.jsonl"))
+    said = tmp_path / "client.txt"
+    with open(said, "wb") as out:
+        client = subprocess.Popen(
+            [sys.executable, "-m", "checks", "1", "--file", str(slow)], cwd=ROOT, env=env, stdout=out, stderr=out
+        )
     for _ in range(600):  # until its grading process has started case 1: it is in the learner's time.sleep
-        if _started_a_case(folder.parent):
+        if _started_a_case(folder.parent, earlier):
             break
         time.sleep(0.1)
     time.sleep(0.5)
     busy = _children(folder.parent)
     assert busy and client.poll() is None
     client.send_signal(signal.SIGINT)  # Ctrl-C at the terminal
-    assert client.wait(timeout=30) == 130
+    try:
+        status = client.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        status = f"still running 30 s later, having said: {said.read_text(errors='replace')!r}"
+    assert status == 130
     time.sleep(1.0)
     assert not busy & _children(folder.parent)  # that check's grading process was stopped (new ones wait for the next)
     after = _check(env, "5", "--solution")
