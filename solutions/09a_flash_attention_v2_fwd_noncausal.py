@@ -25,10 +25,11 @@ if os.environ.get("TRITON_INTERPRET") == "1":
     # The interpreter cannot time configurations against each other: give it one.
     CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
 else:
+    # 8 warps for 128-row tiles: with 4, the (128, HEAD_DIM) accumulator and the tiles loaded ahead need more
+    # registers than a thread has at HEAD_DIM = 128, and the compiler spills them to memory (bench/tuning.md).
     CONFIGS = [
         triton.Config({"BLOCK_M": BM, "BLOCK_N": BN}, num_warps=w, num_stages=s)
-        for BM, BN, w, s in [(128, 64, 8, 3), (128, 64, 4, 3), (128, 64, 4, 4), (128, 64, 8, 4), (128, 128, 8, 3),
-                             (128, 32, 4, 4), (64, 64, 4, 4)]
+        for BM, BN, w, s in [(128, 64, 8, 3), (128, 64, 8, 4), (128, 128, 8, 3), (64, 64, 4, 3)]
     ]
 
 
@@ -51,23 +52,27 @@ def _attn_fwd_inner(
     BLOCK_N: tl.constexpr,
     MASKED: tl.constexpr,  # blocks that may hold keys a row must not see (keys >= keys_end, keys >= N_CTX)
 ):
-    offs_n = lo + tl.arange(0, BLOCK_N)
-    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk  # (BLOCK_N, HEAD_DIM)
-    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk  # (BLOCK_N, HEAD_DIM)
+    # A K (or V) block is a scalar pointer to its first row plus one tile of offsets, the same for every
+    # block: (BLOCK_N, HEAD_DIM) int32 offsets, one register an element where 64-bit pointers take two.
+    offs_n = tl.arange(0, BLOCK_N)
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk  # (BLOCK_N, HEAD_DIM)
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk  # (BLOCK_N, HEAD_DIM)
+    k_block = k_base + lo * stride_kn  # K[b, h, lo, 0]: the first block this stage loads
+    v_block = v_base + lo * stride_vn
     ### BEGIN SOLUTION
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         # -- scores of this K block, in base-2 units: log2(e) * sm_scale * q k^T
         if MASKED:
             offs_kv = start_n + tl.arange(0, BLOCK_N)
-            k = tl.load(k_ptrs, mask=offs_kv[:, None] < N_CTX, other=0.0)
+            k = tl.load(k_block + k_offs, mask=offs_kv[:, None] < N_CTX, other=0.0)
             qk = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N)
             keep = offs_kv[None, :] < keys_end[:, None]
             qk = tl.where(keep, qk * qk_scale, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
             qk = qk - m_ij[:, None]
         else:
-            k = tl.load(k_ptrs)
+            k = tl.load(k_block + k_offs)
             qk = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N)
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # scale after the max: one multiply per row
             qk = qk * qk_scale - m_ij[:, None]
@@ -77,14 +82,14 @@ def _attn_fwd_inner(
         l_ij = tl.sum(p, 1)
         acc = acc * alpha[:, None]
         if MASKED:
-            v = tl.load(v_ptrs, mask=offs_kv[:, None] < N_CTX, other=0.0)  # 0 * poison would be NaN
+            v = tl.load(v_block + v_offs, mask=offs_kv[:, None] < N_CTX, other=0.0)  # 0 * poison would be NaN
         else:
-            v = tl.load(v_ptrs)
+            v = tl.load(v_block + v_offs)
         acc = tl.dot(p.to(v.dtype), v, acc)  # fp16 operands, fp32 accumulator
         l_i = l_i * alpha + l_ij
         m_i = m_ij
-        k_ptrs += BLOCK_N * stride_kn
-        v_ptrs += BLOCK_N * stride_vn
+        k_block += BLOCK_N * stride_kn  # the next block: one scalar add
+        v_block += BLOCK_N * stride_vn
     return acc, l_i, m_i
     ### END SOLUTION
 
