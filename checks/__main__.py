@@ -16,6 +16,9 @@ try:
     status = main()
 except BrokenPipeError:  # the output went to a command that stopped reading (`... | head`): nothing to add
     status = 1
+except KeyboardInterrupt:  # Ctrl-C: the grading process was ended on the way out; no verdict, no traceback
+    print("\nStopped: no verdict was given or recorded.", file=sys.stderr)
+    status = 130
 # The verdict is printed and recorded, and the grading processes are gone. Leave without Python's
 # shutdown, which with torch's CUDA state loaded takes more than half a second on a GPU machine.
 for stream in (sys.stdout, sys.stderr):

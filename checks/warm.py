@@ -172,7 +172,7 @@ def request(argv: list[str]) -> int | None:
                     break
                 reply += chunk
         except KeyboardInterrupt:
-            print("\nStopped.", file=sys.stderr)
+            print("\nStopped: no verdict was given or recorded.", file=sys.stderr)
             return 130
         except OSError:
             reply = b""

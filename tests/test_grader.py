@@ -85,6 +85,62 @@ def test_python_m_checks_exits_with_the_verdicts_status(tmp_path):
     assert run("99").returncode == 2
 
 
+def _holding(folder: Path) -> list[int]:
+    """The processes with a file under `folder` open or named on their command line."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            opened = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if str(folder) in cmdline or any(path.startswith(str(folder)) for path in opened):
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fork_server", ["0", "1"], ids=["started", "forked"])
+def test_ctrl_c_during_a_check_stops_it_and_its_grading_process(tmp_path, fork_server):
+    """Ctrl-C while the learner's code runs: exit 130 with one sentence, no traceback, and no process left running
+    the learner's code (here a case that sleeps for two minutes); on a GPU, the interpreter stage's processes too."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n")
+    (work := tmp_path / "tmp").mkdir()
+    env = dict(os.environ, CHECKS_WARM="0", CHECKS_FORK_SERVER=fork_server, TMPDIR=str(work),  # the machine's mode
+               CHECKS_PROGRESS_FILE=str(tmp_path / "progress.json"))  # fmt: skip
+    client = subprocess.Popen([sys.executable, "-m", "checks", "1", "--file", str(slow)], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and client.poll() is None:  # until case 1 runs: the learner's time.sleep
+        if any('"case_start"' in events.read_text(errors="replace") for events in work.rglob("events.jsonl")):
+            break
+        time.sleep(0.1)
+    assert client.poll() is None and _holding(work), "the check should be in its first case"
+    client.send_signal(signal.SIGINT)
+    try:
+        out, err = client.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        out, err = client.communicate()
+        pytest.fail(f"the check was still running 30 s after Ctrl-C; it said: {out}{err}")
+    assert client.returncode == 130, (out, err)
+    assert "Stopped: no verdict was given or recorded." in err and "Traceback" not in err + out
+    for _ in range(50):
+        if not _holding(work):
+            break
+        time.sleep(0.1)
+    assert not _holding(work), "a process of the stopped check is still running"
+    assert not (tmp_path / "progress.json").exists()  # nothing recorded
+
+
 @pytest.mark.parametrize("given", ["99", "0", "abc", "10c"])
 def test_an_unknown_puzzle_gets_one_sentence_and_exit_2(capsys, given):
     assert main([given]) == 2

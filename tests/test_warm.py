@@ -144,8 +144,12 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
     earlier = frozenset(folder.parent.rglob("events.jsonl"))
     said = tmp_path / "client.txt"
     with open(said, "wb") as out:
-        client = subprocess.Popen(
-            [sys.executable, "-m", "checks", "1", "--file", str(slow)], cwd=ROOT, env=env, stdout=out, stderr=out
+        client = subprocess.Popen(  # -X faulthandler: an abort (below) prints where each of its threads was
+            [sys.executable, "-X", "faulthandler", "-m", "checks", "1", "--file", str(slow)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=out,
         )
     for _ in range(600):  # until its grading process has started case 1: it is in the learner's time.sleep
         if _started_a_case(folder.parent, earlier):
@@ -157,10 +161,13 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
     client.send_signal(signal.SIGINT)  # Ctrl-C at the terminal
     try:
         status = client.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        client.kill()
-        status = f"still running 30 s later, having said: {said.read_text(errors='replace')!r}"
-    assert status == 130
+    except subprocess.TimeoutExpired:  # say why: its signal masks, its threads, and where they were
+        masks = Path(f"/proc/{client.pid}/status").read_text().splitlines()
+        masks = [line for line in masks if line.startswith(("Threads", "SigBlk", "SigIgn", "SigCgt"))]
+        client.send_signal(signal.SIGABRT)
+        client.wait(timeout=30)
+        status = f"still running 30 s later ({', '.join(masks)}), having said: {said.read_text(errors='replace')}"
+    assert status == 130 and "Stopped: no verdict was given or recorded." in said.read_text()
     time.sleep(1.0)
     assert not busy & _children(folder.parent)  # that check's grading process was stopped (new ones wait for the next)
     after = _check(env, "5", "--solution")

@@ -154,7 +154,12 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     with ThreadPoolExecutor(max_workers=len(parts) + 1) as pool:
         runs = [pool.submit(part.run, limit) for part in parts]
         interpreted = pool.submit(lambda: merge_parts([run.result() for run in runs], params))
-        verdict = gpu_stage.run(limit)
+        try:
+            verdict = gpu_stage.run(limit)
+        except BaseException:  # Ctrl-C: the interpreter stage's processes are stopped too, not waited for
+            for part in parts:
+                part.cancel()
+            raise
         if not verdict.passed:
             explained = explain_wrong_values(verdict, interpreted) if worth_explaining(verdict) else None
             for part in parts:

@@ -69,10 +69,14 @@ class Stage:
     def run(self, timeout: float) -> V.Verdict:
         self.timeout = timeout
         process = GradingProcess(self.job, self.stream, timeout, self.workdir, stop=self._stop.is_set)
-        for event in process.events():
-            command = self.judge_event(event)
-            if event["event"] == "observed":
-                process.answer(command)
+        try:
+            for event in process.events():
+                command = self.judge_event(event)
+                if event["event"] == "observed":
+                    process.answer(command)
+        except BaseException:  # Ctrl-C, or the grader's own error: the learner's code must not run on without it
+            process.end()
+            raise
         return self.verdict(process.end())
 
     def cancel(self) -> None:
