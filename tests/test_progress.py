@@ -162,3 +162,16 @@ def test_a_check_in_the_notebook_itself_records_no_file(progress_file, monkeypat
     notebook.check(1)
     assert "Recorded in" not in capsys.readouterr().out
     assert json.loads(progress_file.read_text())["puzzles"]["1"]["source"] == ""
+
+
+def test_an_interrupted_notebook_check_says_so_and_records_nothing(progress_file, monkeypatch, capsys):
+    from checks.learner import notebook
+
+    def interrupted(puzzle, **kw):
+        raise KeyboardInterrupt  # Kernel > Interrupt while the grading process runs
+
+    monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
+    monkeypatch.setattr(notebook, "_grade_warm", interrupted)
+    notebook.check(1)
+    assert capsys.readouterr().out.strip() == "Stopped: no verdict was given or recorded."
+    assert not progress_file.exists()

@@ -150,15 +150,19 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
         print(f"The graded cell has not been run in this session: grading the saved {puzzle.notebook.name}.")
         source = (notebook_code(puzzle.notebook, number), f"your graded cell in {puzzle.notebook.name}")
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
-        verdict = _grade_warm(
-            puzzle,
-            timeout=timeout,
-            seed=seed,
-            source=source,
-            earlier=earlier_code(puzzle),
-            artifacts=Path(pictures),
-            progress=V.progress_printer(number, puzzle.title),
-        )
+        try:
+            verdict = _grade_warm(
+                puzzle,
+                timeout=timeout,
+                seed=seed,
+                source=source,
+                earlier=earlier_code(puzzle),
+                artifacts=Path(pictures),
+                progress=V.progress_printer(number, puzzle.title),
+            )
+        except KeyboardInterrupt:  # Kernel > Interrupt: the grading process was ended on the way out
+            print("Stopped: no verdict was given or recorded.")
+            return
         print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
         if verdict.picture_data:
             _show_picture(verdict, picture_folder(puzzle) / f"{puzzle.stem}.png")
