@@ -517,3 +517,22 @@ def test_a_later_run_replaces_the_rows_it_measured_in_place(tmp_path, variant):
     )
     # the later run's own notes speak of all its rows: kept only when all its rows of the puzzle came in
     assert ("about every row of the run" in meta["notes"]) == (variant is None)
+
+
+def test_a_series_has_one_colour_in_every_panel_of_a_plot(tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+
+    drawn: dict[tuple[int, str], set[str]] = {}
+    figures = []  # held, so that no two plots share an id
+    plot = Axes.plot
+
+    def recording(self, *args, **kwargs):
+        figures.append(self.figure)
+        drawn.setdefault((id(self.figure), kwargs.get("label")), set()).add(kwargs.get("color"))
+        return plot(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "plot", recording)
+    (tmp_path / "bench").mkdir()
+    bench.write_outputs(fake_rows(), META, tmp_path, [])
+    assert drawn and all(len(colours) == 1 for colours in drawn.values()), drawn
+    assert len(drawn) > 4  # several series, some of them in some panels only (8's line is not in the causal ones)

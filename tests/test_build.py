@@ -311,3 +311,16 @@ def test_a_learners_own_cells_are_kept_when_the_course_text_changed(learner_note
     path.write_text(mine, encoding="utf-8")
     assert build.drift().guarded == [path]
     assert build.main([]) == 1 and path.read_text(encoding="utf-8") == mine
+
+
+def test_a_figure_of_rows_from_several_runs_says_so(monkeypatch):
+    from checks.authoring import figures
+
+    rows, meta = figures._bench()
+    first = {k: v for k, v in meta.items() if k != "merged"}
+    later = {"puzzle": "9", "variant": "", "gpu": "GPU X", "date": "2030-01-02 03:04 UTC"}
+    later |= {"torch": first["torch"], "triton": first["triton"], "cuda": first["cuda"]}
+    monkeypatch.setattr(figures, "_bench", lambda: (rows, {**first, "merged": [later]}))
+    text = figures.markdown("fa1_vs_fa2")  # puzzle 8's rows from the first run, 9's from the later one
+    assert f"{first['gpu']} and GPU X, in 2 runs from {first['date']} to 2030-01-02 03:04 UTC" in text
+    assert f"with torch {first['torch']}, Triton {first['triton']}" in text  # one version, said once

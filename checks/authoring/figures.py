@@ -423,6 +423,27 @@ def _run(rows: list[Row], meta: dict) -> dict:
     return meta
 
 
+def _runs(rows: list[Row], meta: dict) -> list[dict]:
+    """The metadata of each run the rows were measured in, in the order met: the run merged in later for its
+    puzzle and variant, the first run for the rest."""
+    runs: list[dict] = []
+    for r in rows:
+        merged = meta.get("merged", [])
+        run = next((m for m in merged if (r.puzzle, r.variant) == (m["puzzle"], m["variant"])), meta)
+        if not any(run is seen for seen in runs):
+            runs.append(run)
+    return runs or [meta]
+
+
+def _provenance(rows: list[Row], meta: dict) -> dict:
+    """`_meta_keys` of the rows' run; for rows of several runs, each GPU and version once and the dates' span."""
+    keys = [_meta_keys(run) for run in _runs(rows, meta)]
+    said = {k: " and ".join(dict.fromkeys(str(m[k]) for m in keys)) for k in ("gpu", "torch", "triton", "cuda")}
+    dates = sorted({str(m["date"]) for m in keys})
+    said["date"] = dates[0] if len(dates) == 1 else f"in {len(keys)} runs from {dates[0]} to {dates[-1]}"
+    return said
+
+
 def _meta_keys(meta: dict) -> dict:
     keys = {k: meta.get(k, "?") for k in ("gpu", "date", "torch", "triton", "cuda")}
     keys["copy_gbps"] = round(meta.get("peaks", {}).get("copy_gbps", 0.0))
@@ -446,7 +467,7 @@ def _versus_answer_key(name: str, rows: list[Row], x: str = "N") -> str:
 
 
 def caption(figure: Figure, meta: dict, rows: list[Row] | None = None) -> str:
-    m = _meta_keys(_run(_rows(figure, rows or []), meta))
+    m = _provenance(_rows(figure, rows or []), meta)
     return (
         f"{figure.what} Recorded by `make bench` on an {m['gpu']}, {m['date']}, with torch {m['torch']}, "
         f"Triton {m['triton']} and CUDA {m['cuda']} (data: `bench/results.csv`)."
@@ -521,6 +542,15 @@ def _pictures(rows: list[Row], meta: dict) -> list[tuple[str, str, Callable[[Pat
     return found
 
 
+def line_colours(figure: Figure) -> dict[str, str]:
+    """One colour per line label for the whole figure, so that a series has the same colour in every panel."""
+    colours: dict[str, str] = {}
+    for _, lines in figure.panels:
+        for line in lines:
+            colours.setdefault(line.label, f"C{len(colours)}")
+    return colours
+
+
 def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
     """A figure's PNG, its panels two to a row; `make bench` draws its plots of bench/ with it too."""
     import matplotlib
@@ -533,8 +563,9 @@ def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
     fig, axes = plt.subplots(high, cols, figsize=(6.2 * cols, 4.3 * high), squeeze=False)
     for ax in axes.flat[len(figure.panels) :]:
         ax.set_visible(False)
+    colours = line_colours(figure)
     for ax, (title, lines) in zip(axes.flat, figure.panels, strict=False):
-        for colour, line in enumerate(lines):
+        for line in lines:
             points = sorted(
                 (r.x, _rate(r, line))
                 for r in chosen
@@ -547,7 +578,7 @@ def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
                     line.style,
                     marker="o",
                     markersize=3,
-                    color=f"C{colour}",
+                    color=colours[line.label],
                     label=line.label,
                 )
         if figure.copy_peak:
@@ -559,7 +590,7 @@ def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    m = _meta_keys(_run(chosen, meta))
+    m = _provenance(chosen, meta)
     fig.suptitle(f"{figure.title}\n{m['gpu']}, {m['date']}, torch {m['torch']}, Triton {m['triton']}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
