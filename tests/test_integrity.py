@@ -157,6 +157,7 @@ def test_tampering_submissions_never_pass(name, number, status, monkeypatch):
     assert verdict.status == status, report
     if status == V.TAMPERED:
         assert "incomplete or forged" in report and "this submission was not graded" in report
+        assert "starts a process that outlives the grading" in report  # the advice covers what sealing finds
     assert REASONS.get(name, "") in report
 
 

@@ -125,8 +125,8 @@ def grader_error_verdict(v: V.Verdict, text: str, names: dict[str, str]) -> None
 
 TAMPERED_SUMMARY = (
     "The grading process's report was incomplete or forged ({why}), so this submission was not graded: "
-    "remove any code that writes to the grader's files, reaches into its objects or replaces its functions, "
-    "then check again."
+    "remove any code that writes to the grader's files, reaches into its objects, replaces its functions or "
+    "starts a process that outlives the grading, then check again."
 )
 
 RULE_FAILED_SUMMARY = (
