@@ -3,6 +3,7 @@ import sys
 
 from checks import warm
 from checks.learner.preflight import ensure
+from checks.verdict import STOPPED
 
 status = ensure(sys.argv[1:])  # before anything that imports yaml, torch or triton
 if status is None and warm.wanted(sys.argv[1:], os.environ, sys.stdout.isatty()):
@@ -17,7 +18,7 @@ try:
 except BrokenPipeError:  # the output went to a command that stopped reading (`... | head`): nothing to add
     status = 1
 except KeyboardInterrupt:  # Ctrl-C: the grading process was ended on the way out; no verdict, no traceback
-    print("\nStopped: no verdict was given or recorded.", file=sys.stderr)
+    print(f"\n{STOPPED}", file=sys.stderr)
     status = 130
 # The verdict is printed and recorded, and the grading processes are gone. Leave without Python's
 # shutdown, which with torch's CUDA state loaded takes more than half a second on a GPU machine.

@@ -19,6 +19,9 @@ NOT_READY = "not-ready"  # the puzzle is listed but not written yet
 INTERNAL = "internal"  # the grader itself broke: never the learner's fault
 TAMPERED = "tampered"  # the grading process's report was incomplete or forged
 
+# what a check interrupted by Ctrl-C (or Kernel > Interrupt) says, wherever it was running
+STOPPED = "Stopped: no verdict was given or recorded."
+
 
 @dataclass
 class CaseResult:

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from checks.verdict import STOPPED  # standard library only, as this module
+
 ROOT = Path(__file__).resolve().parent.parent
 SWITCH = "CHECKS_WARM"
 IDLE_S = 900.0  # a warm grader leaves after this long without a check
@@ -172,7 +174,7 @@ def request(argv: list[str]) -> int | None:
                     break
                 reply += chunk
         except KeyboardInterrupt:
-            print("\nStopped: no verdict was given or recorded.", file=sys.stderr)
+            print(f"\n{STOPPED}", file=sys.stderr)
             return 130
         except OSError:
             reply = b""

@@ -17,6 +17,8 @@ from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.registry import ROOT, Puzzle, load_puzzles
 
 READY = [p for p in load_puzzles() if p.ready]
+# puzzle 1 whose first case sleeps for two minutes: a check to interrupt while it runs the learner's code
+SLEEPS_IN_ITS_FIRST_CASE = "import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n"
 
 
 def wrong_kernels() -> list[tuple[Puzzle, Path]]:

@@ -17,7 +17,7 @@ from checks.engine.rules.compare import compare, describe_indices
 from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
 from checks.registry import ROOT, Puzzle, get_puzzle
-from tests.helpers import right_submissions
+from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE, right_submissions
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 
@@ -112,7 +112,7 @@ def test_ctrl_c_during_a_check_stops_it_and_its_grading_process(tmp_path, fork_s
     import time
 
     slow = tmp_path / "slow.py"
-    slow.write_text("import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n")
+    slow.write_text(SLEEPS_IN_ITS_FIRST_CASE)
     (work := tmp_path / "tmp").mkdir()
     env = dict(os.environ, CHECKS_WARM="0", CHECKS_FORK_SERVER=fork_server, TMPDIR=str(work),  # the machine's mode
                CHECKS_PROGRESS_FILE=str(tmp_path / "progress.json"))  # fmt: skip

@@ -18,6 +18,7 @@ import pytest
 
 from checks import warm
 from checks.registry import ROOT
+from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE
 
 
 def test_only_a_person_at_a_terminal_gets_a_warm_grader() -> None:
@@ -139,7 +140,7 @@ def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
 def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(warm_env, tmp_path) -> None:
     env, folder = warm_env
     slow = tmp_path / "slow.py"
-    slow.write_text("import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n")
+    slow.write_text(SLEEPS_IN_ITS_FIRST_CASE)
     assert _check(env, "1", "--solution").returncode == 0  # the warm grader is up
     earlier = frozenset(folder.parent.rglob("events.jsonl"))
     said = tmp_path / "client.txt"

@@ -417,18 +417,16 @@ def _rate(row: Row, line: Line) -> float | None:
 
 def _run(rows: list[Row], meta: dict) -> dict:
     """The metadata of the run the rows were measured in: a run merged in later when every row is one of its."""
-    for run in meta.get("merged", []):
-        if rows and all((r.puzzle, r.variant) == (run["puzzle"], run["variant"]) for r in rows):
-            return run
-    return meta
+    runs = _runs(rows, meta)
+    return runs[0] if len(runs) == 1 else meta
 
 
 def _runs(rows: list[Row], meta: dict) -> list[dict]:
     """The metadata of each run the rows were measured in, in the order met: the run merged in later for its
     puzzle and variant, the first run for the rest."""
+    merged = meta.get("merged", [])
     runs: list[dict] = []
     for r in rows:
-        merged = meta.get("merged", [])
         run = next((m for m in merged if (r.puzzle, r.variant) == (m["puzzle"], m["variant"])), meta)
         if not any(run is seen for seen in runs):
             runs.append(run)
@@ -514,7 +512,7 @@ def source_hash(figure: Figure, rows: list[Row], meta: dict) -> str:
     payload = json.dumps(
         {
             "rows": [csv_record(r) for r in _rows(figure, rows)],
-            "meta": _meta_keys(_run(_rows(figure, rows), meta)),
+            "meta": [_meta_keys(run) for run in _runs(_rows(figure, rows), meta)],  # every run its caption names
             "code": Path(__file__).read_text(encoding="utf-8"),
         },
         sort_keys=True,

@@ -161,7 +161,7 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
                 progress=V.progress_printer(number, puzzle.title),
             )
         except KeyboardInterrupt:  # Kernel > Interrupt: the grading process was ended on the way out
-            print("Stopped: no verdict was given or recorded.")
+            print(V.STOPPED)
             return
         print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
         if verdict.picture_data:
