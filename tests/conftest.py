@@ -1,5 +1,5 @@
-"""The suite's settings: Triton's interpreter and the fork server without a GPU, the machine's mode, and the limit on
-unmarked tests."""
+"""The suite's settings: Triton's interpreter and the fork server without a GPU, the machine's mode, each test's
+environment restored after it, and the limit on unmarked tests."""
 
 from __future__ import annotations
 
@@ -16,6 +16,27 @@ if not torch.cuda.is_available():
     # Grading processes in the interpreter are forked from a fork server that imported torch and Triton once
     # (one per worker), not started afresh each time (seconds each): checks.engine.processes.forking.
     os.environ.setdefault("CHECKS_FORK_SERVER", "1")
+
+
+pytest_plugins = ("pytester",)  # tests/test_suite.py runs small suites of its own under these settings
+
+
+@pytest.fixture(autouse=True)
+def environment_as_found():
+    """Each test leaves os.environ as it found it. Code a test runs in this process writes to it: torch.compile adds
+    TORCHINDUCTOR_CACHE_DIR, make grade sets CHECKS_INTERPRETER_PARTS. A later test would see another machine, and
+    this worker's fork server, which forks only for the environment it imported torch with, would refuse every
+    later grading process, each then started afresh (seconds more each, and test_fork_server's tests fail)."""
+    saved = _environment()
+    yield
+    if _environment() != saved:
+        for name in set(_environment()) - set(saved):
+            del os.environ[name]
+        os.environ.update(saved)
+
+
+def _environment() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name != "PYTEST_CURRENT_TEST"}  # pytest's own
 
 
 @pytest.fixture(scope="session")
