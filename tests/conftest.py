@@ -29,8 +29,9 @@ def environment_as_found():
     later grading process, each then started afresh (seconds more each, and test_fork_server's tests fail)."""
     saved = _environment()
     yield
-    if _environment() != saved:
-        for name in set(_environment()) - set(saved):
+    now = _environment()
+    if now != saved:
+        for name in now.keys() - saved.keys():
             del os.environ[name]
         os.environ.update(saved)
 
