@@ -10,12 +10,25 @@ import torch
 from checks.engine.memory import Arena
 
 
-def draw(spec: Any, case: dict[str, Any], seed: int, index: int, device: str) -> tuple[Arena, dict[str, Any]]:
-    """The case's inputs (in a fresh arena on `device`): the same values wherever they are drawn."""
+def draw(
+    spec: Any, case: dict[str, Any], seed: int, index: int, device: str, data_seed: int | None = None
+) -> tuple[Arena, dict[str, Any]]:
+    """The case's inputs (in a fresh arena on `device`).
+
+    The seed fixes the case's shapes, layouts and integer inputs (a page table); `data_seed` the values of its
+    floating-point inputs (by default, the seed). The replay draws its values with a data seed no other process
+    knows; the plan is recorded on draws with other data seeds and the same seed.
+    """
     gen = torch.Generator(device=device)
     gen.manual_seed(seed + index)
-    arena = Arena(device, gen)
+    data = torch.Generator(device=device)
+    data.manual_seed((seed + index if data_seed is None else data_seed) + DATA_STREAM)
+    arena = Arena(device, gen, data_generator=data)
     return arena, spec.make_inputs(case, arena)
+
+
+DATA_STREAM = 0x5EED_DA7A  # the data values come from a generator of their own, apart from the shapes'
+RECORDING_DRAWS = (1 << 40, 2 << 40)  # data seeds of the two draws a plan is recorded on, added to the seed
 
 
 def draw_case(number: int | str, case_index: int = 0, seed: int = 1) -> tuple[Arena, dict[str, Any], list[str]]:

@@ -114,8 +114,9 @@ class Arena:
     """Makes the grader's inputs and records what the submission allocates while graded."""
 
     device: str
-    generator: torch.Generator
+    generator: torch.Generator  # shapes, layouts, integer inputs
     buffers: list[Guarded] = field(default_factory=list)
+    data_generator: torch.Generator | None = None  # the values of floating-point inputs (else `generator`)
 
     def _guarded(self, size: int, dtype: torch.dtype, role: str, label: str) -> Guarded:
         g = guard_size(size)
@@ -137,7 +138,8 @@ class Arena:
         strides = _empty(shape, device="meta").stride() if shape else ()
         t = self.view(shape, strides, dtype, "input", label)
         body = self.buffers[-1].buf[self.buffers[-1].guard : self.buffers[-1].guard + self.buffers[-1].size]
-        values = torch.randn(body.shape, generator=self.generator, device=self.device, dtype=torch.float32) * scale
+        gen = self.data_generator or self.generator
+        values = torch.randn(body.shape, generator=gen, device=self.device, dtype=torch.float32) * scale
         body.copy_(values.to(dtype))
         return t
 

@@ -67,6 +67,7 @@ class CaseObservation:
     # provenance (checks.engine.child.fingerprints): kernel arguments computed outside a kernel; each output's origin
     host_reads: list[str] = field(default_factory=list)
     output_origins: list[str] = field(default_factory=list)
+    plan_problem: dict[str, Any] | None = None  # what the grader found wrong in the plan (checks.engine.judging.plans)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

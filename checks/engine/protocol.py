@@ -33,6 +33,7 @@ EVENTS = (
 )  # fmt: skip
 SHA256 = re.compile(r"[0-9a-f]{64}")  # a file digest as `checks.engine.sealing.file_digest` writes it
 TIME_COMMAND = "time"
+RECORD, REPLAY = "record", "replay"
 EXIT_COMMAND = "exit"
 PRELOAD_FLAG = "--preload"  # on the command line of a process started ahead of its check
 
@@ -49,9 +50,17 @@ class Job:
     cases: list[int] | None = None  # indices of the cases to run (None: all)
     solution_file: str = ""
     earlier: str = ""  # the code of the step this puzzle builds on, loaded first (checks.engine.source.earlier_step)
+    role: str = RECORD  # RECORD: run the learner's function, write down its plans; REPLAY: perform them
+    global_names: list[str] = field(default_factory=list)  # module-level names the kernels read (recorded)
+    time_plan: bool = False  # record a plan at the timing size too (a GPU check that will be timed)
+    # the replay's job, written only after the recording process is gone:
+    data_seed: int = 0  # the secret the data values of the replayed inputs are drawn with
+    kernel_source: dict[str, Any] | None = None  # checks.engine.kernel_source.KernelSource, read before any code ran
+    replays: list[dict[str, Any]] = field(default_factory=list)  # per selected case: {"plan": ...} or {"observation"}
+    timing_plan: dict[str, Any] | None = None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps(asdict(self), allow_nan=True)
 
     @classmethod
     def from_json(cls, text: str) -> Job:
@@ -71,6 +80,82 @@ def timing_outputs_path(workdir: Path) -> Path:
 def access_path(workdir: Path, index: int) -> Path:
     """Where the grading process saves the interpreter's access log of one case."""
     return workdir / f"access_{index}.pt"
+
+
+RECORD_EVENTS = ("machine", "environment", "load_error", "missing", "plan", "timing_plan", "observed", "refused",
+                 "grader_error")  # fmt: skip
+
+
+@dataclass
+class RecordStream:
+    """The events of a recording process (the learner's code runs there): machine, then load_error | missing |
+    environment, or a plan event for each selected case in order, then (when asked) timing_plan, then observed.
+    Its plans are only claims: the replay makes them true or not, so a forged plan can only fail."""
+
+    selection: list[int]
+    machine: dict[str, Any] | None = None
+    ending: dict[str, Any] | None = None
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    timing_plan: dict[str, Any] | None = None
+    observed: bool = False
+    asked_time: bool = False
+    tampered: str = ""
+    grader_error: str = ""
+    token: str = ""
+
+    def feed_line(self, line: str) -> dict[str, Any] | None:
+        if self.tampered:
+            return None
+        try:
+            event = json.loads(line)
+            if not isinstance(event, dict) or event.get("event") not in RECORD_EVENTS:
+                raise Tampered(f"an event the grader does not accept ({str(event)[:80]})")
+            if event.pop("token", None) != self.token:
+                raise Tampered(f"a {event['event']} event the grading process did not write")
+            self._accept(event)
+        except (Tampered, ValueError, TypeError, KeyError) as exc:
+            self.tampered = str(exc) if isinstance(exc, Tampered) else f"a malformed event ({exc})"
+            return None
+        return event
+
+    def _accept(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "refused":
+            raise Tampered(f"your code tried {str(event.get('reason', ''))[:200]}, which the grading process refuses")
+        if kind == "grader_error":
+            self.grader_error = str(event.get("text", ""))[-4000:] or "no traceback"
+            return
+        if kind == "machine":
+            if self.machine is not None:
+                raise Tampered("a second machine event")
+            self.machine = {k: str(v) for k, v in event.items() if k != "event"}
+            return
+        if self.machine is None or self.ending is not None or self.observed:
+            raise Tampered(f"{kind} out of order")
+        if kind in ("environment", "load_error", "missing"):
+            if self.plans:
+                raise Tampered(f"{kind} after cases had run")
+            self.ending = event
+        elif kind == "plan":
+            done = len(self.plans)
+            if done >= len(self.selection) or event.get("index") != self.selection[done]:
+                raise Tampered(f"a plan for case {event.get('index')} out of order")
+            if not isinstance(event.get("plans"), list) or not isinstance(event.get("raised", ""), str):
+                raise Tampered("a plan event without its plans")
+            self.plans.append(event)
+        elif kind == "timing_plan":
+            if self.timing_plan is not None or len(self.plans) != len(self.selection):
+                raise Tampered("a timing plan out of order")
+            self.timing_plan = event
+        elif kind == "observed":
+            stopped = bool(self.plans) and (self.plans[-1].get("stub") or self.plans[-1].get("raised"))
+            if len(self.plans) != len(self.selection) and not stopped:
+                raise Tampered("the end of the report before every case was recorded")
+            self.observed = True
+
+    @property
+    def complete(self) -> bool:
+        return self.ending is not None or self.observed
 
 
 class Tampered(Exception):

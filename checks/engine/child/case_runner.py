@@ -20,10 +20,8 @@ import torch
 
 from checks.engine.access.patches import record_access
 from checks.engine.access.recorder import AccessRecorder
-from checks.engine.child.fingerprints import Provenance, watch_provenance
-from checks.engine.child.launches import Tracker, guard_allocations, watch_launches
+from checks.engine.child.launches import Tracker, watch_launches
 from checks.engine.child.machine import NUMPY_PITFALL_TEXT, Machine
-from checks.engine.child.torch_watch import watch_torch
 from checks.engine.inputs import draw
 from checks.engine.memory import Arena
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
@@ -76,39 +74,32 @@ class Observer:
         self.names = {str(Path(k).resolve()): v for k, v in names.items()}
         self.own_files = set(self.names)
         self.workdir = workdir
-        self.provenance: Provenance | None = None
 
-    def call(self, fn: Any, inputs: dict[str, Any], arena: Arena, skip: bool) -> tuple[Any, Tracker, Any, Any]:
-        """Call fn inside the watchers: (what it returned, launches, torch operations, the access recorder)."""
-        tracker = Tracker(self.own_files, skip=skip)
+    def call(self, replay: Any, inputs: dict[str, Any], arena: Arena) -> tuple[Any, Tracker, Any]:
+        """Perform the plan (`replay(inputs, arena, on_copy)`), its launches and (in the interpreter) every access recorded."""
+        tracker = Tracker(self.own_files)
         recorder = None
         with contextlib.ExitStack() as stack:
             stack.enter_context(watch_launches(tracker))
             if self.machine.mode == "interpreter":
                 recorder = stack.enter_context(record_access(arena, inputs))
-            stack.enter_context(guard_allocations(arena))
-            self.provenance = None if skip else Provenance(inputs, self.own_files)  # provenance: fingerprints
-            if self.provenance is not None:
-                stack.enter_context(watch_provenance(self.provenance))
-            ops = stack.enter_context(watch_torch(self.names, on_copy=copies_of_inputs(recorder, inputs)))
-            result = fn(*inputs.values())
+            result = replay(inputs, arena, copies_of_inputs(recorder, inputs))
             if self.machine.device == "cuda":
                 torch.cuda.synchronize()
-        return result, tracker, ops, recorder
+        return result, tracker, recorder
 
     def observe(
-        self, fn: Any, spec: Any, case: dict[str, Any], seed: int, index: int, out: Path, skip: bool = False
+        self, replay: Any, spec: Any, case: dict[str, Any], seed: int, index: int, out: Path, data_seed: int
     ) -> CaseObservation:
-        """One watched call of the learner's function on the case's inputs; its outputs are saved to `out`."""
-        arena, inputs = draw(spec, case, seed, index, self.machine.device)
+        """One replay of the case's plan on inputs drawn here (values from `data_seed`); outputs saved to `out`."""
+        arena, inputs = draw(spec, case, seed, index, self.machine.device, data_seed)
         arena.freeze_inputs()
         obs = CaseObservation(index=index)
         start = time.perf_counter()
         printed = io.StringIO()
         try:
             with captured(printed):
-                returned, tracker, ops, recorder = self.call(fn, inputs, arena, skip)
-            obs.torch_ops = list(ops.ops)
+                returned, tracker, recorder = self.call(replay, inputs, arena)
         except NotImplementedError as exc:
             obs.raised, obs.stub = f"NotImplementedError ({exc})", True
             return obs
@@ -118,18 +109,13 @@ class Observer:
         finally:
             obs.seconds = time.perf_counter() - start
             obs.printed = printed.getvalue()[-PRINTED_LIMIT:]
-        outputs = as_outputs(returned)
-        obs.returned = returned_kind(returned)
-        origins = self.provenance.output_origins(outputs) if self.provenance else []  # provenance
+        outputs = list(returned)
         torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], out)
-        if self.provenance is not None:  # provenance: a write during the save (another thread) is the host's
-            obs.host_reads = list(self.provenance.host_reads)
-            obs.output_origins = self.provenance.unchanged_since(outputs, origins)
         obs.outputs_file = out.name
         obs.outputs_digest = file_digest(out)  # sealing: the grader checks the file against this digest
         obs.launches = [LaunchObs(x.kernel, tracker.own(x), x.blocks) for x in tracker.launches]
         obs.buffers = buffer_observations(arena, outputs)
-        if recorder is not None and not skip:
+        if recorder is not None:
             recorder.name_outputs(outputs, [f"output {i}" for i in range(len(outputs))])
             torch.save(recorder.log().to_dict(), access_path(self.workdir, index))
             # the grader reads the log from the file it names itself, sealed (checks.engine.sealing)

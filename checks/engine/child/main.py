@@ -21,7 +21,7 @@ from typing import Any
 import checks
 from checks.engine.child.hardening import event_writer, harden
 from checks.engine.child.machine import autotune_without_benchmarks, detect
-from checks.engine.protocol import PRELOAD_FLAG, TIME_COMMAND, Job, outputs_path
+from checks.engine.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, outputs_path
 
 
 class Events:
@@ -34,47 +34,139 @@ class Events:
         self._f.flush()
 
 
-def observe_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
-    """Load the submission and observe every selected case, then the kernels-off re-run; the function."""
-    from checks.engine.child.case_runner import Observer, explain_exception
+def record_all(job: Job, events: Events, machine: Any, workdir: Path) -> None:
+    """Load the submission and record its plan for every selected case, on two draws of each (and, for a timed GPU
+    check, at the timing size): what it asks of the GPU, never run here."""
+    from checks.engine.child.case_runner import explain_exception
     from checks.engine.submission import EarlierStepError, load_module
     from checks.puzzles import spec_module
     from checks.registry import get_puzzle
 
     puzzle = get_puzzle(job.puzzle)
     spec = spec_module(puzzle)
-    observer = Observer(machine, job.names, workdir)
+    names = {str(Path(k).resolve()): v for k, v in job.names.items()}
     try:
         earlier = Path(job.earlier) if job.earlier else None
         label = job.names.get(str(earlier.resolve()), "") if earlier else ""
         module = load_module(Path(job.file), "submission", earlier=earlier, earlier_label=label)
     except EarlierStepError as exc:  # the code of the step this puzzle builds on does not load
-        text, where = explain_exception(exc, observer.names)
+        text, where = explain_exception(exc, names)
         events.emit("load_error", text=text, where=where, step=puzzle.builds_on)
-        return None
+        return
     except Exception as exc:  # noqa: BLE001 - a submission that does not load is an observation
-        text, where = explain_exception(exc, observer.names)
+        text, where = explain_exception(exc, names)
         events.emit("load_error", text=text, where=where)
-        return None
+        return
     missing = [name for name in puzzle.defines if not callable(getattr(module, name, None))]
     if missing:
         events.emit("missing", names=missing)
-        return None
+        return
     fn = getattr(module, puzzle.name)
     cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]
     selection = job.cases if job.cases is not None else list(range(len(cases)))
     for index in selection:
+        recorded = record_case(fn, module, spec, cases[index], job, index, machine, names)
+        events.emit("plan", index=index, **recorded)
+        if recorded["stub"] or recorded["raised"]:
+            break  # the stub says nothing more; the error is the verdict
+    else:
+        if job.time_plan and puzzle.bench:
+            case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
+            recorded = record_case(fn, module, spec, case, job, 0, machine, names, draws=1)
+            events.emit("timing_plan", **recorded)
+    events.emit("observed")
+
+
+def record_case(
+    fn: Any, module: Any, spec: Any, case: dict, job: Job, index: int, machine: Any, names: dict, draws: int = 2
+) -> dict[str, Any]:
+    """The plans of one case on `draws` draws that differ only in the data values, or how the call failed."""
+    import io
+    import time
+
+    from checks.engine.child.case_runner import captured, explain_exception, returned_kind
+    from checks.engine.child.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.inputs import RECORDING_DRAWS, draw
+
+    found: dict[str, Any] = {"plans": [], "raised": "", "raised_where": [], "stub": False, "printed": "", "seconds": 0.0}
+    printed = io.StringIO()
+    for data_seed in RECORDING_DRAWS[:draws]:
+        _, inputs = draw(spec, case, job.seed, index, machine.device, job.seed + index + data_seed)
+        recorder = PlanRecorder(inputs, names)
+        start = time.perf_counter()
+        try:
+            with captured(printed), recorder, launches_recorded(recorder):
+                returned = fn(*inputs.values())
+        except NotImplementedError as exc:
+            found.update(raised=f"NotImplementedError ({exc})", stub=True)
+            break
+        except Exception as exc:  # noqa: BLE001 - any error in learner code is what the case reports
+            found["raised"], found["raised_where"] = explain_exception(exc, names)
+            break
+        finally:
+            found["seconds"] = time.perf_counter() - start
+            found["printed"] = printed.getvalue()[-3000:]
+        found["plans"].append(recorder.plan(returned, returned_kind(returned), recorded_globals(module, job.global_names)))
+    return found
+
+
+def replay_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
+    """Perform each case's plan with the kernels built from the submission's source, on inputs drawn here with
+    values no other process knows; report each as an observation. The function that replays the timing plan."""
+    from checks.engine.child.case_runner import Observer
+    from checks.engine.kernel_source import KernelSource
+    from checks.engine.observations import CaseObservation
+    from checks.engine.replay.kernels import build
+    from checks.engine.replay.perform import Performer, returned_as
+    from checks.puzzles import spec_module
+    from checks.registry import get_puzzle
+
+    puzzle = get_puzzle(job.puzzle)
+    spec = spec_module(puzzle)
+    source = KernelSource.from_dict(job.kernel_source or {})
+    plans = [r["plan"] for r in job.replays if "plan" in r] + ([job.timing_plan] if job.timing_plan else [])
+    kernels, kernel_files = build(source, plans[0].get("globals", {}) if plans else {}, workdir)
+    observer = Observer(machine, {**job.names, **kernel_files}, workdir)
+    interpret = machine.mode == "interpreter"
+    cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]
+    selection = job.cases if job.cases is not None else list(range(len(cases)))
+    for index, replay in zip(selection, job.replays, strict=False):
         events.emit("case_start", index=index)
-        obs = observer.observe(fn, spec, cases[index], job.seed, index, outputs_path(workdir, index))
+        if "plan" in replay:
+            plan = replay["plan"]
+
+            def perform(inputs: dict, arena: Any, on_copy: Any, plan: dict = plan) -> list[Any]:
+                return Performer(plan, kernels, inputs, arena, machine.device, interpret, on_copy).run()
+
+            obs = observer.observe(
+                perform, spec, cases[index], job.seed, index, outputs_path(workdir, index), job.data_seed + index
+            )
+            obs.returned = plan.get("kind", "")
+        else:
+            obs = CaseObservation.from_dict({**replay["observation"], "index": index})
         events.emit("case", **obs.to_dict())
         if obs.stub or (obs.raised and machine.mode == "gpu"):
-            events.emit("observed")
-            return None  # the stub says nothing more; after a CUDA error the context may be unusable
-    if selection and selection[0] == 0:
-        off = observer.observe(fn, spec, cases[0], job.seed, 0, outputs_path(workdir, 0, True), skip=True)
-        events.emit("kernels_off", **off.to_dict())
+            break  # after a CUDA error the context may be unusable
     events.emit("observed")
-    return fn
+    if job.timing_plan is None:
+        return None
+    timing_plan, parameters = job.timing_plan, puzzle_parameters(puzzle)
+
+    def replayed(*args: Any) -> Any:
+        inputs = dict(zip(parameters, args, strict=True))
+        return returned_as(timing_plan, Performer(timing_plan, kernels, inputs, None, machine.device, False).run())
+
+    return replayed
+
+
+def puzzle_parameters(puzzle: Any) -> list[str]:
+    """The names of the graded function's parameters, read from the answer key's source (never run here)."""
+    import ast
+
+    for node in ast.walk(ast.parse(puzzle.solution.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef) and node.name == puzzle.name:
+            return [a.arg for a in node.args.args]
+    raise LookupError(f"the answer key defines no {puzzle.name}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     machine = None
     if len(args) == 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
         machine = detect(force_interpreter=args[3] == "interpreter")
+    private()
     token = sys.stdin.readline().strip()  # before any of the learner's code runs
     if not token:
         return 0  # started ahead of a check that never came (the grader left): nothing to do
-    job = Job.from_json(Path(args[0]).read_text(encoding="utf-8"))
-    events = Events(args[1], token)
+    job = Job.from_json(sys.stdin.readline())  # on the pipe only the grader holds, never in a file
+    events = Events(str(Path(args[1]).parent / f"events-{job.role}.jsonl"), token)
     try:
         return observe_job(job, events, machine, Path(args[0]).parent, token)
     except Exception:  # noqa: BLE001 - the grader's own code raised (the learner's calls are caught where made)
@@ -112,17 +205,33 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         return 0
     if machine.mode == "interpreter":
         autotune_without_benchmarks()
-    # hardening (checks.engine.child.hardening): refuse process creation, introspection, ctypes, the grader's files
-    harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], own=list(job.names))
-    fn = observe_all(job, events, machine, workdir)
-    if fn is not None and sys.stdin.readline().strip() == TIME_COMMAND:
+    if job.role == RECORD:
+        # hardening (checks.engine.child.hardening): the learner's code runs here; keep it off the grader's files,
+        # processes and the replay that follows
+        harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], own=list(job.names))
+        record_all(job, events, machine, workdir)
+        return 0
+    replayed = replay_all(job, events, machine, workdir)
+    if replayed is not None and sys.stdin.readline().strip() == TIME_COMMAND:
         from checks.engine.child.measure import measure
         from checks.puzzles import spec_module
         from checks.registry import get_puzzle
 
         puzzle = get_puzzle(job.puzzle)
-        events.emit("timings", **measure(puzzle, spec_module(puzzle), fn, job.solution_file, workdir))
+        events.emit("timings", **measure(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir))
     return 0
+
+
+def private() -> None:
+    """No other process of this user may read or write this one's memory or open its pipes (/proc/PID/fd):
+    the grader's token and, in the replay, its job and the data it draws stay its own (Linux; a no-op elsewhere)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from checks.engine.observations import CaseObservation
 from checks.engine.protocol import Tampered, access_path, outputs_path, timing_outputs_path
 from checks.engine.rules.pictures import drawable
 from checks.engine.rules.problem import CaseContext, Problem
-from checks.engine.rules.rulebook import after_all_cases, first_problem
+from checks.engine.rules.rulebook import first_problem
 from checks.engine.sealing import read_sealed
 from checks.puzzles import spec_module
 from checks.registry import Puzzle
@@ -120,13 +120,14 @@ class Judge:
         self.artifacts = artifacts
         self.picture = ""
         self.first_access: dict[str, Any] | None = None  # case 1's access log, for the traffic report
+        self.data_seed = 0  # the replay's secret data seed (the stage sets it): case i's values come from it + i
 
     def context(self, obs: CaseObservation, kernels_off: bool = False) -> tuple[CaseContext, str]:
         case = self.cases[obs.index]
-        _, inputs = draw(self.spec, case, self.seed, obs.index, self.device)
+        _, inputs = draw(self.spec, case, self.seed, obs.index, self.device, self.data_seed + obs.index)
         expected = self.spec.reference(inputs)
         outputs: list[Any] = []
-        if not obs.raised:
+        if not obs.raised and not obs.plan_problem:  # a plan the grader refused was never replayed
             outputs = load_outputs(outputs_path(self.workdir, obs.index, kernels_off), obs.outputs_digest)
         if obs.access is not None and not kernels_off:
             digest = str(obs.access.get("digest", ""))  # sealing: the digest the event carried
@@ -153,10 +154,6 @@ class Judge:
         result.problem, result.details, result.rule = problem.message, problem.details, problem.rule
         self.save_picture(problem, description)
         return result
-
-    def kernels_matter(self, obs: CaseObservation) -> Problem | None:
-        ctx, _ = self.context(obs, kernels_off=True)
-        return after_all_cases(ctx)
 
     def save_picture(self, problem: Problem, description: str) -> None:
         if self.artifacts is None or self.picture or not drawable(problem.picture):

@@ -8,8 +8,11 @@ words the verdicts the rules do not.
 
 from __future__ import annotations
 
+import secrets
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,9 @@ from checks.engine.judging.wording import (
     unfinished_verdict,
 )
 from checks.engine.processes.run import ChildEnd, GradingProcess
-from checks.engine.protocol import TIME_COMMAND, Job, Stream, Tampered
+from checks.engine.judging.plans import plan_problem
+from checks.engine.kernel_source import KernelSource, extract
+from checks.engine.protocol import RECORD, REPLAY, TIME_COMMAND, Job, RecordStream, Stream, Tampered
 from checks.engine.rules import rulebook
 from checks.registry import Puzzle
 
@@ -67,17 +72,73 @@ class Stage:
         self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
+        """Record the plans (the learner's code runs, in a process of its own), then, once that process and all
+        it started are gone, replay them in a process that runs none of the learner's host code, and judge."""
         self.timeout = timeout
-        process = GradingProcess(self.job, self.stream, timeout, self.workdir, stop=self._stop.is_set)
+        start = time.monotonic()
+        source = kernel_source(self.job)  # read before any of the learner's code runs
+        recording = RecordStream(self.selection)
+        record_job = replace(self.job, role=RECORD, global_names=source.global_names, time_plan=self.time_it)
+        process = GradingProcess(record_job, recording, timeout, self.workdir, stop=self._stop.is_set)
+        try:
+            for _ in process.events():
+                pass
+        except BaseException:  # Ctrl-C, or the grader's own error: the learner's code must not run on without it
+            process.end()
+            raise
+        end = process.end()
+        self.stream.machine = recording.machine
+        if not self.recorded(recording, end):
+            return self.verdict(end)
+        try:
+            replays = [self.replay_of(event, source) for event in recording.plans]
+        except Tampered as exc:
+            self.stream.tampered = str(exc)
+            return self.verdict(end)
+        self.stream.machine = None
+        data_seed = secrets.randbits(48)  # the replay's data values: known to this process and the replay only
+        self.judge.data_seed = data_seed
+        timing_plan = (recording.timing_plan or {}).get("plans", [None])[0] if self.time_it else None
+        replay_job = replace(
+            record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
+            timing_plan=timing_plan,
+        )  # fmt: skip
+        remaining = max(timeout - (time.monotonic() - start), 1.0)
+        process = GradingProcess(replay_job, self.stream, remaining, self.workdir, stop=self._stop.is_set)
         try:
             for event in process.events():
                 command = self.judge_event(event)
                 if event["event"] == "observed":
                     process.answer(command)
-        except BaseException:  # Ctrl-C, or the grader's own error: the learner's code must not run on without it
+        except BaseException:  # Ctrl-C, or the grader's own error
             process.end()
             raise
         return self.verdict(process.end())
+
+    def recorded(self, recording: RecordStream, end: ChildEnd) -> bool:
+        """Whether the recording came back whole; otherwise its ending is carried over to the verdict."""
+        self.stream.tampered = recording.tampered
+        self.stream.grader_error = recording.grader_error
+        self.stream.ending = recording.ending
+        if recording.tampered or recording.grader_error or recording.ending is not None:
+            return False
+        if end.timed_out or not recording.complete or end.returncode != 0:
+            done = len(recording.plans)
+            self.stream.started = self.selection[done] if done < len(self.selection) else None
+            return False
+        return True
+
+    def replay_of(self, event: dict[str, Any], source: KernelSource) -> dict[str, Any]:
+        """What the replay does with one recorded case: perform its plan, or report how recording it failed."""
+        shown = {"printed": str(event.get("printed", "")), "seconds": float(event.get("seconds", 0.0))}
+        if event.get("stub") or event.get("raised"):
+            where = [str(w) for w in event.get("raised_where", [])]
+            stub = bool(event.get("stub"))
+            return {"observation": {**shown, "raised": str(event["raised"]), "raised_where": where, "stub": stub}}
+        found = plan_problem(event["plans"], source)
+        if found is not None:
+            return {"observation": {**shown, "plan_problem": found}}
+        return {"plan": event["plans"][0], **shown}
 
     def cancel(self) -> None:
         """Stop the grading process early (its verdict is no longer needed)."""
@@ -99,9 +160,6 @@ class Stage:
                     self._stop.set()
                 if self.progress and not result.stub:
                     self.progress({"event": "case", **result.__dict__})
-            elif kind == "kernels_off":
-                problem = self.judge.kernels_matter(self.stream.kernels_off)
-                self.off_problem = problem.message if problem else ""
             elif kind == "observed":
                 return TIME_COMMAND if self.time_it and self.all_passed() else None
         except Tampered as exc:
@@ -198,13 +256,6 @@ class Stage:
                 v.map_case = first.index
                 v.details.append(map_advice(self.puzzle.number, first.index, self.file))
             return
-        missing = rulebook.report_problem(self.stream)  # e.g. the kernels-off re-run is missing
-        if missing is not None:
-            v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=missing.message)
-            return
-        if self.off_problem:
-            v.summary, v.rule = self.off_problem, rulebook.outcome("kernels_matter")
-            return
         v.status = V.PASSED
         v.summary = f"all {len(self.results)} cases match the reference."
         if self.judge.first_access is not None:
@@ -235,3 +286,17 @@ class Stage:
             v.summary += " " + v.timings["summary"]
             if v.timings.get("noisy"):
                 v.summary += " " + str(v.timings["noisy"])
+
+
+def kernel_source(job: Job) -> KernelSource:
+    """The submission's kernels from its source text (the step it builds on first), read now, before its code runs."""
+    files = [job.earlier, job.file] if job.earlier else [job.file]
+    sources = []
+    for file in files:
+        path = Path(file)
+        label = job.names.get(str(path.resolve()), job.names.get(str(path), path.name))
+        try:
+            sources.append((str(path.resolve()), label, path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError):
+            continue  # the recording process reports a file it cannot load
+    return extract(sources)

@@ -17,7 +17,7 @@ from typing import Any
 from checks.engine.processes.forking import server_pids
 from checks.engine.processes.prestart import take_prestarted
 from checks.engine.processes.spawn import ChildProcess, kill, own_processes, start_child
-from checks.engine.protocol import EXIT_COMMAND, Job, Stream
+from checks.engine.protocol import EXIT_COMMAND, Job, RecordStream, Stream
 from checks.engine.sealing import adopt_orphans, left_behind
 
 
@@ -78,17 +78,19 @@ class GradingProcess:
     come (`events()`), answered once when it has observed everything (`answer()`), then how it ended (`end()`)."""
 
     def __init__(
-        self, job: Job, stream: Stream, timeout: float, workdir: Path, stop: Callable[[], bool] | None = None
+        self, job: Job, stream: Stream | RecordStream, timeout: float, workdir: Path, stop: Callable[[], bool] | None = None
     ) -> None:
         """Start `python -m checks.engine.child.main` (or take over the one prestarted for this workdir)."""
         self.stream, self.timeout, self.stop = stream, timeout, stop
         self.log_path = workdir / "output.log"
-        (workdir / "job.json").write_text(job.to_json(), encoding="utf-8")
+        events = workdir / f"events-{job.role}.jsonl"
+        events.unlink(missing_ok=True)  # whatever an earlier process left there is not this one's report
         adopt_orphans()  # sealing: an orphan of the grading process comes back to this process, to be found
         self.proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
-        self.reader = _Reader(workdir / "events.jsonl")
+        self.reader = _Reader(events)
         stream.token = secrets.token_hex(16)
         _write(self.proc, stream.token)
+        _write(self.proc, job.to_json())  # the job goes over the pipe only this process holds
         self.start = time.monotonic()
         self.timed_out = False
         self.commanded = False

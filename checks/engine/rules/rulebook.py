@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.rules import core, decoding, launch_order, method, provenance, report
+from checks.engine.rules import core, decoding, launch_order, method, plan_rules
 from checks.engine.rules.problem import CaseContext, Problem, Rule
-from checks.engine.rules.torch_free import torch_free
 from checks.registry import Puzzle, load_puzzles
 
 EVERY_CALL = "every call"
@@ -44,15 +43,18 @@ class Entry:
 
 
 BOOK: tuple[Entry, ...] = (
+    # the plan, before anything is replayed (checks.engine.judging.plans)
+    Entry("kernel_calls", plan_rules.kernel_calls, EVERY_CALL),
+    Entry("kernels_from_source", plan_rules.kernels_from_source, EVERY_CALL),
+    Entry("host_computed", plan_rules.host_computed, EVERY_CALL),
+    Entry("plan_from_shapes", plan_rules.plan_from_shapes, EVERY_CALL),
+    # the replay's outputs and access log
     Entry("kernel_launched", core.kernel_launched, EVERY_CALL),
-    Entry("torch_free", torch_free, EVERY_CALL),
     Entry("no_write_outside", core.no_write_outside, EVERY_CALL, explains_gpu_values=True),
     Entry("inputs_unchanged", core.inputs_unchanged, EVERY_CALL, explains_gpu_values=True),
     Entry("no_load_outside", core.no_load_outside, EVERY_CALL, needs_access_log=True, explains_gpu_values=True),
     Entry("output_form", core.output_form, EVERY_CALL),
     Entry("values", core.values, EVERY_CALL),
-    Entry("kernels_read_inputs", provenance.kernels_read_inputs, EVERY_CALL),
-    Entry("outputs_from_kernels", provenance.outputs_from_kernels, EVERY_CALL),
     Entry("limits", core.limits, ON_REQUEST, needs_access_log=True, draws_map=True),
     Entry("grouped_order", launch_order.grouped_order, ON_REQUEST, needs_access_log=True, draws_map=True),
     Entry("causal_skipping", method.causal_skipping, ON_REQUEST, needs_access_log=True, draws_map=True),
@@ -69,8 +71,6 @@ BOOK: tuple[Entry, ...] = (
     ),  # fmt: skip
     Entry("kv_once_per_group", decoding.kv_once_per_group, ON_REQUEST, needs_access_log=True, draws_map=True),
     Entry("split_kv", decoding.split_kv, ON_REQUEST, needs_access_log=True, draws_map=True),
-    Entry("kernels_matter", core.kernels_matter, AFTER_ALL_CASES),
-    Entry("kernels_off_reported", report.kernels_off_reported, ON_THE_REPORT),  # no re-run to judge: tampering
     Entry("raised", None, OUTCOME),  # the call raised an exception (an error verdict)
     Entry("stub", None, OUTCOME),  # the code is still the stub: nothing was graded
     Entry("speed_bar", None, OUTCOME),  # on a GPU, slower than the puzzle's bar (checks.engine.judging.timing)

@@ -1,0 +1,360 @@
+"""Record a launch plan while the learner's host function runs (`checks.engine.plan` says what a plan holds).
+
+No kernel runs here: a launch is written down (its kernel, its grid for every config an autotuner would try,
+every argument) and skipped. A `TorchDispatchMode` sees every torch operation on the way: allocations become
+plan tensors, layout and dtype copies and fills become plan operations, and anything else makes a tensor
+"computed on the host", which a kernel may receive only when it was computed from no data (a page count from
+`seq_lens`, say), and then by value. The plan is the learner's claim; the replay makes it true or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import linecache
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from checks.engine.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS
+
+_FILLS = {
+    "empty": "empty", "empty_like": "empty", "empty_strided": "empty", "empty_permuted": "empty",
+    "new_empty": "empty", "new_empty_strided": "empty", "zeros": 0, "zeros_like": 0, "new_zeros": 0,
+    "ones": 1, "ones_like": 1, "new_ones": 1, "full": "arg1", "full_like": "arg1", "new_full": "arg2",
+    "scalar_tensor": "arg0",
+}  # fmt: skip
+_COPIES = ("clone", "_to_copy", "lift_fresh_copy", "contiguous")
+_NO_DATA = ("_local_scalar_dense", "lift_fresh", "detach", "alias", "is_nonzero", "sym_size", "sym_stride")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+class PlanRecorder(TorchDispatchMode):
+    """The plan of one call: enter it, call the learner's function inside `launches_recorded()`, then `plan()`."""
+
+    def __init__(self, inputs: dict[str, Any], own_files: dict[str, str]) -> None:
+        """`own_files`: the learner's files (resolved paths) and how messages name them."""
+        super().__init__()
+        self.own_files = own_files
+        self.ops: list[dict[str, Any]] = []
+        self.storages: dict[int, dict[str, Any]] = {}  # storage address -> what it is
+        self._count = 0
+        self._autotuning: dict[str, Any] | None = None
+        self._busy = False
+        for name, t in inputs.items():
+            if isinstance(t, torch.Tensor):
+                data = t.dtype.is_floating_point  # integer inputs are metadata (a page table); floats are data
+                self.storages[_address(t)] = {"id": f"input:{name}", "base": t.data_ptr(), "kind": "input", "data": data}
+
+    # -- torch operations --------------------------------------------------------------------------------------
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not self._busy:
+            self._busy = True
+            try:
+                self._note(func, args, kwargs, out)
+            finally:
+                self._busy = False
+        return out
+
+    def _new_id(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def _note(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        name = func.overloadpacket.__name__
+        if name in _NO_DATA:
+            return
+        if name in _FILLS and isinstance(out, torch.Tensor):
+            fill = _FILLS[name]
+            if isinstance(fill, str) and fill.startswith("arg"):
+                value = args[int(fill[3])] if len(args) > int(fill[3]) else kwargs.get("fill_value", 0)
+                fill = value.item() if isinstance(value, torch.Tensor) else value
+            self._alloc(out, fill)
+            return
+        tensors_in = [a for a in _flat(args) + _flat(list(kwargs.values())) if isinstance(a, torch.Tensor)]
+        if isinstance(out, torch.Tensor) and any(_address(out) == _address(t) for t in tensors_in):
+            if name not in ("copy_", "fill_", "zero_"):
+                if _writes(func):
+                    self._host_write(out, f"aten.{name}")
+                return  # a view, or an in-place op handled below
+        if name in _COPIES and isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
+            if self._known(args[0]):
+                self._alloc(out, "empty")
+                self.ops.append({"op": "copy", "dst": self.ref(out), "src": self.ref(args[0])})
+            else:
+                self._host(out, f"aten.{name}", self._data(args[0]))
+            return
+        if name == "copy_" and len(args) >= 2:
+            dst, src = args[0], args[1]
+            if not self._known(dst):
+                return
+            if isinstance(src, torch.Tensor) and self._known(src):
+                self.ops.append({"op": "copy", "dst": self.ref(dst), "src": self.ref(src)})
+            else:
+                value = self.value(src) if isinstance(src, torch.Tensor) else {"scalar": None}
+                if "tensor" in value:  # a small tensor made from no data: carried by value
+                    self.ops.append({"op": "copy", "dst": self.ref(dst), "src": value["tensor"]})
+                else:
+                    self._host_write(dst, f"a copy of {value.get('host', {}).get('what', 'a host tensor')}")
+            return
+        if name in ("fill_", "zero_") and args and self._known(args[0]):
+            value = 0 if name == "zero_" else args[1]
+            if isinstance(value, torch.Tensor):
+                value = value.item()
+            self.ops.append({"op": "fill", "dst": self.ref(args[0]), "value": value})
+            return
+        data = any(self._data(t) for t in tensors_in)
+        for t in tensors_in:
+            if _writes(func) and self._known(t) and _is_written(func, t, args, kwargs):
+                self._host_write(t, f"aten.{name}")
+        for result in _flat([out]):
+            if isinstance(result, torch.Tensor) and not any(_address(result) == _address(t) for t in tensors_in):
+                self._host(result, f"aten.{name}", data)
+
+    def _alloc(self, t: torch.Tensor, fill: Any) -> None:
+        if dtype_name(t.dtype) not in DTYPES:
+            self._host(t, f"a {dtype_name(t.dtype)} allocation", False)
+            return
+        ident = self._new_id("a")
+        self.storages[_address(t)] = {"id": ident, "base": t.untyped_storage().data_ptr(), "kind": "alloc", "data": True}
+        self.ops.append(
+            {
+                "op": "alloc",
+                "id": ident,
+                "dtype": dtype_name(t.dtype),
+                "numel": t.untyped_storage().nbytes() // max(t.element_size(), 1),
+                "shape": list(t.shape),
+                "strides": list(t.stride()),
+                "device": t.device.type,
+                "fill": fill if fill == "empty" else float(fill) if not isinstance(fill, bool) else int(fill),
+            }
+        )
+
+    def _host(self, t: torch.Tensor, what: str, data: bool) -> None:
+        self.storages[_address(t)] = {"kind": "host", "what": what, "where": self.where(), "data": data}
+
+    def _host_write(self, t: torch.Tensor, what: str) -> None:
+        self.ops.append({"op": "host_write", "dst": self.ref(t), "what": what, "where": self.where()})
+
+    def _known(self, t: Any) -> bool:
+        entry = self.storages.get(_address(t)) if isinstance(t, torch.Tensor) else None
+        return entry is not None and entry["kind"] != "host"
+
+    def _data(self, t: torch.Tensor) -> bool:
+        entry = self.storages.get(_address(t))
+        return True if entry is None else bool(entry["data"])
+
+    def where(self) -> str:
+        """The learner's innermost line on the stack: 'file, line N'."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            label = self.own_files.get(frame.f_code.co_filename)
+            if label:
+                line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+                return f"{label}, line {frame.f_lineno}: {line}"
+            frame = frame.f_back
+        return ""
+
+    # -- values ------------------------------------------------------------------------------------------------
+    def ref(self, t: torch.Tensor) -> dict[str, Any]:
+        entry = self.storages[_address(t)]
+        return {
+            "storage": entry["id"],
+            "dtype": dtype_name(t.dtype),
+            "offset": t.data_ptr() - entry["base"] if t.numel() else 0,
+            "shape": list(t.shape),
+            "strides": list(t.stride()),
+        }
+
+    def value(self, v: Any) -> dict[str, Any]:
+        """A launch argument or a returned value, as the plan holds it."""
+        import triton
+        import triton.language as tl
+
+        if isinstance(v, torch.Tensor):
+            if dtype_name(v.dtype) not in DTYPES:
+                return {"unsupported": f"a {dtype_name(v.dtype)} tensor"}
+            entry = self.storages.get(_address(v))
+            if entry is not None and entry["kind"] != "host":
+                return {"tensor": self.ref(v)}
+            if entry is None:  # made from numpy or Python values: by value, and the two draws must agree
+                entry = {"what": "a tensor made outside torch (from numpy or Python values)", "where": "", "data": False}
+            if entry["data"] or v.numel() > CONST_LIMIT:
+                return {"host": {"what": entry["what"], "where": entry["where"]}}
+            ident = self._new_id("c")
+            values = v.detach().contiguous().cpu().flatten().tolist()
+            self.ops.append(
+                {"op": "const", "id": ident, "dtype": dtype_name(v.dtype), "values": values, "where": self.where()}
+            )
+            strides = list(torch.empty(v.shape, device="meta").stride())
+            return {"tensor": {"storage": ident, "dtype": dtype_name(v.dtype), "offset": 0, "shape": list(v.shape), "strides": strides}}
+        if isinstance(v, tl.constexpr):
+            return self.value(v.value)
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return {"scalar": v}
+        if isinstance(v, tl.dtype):
+            return {"dtype": str(v)}
+        if isinstance(v, torch.dtype):
+            return {"scalar": dtype_name(v)}
+        if isinstance(v, (tuple, list)):
+            return {"tuple": [self.value(x) for x in v]}
+        if isinstance(v, triton.runtime.jit.KernelInterface) and hasattr(v, "fn"):
+            return {"kernel": v.fn.__name__}
+        try:
+            import numpy as np
+
+            if isinstance(v, np.generic):
+                return {"scalar": v.item()}
+        except ImportError:
+            pass
+        return {"unsupported": type(v).__name__}
+
+    # -- launches ----------------------------------------------------------------------------------------------
+    def launch(self, kernel: Any, args: tuple, kwargs: dict, grid: Any) -> None:
+        fn = _base_fn(kernel)
+        signature = inspect.signature(fn)
+        kernel_kwargs = {k: v for k, v in kwargs.items() if k in signature.parameters}
+        options = {k: v for k, v in kwargs.items() if k in LAUNCH_OPTIONS and v is not None}
+        bound = signature.bind(*args, **kernel_kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        if callable(grid):
+            grid = grid(arguments)
+        if not isinstance(grid, (tuple, list)):
+            grid = (grid,)
+        self._busy = True  # the recorder's own torch calls (a constant's values) are not the learner's
+        try:
+            alternative = {
+                "grid": [int(g) for g in grid],
+                "args": {k: self.value(v) for k, v in arguments.items()},
+                "options": {k: (int(v) if not isinstance(v, bool) else v) for k, v in options.items()},
+            }
+        finally:
+            self._busy = False
+        if self._autotuning is not None:
+            self._autotuning["alternatives"].append(alternative)
+            return
+        self.ops.append({"op": "launch", "kernel": fn.__name__, "where": self.where(), "alternatives": [alternative]})
+
+    def autotuned(self, tuner: Any, args: tuple, kwargs: dict) -> None:
+        tuner.nargs = dict(zip(tuner.arg_names, args, strict=False))
+        try:
+            configs = tuner.prune_configs(kwargs) if len(tuner.configs) > 1 else tuner.configs[:1]
+            group = {
+                "op": "launch",
+                "kernel": _base_fn(tuner).__name__,
+                "where": self.where(),
+                "alternatives": [],
+                "reset_to_zero": list(tuner.reset_to_zero),
+                "restore_value": list(tuner.restore_value),
+            }
+            hooks = tuner.user_defined_pre_hook or getattr(tuner, "user_defined_post_hook", False)
+            if hooks or any(c.pre_hook for c in configs):
+                group["host_hook"] = True
+            self._autotuning = group
+            for config in configs:
+                tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+        finally:
+            self._autotuning = None
+            tuner.nargs = None
+        self.ops.append(group)
+
+    def plan(self, returned: Any, kind: str, globals_: dict[str, Any]) -> dict[str, Any]:
+        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        self._busy = True
+        values = [self.value(v) for v in outputs]
+        return {"ops": self.ops, "returned": values, "kind": kind, "globals": globals_}
+
+
+def _base_fn(kernel: Any) -> Any:
+    while not hasattr(kernel, "__code__") and hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return kernel
+
+
+def _address(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return id(t)
+
+
+def _flat(items: list | tuple) -> list[Any]:
+    found = []
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            found += _flat(item)
+        else:
+            found.append(item)
+    return found
+
+
+def _writes(func: Any) -> bool:
+    return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
+def _is_written(func: Any, t: torch.Tensor, args: tuple, kwargs: dict) -> bool:
+    for i, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = kwargs.get(argument.name, args[i] if i < len(args) else None)
+        if isinstance(value, torch.Tensor) and _address(value) == _address(t):
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def launches_recorded(recorder: PlanRecorder) -> Iterator[None]:
+    """Every Triton launch inside the block is written into the plan instead of run."""
+    import triton.runtime.jit as jit
+    from triton.runtime.autotuner import Autotuner
+
+    classes: list[type] = [jit.JITFunction]
+    with contextlib.suppress(ImportError, AttributeError):
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    originals = {cls: cls.run for cls in classes}
+    original_tuner = Autotuner.run
+
+    def run(self: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> None:
+        if not warmup:
+            recorder.launch(self, args, kwargs, grid)
+
+    def tuned(self: Any, *args: Any, **kwargs: Any) -> None:
+        recorder.autotuned(self, args, kwargs)
+
+    try:
+        for cls in classes:
+            cls.run = run
+        Autotuner.run = tuned
+        yield
+    finally:
+        for cls, original in originals.items():
+            cls.run = original
+        Autotuner.run = original_tuner
+
+
+def recorded_globals(module: Any, names: list[str]) -> dict[str, Any]:
+    """The module-level values the kernels read (numbers, strings, dtypes, constexprs of them), as plan values."""
+    import triton.language as tl
+
+    found: dict[str, Any] = {}
+    for name in names:
+        value = vars(module).get(name)
+        if isinstance(value, tl.constexpr) and (value.value is None or isinstance(value.value, (bool, int, float, str))):
+            found[name] = {"constexpr": value.value}
+        elif isinstance(value, tl.dtype):
+            found[name] = {"dtype": str(value)}
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            if name in vars(module):
+                found[name] = {"scalar": value}
+    return found

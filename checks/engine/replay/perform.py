@@ -1,0 +1,158 @@
+"""Perform a plan: allocate its tensors, make its copies and fills, launch its kernels, return its outputs.
+
+Allocations go into the grader's guarded arena (`checks.engine.memory`): an `empty` is poisoned, so an element
+no kernel wrote is seen, and a store past a tensor lands in a guard. Views are rebuilt from the plan's offsets,
+shapes and strides, and must stay inside their storage. Where an autotuner would choose among configs, the
+interpreter takes the first (it cannot time them); a GPU times each once, as Triton's autotuner does, and keeps
+the fastest for the rest of the process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from checks.engine.memory import Arena, poisonable, span
+from checks.engine.plan import PlanError
+
+_chosen: dict[tuple, int] = {}  # (kernel, sizes of its scalar arguments) -> the config the GPU found fastest
+
+
+class Performer:
+    """One replay of one plan on one case's inputs."""
+
+    def __init__(self, plan: dict[str, Any], kernels: dict[str, Any], inputs: dict[str, Any], arena: Arena | None,
+                 device: str, interpret: bool, on_copy: Any = None) -> None:  # fmt: skip
+        """`on_copy(source, copy)`: told of each copy the plan makes (a copy of an input is read as that input)."""
+        self.plan, self.kernels, self.device, self.interpret = plan, kernels, device, interpret
+        self.on_copy = on_copy
+        self.arena = arena
+        self.storages: dict[str, tuple[torch.Tensor, int]] = {}  # id -> (a tensor over the storage, base byte offset)
+        for name, t in inputs.items():
+            if isinstance(t, torch.Tensor):
+                self.storages[f"input:{name}"] = (t, t.storage_offset() * t.element_size())
+
+    def tensor(self, ref: dict[str, Any]) -> torch.Tensor:
+        """The view a reference names, checked to lie inside its storage."""
+        dtype = getattr(torch, ref["dtype"])
+        shape, strides = tuple(ref["shape"]), tuple(ref["strides"])
+        if ref["storage"] not in self.storages:
+            raise PlanError(f"a tensor of a storage the plan never made ({ref['storage']})")
+        base, base_bytes = self.storages[ref["storage"]]
+        size = torch.empty((), dtype=dtype).element_size()
+        start = base_bytes + ref["offset"]
+        if start % size:
+            raise PlanError("a view that does not start on an element of its dtype")
+        if any(s == 0 for s in shape):
+            return torch.empty(shape, dtype=dtype, device=base.device)
+        lowest = start + size * sum((n - 1) * st for n, st in zip(shape, strides, strict=True) if st < 0)
+        highest = start + size * sum((n - 1) * st for n, st in zip(shape, strides, strict=True) if st > 0)
+        if lowest < 0 or highest + size > base.untyped_storage().nbytes():
+            raise PlanError(f"a {shape} view that reaches outside the tensor it views")
+        view = torch.empty(0, dtype=dtype, device=base.device)
+        view.set_(base.untyped_storage(), start // size, shape, strides)
+        return view
+
+    def value(self, value: dict[str, Any]) -> Any:
+        import triton.language as tl
+
+        (kind, body), = value.items()
+        if kind == "tensor":
+            return self.tensor(body)
+        if kind == "scalar":
+            return body
+        if kind == "tuple":
+            return tuple(self.value(v) for v in body)
+        if kind == "dtype":
+            return {str(getattr(tl, n)): getattr(tl, n) for n in dir(tl) if isinstance(getattr(tl, n), tl.dtype)}[body]
+        if kind == "kernel":
+            if body not in self.kernels:
+                raise PlanError(f"the kernel `{body}`, which is not in your code")
+            return self.kernels[body]
+        raise PlanError(f"an argument the replay cannot pass ({kind}: {body})")
+
+    def run(self) -> list[Any]:
+        for op in self.plan["ops"]:
+            getattr(self, "_" + op["op"])(op)
+        return [self.value(v) if "host" not in v else None for v in self.plan["returned"]]
+
+    def _alloc(self, op: dict[str, Any]) -> None:
+        dtype = getattr(torch, op["dtype"])
+        device = self.device if op.get("device", self.device) != "cpu" or self.device == "cpu" else "cpu"
+        empty = op["fill"] == "empty"
+        guarded = self.arena is not None and device == self.device and poisonable(dtype) and op["numel"] > 0
+        shape, strides = tuple(op.get("shape", [op["numel"]])), tuple(op.get("strides", [1]))
+        if guarded and span(shape, strides) == op["numel"] and all(s >= 0 for s in strides):
+            # the allocation as the learner made it (its shape names rows and columns in the access log)
+            t = self.arena.adopt(torch.empty_strided(shape, strides, dtype=dtype, device=device), poison=empty)
+        elif guarded:
+            t = self.arena.adopt(torch.empty(op["numel"], dtype=dtype, device=device), poison=empty)
+            self.arena.buffers[-1].label = _label(shape, op["dtype"])
+        else:
+            t = torch.empty(op["numel"], dtype=dtype, device=device)
+        if not empty:
+            t.fill_(op["fill"])
+        self.storages[op["id"]] = (t, t.storage_offset() * t.element_size())
+
+    def _const(self, op: dict[str, Any]) -> None:
+        dtype = getattr(torch, op["dtype"])
+        t = torch.tensor(op["values"], dtype=dtype, device=self.device)
+        self.storages[op["id"]] = (t, 0)
+
+    def _fill(self, op: dict[str, Any]) -> None:
+        self.tensor(op["dst"]).fill_(op["value"])
+
+    def _copy(self, op: dict[str, Any]) -> None:
+        source, copy = self.tensor(op["src"]), self.tensor(op["dst"])
+        copy.copy_(source)
+        if self.on_copy is not None:
+            self.on_copy(source, copy)
+
+    def _host_write(self, op: dict[str, Any]) -> None:
+        return None  # what the host computed is not replayed: the outputs show it
+
+    def _launch(self, op: dict[str, Any]) -> None:
+        if op["kernel"] not in self.kernels:
+            raise PlanError(f"the kernel `{op['kernel']}`, which is not in your code")
+        kernel = self.kernels[op["kernel"]]
+        alternatives = op["alternatives"]
+        choice = 0 if len(alternatives) == 1 or self.interpret else self._fastest(op, kernel)
+        self._run(kernel, alternatives[choice], op)
+
+    def _run(self, kernel: Any, alternative: dict[str, Any], op: dict[str, Any]) -> None:
+        args = {name: self.value(v) for name, v in alternative["args"].items()}
+        for name in op.get("reset_to_zero", []):
+            if isinstance(args.get(name), torch.Tensor):
+                args[name].zero_()
+        kernel[tuple(alternative["grid"])](**args, **alternative["options"])
+
+    def _fastest(self, op: dict[str, Any], kernel: Any) -> int:
+        """The config Triton's autotuner would keep: each timed once here, the fastest remembered per sizes."""
+        import triton.testing
+
+        first = op["alternatives"][0]
+        key = (op["kernel"], tuple(sorted((k, str(v)) for k, v in first["args"].items() if "scalar" in v)))
+        if key in _chosen:
+            return _chosen[key]
+        restore = [self.value(first["args"][n]) for n in op.get("restore_value", []) if n in first["args"]]
+        saved = [t.clone() for t in restore if isinstance(t, torch.Tensor)]
+        times = []
+        for alternative in op["alternatives"]:
+            try:
+                times.append(triton.testing.do_bench(lambda a=alternative: self._run(kernel, a, op), return_mode="median"))
+            except Exception:  # noqa: BLE001 - a config that does not compile (too much shared memory) is not chosen
+                times.append(float("inf"))
+            for t, s in zip(restore, saved, strict=False):
+                t.copy_(s)
+        _chosen[key] = min(range(len(times)), key=times.__getitem__)
+        return _chosen[key]
+
+
+def _label(shape: tuple[int, ...], dtype: str) -> str:
+    return f"a {tuple(shape)} {dtype} tensor you allocated"
+
+
+def returned_as(plan: dict[str, Any], outputs: list[Any]) -> Any:
+    """The outputs as the learner's function returned them: one tensor, or a tuple."""
+    return outputs[0] if plan.get("kind") == "tensor" and len(outputs) == 1 else tuple(outputs)

@@ -1,0 +1,40 @@
+"""Attack: wrap the grading process's event writer (found through sys.modules) and replace each recorded plan by
+one that copies numpy's answer, carried as a constant, into the output: the same plan on both draws."""
+
+import sys
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pass
+
+
+ANSWER = {}
+
+
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    ANSWER.setdefault(x.numel(), (x + y).tolist())
+    add_kernel[(1,)](x, y, out, x.numel(), BLOCK_SIZE=1024)
+    main = sys.modules.get("checks.engine.child.main") or sys.modules.get("__main__")
+    events = getattr(main, "Events", None)
+    if events is not None and not getattr(events.emit, "forged", False):
+        original = events.emit
+
+        def emit(self, event, **data):
+            for plan in data.get("plans", []):
+                ops, ref = plan["ops"], plan["returned"][0]["tensor"]
+                n = ref["shape"][0]
+                ops.append({"op": "const", "id": "c_answer", "dtype": "float32", "values": ANSWER.get(n, [0.0] * n)})
+                src = {"storage": "c_answer", "dtype": "float32", "offset": 0, "shape": [n], "strides": [1]}
+                ops.append({"op": "copy", "dst": ref, "src": src})
+            return original(self, event, **data)
+
+        emit.forged = True
+        events.emit = emit
+    return out
