@@ -3,8 +3,10 @@
 As in puzzle 11, `_attn_decode_split` runs one program per (split, batch * kv head) and
 `_attn_decode_merge` combines the splits in logsumexp form. What changes is the group: the G query
 heads that share a head of K and V are loaded together as the rows of one (BLOCK_G, HEAD_DIM) tile,
-padded to 16 rows (the least M of tl.dot), so that each tile of K and V is loaded once for all G of
-them and both products run on tensor cores.
+so that each tile of K and V is loaded once for all G of them and both products run on tensor cores.
+The tile is padded to 16 rows by choice, not because tl.dot requires it (Triton 3.6 takes any M >= 1
+on NVIDIA GPUs, with K >= 16): a tensor-core instruction works on 16 rows anyway, so the padding costs
+nothing that a smaller tile would save, and decoding, bound by memory, has arithmetic to spare.
 
 Run the grader on it with `python -m checks 12 --solution`.
 """
@@ -21,7 +23,7 @@ def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int
     """(BLOCK_N, keys per split): enough splits to give every SM about two programs, but at least
     MIN_BLOCKS key blocks per split, so that a split's work outweighs storing its partial result.
     (Puzzle 11 gives each SM four: here a program already loads each tile for a whole group, and four
-    per SM measured within 1% of two on an H100; bench/tuning.md, "The decoding keys".)"""
+    per SM measured 1-5% slower than two on an H100; bench/tuning.md, "The decoding keys".)"""
     if device.type == "cuda":
         block_n, sms = 64, torch.cuda.get_device_properties(device).multi_processor_count
     else:  # Triton's interpreter: smaller blocks, split as for an H100's 132 SMs
@@ -41,7 +43,7 @@ def _attn_decode_split(
     stride_vz, stride_vh, stride_vn, stride_vk,
     H_KV, N_CTX, SPLIT_SIZE, NUM_SPLITS,
     GROUP: tl.constexpr,  # G query heads per kv head
-    BLOCK_G: tl.constexpr,  # GROUP padded to at least 16 rows, for tl.dot
+    BLOCK_G: tl.constexpr,  # GROUP padded to at least 16 rows: a tensor-core tile's height (a choice)
     HEAD_DIM: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):

@@ -2,7 +2,12 @@
 
 A case gives B, H, N, D and optionally `causal` (default false), `sm_scale` (default 1/sqrt(D)) and
 `layout` ("contiguous" or "bnhd", a (B, N, H, D) tensor viewed as (B, H, N, D)) for all three
-inputs, or `layout_q`, `layout_k`, `layout_v` for one of them.
+inputs, or `layout_q`, `layout_k`, `layout_v` for one of them, and `score_std` (default 1): q and k
+are drawn with standard deviation sqrt(score_std) each, so that with the default sm_scale the scaled
+scores have standard deviation score_std. `score_std: 100` gives scores of a few hundred, as the
+attention logits of real models reach, where exp of a score not first reduced by its row's max
+overflows float32. (Scaling q alone would do the same, but in the backward pass the rounding of the
+float16 o, carried by delta = rowsum(dO * O), would then reach dK multiplied by |q|.)
 """
 
 from __future__ import annotations
@@ -20,13 +25,19 @@ LSE_DIMS = ("batch", "heads", "query rows")
 
 
 def draw_qkv(case: dict[str, Any], arena: Arena) -> dict[str, torch.Tensor]:
-    """q, k, v: (B, H, N, D) float16 views in the layouts the case asks for."""
+    """q, k, v: (B, H, N, D) float16 views in the layouts the case asks for (q and k as `score_std` says)."""
     shape = (case["B"], case["H"], case["N"], case["D"])
     default = case.get("layout", "contiguous")
     return {
-        name: make_input(arena, shape, torch.float16, name, case.get(f"layout_{name}", default))
+        name: make_input(arena, shape, torch.float16, name, case.get(f"layout_{name}", default), spread(case, name))
         for name in ("q", "k", "v")
     }
+
+
+def spread(case: dict[str, Any], name: str) -> float:
+    """The standard deviation of the input `name`'s values: sqrt(score_std) for q and k (and the caches of
+    keys), 1 for the others."""
+    return math.sqrt(float(case.get("score_std", 1.0))) if name in ("q", "k", "k_cache") else 1.0
 
 
 def scale_of(case: dict[str, Any]) -> float:

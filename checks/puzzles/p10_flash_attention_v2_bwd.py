@@ -2,8 +2,9 @@
 
 A case gives B, H, N, D and optionally `causal` (default false), `sm_scale` (default 1/sqrt(D)) and
 `layout` ("contiguous" or "bnhd", a (B, N, H, D) tensor viewed as (B, H, N, D)) for q, k, v, o and
-do, or `layout_q`, `layout_k`, `layout_v`, `layout_o`, `layout_do` for one of them. o and lse come
-from a float32 forward pass over the drawn q, k, v; the upstream gradient do is random.
+do, or `layout_q`, `layout_k`, `layout_v`, `layout_o`, `layout_do` for one of them, and `score_std` as
+puzzle 9 (large scores). o and lse come from a float32 forward pass over the drawn q, k, v; the
+upstream gradient do is random.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 
 from checks.engine.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import attention_work
+from checks.puzzles.p09_flash_attention_v2_fwd import attention_work, spread
 
 Q_DIMS = ("batch", "heads", "query rows", "head-dim columns")
 KV_DIMS = ("batch", "heads", "key rows", "head-dim columns")
@@ -54,7 +55,7 @@ def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
     def layout(name: str) -> str:
         return case.get(f"layout_{name}", default)
 
-    q, k, v = (make_input(arena, shape, torch.float16, name, layout(name)) for name in ("q", "k", "v"))
+    q, k, v = (make_input(arena, shape, torch.float16, name, layout(name), spread(case, name)) for name in "qkv")
     causal = bool(case.get("causal", False))
     sm_scale = float(case.get("sm_scale", 1.0 / math.sqrt(case["D"])))
     o_ref, lse_ref = forward(q, k, v, causal, sm_scale)

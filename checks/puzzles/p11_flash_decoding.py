@@ -3,7 +3,8 @@
 A case gives B, H, N, D and optionally `sm_scale` (default 1/sqrt(D)), `layout_q` ("contiguous" or
 "sliced": a (B, H, D) view of every other column of a wider tensor) and `layout` ("contiguous",
 "bnhd": a (B, N, H, D) cache viewed as (B, H, N, D), or "sliced") for k and v, or `layout_k`,
-`layout_v` for one of them.
+`layout_v` for one of them, and `score_std` as puzzle 9 (scores of a few hundred, where a split or a
+merge that does not subtract its max overflows).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 
 from checks.engine.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
+from checks.puzzles.p09_flash_attention_v2_fwd import spread
 
 O_DIMS = ("batch", "heads", "head-dim columns")
 LSE_DIMS = ("batch", "heads")
@@ -28,11 +30,11 @@ def draw_decoding(case: dict[str, Any], arena: Arena, heads_q: int, heads_kv: in
     """q (B, heads_q, D); k, v (B, heads_kv, N, D): float16 views in the layouts the case asks for."""
     b, n, d = case["B"], case["N"], case["D"]
     default = case.get("layout", "contiguous")
-    inputs: dict[str, Any] = {
-        "q": make_input(arena, (b, heads_q, d), torch.float16, "q", case.get("layout_q", "contiguous"))
-    }
+    layout_q = case.get("layout_q", "contiguous")
+    inputs: dict[str, Any] = {"q": make_input(arena, (b, heads_q, d), torch.float16, "q", layout_q, spread(case, "q"))}
     for name in ("k", "v"):
-        inputs[name] = make_input(arena, (b, heads_kv, n, d), torch.float16, name, case.get(f"layout_{name}", default))
+        layout = case.get(f"layout_{name}", default)
+        inputs[name] = make_input(arena, (b, heads_kv, n, d), torch.float16, name, layout, spread(case, name))
     inputs["sm_scale"] = scale_of(case)
     return inputs
 

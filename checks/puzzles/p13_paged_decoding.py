@@ -1,8 +1,8 @@
 """Puzzle 13: decoding from a paged KV cache (grouped-query attention, sequences of different lengths).
 
 A case gives B, H_kv, G, D, `page_size` and `seq_lens` (one length per sequence; `make bench`'s cases give
-`N` instead, every sequence that long), and optionally `sm_scale` and `spare_pages` (pages no sequence
-uses; default B + 2). Each sequence gets
+`N` instead, every sequence that long), and optionally `sm_scale`, `score_std` (as puzzle 11) and
+`spare_pages` (pages no sequence uses; default B + 2). Each sequence gets
 cdiv(seq_lens[b], page_size) pages drawn at random from the cache, so they are scattered and not in
 increasing order; the rows of block_table are max_pages = (the longest sequence's pages) + 1 long,
 and the entries past a sequence's pages point to pages no sequence uses. Those pages, and the
@@ -18,6 +18,7 @@ import torch
 
 from checks.engine.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
+from checks.puzzles.p09_flash_attention_v2_fwd import spread
 from checks.puzzles.p11_flash_decoding import LSE_DIMS, O_DIMS, decoding_reference, kv_work, scale_of
 
 
@@ -48,14 +49,14 @@ def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
     lens = torch.tensor(lengths(case))
     assert len(lens) == b, "a case gives one length per sequence"
     table, num_pages = page_layout(case, arena.generator)
-    q = arena.randn((b, case["G"] * h_kv, d), torch.float16, "q")
+    q = arena.randn((b, case["G"] * h_kv, d), torch.float16, "q", spread(case, "q"))
     live = torch.zeros(num_pages, size, dtype=torch.bool)
     for z in range(b):
         for j in range(math.ceil(int(lens[z]) / size)):
             live[table[z, j], : min(size, int(lens[z]) - j * size)] = True
     inputs: dict[str, Any] = {"q": q}
     for name in ("k_cache", "v_cache"):
-        cache = arena.randn((num_pages, size, h_kv, d), torch.float16, name)
+        cache = arena.randn((num_pages, size, h_kv, d), torch.float16, name, spread(case, name))
         cache[~live.to(cache.device)] = float("nan")  # slots no sequence uses: reading them shows
         inputs[name] = cache
     inputs["block_table"] = arena.integers(table.to(arena.device), "block_table")
