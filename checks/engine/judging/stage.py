@@ -20,6 +20,7 @@ from checks.engine.judging.timing import from_measurement
 from checks.engine.judging.wording import (
     RULE_FAILED_SUMMARY,
     TAMPERED_SUMMARY,
+    earlier_stub_summary,
     ending_verdict,
     failure_pattern,
     grader_error_verdict,
@@ -162,10 +163,7 @@ class Stage:
             v.status = V.ERROR
             v.cases = []
             label = self.job.names.get(str(Path(self.job.earlier).resolve()), self.job.earlier)
-            v.summary = (
-                f"Puzzle {self.puzzle.number} builds on your step {step} code, and that is still the stub "
-                f"({label}): solve step {step} first (its check passes, then save it), then check this one again."
-            )
+            v.summary = earlier_stub_summary(self.puzzle.number, step, label, self.file)
             return
         if stubs:
             v.status = V.ERROR
