@@ -34,6 +34,7 @@ class CaseResult:
     raised: bool = False  # the learner's code raised an exception
     stub: bool = False  # ... and it was the stub's NotImplementedError
     rule: str = ""  # the rule the case broke (checks/engine/rules/rulebook.py), when one did
+    cause: bool = False  # its details name a cause, beside which no case parameter is said to separate the failures
     printed: str = ""  # what the learner's code printed (and the warnings it raised) during this case
     details: list[str] = field(default_factory=list)
 

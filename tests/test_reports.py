@@ -259,3 +259,12 @@ def test_a_stub_earlier_step_in_the_notebook_names_earlier_as_the_other_way():
     assert "--earlier" in summary and "make check PUZZLE=9 FILE=p9.py ARGS='--earlier YOUR_STEP_FILE.py'" in summary
     given = wording.earlier_stub_summary(9, "9a", "your step 9a code in my_9a.py", "p9.py")
     assert "my_9a.py" in given and "--earlier" not in given  # the file given with --earlier is itself the stub
+
+
+def test_no_case_split_beside_a_named_cause():
+    """sm_scale left out passes every case whose sm_scale is 1, whatever its H: "every failing case has H=2" would
+    contradict the cause the report names."""
+    params = [{"H": 2}, {"H": 1}, {"H": 2}, {"H": 3}]
+    passed = [False, True, False, True]
+    assert wording.failure_pattern(params, passed)  # without a named cause, the split is said
+    assert wording.failure_pattern(params, passed, cause=True) == []

@@ -191,7 +191,7 @@ class Stage:
                 v.summary = f"{stopped} ({first.description}): {first.problem}"
             if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
                 params = [self.judge.cases[r.index] for r in self.results]
-                v.details += failure_pattern(params, [r.passed for r in self.results])
+                v.details += failure_pattern(params, [r.passed for r in self.results], first.cause)
             if first.rule in rulebook.names(draws_map=True) and self.judge.device == "cpu":
                 v.map_case = first.index
                 v.details.append(map_advice(self.puzzle.number, first.index, self.file))

@@ -170,14 +170,16 @@ def _non_contiguous(case: dict[str, Any]) -> bool:
     return any(key.startswith("layout") and value not in (None, "contiguous") for key, value in case.items())
 
 
-def failure_pattern(params: list[dict[str, Any]], passed: list[bool]) -> list[str]:
+def failure_pattern(params: list[dict[str, Any]], passed: list[bool], cause: bool = False) -> list[str]:
     """A line when one case parameter separates the failing cases from the passing ones.
 
     Only when several cases fail (one failing case is separated from the rest by any of its parameters, so
-    naming one would point the wrong way); the tags (layout, fill, causal) are tried before sizes, and a
-    failure on exactly the cases with a non-contiguous input is named as such.
+    naming one would point the wrong way), and never beside a `cause` the first failure's report already
+    names (a scale left out passes the cases where it is 1, whatever their H: the split would contradict
+    it); the tags (layout, fill, causal) are tried before sizes, and a failure on exactly the cases with a
+    non-contiguous input is named as such.
     """
-    if sum(not ok for ok in passed) < 2 or all(passed) or not any(passed):
+    if cause or sum(not ok for ok in passed) < 2 or all(passed) or not any(passed):
         return []
     strided = [_non_contiguous(p) for p in params]
     if all(s for s, ok in zip(strided, passed, strict=True) if not ok) and not any(
