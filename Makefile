@@ -40,6 +40,7 @@ $(VENV_PY):
 	.venv/bin/python -m pip install --quiet -r requirements.txt
 
 .venv/.dev: requirements-dev.txt requirements.txt | $(VENV_PY)
+	@echo "Installing the development tools of requirements-dev.txt into .venv (once; a minute or so)..."
 	.venv/bin/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
@@ -80,9 +81,9 @@ lint: env-dev ## ruff over the code, and the grader's import contracts (pyprojec
 # Jupyter refuses to start as root without --allow-root (a container, a cloud VM): pass it there.
 LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-lab: env-dev ## open the notebooks in JupyterLab (installs it into .venv the first time): make lab [ARGS=...]
-	@$(DEV_PY) -c "import jupyterlab" 2>/dev/null || $(DEV_PY) -m pip install --quiet jupyterlab
-	$(DEV_PY) -m jupyter lab notebooks/ $(LAB_ROOT) $(ARGS)
+lab: env ## open the notebooks in JupyterLab (installs JupyterLab alone into .venv the first time): make lab [ARGS=...]
+	@$(PY) -c "import jupyterlab" 2>/dev/null || { echo "Installing JupyterLab (once)..."; $(PY) -m pip install --quiet jupyterlab; }
+	$(PY) -m jupyter lab notebooks/ $(LAB_ROOT) $(ARGS)
 
 hint: env ## show the next hint for a puzzle: make hint PUZZLE=N
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make hint PUZZLE=1."; exit 2; fi

@@ -4,8 +4,10 @@ Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error.
 
 The verdict of a learner's submission is recorded in the progress file (`make progress`, see
 `checks.learner.progress`), marked with the file's name when it is not the puzzle's notebook; runs of
-the course's own solutions are not. With --picture PATH a failure with wrong or unwritten values
-is also drawn to PATH (see `checks.learner.picture`); without it, such a failure says how to get one.
+the course's own files under solutions/ are not (the report says so). With --picture [PATH] a failure with
+wrong or unwritten values is also drawn to PATH, by default build/pictures/NN_slug.png (see
+`checks.learner.picture`); without it, such a failure says how to get one. Every command a report
+suggests repeats the inputs this check used: FILE, --earlier and the seed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from checks import verdict as V
 from checks.engine.processes.prestart import check_folder
 from checks.engine.submission import SubmissionError, check_submission_kind
 from checks.learner import progress
-from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, load_puzzles
+from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, load_puzzles, shown
+
+PICTURE = Path("build") / "pictures"  # --picture without a path: build/pictures/<the puzzle's stem>.png
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +44,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="draw the same inputs as an earlier run")
     p.add_argument("--interpret", action="store_true", help="use Triton's CPU interpreter even on a GPU")
     p.add_argument("--no-time", action="store_true", help="on a GPU, skip the timing")
-    p.add_argument("--picture", type=Path, help="on failure, save a picture of where the output is wrong here")
+    p.add_argument(
+        "--picture",
+        type=Path,
+        nargs="?",
+        const=PICTURE,
+        help="on failure, save a picture of where the output is wrong (default: build/pictures/NN_slug.png)",
+    )
     p.add_argument(
         "--earlier",
         type=Path,
@@ -85,14 +95,22 @@ def main(argv: list[str] | None = None) -> int:
         except SubmissionError as exc:
             print(exc, file=sys.stderr)
             return 2
+        if args.earlier is not None:  # every command the verdict suggests repeats it
+            V.repeat_earlier(verdict, str(shown(args.earlier)))
         note = ""
         if args.picture:
             from checks.learner.picture import draw_verdict
 
-            _, note = draw_verdict(verdict, args.picture)
+            out = args.picture if args.picture != PICTURE else ROOT / PICTURE / f"{puzzle.stem}.png"
+            _, note = draw_verdict(verdict, out)
         elif verdict.picture_data:
-            note = picture_advice(verdict)
+            note = picture_advice(verdict, puzzle.stem)
         verdict.picture_data = ""  # the error map lived in a temporary folder; a PNG is what stays
+    if args.file is not None and not _is_learners(args):
+        note += ("\n" if note else "") + (
+            f"Not recorded in `make progress`: {shown(args.file)} is one of the course's own files under solutions/; "
+            "grade your own copy (FILE=your_file.py) to record a verdict."
+        )
     if _is_learners(args):
         origin = _origin(args, puzzle.notebook)
         if progress.record(verdict, source=origin) and origin:
@@ -104,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(verdict.to_json())
     else:
-        shown = bool(verdict.mode)
-        print(V.format_verdict(verdict, puzzle.title, cases_shown=shown))
+        print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
     if note:
         print(note, file=sys.stderr if args.json else sys.stdout)
     return 0 if verdict.passed else 1
@@ -119,13 +136,11 @@ def _grade(args: argparse.Namespace, puzzle: Puzzle, *rest: Any, **options: Any)
         return grade(puzzle, *rest, workdir=workdir, **options)
 
 
-def picture_advice(verdict: V.Verdict) -> str:
+def picture_advice(verdict: V.Verdict, stem: str) -> str:
     """The sentence that tells a terminal user how to see where the output is wrong."""
-    flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture where.png"
-    return (
-        f"To see where the output is wrong, check again with {flags} "
-        f"({V.make_command('check', verdict.puzzle, verdict.file, flags)}) and open where.png."
-    )
+    flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture"
+    command = V.make_command("check", verdict.puzzle, verdict.file, flags, verdict.earlier)
+    return f"To see where the output is wrong, check again with {flags} ({command}) and open {PICTURE / stem}.png."
 
 
 def _origin(args: argparse.Namespace, notebook: Path) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,7 @@ class CaseResult:
     raised: bool = False  # the learner's code raised an exception
     stub: bool = False  # ... and it was the stub's NotImplementedError
     rule: str = ""  # the rule the case broke (checks/engine/rules/rulebook.py), when one did
+    cause: bool = False  # its details name a cause, beside which no case parameter is said to separate the failures
     printed: str = ""  # what the learner's code printed (and the warnings it raised) during this case
     details: list[str] = field(default_factory=list)
 
@@ -54,6 +56,7 @@ class Verdict:
     rule: str = ""  # what rejected it: a rule of checks/engine/rules/rulebook.py, "raised", "speed_bar", or the status
     map_case: int | None = None  # the CPU case whose access map shows why a rule on memory accesses failed
     file: str = ""  # the file graded, as commands name it (FILE=...); "" for the puzzle's notebook
+    earlier: str = ""  # the earlier step's code given with --earlier, as commands name it; "" when none was
 
     @property
     def passed(self) -> bool:
@@ -68,14 +71,36 @@ class Verdict:
         return cls(cases=cases, **data)
 
 
-def make_command(target: str, puzzle: int | str, file: str = "", args: str = "") -> str:
-    """A make command that repeats the learner's own PUZZLE and FILE: `make check PUZZLE=1 FILE=p1.py ARGS='...'`."""
+def make_command(target: str, puzzle: int | str, file: str = "", args: str = "", earlier: str = "") -> str:
+    """A make command that repeats the learner's own inputs: PUZZLE, FILE and the --earlier file, then `args`:
+    `make check PUZZLE=9 FILE=p9.py ARGS='--earlier p9a.py --seed 7'`."""
     words = [f"make {target} PUZZLE={puzzle}"]
     if file:
         words.append(f"FILE={shlex.quote(file)}")
-    if args:
-        words.append(f"ARGS='{args}'")
+    given = " ".join(part for part in (f"--earlier {shlex.quote(earlier)}" if earlier else "", args) if part)
+    if given:
+        words.append(f'ARGS="{given}"' if "'" in given else f"ARGS='{given}'")
     return " ".join(words)
+
+
+_COMMAND = re.compile(  # what `make_command` writes, followed by a space, punctuation or the end of the text
+    r"make (?P<target>check|map) PUZZLE=(?P<puzzle>[^\s,;)]+?)(?P<file> FILE=(?:'[^']*'|\S+?))?"
+    r"(?: ARGS='(?P<args>[^']*)')?(?=[\s,;)]|\.(?:\s|$)|$)"
+)
+
+
+def repeat_earlier(v: Verdict, earlier: str) -> None:
+    """Give every command `v` suggests the --earlier file the check used (`make_command` wrote them without it)."""
+    if not earlier:
+        return
+    v.earlier = earlier
+
+    def again(match: re.Match[str]) -> str:
+        file = shlex.split(match["file"][6:])[0] if match["file"] else ""
+        return make_command(match["target"], match["puzzle"], file, match["args"] or "", earlier)
+
+    v.summary = _COMMAND.sub(again, v.summary)
+    v.details = [_COMMAND.sub(again, line) for line in v.details]
 
 
 def header(puzzle: int, title: str, mode: str, device: str) -> str:
@@ -165,9 +190,12 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     }.get(v.status, "NOT GRADED")
     out.append(f"{word}: {v.summary}")
     if v.seed is not None and not v.passed and v.cases:
-        again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}")
-        out.append(
-            f"(inputs drawn with seed {v.seed}: to check again on the same inputs, run {again} in a "
-            f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
-        )
+        again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}", v.earlier)
+        if v.file or v.earlier:  # check() in the notebook would grade the notebook's code, not these files
+            out.append(f"(inputs drawn with seed {v.seed}: to check again on the same inputs, run {again})")
+        else:
+            out.append(
+                f"(inputs drawn with seed {v.seed}: to check again on the same inputs, run {again} in a "
+                f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
+            )
     return "\n".join(out)

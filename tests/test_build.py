@@ -234,14 +234,13 @@ def test_rows_merged_from_a_later_run_are_captioned_with_that_run(monkeypatch):
 
 
 def test_the_readme_has_one_place_to_start():
-    """One "Start here" with the first commands; the learners' section points back to it."""
+    """One "Start here" with the first commands; the learner's loop comes before any page for others."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     headings = [line for line in text.splitlines() if line.startswith("#")]
     assert [h for h in headings if "start" in h.lower()] == ["## Start here"]
     start = text.split("## Start here", 1)[1].split("\n## ", 1)[0]
-    assert "make check PUZZLE=1" in start and "make doctor" in start and "make lab" in start
-    learners = text.split("## For learners", 1)[1].split("\n## ", 1)[0]
-    assert "see Start here" in learners and "make check PUZZLE=1" not in learners
+    assert "make check PUZZLE=1" in start and "make progress" in start and "make lab" in start
+    assert headings.index("## Start here") < headings.index("## The loop") < headings.index("## Where to go next")
 
 
 def test_check_grades_the_last_run_of_each_part_and_names_the_parts_not_run(monkeypatch, capsys):

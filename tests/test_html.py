@@ -128,3 +128,21 @@ def test_a_missing_nbconvert_is_explained(tmp_path, monkeypatch, capsys):
     assert html.main(["--out", str(tmp_path)]) == 1
     assert "nbconvert is not installed" in capsys.readouterr().err
     assert not (tmp_path / "index.html").exists()
+
+
+@pytest.mark.slow  # renders every page once
+@needs_nbconvert
+def test_a_second_make_html_keeps_the_pages_that_did_not_change(tmp_path, monkeypatch, capsys):
+    assert html.main(["--out", str(tmp_path), "--no-figures"]) == 0
+    first = capsys.readouterr().out
+    count = len(html.course_notebooks())
+    assert f"Rendering {count} page(s):" in first and f"[{count}/{count}]" in first  # it says how far it is
+    assert html.main(["--out", str(tmp_path), "--no-figures"]) == 0
+    second = capsys.readouterr().out
+    assert f"{count} of {count} page(s) unchanged" in second and "Rendering" not in second
+    course = html.course_notebooks()
+    changed = [(path, text + "\n" if i == 1 else text) for i, (path, text) in enumerate(course)]  # one source edited
+    monkeypatch.setattr(html, "course_notebooks", lambda: changed)
+    assert html.main(["--out", str(tmp_path), "--no-figures"]) == 0
+    third = capsys.readouterr().out
+    assert "Rendering 1 page(s):" in third and course[1][0].stem in third

@@ -159,10 +159,22 @@ def test_a_terminal_failure_says_how_to_get_the_picture(tmp_path, monkeypatch, c
     submission.write_text(TAIL_BUG_SOURCE, encoding="utf-8")
     assert cli.main(["1", "--file", str(submission), "--timeout", "60", "--seed", "5"]) == 1
     out = capsys.readouterr().out
-    # every command it suggests grades the same file again, not the notebook
-    assert f"make check PUZZLE=1 FILE={submission} ARGS='--seed 5 --picture where.png'" in out
-    assert f"run make check PUZZLE=1 FILE={submission} ARGS='--seed 5'" in out
-    assert "check(1, seed=5)" in out  # the seed footer names the notebook form too
+    # every command it suggests grades the same file again, not the notebook (check(1, seed=5) would grade that)
+    assert f"make check PUZZLE=1 FILE={submission} ARGS='--seed 5 --picture'" in out
+    assert f"open build/pictures/{PUZZLE.stem}.png" in out
+    assert f"run make check PUZZLE=1 FILE={submission} ARGS='--seed 5')" in out
+    assert "check(1, seed=5)" not in out
+
+
+@pytest.mark.slow
+def test_picture_without_a_path_writes_under_build(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    monkeypatch.setattr(cli, "ROOT", tmp_path)  # the course folder, whose build/ the picture goes to
+    submission = tmp_path / "my_answer.py"
+    submission.write_text(TAIL_BUG_SOURCE, encoding="utf-8")
+    assert cli.main(["1", "--file", str(submission), "--timeout", "60", "--picture"]) == 1
+    png = tmp_path / "build" / "pictures" / f"{PUZZLE.stem}.png"
+    assert f"A picture of where the output is wrong: {png}" in capsys.readouterr().out and png.exists()
 
 
 @pytest.mark.slow

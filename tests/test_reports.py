@@ -210,3 +210,61 @@ def test_a_crash_in_the_learners_file_names_its_line(tmp_path):
     )
     verdict = grade(get_puzzle(1), submission, cases=[0], timeout=60, time_it=False)
     assert verdict.status == V.CRASHED and "p1_crash.py, line 5 (in vector_add)" in verdict.summary, verdict.summary
+
+
+# -- every command a report suggests repeats every input the check used
+
+
+def test_a_make_command_repeats_the_earlier_step_file():
+    assert V.make_command("check", 9, "p9.py", "--seed 7", "my_9a.py") == (
+        "make check PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --seed 7'"
+    )
+    assert V.make_command("map", 9, "", "", "my 9a.py") == "make map PUZZLE=9 ARGS=\"--earlier 'my 9a.py'\""
+
+
+def test_repeat_earlier_adds_the_earlier_file_to_every_suggested_command():
+    v = V.Verdict(
+        9,
+        V.FAILED,
+        f"too slow: give it longer ({V.make_command('check', 9, 'p9.py', '--timeout 300')}).",
+        details=[wording.map_advice(9, 3, "p9.py"), "no command here"],
+        seed=7,
+        file="p9.py",
+        cases=[V.CaseResult(0, "n=3", False)],
+    )
+    V.repeat_earlier(v, "my_9a.py")
+    report = V.format_verdict(v)
+    commands = [line for line in report.splitlines() if "make " in line]
+    assert len(commands) == 3 and all("ARGS='--earlier my_9a.py" in line for line in commands)
+    assert "make check PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --timeout 300')." in report
+    assert "make map PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --case 3'," in report
+
+
+def test_a_check_of_files_does_not_suggest_the_notebook():
+    """check(N, seed=...) and show(N) grade the notebook's code, not the files this check graded."""
+    case = [V.CaseResult(0, "n=3", False)]
+    for file, earlier in (("p9.py", ""), ("", "my_9a.py")):
+        v = V.Verdict(9, V.FAILED, "wrong", seed=7, file=file, earlier=earlier, cases=case)
+        assert "check(9" not in V.format_verdict(v)
+        assert "show(" not in wording.map_advice(9, 3, file, earlier)
+    notebook = V.format_verdict(V.Verdict(9, V.FAILED, "wrong", seed=7, cases=case))
+    assert "check(9, seed=7)" in notebook  # the notebook's own check keeps its notebook form
+
+
+def test_a_stub_earlier_step_in_the_notebook_names_earlier_as_the_other_way():
+    from checks.registry import get_puzzle, shown
+
+    default = f"your step 9a code in {shown(get_puzzle('9a').notebook)}"
+    summary = wording.earlier_stub_summary(9, "9a", default, "p9.py")
+    assert "--earlier" in summary and "make check PUZZLE=9 FILE=p9.py ARGS='--earlier YOUR_STEP_FILE.py'" in summary
+    given = wording.earlier_stub_summary(9, "9a", "your step 9a code in my_9a.py", "p9.py")
+    assert "my_9a.py" in given and "--earlier" not in given  # the file given with --earlier is itself the stub
+
+
+def test_no_case_split_beside_a_named_cause():
+    """sm_scale left out passes every case whose sm_scale is 1, whatever its H: "every failing case has H=2" would
+    contradict the cause the report names."""
+    params = [{"H": 2}, {"H": 1}, {"H": 2}, {"H": 3}]
+    passed = [False, True, False, True]
+    assert wording.failure_pattern(params, passed)  # without a named cause, the split is said
+    assert wording.failure_pattern(params, passed, cause=True) == []

@@ -22,12 +22,13 @@ pages were written, 1 when nbconvert is missing or a notebook cannot be rendered
 from __future__ import annotations
 
 import argparse
+import hashlib
 import html
 import os
 import re
 import shutil
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from checks.registry import ROOT, load_puzzles
@@ -171,6 +172,36 @@ def render(
     return target, note
 
 
+def page_key(text: str, nav: tuple[tuple[str, str] | None, tuple[str, str] | None], figures: bool) -> str:
+    """What a page is made from: its notebook's text, its neighbours, whether figures are drawn, and the code and
+    versions that draw it. A page whose key is unchanged since it was written is kept."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    digest = hashlib.sha256(text.encode())
+    digest.update(repr((nav, figures)).encode())
+    here = Path(__file__).parent
+    for code in (here / "html.py", here / "html_figures.py"):
+        digest.update(code.read_bytes() if code.exists() else b"")
+    for package in ("nbconvert", "latex2mathml", "torch", "triton", "matplotlib"):
+        try:
+            digest.update(f"{package}={version(package)}".encode())
+        except PackageNotFoundError:
+            digest.update(package.encode())
+    return digest.hexdigest()
+
+
+def key_file(out: Path, notebook: Path) -> Path:
+    return out / ".keys" / f"{notebook.stem}.sha256"
+
+
+def up_to_date(out: Path, notebook: Path, key: str) -> bool:
+    page, stored = out / f"{notebook.stem}.html", key_file(out, notebook)
+    if not (page.exists() and stored.exists()):
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        return False
+    return stored.read_text(encoding="utf-8") == key
+
+
 def index_page(entries: list[tuple[str, str]], planned: list[str]) -> str:
     """index.html: a link per rendered notebook (file name, title), then the puzzles without a notebook yet."""
     items = "\n".join(f'  <li><a href="{html.escape(href)}">{html.escape(title)}</a></li>' for href, title in entries)
@@ -224,17 +255,39 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if FIGURES.is_dir():  # the lessons show them as figures/<name>.png
         shutil.copytree(FIGURES, out / "figures", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.json"))
-    pages = exporter()
     titles = [title_of(texts[notebook], notebook.stem) for notebook in notebooks]
+    nav = [
+        (
+            (f"{notebooks[i + 1].stem}.html", titles[i + 1]) if i + 1 < len(notebooks) else None,
+            (f"{notebooks[i - 1].stem}.html", titles[i - 1]) if i > 0 else None,
+        )
+        for i in range(len(notebooks))
+    ]
+    keys = {n: page_key(texts[n], nav[i], figures=not args.no_figures) for i, n in enumerate(notebooks)}
+    stale = [n for n in notebooks if not up_to_date(out, n, keys[n])]
+    kept = len(notebooks) - len(stale)
+    if kept:
+        print(f"{kept} of {len(notebooks)} page(s) unchanged since the last make html: kept.", flush=True)
     drawn: dict[Path, tuple[dict[int, list[str]], str]] = {}
-    if not args.no_figures:
-        print("Drawing the lesson figures (running the lesson cells in Triton's interpreter)...", flush=True)
+    if stale and not args.no_figures:
+        print(
+            f"Drawing the lesson figures of {len(stale)} notebook(s) (running their cells in Triton's interpreter):",
+            flush=True,
+        )
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # each runs in a child process
-            drawn = dict(zip(notebooks, pool.map(draw_figures, [texts[n] for n in notebooks]), strict=True))
+            futures = {pool.submit(draw_figures, texts[n]): n for n in stale}
+            for done, future in enumerate(as_completed(futures), 1):
+                drawn[futures[future]] = future.result()
+                print(f"  [{done}/{len(stale)}] figures of {futures[future].stem}", flush=True)
+    pages = exporter() if stale else None
+    if stale:
+        print(f"Rendering {len(stale)} page(s):", flush=True)
     entries = []
     for i, notebook in enumerate(notebooks):
-        following = (f"{notebooks[i + 1].stem}.html", titles[i + 1]) if i + 1 < len(notebooks) else None
-        previous = (f"{notebooks[i - 1].stem}.html", titles[i - 1]) if i > 0 else None
+        entries.append((f"{notebook.stem}.html", titles[i]))
+        if notebook not in stale:
+            continue
+        following, previous = nav[i]
         try:
             target, note = render(
                 notebook, out, pages, following, drawn.get(notebook, False), previous, text=texts[notebook]
@@ -246,15 +299,16 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        entries.append((target.name, titles[i]))
-        print(f"  {target}")
+        print(f"  [{stale.index(notebook) + 1}/{len(stale)}] {target}", flush=True)
         if note:
             print(f"    its figures are missing: {note}; run `make doctor`, then `make html` again.")
+        else:  # a page whose figures are missing is drawn again next time
+            key_file(out, notebook).write_text(keys[notebook], encoding="utf-8")
     rendered = {n.name for n in notebooks}
     planned = [f"{p.number}. {p.title}" for p in load_puzzles() if p.notebook.name not in rendered]
     index = out / "index.html"
     index.write_text(index_page(entries, planned), encoding="utf-8")
-    print(f"{len(entries)} notebook(s) rendered; open {index} in a browser.")
+    print(f"{len(stale)} page(s) rendered, {kept} kept; open {index} in a browser.")
     return 0
 
 

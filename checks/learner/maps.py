@@ -453,13 +453,16 @@ def make_map(
     case: int = 0,
     out: Path | None = None,
     source: tuple[str, str] | None = None,
+    earlier: Path | None = None,
 ) -> tuple[Path, list[str]]:
-    """Record the submission and the answer key, draw the map; (png, traffic lines)."""
+    """Record the submission and the answer key, draw the map; (png, traffic lines).
+
+    `earlier` is the learner's code of the step the puzzle builds on (9a for 9), as `--earlier` gives it to a check."""
     from checks.engine.access.traffic import traffic_lines
     from checks.engine.grade import prepare
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
-        submission, _, earlier = prepare(puzzle, file, solution, Path(tmp), source)
+        submission, _, earlier = prepare(puzzle, file, solution, Path(tmp), source, earlier)
         mine = record_in_child(puzzle.number, submission, case, puzzle.timeout, earlier)
     key = mine if solution else record_in_child(puzzle.number, puzzle.solution, case, puzzle.timeout)
     png = out or ROOT / "build" / "maps" / f"{puzzle.stem}.png"
@@ -473,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("puzzle", help="the puzzle (1-13, 10a, 10b)")
     parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")
     parser.add_argument("--solution", action="store_true", help="map the answer key alone")
+    parser.add_argument(
+        "--earlier", type=Path, help="your code of the step this puzzle builds on (9a for 9), as make check takes it"
+    )
     parser.add_argument("--case", type=int, default=0, help="which CPU case of puzzles.yaml (default: the first)")
     parser.add_argument("--out", type=Path, help="where to write the PNG (default: build/maps/NN_slug.png)")
     args = parser.parse_args(argv)
@@ -481,7 +487,9 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 <= args.case < len(puzzle.cases.get("cpu", [])):
             raise MapError(f"Puzzle {puzzle.number} has {len(puzzle.cases.get('cpu', []))} CPU cases; pick 0 to "
                            f"{len(puzzle.cases.get('cpu', [])) - 1} with --case.")  # fmt: skip
-        png, lines = make_map(puzzle, args.file, solution=args.solution, case=args.case, out=args.out)
+        png, lines = make_map(
+            puzzle, args.file, solution=args.solution, case=args.case, out=args.out, earlier=args.earlier
+        )
     except (UnknownPuzzle, MapError) as exc:
         print(exc, file=sys.stderr)
         return 2

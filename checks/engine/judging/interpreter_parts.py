@@ -51,8 +51,9 @@ def merge_parts(parts: list[V.Verdict], params: list[dict[str, Any]]) -> V.Verdi
     failing = [c for c in cases if not c.passed]
     if failing and COUNT.match(worst.summary):
         merged.summary = COUNT.sub(f"{len(failing)} of {len(cases)} cases failed; ", worst.summary)
-        own = failure_pattern([params[c.index] for c in worst.cases], [c.passed for c in worst.cases])
-        merged.details = failure_pattern([params[c.index] for c in cases], [c.passed for c in cases]) + [
+        cause = failing[0].cause
+        own = failure_pattern([params[c.index] for c in worst.cases], [c.passed for c in worst.cases], cause)
+        merged.details = failure_pattern([params[c.index] for c in cases], [c.passed for c in cases], cause) + [
             line for line in worst.details if line not in own
         ]
     return merged

@@ -152,6 +152,7 @@ class Judge:
             result.passed = True
             return result
         result.problem, result.details, result.rule = problem.message, problem.details, problem.rule
+        result.cause = problem.cause
         self.save_picture(problem, description)
         return result
 

@@ -23,6 +23,7 @@ from checks.engine.judging.timing import from_measurement
 from checks.engine.judging.wording import (
     RULE_FAILED_SUMMARY,
     TAMPERED_SUMMARY,
+    earlier_stub_summary,
     ending_verdict,
     failure_pattern,
     grader_error_verdict,
@@ -220,10 +221,7 @@ class Stage:
             v.status = V.ERROR
             v.cases = []
             label = self.job.names.get(str(Path(self.job.earlier).resolve()), self.job.earlier)
-            v.summary = (
-                f"Puzzle {self.puzzle.number} builds on your step {step} code, and that is still the stub "
-                f"({label}): solve step {step} first (its check passes, then save it), then check this one again."
-            )
+            v.summary = earlier_stub_summary(self.puzzle.number, step, label, self.file)
             return
         if stubs:
             v.status = V.ERROR
@@ -251,7 +249,7 @@ class Stage:
                 v.summary = f"{stopped} ({first.description}): {first.problem}"
             if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
                 params = [self.judge.cases[r.index] for r in self.results]
-                v.details += failure_pattern(params, [r.passed for r in self.results])
+                v.details += failure_pattern(params, [r.passed for r in self.results], first.cause)
             if first.rule in rulebook.names(draws_map=True) and self.judge.device == "cpu":
                 v.map_case = first.index
                 v.details.append(map_advice(self.puzzle.number, first.index, self.file))

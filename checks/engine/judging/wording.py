@@ -15,6 +15,7 @@ from typing import Any
 from checks import verdict as V
 from checks.engine.processes.run import ChildEnd
 from checks.engine.protocol import Stream
+from checks.registry import get_puzzle, shown
 
 
 def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
@@ -135,12 +136,26 @@ RULE_FAILED_SUMMARY = (
 )
 
 
-def map_advice(number: int | str, case: int = 0, file: str = "") -> str:
-    command = V.make_command("map", number, file, f"--case {case}" if case else "")
-    where = "" if file else f", or show({V.puzzle_literal(number)}{f', case={case}' if case else ''}) in the notebook"
+def map_advice(number: int | str, case: int = 0, file: str = "", earlier: str = "") -> str:
+    command = V.make_command("map", number, file, f"--case {case}" if case else "", earlier)
+    notebook = f", or show({V.puzzle_literal(number)}{f', case={case}' if case else ''}) in the notebook"
+    where = "" if file or earlier else notebook  # show() maps the notebook's code, not the files graded
     return (
         f"To see which program loaded what, draw the access map of case {case + 1}: {command}{where}, "
         "beside the answer key's."
+    )
+
+
+def earlier_stub_summary(number: int | str, step: str, label: str, file: str = "") -> str:
+    """The step this puzzle builds on is still the stub: in its notebook (then --earlier is the other way to give
+    it), or in the file given with --earlier."""
+    solve = f"Puzzle {number} builds on your step {step} code, and that is still the stub ({label}): solve step {step}"
+    if label != f"your step {step} code in {shown(get_puzzle(step).notebook)}":  # the file given with --earlier
+        return f"{solve} there first (its check passes), then check this one again."
+    command = V.make_command("check", number, file, "", "YOUR_STEP_FILE.py")
+    return (
+        f"{solve} first (its check passes, then save the notebook) and check this one again, or, if your step "
+        f"{step} code is in a file of its own, give it with --earlier: {command}."
     )
 
 
@@ -155,14 +170,16 @@ def _non_contiguous(case: dict[str, Any]) -> bool:
     return any(key.startswith("layout") and value not in (None, "contiguous") for key, value in case.items())
 
 
-def failure_pattern(params: list[dict[str, Any]], passed: list[bool]) -> list[str]:
+def failure_pattern(params: list[dict[str, Any]], passed: list[bool], cause: bool = False) -> list[str]:
     """A line when one case parameter separates the failing cases from the passing ones.
 
     Only when several cases fail (one failing case is separated from the rest by any of its parameters, so
-    naming one would point the wrong way); the tags (layout, fill, causal) are tried before sizes, and a
-    failure on exactly the cases with a non-contiguous input is named as such.
+    naming one would point the wrong way), and never beside a `cause` the first failure's report already
+    names (a scale left out passes the cases where it is 1, whatever their H: the split would contradict
+    it); the tags (layout, fill, causal) are tried before sizes, and a failure on exactly the cases with a
+    non-contiguous input is named as such.
     """
-    if sum(not ok for ok in passed) < 2 or all(passed) or not any(passed):
+    if cause or sum(not ok for ok in passed) < 2 or all(passed) or not any(passed):
         return []
     strided = [_non_contiguous(p) for p in params]
     if all(s for s, ok in zip(strided, passed, strict=True) if not ok) and not any(

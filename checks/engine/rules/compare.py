@@ -26,6 +26,7 @@ class Mismatch:
     error: torch.Tensor  # |yours - expected| in float64, NaN where yours is NaN or unwritten
     unwritten: torch.Tensor | None = None  # bool mask of the elements that still hold the poison
     ratio: torch.Tensor | None = None  # yours / expected, when a factor per row is the clue (for the picture)
+    cause: bool = False  # the lines name the shape of the error (swapped axes, a factor...), a cause to look at
 
 
 def ranges(indices: list[int]) -> list[tuple[int, int]]:
@@ -253,7 +254,7 @@ def compare(
     bad = ~ok
     if not bool(bad.any()):
         return None
-    ratio = None
+    ratio, shapes = None, []
     if bool(unwritten.any()):
         headline, lines = _unwritten_lines(name, unwritten, bad, dims)
     else:
@@ -261,4 +262,4 @@ def compare(
         shapes, ratio = error_shapes(y, e, atol, rtol, dims)
         lines = shapes + lines
     error = torch.where(unwritten, torch.full_like(error, float("nan")), error)
-    return Mismatch(headline, lines, bad, error, unwritten, ratio)
+    return Mismatch(headline, lines, bad, error, unwritten, ratio, cause=bool(shapes))

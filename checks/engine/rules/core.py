@@ -173,10 +173,13 @@ def values(ctx: CaseContext) -> Problem | None:
         return None
     exp, first = wrong[0]
     details = list(first.lines)
+    cause = first.cause
     if overflowed(ctx, exp):
         details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
+        cause = True
     elif scale := misscaled(ctx, exp):
         details.insert(0, scale)
+        cause = True
     if len(mismatches) > 1:
         others = [
             f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
@@ -197,7 +200,7 @@ def values(ctx: CaseContext) -> Problem | None:
         picture["unwritten"] = first.unwritten
     if first.ratio is not None:
         picture["ratio"] = first.ratio.float()
-    return Problem(first.headline, details, picture)
+    return Problem(first.headline, details, picture, cause=cause)
 
 
 def limits(

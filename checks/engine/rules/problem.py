@@ -20,6 +20,7 @@ class Problem:
     details: list[str] = field(default_factory=list)
     picture: dict[str, Any] | None = None  # what to draw under the failure, when there is something
     rule: str = ""  # the rulebook's name of the rule that found it, filled in by the rulebook
+    cause: bool = False  # the details name the cause (a scale left out, an overflow...): no case split beside it
 
 
 @dataclass
