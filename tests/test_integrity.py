@@ -36,7 +36,7 @@ def honest(selection: list[int]) -> list[str]:
     lines = [line("machine", mode="interpreter", device="CPU")]
     for index in selection:
         lines += [line("case_start", index=index), observation(index)]
-    return [*lines, line("kernels_off", index=0, returned="tensor"), line("observed")]
+    return [*lines, line("observed")]
 
 
 def feed(lines: list[str], selection: list[int] | None = None) -> Stream:
@@ -167,16 +167,15 @@ def test_the_grading_process_reports_its_own_exception_as_a_grader_error(tmp_pat
     from checks.engine.child import main as child
     from checks.engine.protocol import Job
 
-    job = tmp_path / "job.json"
-    job.write_text(Job("1", str(tmp_path / "p1.py"), {}, seed=1).to_json(), encoding="utf-8")
-    events = tmp_path / "events.jsonl"
+    job = Job("1", str(tmp_path / "p1.py"), {}, seed=1)
+    events = tmp_path / f"events-{job.role}.jsonl"
 
     def broken(*args, **kwargs):
         raise RuntimeError("Expected a 'cpu' device type for generator but found 'cuda'")
 
     monkeypatch.setattr(child, "observe_job", broken)
-    monkeypatch.setattr("sys.stdin", io.StringIO(TOKEN + "\n"))
-    assert child.main([str(job), str(events)]) == 1
+    monkeypatch.setattr("sys.stdin", io.StringIO(TOKEN + "\n" + job.to_json() + "\n"))  # the job on the pipe
+    assert child.main([str(tmp_path / "job.json"), str(tmp_path / "events.jsonl")]) == 1
     stream = Stream([0], token=TOKEN)
     for text in events.read_text(encoding="utf-8").splitlines():
         stream.feed_line(text)

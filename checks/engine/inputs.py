@@ -22,13 +22,25 @@ def draw(
     gen = torch.Generator(device=device)
     gen.manual_seed(seed + index)
     data = torch.Generator(device=device)
-    data.manual_seed((seed + index if data_seed is None else data_seed) + DATA_STREAM)
+    data.manual_seed(((seed + index if data_seed is None else data_seed) + DATA_STREAM) % SEEDS)
     arena = Arena(device, gen, data_generator=data)
     return arena, spec.make_inputs(case, arena)
 
 
 DATA_STREAM = 0x5EED_DA7A  # the data values come from a generator of their own, apart from the shapes'
-RECORDING_DRAWS = (1 << 40, 2 << 40)  # data seeds of the two draws a plan is recorded on, added to the seed
+SEEDS = 1 << 32  # a CPU generator keeps 32 bits of its seed: data seeds are taken modulo this
+RECORDING_DRAWS = (0x1000_0000, 0x2000_0000)  # data seeds of the two draws a plan is recorded on, added to the seed
+
+
+def secret_data_seed(seed: int, count: int) -> int:
+    """A data seed for the replay that neither recording draw of any of `count` cases can have."""
+    import secrets
+
+    while True:
+        found = secrets.randbelow(SEEDS)
+        recorded = {(seed + i + d) % SEEDS for i in range(count) for d in RECORDING_DRAWS}
+        if not {(found + i) % SEEDS for i in range(count)} & recorded:
+            return found
 
 
 def draw_case(number: int | str, case_index: int = 0, seed: int = 1) -> tuple[Arena, dict[str, Any], list[str]]:

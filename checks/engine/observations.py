@@ -1,18 +1,15 @@
-"""What the grading process reports about one call of the learner's function: observations, never a verdict.
+"""What the replay process reports about one replayed case: observations, never a verdict.
 
-The learner's code runs in the grading process (`checks.engine.child.main`); everything it may influence is
-gathered here as plain data and sent to the parent, which re-derives the inputs from the seed,
-computes the reference itself and applies the rules (`checks.engine.rules.problem`). A forged observation
-can at worst claim what an honest kernel would have done; it can never say "passed".
+The replay (`checks.engine.child.main`, role replay) performs the plan the learner's function recorded, with the
+kernels taken from the submission's source, and reports what happened here as plain data; the grader re-derives
+the inputs, computes the reference itself and applies the rules (`checks.engine.rules.problem`). A case whose
+recording failed (the learner's code raised, or its plan broke a rule) is reported as it was found.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
-
-AUTOGRAD = " (autograd)"  # suffix of an allowed op (a view, a copy) recorded because autograd tracks or runs it
-
 
 @dataclass
 class LaunchObs:
@@ -40,14 +37,6 @@ class BufferObs:
 
 
 @dataclass
-class TorchOp:
-    """A torch operation the learner's own code ran on tensors while graded (not allocation or layout)."""
-
-    op: str  # e.g. "aten.mm"
-    where: str  # "file, line N: source"
-
-
-@dataclass
 class CaseObservation:
     """Everything the grading process saw during one call (or the kernels-switched-off re-run)."""
 
@@ -61,12 +50,8 @@ class CaseObservation:
     outputs_digest: str = ""  # its SHA-256, checked by the grader (checks.engine.sealing)
     launches: list[LaunchObs] = field(default_factory=list)
     buffers: list[BufferObs] = field(default_factory=list)
-    torch_ops: list[TorchOp] = field(default_factory=list)
     access: dict[str, Any] | None = None  # the interpreter's access log (engine.access.log), or None on a GPU
     printed: str = ""  # what the learner's code printed during this call
-    # provenance (checks.engine.child.fingerprints): kernel arguments computed outside a kernel; each output's origin
-    host_reads: list[str] = field(default_factory=list)
-    output_origins: list[str] = field(default_factory=list)
     plan_problem: dict[str, Any] | None = None  # what the grader found wrong in the plan (checks.engine.judging.plans)
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,7 +63,6 @@ class CaseObservation:
         data = dict(data)
         data["launches"] = [_checked(LaunchObs(**x)) for x in data.get("launches", [])]
         data["buffers"] = [_checked(BufferObs(**x)) for x in data.get("buffers", [])]
-        data["torch_ops"] = [_checked(TorchOp(**x)) for x in data.get("torch_ops", [])]
         obs = _checked(cls(**data))
         if not all(isinstance(line, str) for line in obs.raised_where):
             raise TypeError("raised_where holds something other than text")
@@ -100,7 +84,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "list[str]": (list,),
     "list[LaunchObs]": (list,),
     "list[BufferObs]": (list,),
-    "list[TorchOp]": (list,),
     "list[int]": (list,),
     "dict[str, Any] | None": (dict, type(None)),
 }

@@ -1,10 +1,12 @@
-"""What the grader tells the grading process (a `Job`) and what it accepts back (a checked event stream).
+"""What the grader tells a grading process (a `Job`) and what it accepts back (a checked event stream).
 
-The grading process runs the learner's code, so anything it writes may be forged. It may only
-report observations, in one fixed order:
+A check runs two grading processes, one after the other. The recording process (role RECORD) runs the
+learner's code, so anything it writes may be forged: it reports plans (`RecordStream`), which are only claims.
+The replay process (role REPLAY) starts once the recording process and everything it started are gone; it
+runs none of the learner's host code and reports observations of the replayed plans (`Stream`), in one order:
 
     machine, then either environment | load_error | missing,
-    or for each selected case: case_start, case (an observation), then kernels_off, then observed,
+    or for each selected case: case_start, case (an observation), then observed,
     and, only when the grader asks for it on the process's standard input, timings (with the name and digest of
     the file of both outputs at the timing size, which the grader compares itself).
     At any point after machine: refused (the audit hook of `checks.engine.child.hardening` refused a request of
@@ -28,8 +30,8 @@ from typing import Any
 from checks.engine.observations import CaseObservation
 
 EVENTS = (
-    "machine", "environment", "load_error", "missing", "case_start", "case", "kernels_off", "observed", "timings",
-    "refused", "grader_error",
+    "machine", "environment", "load_error", "missing", "case_start", "case", "observed", "timings", "refused",
+    "grader_error",
 )  # fmt: skip
 SHA256 = re.compile(r"[0-9a-f]{64}")  # a file digest as `checks.engine.sealing.file_digest` writes it
 TIME_COMMAND = "time"
@@ -67,9 +69,9 @@ class Job:
         return cls(**json.loads(text))
 
 
-def outputs_path(workdir: Path, index: int, kernels_off: bool = False) -> Path:
-    """Where the grading process saves the tensors one call returned; the grader decides, not the child."""
-    return workdir / (f"kernels_off_{index}.pt" if kernels_off else f"case_{index}.pt")
+def outputs_path(workdir: Path, index: int) -> Path:
+    """Where the replay saves the tensors one replayed case returned; the grader decides, not the child."""
+    return workdir / f"case_{index}.pt"
 
 
 def timing_outputs_path(workdir: Path) -> Path:
@@ -171,7 +173,6 @@ class Stream:
     ending: dict[str, Any] | None = None  # environment, load_error or missing
     cases: list[CaseObservation] = field(default_factory=list)
     started: int | None = None  # index of the case in progress
-    kernels_off: CaseObservation | None = None
     observed: bool = False
     timings: dict[str, Any] | None = None
     asked_time: bool = False
@@ -245,12 +246,6 @@ class Stream:
             raise Tampered(f"an observation of case {obs.index} out of order")
         self.cases.append(obs)
         self.started = None
-
-    def _on_kernels_off(self, event: dict[str, Any]) -> None:
-        obs = CaseObservation.from_dict({k: v for k, v in event.items() if k != "event"})
-        if self.kernels_off is not None or self._next_index() is not None or obs.index != self.selection[0]:
-            raise Tampered("a kernels-off observation out of order")
-        self.kernels_off = obs
 
     def _on_observed(self, event: dict[str, Any]) -> None:
         if self._next_index() is not None and not self.stopped_early_by_rule():

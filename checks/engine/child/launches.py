@@ -2,8 +2,8 @@
 
 Launches are counted by wrapping the `run` method of Triton's kernel classes (the compiled
 `JITFunction` and the interpreter's `InterpretedFunction`); both paths, `kernel[grid](...)` and
-autotuned kernels, end there. With `skip=True` the wrapper launches nothing: if the answer is
-still right, the kernels did not compute it.
+autotuned kernels, end there. The replay watches the launches it makes itself, so that the verdict can
+say which kernel ran and with which blocks.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ class Tracker:
 
     own_files: set[str]
     launches: list[Launch] = field(default_factory=list)
-    skip: bool = False
 
     def own(self, launch: Launch) -> bool:
         return launch.filename in self.own_files
@@ -61,7 +60,7 @@ def _source_file(kernel: object) -> str:
 
 @contextlib.contextmanager
 def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
-    """Record (or, with tracker.skip, swallow) every Triton kernel launch inside the block."""
+    """Record every Triton kernel launch inside the block."""
     originals = {cls: cls.run for cls in _kernel_classes()}
 
     def wrap(original: Callable) -> Callable:
@@ -72,8 +71,6 @@ def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
             blocks = {k: int(v) for k, v in bound.items() if k.startswith("BLOCK") and isinstance(v, int)}
             launch = Launch(getattr(getattr(self, "fn", None), "__name__", "?"), _source_file(self), blocks)
             tracker.launches.append(launch)
-            if tracker.skip and tracker.own(launch):
-                return None
             return original(self, *args, **kwargs)
 
         return run

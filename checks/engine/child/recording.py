@@ -1,8 +1,11 @@
-"""Run one submission on one case in this process, under the access recorder, and return its log.
+"""Record one submission's plan on one case and replay it under the access recorder: the log a map draws.
 
 Run as `python -m checks.engine.child.recording NUMBER FILE CASE OUT` by `checks.engine.processes.access_recording`
-(for a map, or the answer key's memory traffic): this runs the learner's code, so call it only in a process that
-may die. It needs Triton's interpreter: call `interpreter_setup()` before anything imports the submission.
+(for a map, or the answer key's memory traffic). As in a check, the learner's function only records its plan (on
+other data values) and the kernels taken from the submission's source perform it (`checks.engine.replay`), so
+the map shows what the replay did. This runs the learner's code, so call it only in a process that may die; a
+map is a picture, never a verdict. It needs Triton's interpreter: call `interpreter_setup()` before anything
+imports the submission.
 """
 
 from __future__ import annotations
@@ -28,17 +31,39 @@ def interpreter_setup() -> None:
         numpy_shim()
 
 
-def record_call(fn: Any, arena: Any, inputs: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], list[Any]]:
-    """Call fn on the inputs under the recorder (allocations guarded); (log dict, outputs)."""
-    from checks.engine.access.patches import record_access
-    from checks.engine.child.case_runner import as_outputs
-    from checks.engine.child.launches import guard_allocations
+def record_call(
+    module: Any, fn: Any, paths: list[Path], number: int | str, case_index: int, seed: int
+) -> tuple[dict[str, Any], list[Any]]:
+    """Record fn's plan on the case (other data values), replay it under the access recorder; (log dict, outputs)."""
+    import tempfile
 
-    with record_access(arena, inputs) as recorder, guard_allocations(arena):
-        returned = fn(*inputs.values())
-    outputs = as_outputs(returned)
-    recorder.name_outputs(outputs, names)
-    return recorder.log().to_dict(), outputs
+    from checks.engine.access.patches import record_access
+    from checks.engine.child.case_runner import copies_of_inputs, returned_kind
+    from checks.engine.child.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.inputs import RECORDING_DRAWS, draw, draw_case
+    from checks.engine.kernel_source import extract
+    from checks.engine.replay.kernels import build
+    from checks.engine.replay.perform import Performer
+    from checks.puzzles import spec_module
+    from checks.registry import get_puzzle
+
+    puzzle = get_puzzle(number)
+    case = puzzle.cases["cpu"][case_index]
+    source = extract([(str(p.resolve()), p.name, p.read_text(encoding="utf-8")) for p in paths])
+    if source.problems:
+        raise ValueError(f"a kernel uses what a Triton kernel cannot: {source.problems[0]}")
+    _, recorded_on = draw(spec_module(puzzle), case, seed, case_index, "cpu", seed + case_index + RECORDING_DRAWS[0])
+    recorder = PlanRecorder(recorded_on, {})
+    with recorder, launches_recorded(recorder):
+        returned = fn(*recorded_on.values())
+    plan = recorder.plan(returned, returned_kind(returned), recorded_globals(module, source.global_names))
+    arena, inputs, names = draw_case(number, case_index, seed)
+    with tempfile.TemporaryDirectory(prefix="checks-map-kernels-") as folder:
+        kernels, _ = build(source, plan["globals"], Path(folder))
+        with record_access(arena, inputs) as log:
+            outputs = Performer(plan, kernels, inputs, arena, "cpu", True, copies_of_inputs(log, inputs)).run()
+    log.name_outputs(outputs, names)
+    return log.log().to_dict(), outputs
 
 
 def record_file(
@@ -53,8 +78,9 @@ def record_file(
     puzzle = get_puzzle(number)
     module = load_module(Path(path), f"recorded_{number}_{Path(path).stem}_{os.getpid()}", earlier=earlier)
     fn = getattr(module, puzzle.name)
-    arena, inputs, names = draw_case(number, case_index, seed)
-    log, _ = record_call(fn, arena, inputs, names)
+    paths = ([Path(earlier)] if earlier else []) + [Path(path)]
+    log, _ = record_call(module, fn, paths, number, case_index, seed)
+    _, inputs, _ = draw_case(number, case_index, seed)
     shapes = {k: list(v.shape) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     scalars = {k: v for k, v in inputs.items() if isinstance(v, (bool, int, float))}
     return {

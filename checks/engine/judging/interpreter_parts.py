@@ -31,7 +31,7 @@ def merge_parts(parts: list[V.Verdict], params: list[dict[str, Any]]) -> V.Verdi
 
     It passes when every part passed. Otherwise it is the failing part's verdict that a single process
     would have reported first: tampering, then a part that failed without a failing case (a crash, a time
-    limit), then the part with the lowest failing case, then the kernels-off rule (judged after every case);
+    limit), then the part with the lowest failing case;
     with the cases of every part, and its counts and failure pattern taken over all of them.
     """
     if len(parts) == 1:
@@ -42,9 +42,9 @@ def merge_parts(parts: list[V.Verdict], params: list[dict[str, Any]]) -> V.Verdi
         summary = f"all {len(cases)} cases match the reference."
         return replace(parts[0], cases=cases, summary=summary, seconds=max(p.seconds for p in parts))
 
-    def precedence(part: V.Verdict) -> tuple[bool, bool, int]:
+    def precedence(part: V.Verdict) -> tuple[bool, int]:
         first = min((c.index for c in part.cases if not c.passed), default=-1)
-        return part.status != V.TAMPERED, part.rule == "kernels_matter", first
+        return part.status != V.TAMPERED, first
 
     worst = min(failed, key=precedence)
     merged = replace(worst, cases=cases, details=list(worst.details))

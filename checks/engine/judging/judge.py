@@ -122,14 +122,14 @@ class Judge:
         self.first_access: dict[str, Any] | None = None  # case 1's access log, for the traffic report
         self.data_seed = 0  # the replay's secret data seed (the stage sets it): case i's values come from it + i
 
-    def context(self, obs: CaseObservation, kernels_off: bool = False) -> tuple[CaseContext, str]:
+    def context(self, obs: CaseObservation) -> tuple[CaseContext, str]:
         case = self.cases[obs.index]
         _, inputs = draw(self.spec, case, self.seed, obs.index, self.device, self.data_seed + obs.index)
         expected = self.spec.reference(inputs)
         outputs: list[Any] = []
         if not obs.raised and not obs.plan_problem:  # a plan the grader refused was never replayed
-            outputs = load_outputs(outputs_path(self.workdir, obs.index, kernels_off), obs.outputs_digest)
-        if obs.access is not None and not kernels_off:
+            outputs = load_outputs(outputs_path(self.workdir, obs.index), obs.outputs_digest)
+        if obs.access is not None:
             digest = str(obs.access.get("digest", ""))  # sealing: the digest the event carried
             obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected], digest)
             if obs.index == 0:

@@ -71,7 +71,7 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
             )
         if op.get("host_hook"):
             return _found(
-                "host_computed",
+                "torch_free",
                 f"Launch {n} (`{op['kernel']}`){at} has a pre_hook or post_hook, host code that {REPLAYED} does not "
                 "run: use the autotuner's reset_to_zero or restore_value instead.",
             )
@@ -86,21 +86,21 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
                     )
                 if kind == "host":
                     return _found(
-                        "host_computed",
+                        "torch_free",
                         f"Argument `{name}` of launch {n} (`{op['kernel']}`){at} is a tensor your function computed on "
                         f"the host from the data ({_host_text(body)}); {REPLAYED}, so that work never reaches your "
                         "kernel. Do it inside a kernel.",
                     )
                 if kind == "unsupported":
                     return _found(
-                        "host_computed",
+                        "torch_free",
                         f"Argument `{name}` of launch {n} (`{op['kernel']}`){at} is {body}, which the grader cannot "
                         "pass to your replayed kernel: pass tensors, numbers, booleans, strings, dtypes or tuples.",
                     )
     for op in plan["ops"]:
         if op["op"] == "host_write":
             return _found(
-                "host_computed",
+                "torch_free",
                 f"Your function changed a {tuple(op['dst']['shape'])} tensor on the host with {op['what']}"
                 f"{' at ' + op['where'] if op.get('where') else ''}; {REPLAYED}, so that change never happens "
                 "there. Make a kernel write it.",
@@ -109,7 +109,7 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
         (kind, body), = value.items()
         if kind == "host":
             return _found(
-                "host_computed",
+                "torch_free",
                 f"Output {i + 1} that your function returned was computed on the host ({_host_text(body)}), not by a "
                 f"kernel: {REPLAYED}, and a returned tensor must be one of them. Return a tensor your kernel wrote.",
             )

@@ -8,7 +8,6 @@ words the verdicts the rules do not.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from checks.engine.judging.wording import (
     unfinished_verdict,
 )
 from checks.engine.processes.run import ChildEnd, GradingProcess
+from checks.engine.inputs import secret_data_seed
 from checks.engine.judging.plans import plan_problem
 from checks.engine.kernel_source import KernelSource, extract
 from checks.engine.protocol import RECORD, REPLAY, TIME_COMMAND, Job, RecordStream, Stream, Tampered
@@ -66,7 +66,6 @@ class Stage:
         self.time_it = time_it and mode == "gpu"
         self.progress = progress
         self.results: list[V.CaseResult] = []
-        self.off_problem = ""
         self.tampered = ""
         self.rule_failed = ""  # a rule that raised: the grader's own error
         self.timeout = 0.0
@@ -97,7 +96,8 @@ class Stage:
             self.stream.tampered = str(exc)
             return self.verdict(end)
         self.stream.machine = None
-        data_seed = secrets.randbits(48)  # the replay's data values: known to this process and the replay only
+        # the replay's data values: known to this process and the replay only
+        data_seed = secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
         self.judge.data_seed = data_seed
         timing_plan = (recording.timing_plan or {}).get("plans", [None])[0] if self.time_it else None
         replay_job = replace(
@@ -176,7 +176,6 @@ class Stage:
             not self.tampered
             and len(self.results) == len(self.selection)
             and all(r.passed for r in self.results)
-            and not self.off_problem
         )
 
     def verdict(self, end: ChildEnd) -> V.Verdict:

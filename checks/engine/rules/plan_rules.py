@@ -25,9 +25,9 @@ def kernels_from_source(ctx: CaseContext) -> Problem | None:
     return _finding(ctx, "kernels_from_source")
 
 
-def host_computed(ctx: CaseContext) -> Problem | None:
+def torch_free(ctx: CaseContext) -> Problem | None:
     """Nothing the host computed from the data reaches a kernel or an output."""
-    return _finding(ctx, "host_computed")
+    return _finding(ctx, "torch_free")
 
 
 def plan_from_shapes(ctx: CaseContext) -> Problem | None:

@@ -2,13 +2,11 @@
 
 Every rule is one `Entry`: its name (what verdicts, `expect:` lines and puzzles.yaml call it), its check
 function, when it applies, and what the grader does around it. Every puzzle applies the rules that apply
-to `EVERY_CALL`; a puzzle applies an `ON_REQUEST` rule when its `rules:` entry in puzzles.yaml names it,
-with the entry's parameters (checked against the function's signature when this module loads);
-`AFTER_ALL_CASES` runs once, on the kernels-switched-off re-run of the first case; `ON_THE_REPORT` once,
-on the grading process's whole report when every case passed (a report that breaks it was tampered with:
-the verdict names the tampered status, not the rule). An `OUTCOME` has no check function here: the grader
-reaches it itself (the call raised, the stub, the speed bar, the interpreter stage), and it is listed so
-that every reason a verdict can give is a name in this book.
+to `EVERY_CALL`: first those on the recorded plan (found before anything is replayed), then those on the
+replay's outputs and access log; a puzzle applies an `ON_REQUEST` rule when its `rules:` entry in puzzles.yaml
+names it, with the entry's parameters (checked against the function's signature when this module loads). An
+`OUTCOME` has no check function here: the grader reaches it itself (the call raised, the stub, the speed bar,
+the interpreter stage), and it is listed so that every reason a verdict can give is a name in this book.
 
 Adding a rule is one function (in a module of this package) and one `Entry` here.
 """
@@ -26,17 +24,14 @@ from checks.registry import Puzzle, load_puzzles
 
 EVERY_CALL = "every call"
 ON_REQUEST = "on request"  # when the puzzle's `rules:` entry names it
-AFTER_ALL_CASES = "after all cases"  # on the kernels-off re-run of the first case
-ON_THE_REPORT = "on the report"  # on the whole report (a checked `Stream`): what it must hold, else tampering
 OUTCOME = "outcome"  # reached by the grader itself, not by a check function
 
 
 @dataclass(frozen=True)
 class Entry:
     name: str
-    check: Rule | None  # CaseContext (and the puzzle's parameters) -> Problem | None (Stream -> ... on the
-    # report); None for an outcome
-    applies: str  # EVERY_CALL, ON_REQUEST, AFTER_ALL_CASES, ON_THE_REPORT or OUTCOME
+    check: Rule | None  # CaseContext (and the puzzle's parameters) -> Problem | None; None for an outcome
+    applies: str  # EVERY_CALL, ON_REQUEST or OUTCOME
     needs_access_log: bool = False  # reads the interpreter's access log: silent on a GPU, where there is none
     draws_map: bool = False  # its failure is shown best by the access map of the failing case (in the interpreter)
     explains_gpu_values: bool = False  # found in the interpreter, it says why a GPU case gave wrong values
@@ -46,7 +41,7 @@ BOOK: tuple[Entry, ...] = (
     # the plan, before anything is replayed (checks.engine.judging.plans)
     Entry("kernel_calls", plan_rules.kernel_calls, EVERY_CALL),
     Entry("kernels_from_source", plan_rules.kernels_from_source, EVERY_CALL),
-    Entry("host_computed", plan_rules.host_computed, EVERY_CALL),
+    Entry("torch_free", plan_rules.torch_free, EVERY_CALL),
     Entry("plan_from_shapes", plan_rules.plan_from_shapes, EVERY_CALL),
     # the replay's outputs and access log
     Entry("kernel_launched", core.kernel_launched, EVERY_CALL),
@@ -99,13 +94,13 @@ def checked(applies: str) -> list[Entry]:
 
 
 def all_rules() -> dict[str, Rule]:
-    """Every rule on the learner's calls (a known-wrong kernel can break it), by name: not those on the report."""
-    return {e.name: e.check for e in RULES.values() if e.check is not None and e.applies != ON_THE_REPORT}
+    """Every rule on the learner's calls (a known-wrong kernel can break it), by name."""
+    return {e.name: e.check for e in RULES.values() if e.check is not None}
 
 
 def reasons() -> set[str]:
-    """Every name a rejection can give: the rules, the outcomes, the statuses (a rule on the report gives one)."""
-    return {e.name for e in RULES.values() if e.applies != ON_THE_REPORT} | set(STATUSES)
+    """Every name a rejection can give: the rules, the outcomes, the statuses."""
+    return set(RULES) | set(STATUSES)
 
 
 def outcome(name: str) -> str:
@@ -144,23 +139,6 @@ def first_problem(ctx: CaseContext) -> Problem | None:
             problem = apply(entry, ctx, requested[entry.name])
             if problem is not None:
                 return problem
-    return None
-
-
-def after_all_cases(ctx: CaseContext) -> Problem | None:
-    for entry in checked(AFTER_ALL_CASES):
-        problem = apply(entry, ctx, {})
-        if problem is not None:
-            return problem
-    return None
-
-
-def report_problem(stream: Any) -> Problem | None:
-    """The first rule on the report (a checked `checks.engine.protocol.Stream`) it breaks, or None."""
-    for entry in checked(ON_THE_REPORT):
-        problem = apply(entry, stream, {})
-        if problem is not None:
-            return problem
     return None
 
 

@@ -1,6 +1,6 @@
 """Wrong: adds on the host with Python lists, then has a copy kernel move the answer into the output.
 
-expect: kernels_read_inputs: computed outside a kernel
+expect: values: 3000 of 3000 elements are wrong
 """
 import torch
 import triton

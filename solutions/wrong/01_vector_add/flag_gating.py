@@ -3,7 +3,7 @@
 With the kernels switched off the flag stays down and the output stays wrong, so only where the
 output's values came from gives it away.
 
-expect: outputs_from_kernels: outside your kernels
+expect: values: never written
 """
 import torch
 import triton

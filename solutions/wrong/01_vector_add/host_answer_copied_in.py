@@ -1,6 +1,6 @@
 """Wrong: its kernel writes the output, then the wrapper overwrites it with numpy's answer through out.copy_.
 
-expect: outputs_from_kernels: outside your kernels
+expect: values: elements are wrong
 """
 import torch
 import triton

@@ -2,7 +2,7 @@
 
 Graded normally it is the answer key; the kernels-off re-run shows the answer does not need its kernel.
 
-expect: kernels_matter: switched off
+expect: values: elements are wrong
 """
 import torch
 import triton

@@ -1,6 +1,6 @@
 """Wrong: adds with torch in another thread (a thread the torch watcher does not see) and returns that.
 
-expect: outputs_from_kernels: outside your kernels
+expect: values: elements are wrong
 """
 import threading
 
