@@ -1,0 +1,341 @@
+"""The verdict comes from a replay: the plan a learner's function records, performed by the grader with the
+submission's kernels taken from its source, on inputs whose values the learner's code never saw.
+
+The first tests take the pieces apart in this process (the kernel source, the plan, the recorder, the
+performer); the slow ones grade small submissions, one per clause of the plan, and every attack kept under
+tests/submissions/tampering/ that the replay alone defeats.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from checks import verdict as V
+from checks.engine.kernel_source import extract
+from checks.engine.plan import PlanError, check, first_difference
+from checks.registry import ROOT, get_puzzle
+
+TAMPERING = Path(__file__).parent / "submissions" / "tampering"
+
+ADD = '''
+import torch
+import triton
+import triton.language as tl
+
+LIMIT = tl.constexpr(1024)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128})], key=["n"])
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < tl.minimum(n, LIMIT)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, out, x.numel())
+    return out
+'''
+
+
+# -- the kernels, from the source ---------------------------------------------------------------------------
+def test_the_kernels_keep_their_lines_and_nothing_else_of_the_file():
+    source = extract([("add.py", "add.py", ADD)])
+    text = source.files[0].text.splitlines()
+    original = ADD.splitlines()
+    def_line = next(i for i, line in enumerate(original) if line.startswith("def add_kernel"))
+    assert text[def_line] == original[def_line]  # the kernel at its own line
+    assert not text[def_line - 1] and not text[def_line - 2]  # its decorators left out: the plan has the configs
+    assert not any("vector_add" in line or "import" in line for line in text)  # the host function is not kept
+    assert source.kernels == ["add_kernel"] and source.global_names == ["LIMIT"] and not source.problems
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("os.system('touch /tmp/x')", "`os.system`"),
+        ("x = ().__class__", "`__class__`"),
+        ("m = tl", "`tl` itself as a value"),
+        ("y = tl.core.os", "tl.core.os"),
+        ("z = triton.runtime", "only triton.language"),
+        ("w = [i for i in range(3)]", "ListComp"),
+        ("v = open('f')", "`open`"),
+        ("tl.store.fn = 1", "assignment to an attribute"),
+    ],
+)
+def test_a_kernel_body_may_use_only_the_kernel_language(line, said):
+    code = f"import os\nimport triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr):\n    {line}\n"
+    problems = extract([("k.py", "k.py", code)]).problems
+    assert problems and "k.py, line 7, in kernel `k`" in problems[0] and said in problems[0], problems
+
+
+def test_every_answer_key_variant_and_right_submission_uses_only_the_kernel_language():
+    files = [*sorted((ROOT / "solutions").glob("*.py")), *sorted((ROOT / "solutions" / "variants").glob("*.py"))]
+    files += sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
+    for path in files:
+        sources = [(str(path), path.name, path.read_text(encoding="utf-8"))]
+        for puzzle in ("9", "10"):  # these build on a step: its key comes first, as the grader puts it
+            if path.name.startswith(f"{puzzle}_") or path.name.startswith(f"{int(puzzle):02d}_"):
+                step = get_puzzle(puzzle).builds_on
+                key = get_puzzle(step).solution
+                sources.insert(0, (str(key), key.name, key.read_text(encoding="utf-8")))
+        assert not extract(sources).problems, path
+
+
+# -- the plan ---------------------------------------------------------------------------------------------
+def ref(storage: str, shape: list[int]) -> dict:
+    return {"storage": storage, "dtype": "float32", "offset": 0, "shape": shape, "strides": [1] * len(shape)}
+
+
+def launch(value: float) -> dict:
+    args = {"x_ptr": {"tensor": ref("input:x", [4])}, "out_ptr": {"tensor": ref("a1", [4])}, "v": {"scalar": value}}
+    return {"op": "launch", "kernel": "k", "where": "", "alternatives": [{"grid": [1], "args": args, "options": {}}]}
+
+
+def plan(value: float = 1.0) -> dict:
+    alloc = {"op": "alloc", "id": "a1", "dtype": "float32", "numel": 4, "shape": [4], "strides": [1], "fill": "empty"}
+    return {"ops": [alloc, launch(value)], "returned": [{"tensor": ref("a1", [4])}], "kind": "tensor", "globals": {}}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.update(ops="all of them"),
+        lambda p: p["ops"].append({"op": "exec", "code": "print(1)"}),
+        lambda p: p["ops"][1]["alternatives"][0].update(grid=[1, 2, 3, 4]),
+        lambda p: p["ops"][1]["alternatives"][0].update(grid=[1.5]),
+        lambda p: p["ops"][1]["alternatives"][0]["args"].update(v={"code": "x"}),
+        lambda p: p["ops"][1]["alternatives"][0]["options"].update(pre_hook=1),
+        lambda p: p["ops"][0].update(fill="answer"),
+        lambda p: p["returned"].append({"tensor": {"storage": "a1"}}),
+    ],
+)
+def test_a_plan_not_of_the_recorders_form_is_refused(damage):
+    broken = plan()
+    damage(broken)
+    with pytest.raises(PlanError):
+        check(broken)
+    assert check(plan())  # the undamaged one is of the form
+
+
+def test_two_draws_must_give_the_same_plan_and_the_difference_is_named():
+    assert first_difference(plan(1.0), plan(1.0)) is None
+    said = first_difference(plan(1.0), plan(2.5))
+    assert "argument `v` of launch 1 (`k`)" in said and "1.0" in said and "2.5" in said
+    grid = plan()
+    grid["ops"][1]["alternatives"][0]["grid"] = [2]
+    assert "the grid of launch 1" in first_difference(plan(), grid)
+    const_a, const_b = copy.deepcopy(plan()), copy.deepcopy(plan())
+    const_a["ops"].append({"op": "const", "id": "c2", "dtype": "float32", "values": [1.0], "where": "a.py, line 3"})
+    const_b["ops"].append({"op": "const", "id": "c2", "dtype": "float32", "values": [2.0], "where": "a.py, line 3"})
+    assert "computed from the data" in first_difference(const_a, const_b)
+
+
+# -- recording and performing, in this process -------------------------------------------------------------
+@pytest.fixture
+def interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from checks.engine.child.machine import autotune_without_benchmarks, detect
+
+    detect(force_interpreter=True)
+    autotune_without_benchmarks()
+
+
+def record(tmp_path: Path, code: str, x: torch.Tensor, y: torch.Tensor) -> dict:
+    from checks.engine.child.plan_recorder import PlanRecorder, launches_recorded
+    from checks.engine.submission import load_module
+
+    path = tmp_path / "sub.py"
+    path.write_text(textwrap.dedent(code), encoding="utf-8")
+    module = load_module(path, f"sub_{abs(hash(code))}")
+    recorder = PlanRecorder({"x": x, "y": y}, {str(path.resolve()): "sub.py"})
+    with recorder, launches_recorded(recorder):
+        returned = module.vector_add(x, y)
+    return recorder.plan(returned, "tensor", {"LIMIT": {"constexpr": 1024}})
+
+
+def test_the_recorder_writes_down_allocations_copies_and_launches_and_runs_nothing(tmp_path, interpreter):
+    x, y = torch.randn(300), torch.randn(300)
+    found = check(record(tmp_path, ADD.replace("out = torch.empty_like(x)", "out = torch.empty_like(x)\n    y = y.clone()"), x, y))
+    kinds = [op["op"] for op in found["ops"]]
+    assert kinds == ["alloc", "alloc", "copy", "launch"]
+    (alternative,) = found["ops"][-1]["alternatives"]
+    assert alternative["grid"] == [3] and alternative["args"]["BLOCK"] == {"scalar": 128}
+    assert alternative["args"]["x_ptr"]["tensor"]["storage"] == "input:x"
+    assert found["returned"][0]["tensor"]["storage"] == found["ops"][0]["id"]
+
+
+def test_what_the_host_computes_from_the_data_is_marked_where_it_was_computed(tmp_path, interpreter):
+    found = record(tmp_path, ADD.replace("return out", "return x + y"), torch.randn(300), torch.randn(300))
+    (returned,) = found["returned"]
+    assert "host" in returned and returned["host"]["what"] == "aten.add" and "sub.py, line" in returned["host"]["where"]
+
+
+def test_a_replayed_view_must_stay_inside_its_tensor():
+    from checks.engine.replay.perform import Performer
+
+    performer = Performer(plan(), {}, {"x": torch.randn(4)}, None, "cpu", True)
+    assert performer.tensor(ref("input:x", [4])).shape == (4,)
+    with pytest.raises(PlanError, match="reaches outside"):
+        performer.tensor({**ref("input:x", [4]), "strides": [2]})
+    with pytest.raises(PlanError, match="never made"):
+        performer.tensor(ref("a7", [4]))
+
+
+# -- each clause, graded ------------------------------------------------------------------------------------
+def grade_code(tmp_path: Path, code: str, number: str = "1") -> V.Verdict:
+    from checks.engine.grade import grade
+
+    path = tmp_path / "submission.py"
+    path.write_text(textwrap.dedent(code), encoding="utf-8")
+    return grade(get_puzzle(number), path, interpret=True, time_it=False, first_failure=True, cases=[0, 1])
+
+
+COPY_KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(src_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(src_ptr + offsets, mask=mask) * scale, mask=mask)
+'''
+
+
+@pytest.mark.slow
+def test_a_grid_that_depends_on_the_data_fails(tmp_path):
+    verdict = grade_code(tmp_path, COPY_KERNEL + '''
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    blocks = 1 + int(x[0] > 0)  # the data decides the grid
+    copy_kernel[(triton.cdiv(x.numel(), 1024) * blocks,)](x, out, x.numel(), 1.0, BLOCK=1024)
+    return out
+''')
+    assert verdict.rule == "plan_from_shapes" and "the grid of launch 1 (`copy_kernel`)" in verdict.summary
+
+
+@pytest.mark.slow
+def test_a_scalar_that_depends_on_the_data_fails(tmp_path):
+    verdict = grade_code(tmp_path, COPY_KERNEL + '''
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), float(y[0]), BLOCK=1024)
+    return out
+''')
+    assert verdict.rule == "plan_from_shapes" and "argument `scale` of launch 1" in verdict.summary
+
+
+@pytest.mark.slow
+def test_a_kernel_that_calls_outside_the_language_fails_without_running(tmp_path):
+    touched = tmp_path / "touched"
+    verdict = grade_code(tmp_path, f'''
+import os
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    open({str(touched)!r}, "w")
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets), mask=offsets < n)
+
+
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+''')
+    assert verdict.rule == "kernel_calls" and "a call of `open`" in verdict.summary and "line 11" in verdict.summary
+    assert not touched.exists()  # the kernel never ran, in the recording or in the replay
+
+
+@pytest.mark.slow
+def test_a_returned_tensor_that_is_not_in_the_plan_fails(tmp_path):
+    verdict = grade_code(tmp_path, COPY_KERNEL + '''
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), 1.0, BLOCK=1024)
+    return out + y
+''')
+    assert verdict.rule == "torch_free" and "Output 1 that your function returned was computed on the host" in (
+        verdict.summary
+    )
+
+
+@pytest.mark.slow
+def test_an_empty_read_before_it_is_written_shows_the_poison(tmp_path):
+    verdict = grade_code(tmp_path, '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, scratch_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    total = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, total + tl.load(scratch_ptr + offsets, mask=mask), mask=mask)
+
+
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    scratch = torch.empty_like(x)  # never written: the grader fills it with its poison
+    add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, scratch, out, x.numel(), BLOCK=1024)
+    return out
+''')
+    assert verdict.rule == "values" and "poison" in V.format_verdict(verdict)
+
+
+# -- the attacks --------------------------------------------------------------------------------------------
+ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
+    "grid_writes_the_answer": ("values", "never written"),
+    "pre_run_hook_answer": ("values", "never written"),
+    "answer_as_scalars": ("plan_from_shapes", "argument `value` of launch 1"),
+    "answer_in_a_tuple": ("plan_from_shapes", "argument `first` of launch 1"),
+    "stride0_view_of_host_buffer": ("torch_free", "computed on the host from the data (aten.add"),
+    "input_overwritten_in_place": ("values", "elements are wrong"),
+    "compiles_the_answer_key": ("values", "never written"),
+    "subclass_pickles_the_answer": ("values", "elements are wrong"),
+    "lazy_subclass": ("values", "never written"),
+    "thread_finishes_after_return": ("values", "never written"),
+    "patched_timers": ("torch_free", "computed on the host from the data (aten.add"),
+    "forges_the_plan": ("values", "elements are wrong"),
+    "kernel_calls_os": ("kernel_calls", "a call of `os.system`"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, monkeypatch):
+    from checks.engine.grade import grade
+    from checks.engine.processes import forking
+
+    monkeypatch.delenv(forking.ENV, raising=False)  # a grading process started as in production
+    verdict = grade(get_puzzle(1), TAMPERING / f"{name}.py", interpret=True, time_it=False, first_failure=True)
+    rule, words = ATTACKS[name]
+    report = V.format_verdict(verdict)
+    assert not verdict.passed and verdict.rule == rule, report
+    assert words in report, report
+
+
+def test_every_attack_file_is_tested():
+    replayed = set(ATTACKS)
+    hardening = {p.stem for p in TAMPERING.glob("*.py")} - replayed
+    from tests.test_integrity import SUBMISSIONS
+
+    assert hardening <= {name for name, *_ in SUBMISSIONS}, hardening - {name for name, *_ in SUBMISSIONS}
+    assert os.path.isdir(TAMPERING)
