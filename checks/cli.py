@@ -13,6 +13,7 @@ suggests repeats the inputs this check used: FILE, --earlier and the seed.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -61,6 +62,40 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    note = make_note(code)
+    if note:
+        sys.stdout.flush()  # the verdict first; make's own line follows on stderr, as this note does
+        print(note, file=sys.stderr)
+    return code
+
+
+# GNU make reports every recipe that exits non-zero with a line of its own after the recipe's output, and
+# nothing in a Makefile turns that line off while keeping the exit status (.SILENT and -s silence only the
+# recipes' echo, and an ignored error makes make exit 0): the course says what the line means instead.
+def make_line(code: int) -> str:
+    """The line GNU make prints after `make check` ran this and it exited with `code`."""
+    line = "…"
+    makefile = ROOT / "Makefile"
+    if makefile.exists():
+        numbers = [i for i, text in enumerate(makefile.read_text().splitlines(), 1) if "-m checks $(PUZZLE)" in text]
+        line = str(numbers[0]) if numbers else line
+    return f"make: *** [Makefile:{line}: check] Error {code}"
+
+
+def make_note(code: int, environ: dict[str, str] | None = None) -> str:
+    """The course's last line when `make check` ran it and it did not pass: what make's own line below means."""
+    if code == 0 or not (environ if environ is not None else os.environ).get("MAKELEVEL"):
+        return ""
+    what = "the check did not pass" if code == 1 else "the command could not grade"
+    todo = "fix what the report above names" if code == 1 else "fix the command as the message above says"
+    return (
+        f"make adds one line of its own after this one, `{make_line(code)}`: it only repeats that {what} "
+        f"(exit status {code}), not that the Makefile is broken; {todo} and run the same command again."
+    )
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         puzzle = get_puzzle(args.puzzle)
