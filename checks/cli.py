@@ -172,10 +172,17 @@ def _grade(args: argparse.Namespace, puzzle: Puzzle, *rest: Any, **options: Any)
 
 
 def picture_advice(verdict: V.Verdict, stem: str) -> str:
-    """The sentence that tells a terminal user how to see where the output is wrong."""
+    """The sentence that tells a terminal user how to see the failure's picture: where the output is wrong, or
+    which elements past a tensor's end a kernel wrote."""
     flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture"
     command = V.make_command("check", verdict.puzzle, verdict.file, flags, verdict.earlier)
-    return f"To see where the output is wrong, check again with {flags} ({command}) and open {PICTURE / stem}.png."
+    rule = next((case.rule for case in verdict.cases if not case.passed), "")
+    what = (
+        "which elements past the tensor's end your kernel wrote"
+        if rule == "no_write_outside"
+        else ("where the output is wrong")
+    )
+    return f"To see {what}, check again with {flags} ({command}) and open {PICTURE / stem}.png."
 
 
 def _origin(args: argparse.Namespace, notebook: Path) -> str:
