@@ -13,6 +13,7 @@ suggests repeats the inputs this check used: FILE, --earlier and the seed.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -61,6 +62,40 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    note = make_note(code)
+    if note:
+        sys.stdout.flush()  # the verdict first; make's own line follows on stderr, as this note does
+        print(note, file=sys.stderr)
+    return code
+
+
+# GNU make reports every recipe that exits non-zero with a line of its own after the recipe's output, and
+# nothing in a Makefile turns that line off while keeping the exit status (.SILENT and -s silence only the
+# recipes' echo, and an ignored error makes make exit 0): the course says what the line means instead.
+def make_line(code: int) -> str:
+    """The line GNU make prints after `make check` ran this and it exited with `code`."""
+    line = "…"
+    makefile = ROOT / "Makefile"
+    if makefile.exists():
+        numbers = [i for i, text in enumerate(makefile.read_text().splitlines(), 1) if "-m checks $(PUZZLE)" in text]
+        line = str(numbers[0]) if numbers else line
+    return f"make: *** [Makefile:{line}: check] Error {code}"
+
+
+def make_note(code: int, environ: dict[str, str] | None = None) -> str:
+    """The course's last line when `make check` ran it and it did not pass: what make's own line below means."""
+    if code == 0 or not (environ if environ is not None else os.environ).get("MAKELEVEL"):
+        return ""
+    what = "the check did not pass" if code == 1 else "the command could not grade"
+    todo = "fix what the report above names" if code == 1 else "fix the command as the message above says"
+    return (
+        f"make adds one line of its own after this one, `{make_line(code)}`: it only repeats that {what} "
+        f"(exit status {code}), not that the Makefile is broken; {todo} and run the same command again."
+    )
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         puzzle = get_puzzle(args.puzzle)
@@ -137,10 +172,17 @@ def _grade(args: argparse.Namespace, puzzle: Puzzle, *rest: Any, **options: Any)
 
 
 def picture_advice(verdict: V.Verdict, stem: str) -> str:
-    """The sentence that tells a terminal user how to see where the output is wrong."""
+    """The sentence that tells a terminal user how to see the failure's picture: where the output is wrong, or
+    which elements past a tensor's end a kernel wrote."""
     flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture"
     command = V.make_command("check", verdict.puzzle, verdict.file, flags, verdict.earlier)
-    return f"To see where the output is wrong, check again with {flags} ({command}) and open {PICTURE / stem}.png."
+    rule = next((case.rule for case in verdict.cases if not case.passed), "")
+    what = (
+        "which elements past the tensor's end your kernel wrote"
+        if rule == "no_write_outside"
+        else ("where the output is wrong")
+    )
+    return f"To see {what}, check again with {flags} ({command}) and open {PICTURE / stem}.png."
 
 
 def _origin(args: argparse.Namespace, notebook: Path) -> str:

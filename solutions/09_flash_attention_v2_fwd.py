@@ -14,6 +14,20 @@ import torch
 import triton
 import triton.language as tl
 
+### BEGIN RUN ALONE
+# Imported or run on its own, this file first loads step 9a's answer key, whose names it uses; the grader
+# and the notebook put step 9a's code in front of it instead, and leave these lines out.
+if "CONFIGS" not in globals():
+    import importlib.util
+    import pathlib
+
+    _key = pathlib.Path(__file__).with_name("09a_flash_attention_v2_fwd_noncausal.py")
+    _spec = importlib.util.spec_from_file_location("_step_9a", _key)
+    _step = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_step)
+    globals().update({key: value for key, value in vars(_step).items() if not key.startswith("__")})
+### END RUN ALONE
+
 
 @triton.autotune(configs=CONFIGS, key=["N_CTX", "HEAD_DIM"], prune_configs_by={"early_config_prune": prune_configs})
 @triton.jit

@@ -20,6 +20,20 @@ import torch
 import triton
 import triton.language as tl
 
+### BEGIN RUN ALONE
+# Imported or run on its own, this file first loads step 10b's answer key, whose names it uses; the grader
+# and the notebook put step 10b's code in front of it instead, and leave these lines out.
+if "_attn_bwd_dkdv" not in globals():
+    import importlib.util
+    import pathlib
+
+    _key = pathlib.Path(__file__).with_name("10b_flash_attention_v2_bwd_dkdv.py")
+    _spec = importlib.util.spec_from_file_location("_step_10b", _key)
+    _step = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_step)
+    globals().update({key: value for key, value in vars(_step).items() if not key.startswith("__")})
+### END RUN ALONE
+
 if os.environ.get("TRITON_INTERPRET") == "1":
     # The interpreter cannot time configurations against each other: give it one, with small
     # blocks so that even short test sequences span several of them.

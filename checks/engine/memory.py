@@ -85,6 +85,10 @@ class Guarded:
         first_after = int(after_mask.nonzero()[0, 0]) if after else -1
         return before, after, first_after, runs(after_mask) if after else []
 
+    def poisoned(self) -> int:
+        """Elements of the body that still hold this buffer's poison: an allocation no kernel wrote there."""
+        return int(is_poison(self.buf[self.guard : self.guard + self.size], self.role).sum())
+
     def changed(self) -> int:
         """Elements (body or guard) that differ from the snapshot taken before the call."""
         assert self.snapshot is not None

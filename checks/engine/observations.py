@@ -34,6 +34,7 @@ class BufferObs:
     first_after: int = -1  # offset of the first changed element after the body
     after_spans: list[int] = field(default_factory=list)  # runs of changed offsets after it: [start, stop, ...]
     output: int | None = None  # index of the returned output whose storage this buffer is
+    poisoned: int = 0  # allocations: elements of the body that still hold the poison (no kernel wrote them)
 
 
 @dataclass

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
+# An answer key that builds on a step loads that step's key between these lines when it runs on its own;
+# the grader and the notebooks put the step's code in front of it instead, and leave the lines out.
+RUN_ALONE_BEGIN = "### BEGIN RUN ALONE"
+RUN_ALONE_END = "### END RUN ALONE"
 # The first line of a notebook's graded cell. The grader finds the cell by it.
 STUB_MARKER = "# Puzzle {number}: your code (this whole cell is graded)"
 _MARKER_RE = re.compile(r"^\s*#\s*Puzzle\s+(\d+[a-z]?):\s*your code", re.IGNORECASE)
@@ -126,14 +130,36 @@ def strip_markers(source: str) -> str:
 
 
 def module_body(source: str) -> str:
-    """A solution file without its module docstring (the notebook tells that story instead)."""
-    text = source.lstrip()
+    """A solution file without its module docstring (the notebook tells that story instead) and without the
+    lines that let it run on its own (`without_run_alone`)."""
+    text = without_run_alone(source).lstrip()
     for quote in ('"""', "'''"):
         if text.startswith(quote):
             end = text.find(quote, 3)
             if end != -1:
                 return text[end + 3 :].lstrip("\n")
     return text
+
+
+def without_run_alone(source: str) -> str:
+    """The source without its RUN ALONE block (the markers included) and the blank lines before it."""
+    lines = source.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() != RUN_ALONE_BEGIN:
+            out.append(lines[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != RUN_ALONE_END:
+            j += 1
+        if j == len(lines):
+            raise ValueError(f"line {i + 1}: {RUN_ALONE_BEGIN} without {RUN_ALONE_END}")
+        while out and not out[-1].strip():
+            out.pop()
+        i = j + 1
+    return "\n".join(out) + ("\n" if source.endswith("\n") else "")
 
 
 def stub_cell(solution_source: str, number: int | str) -> str:

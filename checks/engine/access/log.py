@@ -44,6 +44,8 @@ class AccessLog:
     launches: list[dict[str, Any]] = field(default_factory=list)  # {"kernel": str, "grid": [gx, gy, gz]}
     records: torch.Tensor = field(default_factory=lambda: torch.zeros((0, len(FIELDS)), dtype=torch.int64))
     dropped: int = 0  # accesses past max_records (counted in the totals, without a record)
+    # the first store into each region's guard bands: {"region", "kernel", "function", "line", "argument"}
+    store_sites: list[dict[str, Any]] = field(default_factory=list)
     fields: list[str] = field(default_factory=lambda: list(FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,6 +64,7 @@ class AccessLog:
             "launches": [dict(x) for x in self.launches],
             "records": self.records,
             "dropped": self.dropped,
+            "store_sites": [dict(site) for site in self.store_sites],
             "fields": list(self.fields),
         }
 

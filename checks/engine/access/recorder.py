@@ -19,6 +19,8 @@ place in a GPU's launch order, x + gx * (y + gy * z) (x fastest), not the interp
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,8 @@ class AccessRecorder(RegionMap):
         self._counts: list[list[np.ndarray | None]] = []  # [region][kind] -> bincount
         self.lanes: list[list[int]] = []  # [region][kind]
         self.outside: list[list[int]] = []  # [region][kind]: lanes in its guard bands
+        self.store_sites: list[dict[str, Any]] = []  # the first store into each region's guard bands: who, where
+        self._arguments: list[tuple[str, int]] = []  # the launch's tensor arguments: (parameter, storage address)
 
     def _add(self, region: Region) -> int:
         self._pending.append([[], []])
@@ -59,9 +63,11 @@ class AccessRecorder(RegionMap):
     # -- launches ----------------------------------------------------------------------------------
     def begin_launch(self, kernel: str, arguments: dict[str, Any]) -> None:
         self.launches.append({"kernel": kernel, "grid": [1, 1, 1]})
+        self._arguments = []
         for name, value in arguments.items():
             if isinstance(value, torch.Tensor) and value.numel():
                 self.add_region(f"{name} of {kernel}", value)
+                self._arguments.append((name, value.untyped_storage().data_ptr()))
 
     def set_grid(self, grid: tuple[int, int, int]) -> None:
         if not self.launches:
@@ -106,6 +112,8 @@ class AccessRecorder(RegionMap):
         if lo < region.body or hi >= end:
             inside = (offsets >= 0) & (offsets < region.size)
             self.outside[r][min(kind, 1)] += int(offsets.size - np.count_nonzero(inside))
+            if kind != LOAD and not inside.all():
+                self._note_store_site(r)
             offsets = offsets[inside]
             if not offsets.size:
                 return
@@ -116,6 +124,18 @@ class AccessRecorder(RegionMap):
         if self._pending_n > _FLUSH_AT:
             self.flush()
         self._record(kind, pid, r, offsets)
+
+    def _note_store_site(self, r: int) -> None:
+        """Remember, once per region, which kernel line stored into its guard bands and through which argument."""
+        if any(site["region"] == r for site in self.store_sites):
+            return
+        region = self.regions[r]
+        argument = next((name for name, ptr in self._arguments if region.low <= ptr < region.high), "")
+        function, line = kernel_line()
+        kernel = self.launches[-1]["kernel"] if self.launches else "?"
+        self.store_sites.append(
+            {"region": r, "kernel": kernel, "function": function, "line": line, "argument": argument}
+        )
 
     def _record(self, kind: int, pid: int, r: int, offsets: np.ndarray) -> None:
         if self.n_records >= self.max_records:
@@ -172,4 +192,25 @@ class AccessRecorder(RegionMap):
             launches=[dict(launch) for launch in self.launches],
             records=torch.from_numpy(self._records[: self.n_records].copy()),
             dropped=self.dropped,
+            store_sites=[dict(site) for site in self.store_sites],
         )
+
+
+def _libraries() -> tuple[str, ...]:
+    """Where the grader's and the libraries' own code lives: frames there are not the kernel's."""
+    import triton
+
+    files = [Path(__file__).parents[1], Path(triton.__file__), Path(np.__file__), Path(torch.__file__)]
+    folders = {str(folder) for f in files for folder in (f.parent, f.resolve().parent)}  # a linked venv: both
+    return (*sorted(folders), "<")
+
+
+def kernel_line() -> tuple[str, int]:
+    """(function, line) of the innermost frame of the kernel's own source that the interpreter is running now."""
+    skip = _libraries()
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(skip):
+            return frame.f_code.co_name, frame.f_lineno
+        frame = frame.f_back
+    return "", 0

@@ -175,6 +175,7 @@ def buffer_observations(arena: Arena, outputs: list[Any]) -> list[BufferObs]:
                 first_after=first_after,
                 after_spans=after_spans,
                 output=owners.get(entry.buf.data_ptr()) if entry.role == "allocated" else None,
+                poisoned=entry.poisoned() if entry.role == "allocated" else 0,
             )
         )
     return found

@@ -185,20 +185,19 @@ def _one_factor(y: torch.Tensor, e: torch.Tensor, rtol: float) -> float | None:
     return c
 
 
-def _row_factors(y: torch.Tensor, e: torch.Tensor, rtol: float) -> torch.Tensor | None:
-    """One factor per row (along the last dimension) with yours = factor * expected, when there is such a
-    factor for every row and they differ between rows; else None."""
+def _row_factors(y: torch.Tensor, e: torch.Tensor, atol: float, rtol: float) -> torch.Tensor | None:
+    """One factor per row (along the last dimension) with yours = factor * expected within the output's tolerance,
+    when there is such a factor for every row and they differ between rows; else None. Each row's factor is the
+    least-squares one, so the rounding of small elements does not hide it."""
     if e.dim() < 2 or e.shape[-1] < 2 or e.numel() // e.shape[-1] < 2:
         return None
     rows_y, rows_e = y.reshape(-1, e.shape[-1]), e.reshape(-1, e.shape[-1])
-    top = rows_e.abs().amax(dim=1, keepdim=True)
-    big = rows_e.abs() > 1e-3 * top
-    if not bool(torch.isfinite(rows_y).all()) or not bool(big.sum(dim=1).ge(2).all()):
+    norm = (rows_e * rows_e).sum(dim=1)
+    if not bool(torch.isfinite(rows_y).all()) or bool((norm == 0).any()):
         return None
-    ratio = torch.where(big, rows_y / torch.where(big, rows_e, torch.ones_like(rows_e)), torch.nan)
-    factor = ratio.nanmedian(dim=1).values
-    off = (ratio - factor[:, None]).abs() > _spread(rtol) * factor.abs()[:, None]
-    if bool((off & big).any()) or bool((factor == 0).any()):
+    factor = (rows_y * rows_e).sum(dim=1) / norm
+    fitted = factor[:, None] * rows_e
+    if not bool(((rows_y - fitted).abs() <= atol + rtol * fitted.abs()).all()) or bool((factor == 0).any()):
         return None
     if float(factor.max() - factor.min()) <= _spread(rtol) * float(factor.abs().max()):
         return None  # one factor for the whole output: `_one_factor` says it
@@ -222,15 +221,27 @@ def error_shapes(
             "A constant scale is applied twice or left out (a scale such as sm_scale, or a log2(e) for exp2): "
             "look for the one multiplication that is doubled or missing."
         ], None
-    factors = _row_factors(y, e, rtol)
+    factors = _row_factors(y, e, atol, rtol)
     if factors is not None:
         named = len(dims) == e.dim()
         rows, along = (dims[-2], dims[-1]) if named else ("rows", "the last axis")
+        if bool((factors < 1).all()):
+            why = (
+                "a sum with extra terms: masked lanes loaded as 0 (keys past the end, the padding of a block) get "
+                "the score 0 instead of -inf and a share of the softmax; give every masked lane the score -inf "
+                "before the max and the sum (tl.where(mask, s, float('-inf')))."
+            )
+        elif bool((factors > 1).all()):
+            why = "a sum with missing terms: a block's sum without the other blocks', or lanes masked that count."
+        else:
+            why = (
+                "a sum with extra or missing terms (masked lanes loaded as 0 and counted in the sum, or a block's sum "
+                "without the other blocks')."
+            )
         return [
             f"yours / expected is constant along {along} and differs between {rows} (from "
             f"{float(factors.min()):.4g} to {float(factors.max()):.4g}): each one is divided by a wrong normaliser, "
-            "a sum with extra or missing terms (masked lanes loaded as 0 and counted in the sum, or a block's sum "
-            "without the other blocks')."
+            + why
         ], y / torch.where(e == 0, torch.full_like(e, float("nan")), e)
     return [], None
 

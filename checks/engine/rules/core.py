@@ -6,14 +6,15 @@ and what the grading process observed (launches, buffers, loads, returned tensor
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from checks import verdict as V
-from checks.engine.access.log import AccessLog
+from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.memory import is_poison
-from checks.engine.rules.compare import Mismatch, compare
+from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
 from checks.engine.rules.pictures import launch_blocks, overhang_picture
 from checks.engine.rules.problem import CaseContext, Problem
 
@@ -36,7 +37,7 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
         if buf.role == "input" and (buf.before or buf.after):
             where = f"{buf.after} elements past its end" if buf.after else f"{buf.before} elements before its start"
             return Problem(
-                f"Your code wrote outside the input {buf.label} ({where}): "
+                f"{_who_stored(ctx, buf)} wrote outside the input {buf.label} ({where}): "
                 "a store is missing its mask or uses the wrong offsets.",
             )
     for buf in ctx.obs.buffers:
@@ -52,10 +53,31 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
             where = f"{buf.after} elements past its end, starting {start}"
         else:
             where = f"{buf.before} elements before its start"
-        message = f"Your code wrote outside {label}: {where}; a store is missing its mask, or its offsets run past it."
+        message = (
+            f"{_who_stored(ctx, buf)} wrote outside {label}: {where}; "
+            "give that store a mask, or offsets that stay inside the tensor."
+        )
         picture = overhang_picture(ctx, buf, message) if buf.after else None
         return Problem(message, picture=picture)
     return None
+
+
+def _who_stored(ctx: CaseContext, buf: Any) -> str:
+    """'Your kernel `k` (line N, a store through its argument `p`)' when the access log saw the store; else
+    'Your code' (on a GPU there is no log)."""
+    if not ctx.obs.access:
+        return "Your code"
+    log = AccessLog.from_dict(ctx.obs.access)
+    for site in log.store_sites:
+        region = log.regions[int(site["region"])] if 0 <= int(site["region"]) < len(log.regions) else {}
+        if region.get("label") != buf.label:
+            continue
+        kernel, function = str(site.get("kernel", "")), str(site.get("function", ""))
+        where = f"`{kernel}`" + (f" (in `{function}`)" if function and function != kernel else "")
+        through = f", the store through its argument `{site['argument']}`" if site.get("argument") else ""
+        line = f"line {site['line']}" if site.get("line") else "a store"
+        return f"Your kernel {where} ({line}{through})"
+    return "Your code"
 
 
 def inputs_unchanged(ctx: CaseContext) -> Problem | None:
@@ -171,10 +193,18 @@ def values(ctx: CaseContext) -> Problem | None:
     wrong = [(exp, m) for exp, m in mismatches if m is not None]
     if not wrong:
         return None
+    sources = poisoned_sources(ctx)
+    mismatches = [(e, from_poison(ctx, e, m, sources) if m is not None else None) for e, m in mismatches]
+    wrong = [(exp, m) for exp, m in mismatches if m is not None]
     exp, first = wrong[0]
     details = list(first.lines)
     cause = first.cause
-    if overflowed(ctx, exp):
+    message = first.headline
+    if _FROM_POISON in first.headline:
+        pass  # the headline names the cause: memory no kernel wrote
+    elif past_the_sequence := keys_past_seq_lens(ctx):
+        message, cause = f"{first.headline}: {past_the_sequence}", True
+    elif overflowed(ctx, exp):
         details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
         cause = True
     elif scale := misscaled(ctx, exp):
@@ -200,7 +230,85 @@ def values(ctx: CaseContext) -> Problem | None:
         picture["unwritten"] = first.unwritten
     if first.ratio is not None:
         picture["ratio"] = first.ratio.float()
-    return Problem(first.headline, details, picture, cause=cause)
+    return Problem(message, details, picture, cause=cause)
+
+
+def keys_past_seq_lens(ctx: CaseContext) -> str:
+    """In a puzzle graded with `pages_in_table` (13): what that rule finds, when the values are wrong because the
+    kernels read slots past seq_lens (the grader fills them with NaN; on a GPU a page number read past a row of
+    block_table can fault). '' when the rule finds nothing."""
+    from checks.engine.rules import decoding
+
+    params = ctx.puzzle.rules.get("pages_in_table") if isinstance(ctx.puzzle.rules, dict) else None
+    if params is None or not ctx.obs.access:
+        return ""
+    problem = decoding.pages_in_table(ctx, **(params or {}))
+    if problem is None:
+        return ""
+    return f"your kernels read keys past seq_lens (the rule pages_in_table). {problem.message}"
+
+
+_FROM_POISON = "were computed from memory no kernel wrote"
+
+
+def poisoned_sources(ctx: CaseContext) -> list[tuple[str, str]]:
+    """(label, the kernel that read it) of each tensor the learner allocated and did not return that still holds
+    the grader's poison where the kernels read it (in the interpreter: elements loaded, never stored; on a GPU,
+    without an access log: any element no kernel wrote)."""
+    candidates = [b for b in ctx.obs.buffers if b.role == "allocated" and b.output is None and b.poisoned]
+    if not ctx.obs.access:
+        return [(b.label, "") for b in candidates]
+    log = AccessLog.from_dict(ctx.obs.access)
+    found = []
+    for buf in candidates:
+        i = log.index(buf.label)
+        if i < 0 or log.reads[i].numel() == 0:
+            continue
+        never_stored = log.writes[i] == 0 if log.writes[i].numel() else torch.ones_like(log.reads[i], dtype=torch.bool)
+        if bool(((log.reads[i] > 0) & never_stored).any()):
+            loads = log.records_of(buf.label, LOAD)
+            kernel = log.launches[int(loads[0, F["launch"]])]["kernel"] if len(loads) else ""
+            found.append((buf.label, kernel))
+    return found
+
+
+def from_poison(ctx: CaseContext, exp: Any, m: Mismatch, sources: list[tuple[str, str]]) -> Mismatch:
+    """The mismatch told as values computed from memory no kernel wrote, when they are: NaN (the poison itself,
+    which arithmetic on it keeps, at elements a kernel stored; or another NaN) while a tensor the kernels read
+    still held the poison. Else the mismatch as it is."""
+    if not sources:
+        return m
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    yours = ctx.outputs[index].detach().cpu()
+    unwritten = m.unwritten if m.unwritten is not None else torch.zeros_like(m.bad)
+    stored = _stored(ctx, exp.name, m.bad)
+    nan = torch.isnan(yours.double()) & m.bad
+    computed = nan & ~unwritten | (unwritten & stored)
+    if not bool(computed.any()):
+        return m
+    label, kernel = sources[0]
+    read_by = f" (read by `{kernel}`)" if kernel else ""
+    headline = (
+        f"{exp.name}: {int(computed.sum())} of {m.bad.numel()} elements {_FROM_POISON} (the first at "
+        f"{list(first_bad(computed))}): your kernels read {label}{read_by} where no kernel had stored anything, so "
+        "it still held the grader's poison value (NaN) there; read only the parts of it that a kernel wrote"
+    )
+    lines = locate(computed, exp.dims)
+    rest = unwritten & ~stored
+    if bool(rest.any()):
+        lines.append(f"{int(rest.sum())} more elements were never written, first at {list(first_bad(rest))}.")
+    return replace(m, headline=headline, lines=lines, unwritten=rest, cause=True)
+
+
+def _stored(ctx: CaseContext, name: str, like: torch.Tensor) -> torch.Tensor:
+    """Which elements of the output `name` a kernel stored to (the access log's count); all False without a log."""
+    if ctx.obs.access:
+        log = AccessLog.from_dict(ctx.obs.access)
+        if log.index(name) >= 0:
+            counts = log.element_counts(name, "store")
+            if tuple(counts.shape) == tuple(like.shape):
+                return counts > 0
+    return torch.zeros_like(like, dtype=torch.bool)
 
 
 def limits(
