@@ -23,7 +23,7 @@ from checks.registry import ROOT, get_puzzle
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
 
-ADD = '''
+ADD = """
 import torch
 import triton
 import triton.language as tl
@@ -43,7 +43,7 @@ def vector_add(x, y):
     out = torch.empty_like(x)
     add_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, out, x.numel())
     return out
-'''
+"""
 
 
 # -- the kernels, from the source ---------------------------------------------------------------------------
@@ -164,7 +164,9 @@ def record(tmp_path: Path, code: str, x: torch.Tensor, y: torch.Tensor) -> dict:
 
 def test_the_recorder_writes_down_allocations_copies_and_launches_and_runs_nothing(tmp_path, interpreter):
     x, y = torch.randn(300), torch.randn(300)
-    found = check(record(tmp_path, ADD.replace("out = torch.empty_like(x)", "out = torch.empty_like(x)\n    y = y.clone()"), x, y))
+    found = check(
+        record(tmp_path, ADD.replace("out = torch.empty_like(x)", "out = torch.empty_like(x)\n    y = y.clone()"), x, y)
+    )
     kinds = [op["op"] for op in found["ops"]]
     assert kinds == ["alloc", "alloc", "copy", "launch"]
     (alternative,) = found["ops"][-1]["alternatives"]
@@ -199,7 +201,7 @@ def grade_code(tmp_path: Path, code: str, number: str = "1") -> V.Verdict:
     return grade(get_puzzle(number), path, interpret=True, time_it=False, first_failure=True, cases=[0, 1])
 
 
-COPY_KERNEL = '''
+COPY_KERNEL = """
 import torch
 import triton
 import triton.language as tl
@@ -210,36 +212,46 @@ def copy_kernel(src_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     tl.store(out_ptr + offsets, tl.load(src_ptr + offsets, mask=mask) * scale, mask=mask)
-'''
+"""
 
 
 @pytest.mark.slow
 def test_a_grid_that_depends_on_the_data_fails(tmp_path):
-    verdict = grade_code(tmp_path, COPY_KERNEL + '''
+    verdict = grade_code(
+        tmp_path,
+        COPY_KERNEL
+        + """
 def vector_add(x, y):
     out = torch.empty_like(x)
     blocks = 1 + int(x[0] > 0)  # the data decides the grid
     copy_kernel[(triton.cdiv(x.numel(), 1024) * blocks,)](x, out, x.numel(), 1.0, BLOCK=1024)
     return out
-''')
+""",
+    )
     assert verdict.rule == "plan_from_shapes" and "the grid of launch 1 (`copy_kernel`)" in verdict.summary
 
 
 @pytest.mark.slow
 def test_a_scalar_that_depends_on_the_data_fails(tmp_path):
-    verdict = grade_code(tmp_path, COPY_KERNEL + '''
+    verdict = grade_code(
+        tmp_path,
+        COPY_KERNEL
+        + """
 def vector_add(x, y):
     out = torch.empty_like(x)
     copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), float(y[0]), BLOCK=1024)
     return out
-''')
+""",
+    )
     assert verdict.rule == "plan_from_shapes" and "argument `scale` of launch 1" in verdict.summary
 
 
 @pytest.mark.slow
 def test_a_kernel_that_calls_outside_the_language_fails_without_running(tmp_path):
     touched = tmp_path / "touched"
-    verdict = grade_code(tmp_path, f'''
+    verdict = grade_code(
+        tmp_path,
+        f"""
 import os
 import torch
 import triton
@@ -257,19 +269,24 @@ def vector_add(x, y):
     out = torch.empty_like(x)
     add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
     return out
-''')
+""",
+    )
     assert verdict.rule == "kernel_calls" and "a call of `open`" in verdict.summary and "line 11" in verdict.summary
     assert not touched.exists()  # the kernel never ran, in the recording or in the replay
 
 
 @pytest.mark.slow
 def test_a_returned_tensor_that_is_not_in_the_plan_fails(tmp_path):
-    verdict = grade_code(tmp_path, COPY_KERNEL + '''
+    verdict = grade_code(
+        tmp_path,
+        COPY_KERNEL
+        + """
 def vector_add(x, y):
     out = torch.empty_like(x)
     copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), 1.0, BLOCK=1024)
     return out + y
-''')
+""",
+    )
     assert verdict.rule == "torch_free" and "Output 1 that your function returned was computed on the host" in (
         verdict.summary
     )
@@ -277,7 +294,9 @@ def vector_add(x, y):
 
 @pytest.mark.slow
 def test_an_empty_read_before_it_is_written_shows_the_poison(tmp_path):
-    verdict = grade_code(tmp_path, '''
+    verdict = grade_code(
+        tmp_path,
+        """
 import torch
 import triton
 import triton.language as tl
@@ -296,7 +315,8 @@ def vector_add(x, y):
     scratch = torch.empty_like(x)  # never written: the grader fills it with its poison
     add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, scratch, out, x.numel(), BLOCK=1024)
     return out
-''')
+""",
+    )
     assert verdict.rule == "values" and "poison" in V.format_verdict(verdict)
 
 

@@ -17,10 +17,10 @@ from checks.engine.access.log import AccessLog
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.rules import rulebook
 from checks.engine.rules.problem import CaseContext, Problem
-from checks.instructor.solutions import expectations, reasons
+from checks.instructor.solutions import reasons
 from checks.puzzles import Expected
 from checks.registry import get_puzzle
-from tests.helpers import switch_off, wrong_kernels
+from tests.helpers import switch_off
 
 OWN = LaunchObs("add_kernel", own=True, blocks={"BLOCK_SIZE": 1024})
 

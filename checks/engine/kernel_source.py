@@ -122,9 +122,9 @@ def _locals(fn: ast.FunctionDef) -> set[str]:
     return names
 
 
-def _problems(fn: ast.FunctionDef, kernels: set[str], aliases: dict[str, str], module_names: set[str]) -> tuple[
-    list[tuple[int, str]], set[str]
-]:
+def _problems(
+    fn: ast.FunctionDef, kernels: set[str], aliases: dict[str, str], module_names: set[str]
+) -> tuple[list[tuple[int, str]], set[str]]:
     """What in this kernel's body is not the kernel language, by line; and the module-level names it reads."""
     local = _locals(fn)
     found: list[tuple[int, str]] = []
@@ -163,7 +163,9 @@ def _problems(fn: ast.FunctionDef, kernels: set[str], aliases: dict[str, str], m
                 if name in module_names:
                     globals_read.add(name)
                     continue
-                found.append((line, f"the name `{name}`, which is neither the kernel language nor defined in your code"))
+                found.append(
+                    (line, f"the name `{name}`, which is neither the kernel language nor defined in your code")
+                )
             elif isinstance(node, ast.Call):
                 problem = _call_problem(node.func, local, kernels, aliases, module_names)
                 if problem:
@@ -184,7 +186,7 @@ def _call_problem(
             return None
         if aliases.get(func.id, "").startswith("triton.language"):
             return None
-        return f"a call of `{func.id}`: a kernel may call only tl.* functions, your other @triton.jit functions and {', '.join(sorted(BUILTINS - {'True', 'False', 'None'}))}"
+        return f"a call of `{func.id}`, which is not the kernel language"
     dotted = _dotted(func)
     if dotted is None:
         return None if isinstance(func, (ast.Attribute, ast.Subscript)) else "a call of something that is not a name"
@@ -195,7 +197,7 @@ def _call_problem(
         return None  # checked as an attribute chain (chain_problem)
     if root in module_names or root in kernels:
         return None
-    return f"a call of `{dotted}`: a kernel may call only tl.* functions, your other @triton.jit functions and builtins such as range, min and max"
+    return f"a call of `{dotted}`, which is not the kernel language"
 
 
 def chain_problem(dotted: str, target: str) -> str | None:
@@ -277,7 +279,8 @@ def extract(sources: list[tuple[str, str, str]]) -> KernelSource:
             globals_read |= names
             first_per_line = {line: what for line, what in reversed(found)}
             result.problems += [
-                f"{label}, line {line}, in kernel `{node.name}`: {what}" for line, what in sorted(first_per_line.items())
+                f"{label}, line {line}, in kernel `{node.name}`: {what}"
+                for line, what in sorted(first_per_line.items())
             ]
         result.files.append(SourceFile(path, label, "\n".join(keep) + "\n", options))
     result.global_names = sorted(globals_read)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+
 @dataclass
 class LaunchObs:
     """One Triton kernel launch."""
@@ -48,7 +49,6 @@ class CaseObservation:
     stub: bool = False  # it raised the stub's NotImplementedError
     returned: str = ""  # "tensor", "tuple of 3", or the type name of what came back
     outputs_file: str = ""  # a torch.save'd list of the returned tensors (loaded with weights_only)
-    outputs_digest: str = ""  # its SHA-256, checked by the grader (checks.engine.sealing)
     launches: list[LaunchObs] = field(default_factory=list)
     buffers: list[BufferObs] = field(default_factory=list)
     access: dict[str, Any] | None = None  # the interpreter's access log (engine.access.log), or None on a GPU

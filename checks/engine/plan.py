@@ -70,7 +70,7 @@ def _check_ref(ref: Any, where: str) -> None:
 def _check_value(value: Any, where: str, depth: int = 0) -> None:
     if not isinstance(value, dict) or len(value) != 1 or depth > 8:
         raise PlanError(f"{where}: a value the plan cannot hold")
-    (kind, body), = value.items()
+    ((kind, body),) = value.items()
     if kind == "tensor":
         _check_ref(body, where)
     elif kind == "tuple":
@@ -93,7 +93,11 @@ def _check_value(value: Any, where: str, depth: int = 0) -> None:
 
 def check(plan: Any) -> dict[str, Any]:
     """The plan, when it has the form above; a PlanError saying what is wrong otherwise."""
-    if not isinstance(plan, dict) or not isinstance(plan.get("ops"), list) or not isinstance(plan.get("returned"), list):
+    if (
+        not isinstance(plan, dict)
+        or not isinstance(plan.get("ops"), list)
+        or not isinstance(plan.get("returned"), list)
+    ):
         raise PlanError("a plan without its operations and returned values")
     for i, op in enumerate(plan["ops"]):
         where = f"operation {i + 1}"
@@ -164,7 +168,7 @@ def _same_nested(a: Any, b: Any) -> bool:
 
 def describe_value(value: dict[str, Any]) -> str:
     """A value of a plan as a learner reads it."""
-    (kind, body), = value.items()
+    ((kind, body),) = value.items()
     if kind == "tensor":
         return f"a {tuple(body['shape'])} {body['dtype']} tensor"
     if kind == "scalar":
@@ -190,13 +194,16 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
             return f"launch {n} (`{name}`) tries a different number of autotuning configs on the two draws"
         for alt_a, alt_b in zip(la["alternatives"], lb["alternatives"], strict=True):
             if not _same(alt_a["grid"], alt_b["grid"]):
-                return f"the grid of launch {n} (`{name}`) is {tuple(alt_a['grid'])} on one draw and {tuple(alt_b['grid'])} on the other"
+                grids = f"{tuple(alt_a['grid'])} on one draw and {tuple(alt_b['grid'])} on the other"
+                return f"the grid of launch {n} (`{name}`) is {grids}"
             for arg in alt_a["args"].keys() | alt_b["args"].keys():
                 va, vb = alt_a["args"].get(arg), alt_b["args"].get(arg)
                 if va is None or vb is None or not _same(va, vb):
                     shown_a = describe_value(va) if va else "nothing"
                     shown_b = describe_value(vb) if vb else "nothing"
-                    return f"argument `{arg}` of launch {n} (`{name}`) is {shown_a} on one draw and {shown_b} on the other"
+                    return (
+                        f"argument `{arg}` of launch {n} (`{name}`) is {shown_a} on one draw and {shown_b} on the other"
+                    )
             if not _same(alt_a["options"], alt_b["options"]):
                 return f"the launch options of launch {n} (`{name}`) differ between the draws"
     for name in a.get("globals", {}).keys() | b.get("globals", {}).keys():
@@ -204,9 +211,10 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
             return f"the module-level value `{name}` your kernels use differs between the draws"
     for op_a, op_b in zip(a["ops"], b["ops"], strict=False):
         if op_a.get("op") == op_b.get("op") == "const" and not _same(op_a["values"], op_b["values"]):
+            made = op_a.get("where") or "from numpy or Python values"
             return (
-                f"a tensor your code made on the host ({op_a.get('where') or 'from numpy or Python values'}) holds other "
-                "values on the two draws: it was computed from the data"
+                f"a tensor your code made on the host ({made}) holds other values on the two draws: it was computed "
+                "from the data"
             )
     if not _same(a["ops"], b["ops"]):
         return "the allocations, copies or fills your function made differ between the draws"

@@ -1,8 +1,4 @@
-"""Results nothing can rewrite after the fact: sealed result files, and no process left behind.
-
-A file the grading process saves (the tensors a call returned, its access log) is sealed: its SHA-256
-travels in the token-carrying event that names it, and the grader reads the file once, checks the digest,
-and works from those bytes. A file rewritten after it was reported no longer matches.
+"""No process left behind: before the replay starts, nothing the learner's code started is still running.
 
 Before any result counts, every process the grading process started must be gone: `left_behind` lists the
 processes of its session and process group, and (the grader being a child subreaper on Linux, so that an
@@ -16,7 +12,6 @@ process that outlived the grading process is tampering.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import signal
 import sys
@@ -32,23 +27,6 @@ GRACE = 0.3  # seconds a process of the session may take to exit after the gradi
 # started in another thread (the parts of an interpreter stage, a class graded several at a time) is never taken
 # for a survivor: it is either started and known, or not started yet.
 starting = threading.Lock()
-
-
-def file_digest(path: Path, block: int = 1 << 24) -> str:
-    """The file's SHA-256, read a block at a time (a saved output can be hundreds of MB)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(block):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def read_sealed(path: Path, digest: str) -> bytes:
-    """The file's bytes, read once; ValueError when they are not the ones the grading process reported."""
-    data = Path(path).read_bytes()
-    if hashlib.sha256(data).hexdigest() != digest:
-        raise ValueError(f"{Path(path).name} changed after the grading process reported it")
-    return data
 
 
 _subreaper: list[bool] = []

@@ -73,6 +73,8 @@ def record_all(job: Job, events: Events, machine: Any, workdir: Path) -> None:
         if job.time_plan and puzzle.bench:
             case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
             recorded = record_case(fn, module, spec, case, job, 0, machine, names, draws=1)
+            if recorded["plans"]:
+                recorded["host_seconds"] = host_seconds(fn, spec, case, job, machine)
             events.emit("timing_plan", **recorded)
     events.emit("observed")
 
@@ -88,7 +90,14 @@ def record_case(
     from checks.engine.child.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
     from checks.engine.inputs import RECORDING_DRAWS, draw
 
-    found: dict[str, Any] = {"plans": [], "raised": "", "raised_where": [], "stub": False, "printed": "", "seconds": 0.0}
+    found: dict[str, Any] = {
+        "plans": [],
+        "raised": "",
+        "raised_where": [],
+        "stub": False,
+        "printed": "",
+        "seconds": 0.0,
+    }
     printed = io.StringIO()
     for data_seed in RECORDING_DRAWS[:draws]:
         _, inputs = draw(spec, case, job.seed, index, machine.device, job.seed + index + data_seed)
@@ -106,8 +115,37 @@ def record_case(
         finally:
             found["seconds"] = time.perf_counter() - start
             found["printed"] = printed.getvalue()[-3000:]
-        found["plans"].append(recorder.plan(returned, returned_kind(returned), recorded_globals(module, job.global_names)))
+        found["plans"].append(
+            recorder.plan(returned, returned_kind(returned), recorded_globals(module, job.global_names))
+        )
     return found
+
+
+def host_seconds(fn: Any, spec: Any, case: dict, job: Job, machine: Any, calls: int = 20) -> float | None:
+    """Seconds of the learner's whole Python call (allocations, launches), the kernels queued but not waited for:
+    what a host pays per call. Shown beside the kernel times; only the replay's times make a verdict."""
+    import time
+
+    import torch
+
+    from checks.engine.child.machine import autotune_without_benchmarks
+    from checks.engine.inputs import RECORDING_DRAWS, draw
+
+    autotune_without_benchmarks()  # the launch costs the same whichever config runs
+    try:
+        _, inputs = draw(spec, case, job.seed, 0, machine.device, job.seed + RECORDING_DRAWS[1])
+        args = list(inputs.values())
+        for _ in range(2):
+            fn(*args)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        seconds = (time.perf_counter() - start) / calls
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - the replay says what is wrong with the code; this is only a figure
+        return None
+    return seconds
 
 
 def replay_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
@@ -214,11 +252,14 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
     replayed = replay_all(job, events, machine, workdir)
     if replayed is not None and sys.stdin.readline().strip() == TIME_COMMAND:
         from checks.engine.child.measure import measure
+        from checks.engine.replay.answer_key import replayed_answer_key
         from checks.puzzles import spec_module
         from checks.registry import get_puzzle
 
         puzzle = get_puzzle(job.puzzle)
-        events.emit("timings", **measure(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir))
+        key = replayed_answer_key(puzzle, puzzle_parameters(puzzle), machine.device, workdir)
+        raw = measure(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir, key_fn=key)
+        events.emit("timings", **raw)
     return 0
 
 

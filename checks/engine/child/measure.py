@@ -23,7 +23,6 @@ from checks.engine.fair_timing import (
 )
 from checks.engine.judging.timing import MATMUL_SIDE, Peaks, gbps, tflops
 from checks.engine.protocol import timing_outputs_path
-from checks.engine.sealing import file_digest
 from checks.registry import Puzzle
 
 WARMUP_MS, REP_MS = 25, 100
@@ -166,13 +165,15 @@ def measure(
     device: str = "cuda",
     timer: Callable[[Callable[[], Any]], float] | None = None,
     rounds_count: int = ROUNDS,
+    key_fn: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
-    """Time the submission, the answer key and the baseline on the bench case (in the grading process),
-    in interleaved rounds (checks.engine.fair_timing).
+    """Time the submission's replayed plan, the answer key (`key_fn`, its replayed plan too, else the key's
+    function) and the baseline on the bench case, in interleaved rounds (checks.engine.fair_timing); for a
+    puzzle timed in graphs (decoding), each as the replay of a CUDA graph of one call.
 
     Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict. Both
-    outputs at the timing size go, on the CPU, to the file `timing_outputs_path(workdir)` names, sealed with
-    its digest (checks.engine.sealing): the grader compares them. `device` and `timer` exist for the tests,
+    outputs at the timing size go, on the CPU, to the file `timing_outputs_path(workdir)` names: the grader
+    compares them. `device` and `timer` exist for the tests,
     which run this on a CPU with a made-up clock.
     """
     import torch
@@ -199,9 +200,9 @@ def measure(
             return dict(raw, problem="it ran out of GPU memory")
         return dict(raw, problem=f"it raised {type(exc).__name__}: {exc}")
     key = None
-    if solution_file and Path(solution_file).exists():
+    if key_fn is not None or (solution_file and Path(solution_file).exists()):
         try:
-            key = getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
+            key = key_fn or getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
             theirs = key(*args)
         except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
             key = None
@@ -210,7 +211,7 @@ def measure(
             path = timing_outputs_path(workdir)
             torch.save({"yours": yours, "answer key": theirs}, path)
             del yours, theirs
-            raw.update(outputs_file=path.name, outputs_digest=file_digest(path))  # sealing: the grader checks it
+            raw.update(outputs_file=path.name)
             if sampled:
                 raw["outputs_compared"] = sampled
     del mine
@@ -221,6 +222,9 @@ def measure(
     if key is not None:
         contenders["answer key"] = lambda: key(*args)
     contenders[baseline] = spec.baseline(inputs)
+    if puzzle.timed_in_graphs and device == "cuda":
+        contenders = {name: in_graph(call) for name, call in contenders.items()}
+        raw["graphs"] = True
     round_clock = timer or (lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS))
     rounds = interleaved(contenders, round_clock, rounds_count, warmup=WARMUP_ROUNDS)
     if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
@@ -235,3 +239,26 @@ def measure(
         flops=work.flops,
         peaks=asdict(peaks) if peaks else None,
     )
+
+
+def in_graph(call: Callable[[], Any]) -> Callable[[], Any]:
+    """`call` captured once in a CUDA graph (after a warm-up on a side stream); the graph's replay, which is how a
+    serving engine runs a decoding step: the launches' host cost is paid once, at capture. `call` itself where it
+    cannot be captured (a host sync inside it)."""
+    import torch
+
+    call()
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(side):
+            call()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call()
+    except Exception:  # noqa: BLE001 - not capturable: timed as it is
+        torch.cuda.synchronize()
+        return call
+    return graph.replay

@@ -50,7 +50,12 @@ class PlanRecorder(TorchDispatchMode):
         for name, t in inputs.items():
             if isinstance(t, torch.Tensor):
                 data = t.dtype.is_floating_point  # integer inputs are metadata (a page table); floats are data
-                self.storages[_address(t)] = {"id": f"input:{name}", "base": t.data_ptr(), "kind": "input", "data": data}
+                self.storages[_address(t)] = {
+                    "id": f"input:{name}",
+                    "base": t.data_ptr(),
+                    "kind": "input",
+                    "data": data,
+                }
 
     # -- torch operations --------------------------------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -124,7 +129,12 @@ class PlanRecorder(TorchDispatchMode):
             self._host(t, f"a {dtype_name(t.dtype)} allocation", False)
             return
         ident = self._new_id("a")
-        self.storages[_address(t)] = {"id": ident, "base": t.untyped_storage().data_ptr(), "kind": "alloc", "data": True}
+        self.storages[_address(t)] = {
+            "id": ident,
+            "base": t.untyped_storage().data_ptr(),
+            "kind": "alloc",
+            "data": True,
+        }
         self.ops.append(
             {
                 "op": "alloc",
@@ -186,7 +196,11 @@ class PlanRecorder(TorchDispatchMode):
             if entry is not None and entry["kind"] != "host":
                 return {"tensor": self.ref(v)}
             if entry is None:  # made from numpy or Python values: by value, and the two draws must agree
-                entry = {"what": "a tensor made outside torch (from numpy or Python values)", "where": "", "data": False}
+                entry = {
+                    "what": "a tensor made outside torch (from numpy or Python values)",
+                    "where": "",
+                    "data": False,
+                }
             if entry["data"] or v.numel() > CONST_LIMIT:
                 return {"host": {"what": entry["what"], "where": entry["where"]}}
             ident = self._new_id("c")
@@ -195,7 +209,15 @@ class PlanRecorder(TorchDispatchMode):
                 {"op": "const", "id": ident, "dtype": dtype_name(v.dtype), "values": values, "where": self.where()}
             )
             strides = list(torch.empty(v.shape, device="meta").stride())
-            return {"tensor": {"storage": ident, "dtype": dtype_name(v.dtype), "offset": 0, "shape": list(v.shape), "strides": strides}}
+            return {
+                "tensor": {
+                    "storage": ident,
+                    "dtype": dtype_name(v.dtype),
+                    "offset": 0,
+                    "shape": list(v.shape),
+                    "strides": strides,
+                }
+            }
         if isinstance(v, tl.constexpr):
             return self.value(v.value)
         if v is None or isinstance(v, (bool, int, float, str)):
@@ -350,7 +372,9 @@ def recorded_globals(module: Any, names: list[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name in names:
         value = vars(module).get(name)
-        if isinstance(value, tl.constexpr) and (value.value is None or isinstance(value.value, (bool, int, float, str))):
+        if isinstance(value, tl.constexpr) and (
+            value.value is None or isinstance(value.value, (bool, int, float, str))
+        ):
             found[name] = {"constexpr": value.value}
         elif isinstance(value, tl.dtype):
             found[name] = {"dtype": str(value)}

@@ -22,7 +22,6 @@ from checks.engine.protocol import Tampered, access_path, outputs_path, timing_o
 from checks.engine.rules.pictures import drawable
 from checks.engine.rules.problem import CaseContext, Problem
 from checks.engine.rules.rulebook import first_problem
-from checks.engine.sealing import read_sealed
 from checks.puzzles import spec_module
 from checks.registry import Puzzle
 
@@ -53,12 +52,13 @@ def describe_case(case: dict[str, Any], inputs: dict[str, Any]) -> str:
     return text
 
 
-def _load_sealed(path: Path, digest: str | None) -> Any:
-    """What the grading process saved to `path` with torch.save and sealed with `digest` (sealing); the bytes
-    are read once and dropped once loaded. Tampered when they cannot be read or are not the reported ones."""
+def _load_saved(path: Path) -> Any:
+    """What the replay saved to `path` with torch.save (loaded with weights_only, so a file cannot run code here);
+    a report whose file cannot be read is broken (the replay ran none of the learner's host code, and nothing the
+    learner started was alive while it ran)."""
     try:
-        data = read_sealed(path, digest) if digest is not None else path.read_bytes()  # sealing
-    except (OSError, ValueError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise Tampered(f"the returned tensors could not be read ({exc})") from exc
     try:
         return torch.load(io.BytesIO(data), weights_only=True)
@@ -70,21 +70,20 @@ def _tensors_or_none(outputs: Any) -> bool:
     return isinstance(outputs, list) and all(o is None or isinstance(o, torch.Tensor) for o in outputs)
 
 
-def load_outputs(path: Path, digest: str | None = None) -> list[Any]:
-    """The tensors a call returned, as the grading process saved them and sealed them with `digest`; anything
-    else is tampering."""
-    outputs = _load_sealed(path, digest)
+def load_outputs(path: Path) -> list[Any]:
+    """The tensors a replayed case returned, as the replay saved them; anything else is a broken report."""
+    outputs = _load_saved(path)
     if not _tensors_or_none(outputs):
         raise Tampered("the returned values were not saved as tensors")
     return outputs
 
 
 def load_timing_outputs(workdir: Path, timings: dict[str, Any]) -> tuple[list[Any], list[Any]] | None:
-    """The submission's and the answer key's outputs at the timing size, from the file the grader names and
-    with the digest the timings event carried; None when the grading process saved none (the key did not run)."""
-    if "outputs_digest" not in timings:
+    """The submission's and the answer key's outputs at the timing size, from the file the grader names; None when
+    the replay saved none (the key did not run)."""
+    if "outputs_file" not in timings:
         return None
-    saved = _load_sealed(timing_outputs_path(workdir), str(timings["outputs_digest"]))
+    saved = _load_saved(timing_outputs_path(workdir))
     if not (
         isinstance(saved, dict) and set(saved) == {"yours", "answer key"} and all(map(_tensors_or_none, saved.values()))
     ):
@@ -92,11 +91,10 @@ def load_timing_outputs(workdir: Path, timings: dict[str, Any]) -> tuple[list[An
     return saved["yours"], saved["answer key"]
 
 
-def load_access(path: Path, output_names: list[str], digest: str | None = None) -> dict[str, Any]:
-    """The access log of one case, sealed with `digest`, with the returned buffers named as the puzzle names
-    its outputs."""
+def load_access(path: Path, output_names: list[str]) -> dict[str, Any]:
+    """The access log of one replayed case, with the returned buffers named as the puzzle names its outputs."""
     try:
-        data = read_sealed(path, digest) if digest is not None else path.read_bytes()  # sealing
+        data = path.read_bytes()
         log = AccessLog.from_dict(torch.load(io.BytesIO(data), weights_only=True))
     except Exception as exc:  # an unreadable log is a broken report, whatever the reason
         raise Tampered(f"the access log could not be read ({type(exc).__name__})") from exc
@@ -128,10 +126,9 @@ class Judge:
         expected = self.spec.reference(inputs)
         outputs: list[Any] = []
         if not obs.raised and not obs.plan_problem:  # a plan the grader refused was never replayed
-            outputs = load_outputs(outputs_path(self.workdir, obs.index), obs.outputs_digest)
+            outputs = load_outputs(outputs_path(self.workdir, obs.index))
         if obs.access is not None:
-            digest = str(obs.access.get("digest", ""))  # sealing: the digest the event carried
-            obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected], digest)
+            obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected])
             if obs.index == 0:
                 self.first_access = obs.access
         return CaseContext(self.puzzle, case, inputs, expected, outputs, obs), describe_case(case, inputs)

@@ -35,7 +35,7 @@ def source_problem(source: KernelSource) -> dict[str, Any] | None:
 
 
 def _values(value: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any]]]:
-    (kind, body), = value.items()
+    ((kind, body),) = value.items()
     if kind == "tuple":
         return [item for i, v in enumerate(body) for item in _values(v, f"{name}[{i}]")]
     return [(name, value)]
@@ -77,7 +77,7 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
             )
         for arg, value in op["alternatives"][0]["args"].items():
             for name, item in _values(value, arg):
-                (kind, body), = item.items()
+                ((kind, body),) = item.items()
                 if kind == "kernel" and body not in kernels:
                     return _found(
                         "kernels_from_source",
@@ -106,7 +106,7 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
                 "there. Make a kernel write it.",
             )
     for i, value in enumerate(plan["returned"]):
-        (kind, body), = value.items()
+        ((kind, body),) = value.items()
         if kind == "host":
             return _found(
                 "torch_free",

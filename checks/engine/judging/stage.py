@@ -17,7 +17,9 @@ from typing import Any
 
 from checks import verdict as V
 from checks.engine.access.traffic import answer_key_log, traffic_lines
+from checks.engine.inputs import secret_data_seed
 from checks.engine.judging.judge import Judge, load_timing_outputs
+from checks.engine.judging.plans import plan_problem
 from checks.engine.judging.timing import from_measurement
 from checks.engine.judging.wording import (
     RULE_FAILED_SUMMARY,
@@ -29,10 +31,8 @@ from checks.engine.judging.wording import (
     map_advice,
     unfinished_verdict,
 )
-from checks.engine.processes.run import ChildEnd, GradingProcess
-from checks.engine.inputs import secret_data_seed
-from checks.engine.judging.plans import plan_problem
 from checks.engine.kernel_source import KernelSource, extract
+from checks.engine.processes.run import ChildEnd, GradingProcess
 from checks.engine.protocol import RECORD, REPLAY, TIME_COMMAND, Job, RecordStream, Stream, Tampered
 from checks.engine.rules import rulebook
 from checks.registry import Puzzle
@@ -69,6 +69,7 @@ class Stage:
         self.tampered = ""
         self.rule_failed = ""  # a rule that raised: the grader's own error
         self.timeout = 0.0
+        self.host_seconds: float | None = None  # the learner's Python call per call, measured in the recording process
         self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
@@ -100,6 +101,7 @@ class Stage:
         data_seed = secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
         self.judge.data_seed = data_seed
         timing_plan = (recording.timing_plan or {}).get("plans", [None])[0] if self.time_it else None
+        self.host_seconds = (recording.timing_plan or {}).get("host_seconds")
         replay_job = replace(
             record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
             timing_plan=timing_plan,
@@ -172,11 +174,7 @@ class Stage:
         return None
 
     def all_passed(self) -> bool:
-        return (
-            not self.tampered
-            and len(self.results) == len(self.selection)
-            and all(r.passed for r in self.results)
-        )
+        return not self.tampered and len(self.results) == len(self.selection) and all(r.passed for r in self.results)
 
     def verdict(self, end: ChildEnd) -> V.Verdict:
         machine = self.stream.machine or {}
@@ -264,8 +262,14 @@ class Stage:
 
     def apply_timings(self, v: V.Verdict) -> None:
         timings = self.stream.timings or {}
-        try:  # both outputs at the timing size, read once from the sealed file, compared here and then dropped
+        try:  # both outputs at the timing size, read once, compared here and then dropped
             v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
+            if v.timings.get("summary") and timings.get("graphs"):
+                v.timings["summary"] += " Each was timed as a CUDA graph replay, as decoding is served."
+            host = self.host_seconds
+            if isinstance(host, (int, float)) and v.timings.get("summary"):
+                v.timings["host_seconds"] = float(host)
+                v.timings["summary"] += f" Your Python call takes {host * 1e6:.0f} µs on the host (not in the ratio)."
         except Tampered as exc:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=str(exc))
             return

@@ -78,7 +78,12 @@ class GradingProcess:
     come (`events()`), answered once when it has observed everything (`answer()`), then how it ended (`end()`)."""
 
     def __init__(
-        self, job: Job, stream: Stream | RecordStream, timeout: float, workdir: Path, stop: Callable[[], bool] | None = None
+        self,
+        job: Job,
+        stream: Stream | RecordStream,
+        timeout: float,
+        workdir: Path,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         """Start `python -m checks.engine.child.main` (or take over the one prestarted for this workdir)."""
         self.stream, self.timeout, self.stop = stream, timeout, stop

@@ -57,7 +57,7 @@ class Performer:
     def value(self, value: dict[str, Any]) -> Any:
         import triton.language as tl
 
-        (kind, body), = value.items()
+        ((kind, body),) = value.items()
         if kind == "tensor":
             return self.tensor(body)
         if kind == "scalar":
@@ -140,7 +140,9 @@ class Performer:
         times = []
         for alternative in op["alternatives"]:
             try:
-                times.append(triton.testing.do_bench(lambda a=alternative: self._run(kernel, a, op), return_mode="median"))
+                times.append(
+                    triton.testing.do_bench(lambda a=alternative: self._run(kernel, a, op), return_mode="median")
+                )
             except Exception:  # noqa: BLE001 - a config that does not compile (too much shared memory) is not chosen
                 times.append(float("inf"))
             for t, s in zip(restore, saved, strict=False):

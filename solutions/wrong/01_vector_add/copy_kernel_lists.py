@@ -1,6 +1,6 @@
 """Wrong: adds on the host with Python lists, then has a copy kernel move the answer into the output.
 
-expect: values: 3000 of 3000 elements are wrong
+expect: plan_from_shapes: computed from the data
 """
 import torch
 import triton

@@ -1,7 +1,7 @@
 """Wrong: a kernel only sets a flag; the host reads it with .item() and then fills the output itself.
 
-With the kernels switched off the flag stays down and the output stays wrong, so only where the
-output's values came from gives it away.
+The host fills the output only in the process that records its plan: the replay, where only the kernel
+runs, leaves the output unwritten.
 
 expect: values: never written
 """

@@ -1,8 +1,9 @@
 """Wrong: a right kernel, but when it does not run (no flag set) the host computes the answer with numpy.
 
-Graded normally it is the answer key; the kernels-off re-run shows the answer does not need its kernel.
+Recording its plan, the host sees no flag (no kernel runs there) and returns numpy's answer, which differs
+between the two draws of the plan: the answer was computed from the data on the host.
 
-expect: values: elements are wrong
+expect: plan_from_shapes: computed from the data
 """
 import torch
 import triton

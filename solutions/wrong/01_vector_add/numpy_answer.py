@@ -1,6 +1,6 @@
 """Wrong: launches a kernel, but returns an answer numpy computed (torch never sees the arithmetic).
 
-expect: values: elements are wrong
+expect: plan_from_shapes: computed from the data
 """
 import torch
 import triton

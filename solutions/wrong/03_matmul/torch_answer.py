@@ -1,6 +1,6 @@
 """Wrong: computes a @ b with torch and launches no kernel.
 
-expect: kernel_launched: launched none
+expect: torch_free: computed on the host
 """
 import torch
 

@@ -1,6 +1,6 @@
 """Wrong: torch computes softmax(q k^T * sm_scale) v; a kernel only copies the result into o.
 
-expect: torch_free: computed with torch
+expect: torch_free: computed on the host
 """
 import torch
 import triton

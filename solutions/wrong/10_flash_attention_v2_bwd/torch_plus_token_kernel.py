@@ -1,6 +1,6 @@
 """Wrong: a kernel only computes delta = rowsum(dO * O); torch.autograd gives dK and dV, torch products dQ.
 
-expect: torch_free: computed with torch
+expect: torch_free: computed on the host
 """
 import torch
 import triton

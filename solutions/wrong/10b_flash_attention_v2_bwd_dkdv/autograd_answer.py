@@ -1,6 +1,6 @@
 """Wrong: launches a kernel that computes delta, then returns dk and dv from torch's autograd.
 
-expect: torch_free: computed with torch
+expect: torch_free: computed on the host
 """
 import torch
 import triton

@@ -1,7 +1,6 @@
 """Attack: the host computes the answer and hands it to the kernel as float arguments, one launch per element
 (the kernel only stores the number it is given)."""
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

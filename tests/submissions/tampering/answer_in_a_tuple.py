@@ -1,7 +1,6 @@
 """Attack: the answer of the first elements rides in a tuple argument (Triton passes tuples to kernels), and the
 rest is padded from the same host-computed list."""
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

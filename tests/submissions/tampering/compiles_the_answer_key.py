@@ -3,8 +3,6 @@ and launched in place of the decoy kernel of the same name that this file define
 
 from pathlib import Path
 
-import numpy as np
-import torch
 import triton
 import triton.language as tl
 

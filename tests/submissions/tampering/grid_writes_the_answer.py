@@ -1,7 +1,6 @@
 """Attack: the grid callable writes numpy's answer into out while the launch is "in progress"; the kernel stores
 nothing, so only the host ever wrote the output."""
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

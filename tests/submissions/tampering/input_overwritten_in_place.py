@@ -1,6 +1,5 @@
 """Attack: the host writes x + y into x through numpy, a kernel copies x to out, and the host puts x back."""
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

@@ -2,7 +2,6 @@
 
 import os
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

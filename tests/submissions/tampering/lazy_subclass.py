@@ -1,6 +1,5 @@
 """Attack: a lazy tensor subclass: it is the kernel's (empty) output until someone looks, and then torch's sum."""
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

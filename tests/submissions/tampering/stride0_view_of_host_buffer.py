@@ -1,7 +1,6 @@
 """Attack: the host computes x + y with torch and passes the kernel a one-element, stride-0 view of it; the kernel
 reads the whole buffer behind that pointer and copies it out."""
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

@@ -1,6 +1,5 @@
 """Attack: the returned tensor is a subclass whose pickle carries torch's answer, while the kernel wrote zeros."""
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

@@ -4,7 +4,6 @@ would also finish after the timer stopped."""
 import threading
 import time
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl
