@@ -210,10 +210,10 @@ def puzzle_parameters(puzzle: Any) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     faulthandler.enable()  # a crash prints where each frame was, so the verdict can name the learner's line
+    private()  # first: a process started ahead of its job waits with nothing of it reachable
     machine = None
     if len(args) == 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
         machine = detect(force_interpreter=args[3] == "interpreter")
-    private()
     token = sys.stdin.readline().strip()  # before any of the learner's code runs
     if not token:
         return 0  # started ahead of a check that never came (the grader left): nothing to do

@@ -33,6 +33,7 @@ from checks.engine.judging.wording import (
 )
 from checks.engine.kernel_source import KernelSource, extract
 from checks.engine.processes.run import ChildEnd, GradingProcess
+from checks.engine.processes.spawn import kill, start_child
 from checks.engine.protocol import RECORD, REPLAY, TIME_COMMAND, Job, RecordStream, Stream, Tampered
 from checks.engine.rules import rulebook
 from checks.registry import Puzzle
@@ -69,7 +70,8 @@ class Stage:
         self.tampered = ""
         self.rule_failed = ""  # a rule that raised: the grader's own error
         self.timeout = 0.0
-        self.host_seconds: float | None = None  # the learner's Python call per call, measured in the recording process
+        self.host_seconds: float | None = None  # one Python call of the learner's, measured where it recorded
+        self.replayed = False  # the replay process took its job
         self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
@@ -81,13 +83,26 @@ class Stage:
         recording = RecordStream(self.selection)
         record_job = replace(self.job, role=RECORD, global_names=source.global_names, time_plan=self.time_it)
         process = GradingProcess(record_job, recording, timeout, self.workdir, stop=self._stop.is_set)
+        # the replay process imports torch and Triton while the learner's code records; it takes its job only
+        # from a pipe the grader holds, and nothing of it is reachable from another process (child.main.private)
+        replayer = start_child(self.workdir, self.job.interpret, preload=True)
         try:
-            for _ in process.events():
-                pass
-        except BaseException:  # Ctrl-C, or the grader's own error: the learner's code must not run on without it
-            process.end()
-            raise
-        end = process.end()
+            try:
+                for _ in process.events():
+                    pass
+            except BaseException:  # Ctrl-C, or the grader's own error: the learner's code must not run on without it
+                process.end()
+                raise
+            end = process.end()
+            return self.replay(recording, end, source, record_job, replayer, timeout - (time.monotonic() - start))
+        finally:
+            if replayer.poll() is None and not self.replayed:
+                kill(replayer)
+
+    def replay(
+        self, recording: RecordStream, end: ChildEnd, source: KernelSource, record_job: Job, replayer: Any, left: float
+    ) -> V.Verdict:
+        """Replay the recorded plans (the recording process and all it started are gone) and give the verdict."""
         self.stream.machine = recording.machine
         if not self.recorded(recording, end):
             return self.verdict(end)
@@ -106,8 +121,8 @@ class Stage:
             record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
             timing_plan=timing_plan,
         )  # fmt: skip
-        remaining = max(timeout - (time.monotonic() - start), 1.0)
-        process = GradingProcess(replay_job, self.stream, remaining, self.workdir, stop=self._stop.is_set)
+        self.replayed = True
+        process = GradingProcess(replay_job, self.stream, max(left, 1.0), self.workdir, self._stop.is_set, replayer)
         try:
             for event in process.events():
                 command = self.judge_event(event)

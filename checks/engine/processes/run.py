@@ -84,14 +84,17 @@ class GradingProcess:
         timeout: float,
         workdir: Path,
         stop: Callable[[], bool] | None = None,
+        proc: ChildProcess | None = None,
     ) -> None:
-        """Start `python -m checks.engine.child.main` (or take over the one prestarted for this workdir)."""
+        """Start `python -m checks.engine.child.main` (or take over `proc`, or the one prestarted for this workdir)."""
         self.stream, self.timeout, self.stop = stream, timeout, stop
         self.log_path = workdir / "output.log"
         events = workdir / f"events-{job.role}.jsonl"
         events.unlink(missing_ok=True)  # whatever an earlier process left there is not this one's report
         adopt_orphans()  # sealing: an orphan of the grading process comes back to this process, to be found
-        self.proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
+        if proc is None:
+            proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
+        self.proc = proc
         self.reader = _Reader(events)
         stream.token = secrets.token_hex(16)
         _write(self.proc, stream.token)
