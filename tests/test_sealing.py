@@ -1,4 +1,4 @@
-"""Results nothing can rewrite: sealed result files, and no process left behind by a grading process."""
+"""No process left behind by a grading process: the replay starts only once nothing of the learner's runs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from checks import verdict as V
 from checks.engine.judging.stage import Stage
 from checks.engine.processes import forking, spawn
 from checks.engine.protocol import Job
-from checks.engine.sealing import MARK, adopt_orphans, file_digest, left_behind, read_sealed
+from checks.engine.sealing import MARK, adopt_orphans, left_behind
 from checks.registry import get_puzzle
 
 
@@ -21,16 +21,6 @@ def mine(proc: subprocess.Popen) -> set[int]:
     """The processes this one started, as the grader knows them: `proc`, and the grading processes and fork server
     of earlier tests."""
     return {proc.pid} | spawn.own_processes()
-
-
-def test_a_result_file_is_read_once_and_must_match_its_digest(tmp_path):
-    path = tmp_path / "case_0.pt"
-    path.write_bytes(b"the tensors")
-    digest = file_digest(path)
-    assert read_sealed(path, digest) == b"the tensors"
-    path.write_bytes(b"the answer, written later")
-    with pytest.raises(ValueError, match="changed after the grading process reported it"):
-        read_sealed(path, digest)
 
 
 # A grading process stand-in: it starts a grandchild (in its own session with `escape`) that sleeps, and exits.

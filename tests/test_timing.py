@@ -353,13 +353,12 @@ def timing_stage(puzzle, workdir, timings):
 def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_saved(small_matmul, tmp_path):
     from checks import verdict as V
     from checks.engine.protocol import timing_outputs_path
-    from checks.engine.sealing import file_digest
 
     puzzle, spec, key = small_matmul
     raw = measure(puzzle, spec, wrong_last_row, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
     assert raw["problem"] is None  # the grading process only observes
     saved = timing_outputs_path(tmp_path)
-    assert raw["outputs_file"] == saved.name and raw["outputs_digest"] == file_digest(saved)
+    assert raw["outputs_file"] == saved.name
     yours, theirs = load_timing_outputs(tmp_path, raw)
     assert yours[0].dtype == theirs[0].dtype == torch.float16 and yours[0].shape == (70, 50)  # its own dtype
     verdict = V.Verdict(4, V.PASSED, "all 3 cases match the reference.")
@@ -369,26 +368,11 @@ def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_
     assert "the result: 50 of 3500 elements differ from the answer key's (largest difference" in verdict.summary
 
 
-def test_outputs_rewritten_after_the_timings_event_are_tampering(small_matmul, tmp_path):
-    from checks import verdict as V
-    from checks.engine.protocol import timing_outputs_path
-
-    puzzle, spec, key = small_matmul
-    raw = measure(puzzle, spec, wrong_last_row, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
-    torch.save({"yours": [None], "answer key": [None]}, timing_outputs_path(tmp_path))  # nothing left to compare
-    verdict = V.Verdict(4, V.PASSED, "all 3 cases match the reference.")
-    timing_stage(puzzle, tmp_path, raw).apply_timings(verdict)
-    assert verdict.status == V.TAMPERED and "timing_outputs.pt changed after the grading process reported it" in (
-        verdict.summary
-    )
-
-
 @pytest.mark.parametrize(
     ("change", "why"),
     [
-        ({"outputs_digest": "0" * 63}, "name their outputs at the timing size wrongly"),
         ({"outputs_file": "../case_0.pt"}, "name their outputs at the timing size wrongly"),
-        ({"outputs_file": None, "outputs_digest": None}, "without the outputs at the timing size"),
+        ({"outputs_file": None}, "without the outputs at the timing size"),
     ],
 )
 def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_path, change, why):

@@ -180,6 +180,7 @@ def replay_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
                 perform, spec, cases[index], job.seed, index, outputs_path(workdir, index), job.data_seed + index
             )
             obs.returned = plan.get("kind", "")
+            obs.printed = str(replay.get("printed", ""))[-3000:]  # what the learner's code printed, recording
         else:
             obs = CaseObservation.from_dict({**replay["observation"], "index": index})
         events.emit("case", **obs.to_dict())

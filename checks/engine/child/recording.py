@@ -72,13 +72,14 @@ def record_file(
     """Load a submission file (after `earlier`, the code of the step it builds on, if given) and record it on one
     CPU case: {"puzzle", "case", "inputs", "log"}."""
     from checks.engine.inputs import draw_case
-    from checks.engine.submission import load_module
+    from checks.engine.submission import earlier_answer_key, load_module
     from checks.registry import get_puzzle
 
     puzzle = get_puzzle(number)
     module = load_module(Path(path), f"recorded_{number}_{Path(path).stem}_{os.getpid()}", earlier=earlier)
     fn = getattr(module, puzzle.name)
-    paths = ([Path(earlier)] if earlier else []) + [Path(path)]
+    step = Path(earlier) if earlier else earlier_answer_key(Path(path))  # an answer key builds on its step's key
+    paths = ([step] if step else []) + [Path(path)]
     log, _ = record_call(module, fn, paths, number, case_index, seed)
     _, inputs, _ = draw_case(number, case_index, seed)
     shapes = {k: list(v.shape) for k, v in inputs.items() if isinstance(v, torch.Tensor)}

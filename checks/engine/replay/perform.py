@@ -79,7 +79,8 @@ class Performer:
 
     def _alloc(self, op: dict[str, Any]) -> None:
         dtype = getattr(torch, op["dtype"])
-        device = self.device if op.get("device", self.device) != "cpu" or self.device == "cpu" else "cpu"
+        recorded = op.get("device", "cuda")
+        device = self.device if recorded == "cuda" else recorded  # the GPU's, the CPU's, or a wrong one (meta)
         empty = op["fill"] == "empty"
         guarded = self.arena is not None and device == self.device and poisonable(dtype) and op["numel"] > 0
         shape, strides = tuple(op.get("shape", [op["numel"]])), tuple(op.get("strides", [1]))

@@ -1,6 +1,6 @@
 """Wrong: a kernel only zero-fills C; torch.mm computes the product, added in place onto the zeros.
 
-expect: torch_free: computed on the host
+expect: torch_free: on the host
 """
 import torch
 import triton
