@@ -56,7 +56,6 @@ class Puzzle:
         default_factory=dict
     )  # bench.sweep: what `make bench` measures (checks.instructor.bench)
     speed_bar: dict[str, Any] | None = None
-    timed_in_graphs: bool = False  # bench.graphs: every contender timed as a CUDA graph replay, as decoding is served
     hints: tuple[str, ...] = ()
     timeout: float = 120.0
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule name -> its parameters
@@ -120,8 +119,7 @@ def _puzzle(entry: dict[str, Any], order: int) -> Puzzle:
         solution=ROOT / entry["solution"],
         tolerance=entry.get("tolerance", {}),
         cases=entry.get("cases", {}),
-        bench={k: v for k, v in (entry.get("bench") or {}).items() if k not in ("sweep", "graphs")},
-        timed_in_graphs=bool((entry.get("bench") or {}).get("graphs", False)),
+        bench={k: v for k, v in (entry.get("bench") or {}).items() if k != "sweep"},
         sweep=(entry.get("bench") or {}).get("sweep", {}),
         speed_bar=entry.get("speed_bar"),
         hints=tuple(entry.get("hints", ())),

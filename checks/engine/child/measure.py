@@ -168,8 +168,9 @@ def measure(
     key_fn: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
     """Time the submission's replayed plan, the answer key (`key_fn`, its replayed plan too, else the key's
-    function) and the baseline on the bench case, in interleaved rounds (checks.engine.fair_timing); for a
-    puzzle timed in graphs (decoding), each as the replay of a CUDA graph of one call.
+    function) and the baseline on the bench case, in interleaved rounds (checks.engine.fair_timing); on a GPU each
+    as the replay of a CUDA graph of one call where it can be captured (as serving engines run decoding), so that
+    the ratios compare kernel time, not the Python that launches them (`graphs` names those captured).
 
     Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict. Both
     outputs at the timing size go, on the CPU, to the file `timing_outputs_path(workdir)` names: the grader
@@ -222,9 +223,10 @@ def measure(
     if key is not None:
         contenders["answer key"] = lambda: key(*args)
     contenders[baseline] = spec.baseline(inputs)
-    if puzzle.timed_in_graphs and device == "cuda":
-        contenders = {name: in_graph(call) for name, call in contenders.items()}
-        raw["graphs"] = True
+    if device == "cuda":  # each as the replay of a CUDA graph where it can be captured: kernel time, not host time
+        graphed = {name: in_graph(call) for name, call in contenders.items()}
+        raw["graphs"] = sorted(name for name in contenders if graphed[name] is not contenders[name])
+        contenders = graphed
     round_clock = timer or (lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS))
     rounds = interleaved(contenders, round_clock, rounds_count, warmup=WARMUP_ROUNDS)
     if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy

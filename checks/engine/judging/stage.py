@@ -279,8 +279,9 @@ class Stage:
         timings = self.stream.timings or {}
         try:  # both outputs at the timing size, read once, compared here and then dropped
             v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
-            if v.timings.get("summary") and timings.get("graphs"):
-                v.timings["summary"] += " Each was timed as a CUDA graph replay, as decoding is served."
+            graphs = timings.get("graphs") or []
+            if v.timings.get("summary") and isinstance(graphs, list) and graphs:
+                v.timings["summary"] += f" Timed as CUDA graph replays: {', '.join(map(str, graphs))}."
             host = self.host_seconds
             if isinstance(host, (int, float)) and v.timings.get("summary"):
                 v.timings["host_seconds"] = float(host)
