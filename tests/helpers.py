@@ -3,9 +3,12 @@ the right submissions in other styles, switching a rule off for a mutation test,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import math
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ import torch
 
 from checks.authoring.wrong import known_wrong, name_of
 from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.engine.memory import Arena, poisonable
 from checks.registry import ROOT, Puzzle, load_puzzles
 
 READY = [p for p in load_puzzles() if p.ready]
@@ -142,3 +146,44 @@ def attention_log(n: int, block_m: int, block_n: int, skip: bool, backward: bool
             log.access(LOAD, pid, "k", keys).access(LOAD, pid, "v", keys)
         log.access(STORE, pid, outputs[0], [*head, rows, (0, 15)])
     return log.data()
+
+
+_EMPTY = ("empty", "empty_like", "empty_strided")
+_FILLED = ("zeros", "zeros_like", "ones", "ones_like", "full", "full_like")
+
+
+@contextlib.contextmanager
+def guard_allocations(arena: Arena) -> Iterator[None]:
+    """Give every float tensor allocated inside the block guard bands, poisoning the `empty` ones, as the replay
+    does with a plan's allocations (checks.engine.replay.perform): for calling kernels directly in a test."""
+
+    def wrap(original: Callable, poison: bool) -> Callable:
+        @functools.wraps(original)
+        def allocate(*args, **kwargs):
+            t = original(*args, **kwargs)
+            if (
+                kwargs.get("out") is not None
+                or not isinstance(t, torch.Tensor)
+                or t.requires_grad
+                or t.layout != torch.strided
+                or not poisonable(t.dtype)
+                or t.numel() == 0
+                or str(t.device.type) != torch.device(arena.device).type
+            ):
+                return t
+            return arena.adopt(t, poison)
+
+        return allocate
+
+    patched: list[tuple[object, str, Callable]] = []
+    for name in _EMPTY + _FILLED:
+        patched.append((torch, name, getattr(torch, name)))
+    patched.append((torch.Tensor, "new_empty", torch.Tensor.new_empty))
+    patched.append((torch.Tensor, "new_zeros", torch.Tensor.new_zeros))
+    try:
+        for owner, name, original in patched:
+            setattr(owner, name, wrap(original, poison=name.startswith(("empty", "new_empty"))))
+        yield
+    finally:
+        for owner, name, original in patched:
+            setattr(owner, name, original)

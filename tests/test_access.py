@@ -13,10 +13,9 @@ import torch
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
 from checks.engine.access.patches import record_access
 from checks.engine.access.traffic import traffic_lines
-from checks.engine.child.launches import guard_allocations
 from checks.engine.memory import Arena, make_input
 from checks.engine.submission import load_module
-from tests.helpers import Log, attention_log, matmul_log, region
+from tests.helpers import Log, attention_log, guard_allocations, matmul_log, region
 
 KERNELS = """
 import torch

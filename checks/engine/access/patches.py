@@ -136,8 +136,8 @@ def record_access(
     """Record every load and store of Triton's interpreter inside the block.
 
     `arena` (a `checks.engine.memory.Arena`) names its buffers: inputs by their name in `inputs`, the
-    submission's allocations by their label (wrap the call in `checks.engine.child.launches.guard_allocations`
-    inside this block so that they are guarded, and seen with their shape).
+    submission's allocations by their label (the replay adopts a plan's allocations into the arena,
+    `checks.engine.replay.perform`, so that they are guarded, and seen with their shape).
     """
     recorder = AccessRecorder(max_records)
     if arena is not None:

@@ -1,5 +1,7 @@
-"""The child side: what runs in the grading process, beside the learner's code. It observes and reports,
-never judges: `main` (the process), `case_runner` (one case, called inside the watchers), `launches` and
-`torch_watch` (the watchers), `machine` (facts about this machine and Triton), `measure` (GPU times),
-`recording` (a submission's access log for a map, in a process of its own), and `fork_server` (a process that
-imported what `main` needs once and forks grading processes from itself, in the interpreter)."""
+"""The child side: what runs in the grading processes, never judging. `main` is both processes of a check:
+the recording process, where the learner's function runs and `plan_recorder` writes down its plan (no kernel
+runs there; `hardening` keeps the learner's code off the grader's files and processes), and the replay process,
+where `case_runner` performs each plan (`checks.engine.replay`) with `launches` watching the launches it makes;
+`machine` (facts about this machine and Triton), `measure` (GPU times of the replays), `recording` (the access
+log a map draws, recorded and replayed in a process of its own), and `fork_server` (a process that imported what
+`main` needs once and forks grading processes from itself, in the interpreter)."""

@@ -14,10 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from checks.engine.memory import Arena, poisonable
-
 
 @dataclass
 class Launch:
@@ -82,43 +78,3 @@ def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
     finally:
         for cls, original in originals.items():
             cls.run = original
-
-
-_EMPTY = ("empty", "empty_like", "empty_strided")
-_FILLED = ("zeros", "zeros_like", "ones", "ones_like", "full", "full_like")
-
-
-@contextlib.contextmanager
-def guard_allocations(arena: Arena) -> Iterator[None]:
-    """Give every float tensor the submission allocates guard bands; poison the `empty` ones."""
-
-    def wrap(original: Callable, poison: bool) -> Callable:
-        @functools.wraps(original)
-        def allocate(*args, **kwargs):
-            t = original(*args, **kwargs)
-            if (
-                kwargs.get("out") is not None
-                or not isinstance(t, torch.Tensor)
-                or t.requires_grad
-                or t.layout != torch.strided
-                or not poisonable(t.dtype)
-                or t.numel() == 0
-                or str(t.device.type) != torch.device(arena.device).type
-            ):
-                return t
-            return arena.adopt(t, poison)
-
-        return allocate
-
-    patched: list[tuple[object, str, Callable]] = []
-    for name in _EMPTY + _FILLED:
-        patched.append((torch, name, getattr(torch, name)))
-    patched.append((torch.Tensor, "new_empty", torch.Tensor.new_empty))
-    patched.append((torch.Tensor, "new_zeros", torch.Tensor.new_zeros))
-    try:
-        for owner, name, original in patched:
-            setattr(owner, name, wrap(original, poison=name.startswith(("empty", "new_empty"))))
-        yield
-    finally:
-        for owner, name, original in patched:
-            setattr(owner, name, original)

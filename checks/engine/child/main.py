@@ -252,8 +252,8 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         return 0
     replayed = replay_all(job, events, machine, workdir)
     if replayed is not None and sys.stdin.readline().strip() == TIME_COMMAND:
+        from checks.engine.child.answer_key import replayed_answer_key
         from checks.engine.child.measure import measure
-        from checks.engine.replay.answer_key import replayed_answer_key
         from checks.puzzles import spec_module
         from checks.registry import get_puzzle
 
