@@ -50,7 +50,7 @@ env-dev: $(if $(filter $(VENV_PY),$(DEV_PY)),.venv/.dev)
 
 check: env ## grade one puzzle: make check PUZZLE=N [FILE=path.py|notebook.ipynb]
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make check PUZZLE=1 (see the table in README.md)."; exit 2; fi
-	@$(PY) -m checks $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
+	@CHECKS_MAKE_LEVEL=$(MAKELEVEL) $(PY) -m checks $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
 
 map: env ## draw where your kernel reads and writes, beside the answer key: make map PUZZLE=N [FILE=path]
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make map PUZZLE=9 (see the table in README.md)."; exit 2; fi

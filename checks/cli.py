@@ -73,24 +73,29 @@ def main(argv: list[str] | None = None) -> int:
 # GNU make reports every recipe that exits non-zero with a line of its own after the recipe's output, and
 # nothing in a Makefile turns that line off while keeping the exit status (.SILENT and -s silence only the
 # recipes' echo, and an ignored error makes make exit 0): the course says what the line means instead.
-def make_line(code: int) -> str:
-    """The line GNU make prints after `make check` ran this and it exited with `code`."""
+UNDER_MAKE = "CHECKS_MAKE_LEVEL"  # set by the Makefile's check target to the make level running it
+
+
+def make_line(code: int, level: str = "0") -> str:
+    """The line GNU make (at MAKELEVEL `level`) prints after `make check` ran this and it exited with `code`."""
     line = "…"
     makefile = ROOT / "Makefile"
     if makefile.exists():
         numbers = [i for i, text in enumerate(makefile.read_text().splitlines(), 1) if "-m checks $(PUZZLE)" in text]
         line = str(numbers[0]) if numbers else line
-    return f"make: *** [Makefile:{line}: check] Error {code}"
+    name = "make" if level in ("", "0") else f"make[{level}]"
+    return f"{name}: *** [Makefile:{line}: check] Error {code}"
 
 
 def make_note(code: int, environ: dict[str, str] | None = None) -> str:
     """The course's last line when `make check` ran it and it did not pass: what make's own line below means."""
-    if code == 0 or not (environ if environ is not None else os.environ).get("MAKELEVEL"):
+    level = (environ if environ is not None else os.environ).get(UNDER_MAKE)
+    if code == 0 or level is None:
         return ""
     what = "the check did not pass" if code == 1 else "the command could not grade"
     todo = "fix what the report above names" if code == 1 else "fix the command as the message above says"
     return (
-        f"make adds one line of its own after this one, `{make_line(code)}`: it only repeats that {what} "
+        f"make adds one line of its own after this one, `{make_line(code, level)}`: it only repeats that {what} "
         f"(exit status {code}), not that the Makefile is broken; {todo} and run the same command again."
     )
 

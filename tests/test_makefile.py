@@ -3,6 +3,7 @@ targets it needs, without running them)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -26,7 +27,8 @@ def test_make_lab_installs_jupyterlab_only():
 def test_a_failed_make_check_explains_makes_own_last_line():
     # GNU make ends every failed recipe with a line of its own, which no Makefile setting removes while the exit
     # status stays non-zero: the course's last line, right above it, says what it means
-    run = subprocess.run(["make", "check", "PUZZLE=99"], cwd=ROOT, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}  # not under make test
+    run = subprocess.run(["make", "check", "PUZZLE=99"], cwd=ROOT, capture_output=True, text=True, env=env)
     assert run.returncode != 0
     lines = run.stderr.strip().splitlines()
     assert lines[-1].startswith("make: *** [Makefile:") and lines[-1].endswith("check] Error 2")
@@ -40,6 +42,9 @@ def test_a_failed_make_check_explains_makes_own_last_line():
 def test_the_note_on_makes_line_is_only_for_a_failure_under_make():
     from checks.cli import make_note
 
-    assert make_note(1, {"MAKELEVEL": "1"}).endswith("fix what the report above names and run the same command again.")
-    assert make_note(0, {"MAKELEVEL": "1"}) == ""
-    assert make_note(1, {}) == ""
+    assert make_note(1, {"CHECKS_MAKE_LEVEL": "0"}).endswith(
+        "fix what the report above names and run the same command again."
+    )
+    assert "`make[1]: *** [Makefile:" in make_note(1, {"CHECKS_MAKE_LEVEL": "1"})  # make run by make
+    assert make_note(0, {"CHECKS_MAKE_LEVEL": "0"}) == ""
+    assert make_note(1, {"MAKELEVEL": "1"}) == ""  # python -m checks run by something else that make started

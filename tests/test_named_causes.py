@@ -75,3 +75,17 @@ def test_a_write_outside_names_the_kernel_the_line_and_the_argument(tmp_path):
     assert named in report, report
     advice = picture_advice(verdict, get_puzzle("12").stem)
     assert "where the output is wrong" not in advice and "past the tensor's end" in advice
+
+
+def test_a_merge_wrong_only_where_a_sequence_was_split_is_named(tmp_path, monkeypatch):
+    # case 1 has sequences of 300, 45 and 130 keys: the short one fits one split, whose heads come out right
+    verdict, report = grade_one_case("13", "merge_weights_equal", tmp_path)
+    assert verdict.rule == "values", report
+    assert "only the heads whose keys several programs read are wrong" in report
+    assert "every head that one program read whole (4) is right: the merge of the splits is wrong" in report
+    from checks.engine.rules import decoding
+
+    monkeypatch.setattr(decoding, "wrong_only_where_split", lambda ctx, mismatch: None)  # the mutation check
+    (again := tmp_path / "again").mkdir()
+    _, plain = grade_one_case("13", "merge_weights_equal", again)
+    assert "the merge of the splits is wrong" not in plain

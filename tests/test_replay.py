@@ -223,8 +223,8 @@ def test_a_grid_that_depends_on_the_data_fails(tmp_path):
         + """
 def vector_add(x, y):
     out = torch.empty_like(x)
-    blocks = 1 + int(x[0] > 0)  # the data decides the grid
-    copy_kernel[(triton.cdiv(x.numel(), 1024) * blocks,)](x, out, x.numel(), 1.0, BLOCK=1024)
+    extra = int(abs(float(x.sum())) * 1e4) % 1000  # the data decides the grid
+    copy_kernel[(triton.cdiv(x.numel(), 1024) + extra,)](x, out, x.numel(), 1.0, BLOCK=1024)
     return out
 """,
     )

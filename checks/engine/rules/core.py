@@ -210,6 +210,8 @@ def values(ctx: CaseContext) -> Problem | None:
     elif scale := misscaled(ctx, exp):
         details.insert(0, scale)
         cause = True
+    elif merge := merge_of_splits(ctx, first):
+        message, cause = f"{first.headline}: {merge}", True
     if len(mismatches) > 1:
         others = [
             f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
@@ -246,6 +248,13 @@ def keys_past_seq_lens(ctx: CaseContext) -> str:
     if problem is None:
         return ""
     return f"your kernels read keys past seq_lens (the rule pages_in_table). {problem.message}"
+
+
+def merge_of_splits(ctx: CaseContext, mismatch: Mismatch) -> str | None:
+    """In a decoding puzzle: the merge of the splits named as the cause, when only split heads are wrong."""
+    from checks.engine.rules import decoding
+
+    return decoding.wrong_only_where_split(ctx, mismatch) if ctx.obs.access else None
 
 
 _FROM_POISON = "were computed from memory no kernel wrote"

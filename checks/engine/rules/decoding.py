@@ -295,3 +295,30 @@ def _sequences(found: dict[tuple[int, int], int]) -> list[tuple[int, int]]:
     for (z, _), n in found.items():
         seen[z] = n
     return sorted(seen.items())
+
+
+def wrong_only_where_split(ctx: CaseContext, mismatch: Any) -> str | None:
+    """When an output of a decoding puzzle is wrong only for heads whose keys several programs read, and right for
+    every head one program read whole: the cause is the merge of the splits, and the sentence says so."""
+    log = log_of(ctx)
+    q = ctx.inputs.get("q")
+    if log is None or not isinstance(q, torch.Tensor) or q.dim() != 3 or mismatch.bad.dim() < 2:
+        return None
+    readers = key_readers(ctx, log)
+    batch, heads = int(q.shape[0]), int(q.shape[1])
+    kv_heads = max(1, len({y for _, y in readers}))
+    group = max(1, heads // kv_heads)
+    wrong = mismatch.bad.reshape(batch, heads, -1).any(-1)
+    split = torch.zeros(batch, heads, dtype=torch.bool)
+    for (z, y), programs in readers.items():
+        if z < batch and len(programs) > 1:
+            split[z, y * group : (y + 1) * group] = True
+    whole = ~split
+    if not bool(wrong.any()) or bool((wrong & whole).any()) or not bool(whole.any()):
+        return None
+    return (
+        f"only the heads whose keys several programs read are wrong ({int(wrong.sum())} of {int(split.sum())} such "
+        f"heads), and every head that one program read whole ({int(whole.sum())}) is right: the merge of the splits "
+        "is wrong; look at the weight it gives each split, exp(m_i - m) of the split's max against the total max, "
+        "and the sum it divides by"
+    )
