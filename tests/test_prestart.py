@@ -10,25 +10,26 @@ import pytest
 from checks import verdict as V
 from checks.engine.grade import grade
 from checks.engine.processes import prestart, spawn
+from checks.engine.protocol import RECORD, REPLAY
 from checks.registry import get_puzzle
 
 
 @pytest.mark.slow
-def test_a_prestarted_grading_process_is_taken_over(tmp_path) -> None:
+def test_the_prestarted_grading_processes_are_taken_over(tmp_path) -> None:
     prestart.prestart_for(tmp_path, interpret=True)
-    proc = prestart._prestarted[(str(tmp_path), True)]
+    procs = [prestart._prestarted[(str(tmp_path), True, role)] for role in (RECORD, REPLAY)]
     verdict = grade(get_puzzle("1"), solution=True, interpret=True, time_it=False, workdir=tmp_path)
     assert verdict.status == V.PASSED, verdict.summary
-    assert (str(tmp_path), True) not in prestart._prestarted  # the stage took it over instead of starting another
-    assert proc.wait(timeout=30) == 0  # ... and it ran to its end, not killed
+    assert not prestart._prestarted  # the stage took both over (recording, replay) instead of starting others
+    assert [proc.wait(timeout=30) for proc in procs] == [0, 0]  # ... and each ran to its end, not killed
 
 
 def test_an_unused_prestarted_process_is_stopped(tmp_path) -> None:
     prestart.prestart(tmp_path, interpret=True)
-    proc = prestart._prestarted[(str(tmp_path), True)]
+    procs = list(prestart._prestarted.values())
     prestart.discard_prestarted()
-    assert not prestart._prestarted
-    assert proc.poll() is not None
+    assert len(procs) == 2 and not prestart._prestarted
+    assert all(proc.poll() is not None for proc in procs)
 
 
 def test_the_mode_is_guessed_without_torch(monkeypatch) -> None:
@@ -52,7 +53,7 @@ def test_a_spare_is_taken_by_a_check_of_its_mode_and_dropped_by_another(monkeypa
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # a CPU machine: the spare is an interpreter process
     prestart.prestart_spare(interpret=False)
     workdir = prestart.take_spare(interpret=False)
-    assert workdir is not None and (str(workdir), True) in prestart._prestarted
+    assert workdir is not None and (str(workdir), True, RECORD) in prestart._prestarted
     assert prestart.take_spare(interpret=False) is None  # one spare, taken once
     prestart.discard_prestarted()
     shutil.rmtree(workdir)
@@ -65,7 +66,7 @@ def test_a_spare_is_taken_by_a_check_of_its_mode_and_dropped_by_another(monkeypa
 @pytest.mark.slow
 def test_stop_all_stops_every_grading_process_started_here(tmp_path) -> None:
     prestart.prestart(tmp_path, interpret=True)
-    proc = prestart._prestarted[(str(tmp_path), True)]
+    proc = prestart._prestarted[(str(tmp_path), True, REPLAY)]
     prestart.stop_all()
     assert proc.poll() is not None and not prestart._prestarted and not spawn.started
 

@@ -65,6 +65,9 @@ def prepare() -> str:
     detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
     import checks.engine.child.case_runner
     import checks.engine.child.main
+    from checks.engine.child.plan_recorder import warm_up
+
+    warm_up()
     import checks.engine.submission
     import checks.puzzles
     import checks.registry  # noqa: F401 - imported for the children

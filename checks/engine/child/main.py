@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import faulthandler
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -213,8 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()  # a crash prints where each frame was, so the verdict can name the learner's line
     private()  # first: a process started ahead of its job waits with nothing of it reachable
     machine = None
-    if len(args) == 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
+    if len(args) >= 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
         machine = detect(force_interpreter=args[3] == "interpreter")
+        if args[4:] == [RECORD]:
+            from checks.engine.child.plan_recorder import warm_up
+
+            warm_up()
     token = sys.stdin.readline().strip()  # before any of the learner's code runs
     if not token:
         return 0  # started ahead of a check that never came (the grader left): nothing to do
@@ -277,4 +282,7 @@ def private() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)  # without Python's shutdown of torch's modules (half a second): the report is written

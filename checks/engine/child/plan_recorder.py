@@ -365,6 +365,13 @@ def launches_recorded(recorder: PlanRecorder) -> Iterator[None]:
         Autotuner.run = original_tuner
 
 
+def warm_up() -> None:
+    """Record one allocation, so that what torch imports the first time a dispatch mode runs (torch._dynamo, two
+    seconds on a CPU) is imported by a process waiting for its job, not while a check waits for it."""
+    with PlanRecorder({}, {}):
+        torch.empty(1)
+
+
 def recorded_globals(module: Any, names: list[str]) -> dict[str, Any]:
     """The module-level values the kernels read (numbers, strings, dtypes, constexprs of them), as plan values."""
     import triton.language as tl

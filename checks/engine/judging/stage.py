@@ -32,6 +32,7 @@ from checks.engine.judging.wording import (
     unfinished_verdict,
 )
 from checks.engine.kernel_source import KernelSource, extract
+from checks.engine.processes.prestart import take_prestarted
 from checks.engine.processes.run import ChildEnd, GradingProcess
 from checks.engine.processes.spawn import kill, start_child
 from checks.engine.protocol import RECORD, REPLAY, TIME_COMMAND, Job, RecordStream, Stream, Tampered
@@ -85,7 +86,8 @@ class Stage:
         process = GradingProcess(record_job, recording, timeout, self.workdir, stop=self._stop.is_set)
         # the replay process imports torch and Triton while the learner's code records; it takes its job only
         # from a pipe the grader holds, and nothing of it is reachable from another process (child.main.private)
-        replayer = start_child(self.workdir, self.job.interpret, preload=True)
+        replayer = take_prestarted(self.workdir, self.job.interpret, REPLAY)
+        replayer = replayer or start_child(self.workdir, self.job.interpret, preload=True, role=REPLAY)
         try:
             try:
                 for _ in process.events():

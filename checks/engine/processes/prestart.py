@@ -15,16 +15,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from checks.engine.processes.spawn import ChildProcess, kill, start_child, started
+from checks.engine.protocol import RECORD, REPLAY
 
-# Grading processes started before the grader imported torch, by (workdir, interpret).
-_prestarted: dict[tuple[str, bool], ChildProcess] = {}
+# Grading processes started before the grader imported torch, by (workdir, interpret, role).
+_prestarted: dict[tuple[str, bool, str], ChildProcess] = {}
 
 
 def prestart(workdir: Path, interpret: bool) -> None:
-    """Start the grading process for `workdir` now: it imports torch and Triton while the grader does the same,
-    then waits for its token and job. A `GradingProcess` for the same workdir and mode takes it over."""
+    """Start the grading processes for `workdir` now, the recording one and the replay one: they import torch and
+    Triton while the grader does the same, then wait for their token and job (the replay's comes only once the
+    recording process is gone). A `GradingProcess` for the same workdir, mode and role takes each over."""
     workdir.mkdir(parents=True, exist_ok=True)
-    _prestarted[(str(workdir), interpret)] = start_child(workdir, interpret, preload=True)
+    for role in (RECORD, REPLAY):
+        _prestarted[(str(workdir), interpret, role)] = start_child(workdir, interpret, preload=True, role=role)
 
 
 def discard_prestarted() -> None:
@@ -117,9 +120,9 @@ def part_workdir(workdir: Path, part: int) -> Path:
     return workdir / ("interpreter" if part == 0 else f"interpreter-{part}")
 
 
-def take_prestarted(workdir: Path, interpret: bool) -> ChildProcess | None:
-    """The process prestarted for `workdir` in this mode, if it is still waiting for its job."""
-    proc = _prestarted.pop((str(workdir), interpret), None)
+def take_prestarted(workdir: Path, interpret: bool, role: str = RECORD) -> ChildProcess | None:
+    """The process prestarted for `workdir` in this mode and role, if it is still waiting for its job."""
+    proc = _prestarted.pop((str(workdir), interpret, role), None)
     if proc is not None and proc.poll() is not None:  # it ended before its job came: start a fresh one
         proc.wait()
         return None

@@ -14,7 +14,7 @@ from typing import Any
 
 from checks.engine.processes import forking
 from checks.engine.processes.forking import ForkedProcess
-from checks.engine.protocol import PRELOAD_FLAG
+from checks.engine.protocol import PRELOAD_FLAG, RECORD
 from checks.engine.sealing import MARK, starting
 from checks.registry import ROOT
 
@@ -59,8 +59,9 @@ def child_env(interpret: bool) -> dict[str, str]:
     return env
 
 
-def start_child(workdir: Path, interpret: bool, preload: bool) -> ChildProcess:
-    """A grading process for `workdir`; with `preload`, it imports torch and Triton before it waits for its job.
+def start_child(workdir: Path, interpret: bool, preload: bool, role: str = RECORD) -> ChildProcess:
+    """A grading process for `workdir`; with `preload`, it imports torch and Triton (and for the recording `role`,
+    what recording needs) before it waits for its job.
 
     In the interpreter, the fork server's (forked with torch and Triton imported) where it can be.
     """
@@ -69,7 +70,7 @@ def start_child(workdir: Path, interpret: bool, preload: bool) -> ChildProcess:
     with open(workdir / "output.log", "ab") as log, starting:  # sealing: started and known at once
         proc = forking.fork_child([*args, PRELOAD_FLAG, "interpreter"], env, log.fileno()) if interpret else None
         if proc is None:
-            args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu"] if preload else []
+            args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu", role] if preload else []
             proc = start_module("checks.engine.child.main", *args, env=env, stdout=log)
         started.append(proc)
     return proc
