@@ -42,7 +42,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--solution", action="store_true", help="grade the bundled answer key")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.add_argument("--timeout", type=float, help="seconds for the whole submission (default: the puzzle's, 120)")
-    p.add_argument("--seed", type=int, help="draw the same inputs as an earlier run")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="the same shapes, layouts and integer inputs as an earlier run (the data values are "
+        "drawn afresh each run, where your code cannot see them)",
+    )
     p.add_argument("--interpret", action="store_true", help="use Triton's CPU interpreter even on a GPU")
     p.add_argument("--no-time", action="store_true", help="on a GPU, skip the timing")
     p.add_argument(

@@ -192,10 +192,10 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     if v.seed is not None and not v.passed and v.cases:
         again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}", v.earlier)
         if v.file or v.earlier:  # check() in the notebook would grade the notebook's code, not these files
-            out.append(f"(inputs drawn with seed {v.seed}: to check again on the same inputs, run {again})")
+            out.append(f"(inputs drawn with seed {v.seed}: to check again on the same shapes, run {again})")
         else:
             out.append(
-                f"(inputs drawn with seed {v.seed}: to check again on the same inputs, run {again} in a "
+                f"(inputs drawn with seed {v.seed}: to check again on the same shapes, run {again} in a "
                 f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
             )
     return "\n".join(out)

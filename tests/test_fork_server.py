@@ -38,6 +38,7 @@ EITHER_WAY = {
 FIRST_FRAME = re.compile(r'^.*File ".*(fork_server|child/main)\.py", line \d+ in <module>\n', re.MULTILINE)
 
 
+EXTENSIONS = re.compile(r"^Extension modules: .*$", re.MULTILINE)
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")
 
 
@@ -55,6 +56,7 @@ def comparable(verdict: V.Verdict) -> dict[str, Any]:
     seen["picture_data"] = ""
     seen["summary"] = NUMBER.sub("#", re.sub(r"process \d+", "process N", seen["summary"]))
     seen["output"] = FIRST_FRAME.sub("", re.sub(r"0x[0-9a-f]+", "0x...", seen["output"]))
+    seen["output"] = EXTENSIONS.sub("", seen["output"])  # the fork server imported more than a fresh process
     return seen
 
 

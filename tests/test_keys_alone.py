@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from checks.registry import ROOT, load_puzzles
 
 # Run in a fresh interpreter, so that no module of the grader's is loaded into the keys' namespaces.
@@ -41,6 +43,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow  # a fresh Python that imports torch and runs every key in the interpreter
 def test_every_answer_key_imports_and_runs_alone():
     numbers = [p.number for p in load_puzzles() if p.ready]
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}

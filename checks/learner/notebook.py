@@ -131,7 +131,8 @@ def parts_not_run(cells: list[str]) -> list[int]:
 def check(number: int | str, timeout: float | None = None, seed: int | None = None) -> None:
     """Grade puzzle `number` in a separate process and print the report.
 
-    `seed` draws the same inputs as an earlier run (the report of a failure gives it). The
+    `seed` draws the same shapes as an earlier run (the report of a failure gives it; the data values are drawn
+    afresh each run). The
     verdict is recorded for `make progress`; when values are wrong or never written, a
     picture of where is drawn below the report (and saved in notebooks/.check_pictures/).
     """
