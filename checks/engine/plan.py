@@ -31,7 +31,6 @@ shapes, strides, dtypes, scalar inputs and integer (metadata) inputs, never on t
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -43,10 +42,6 @@ DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
 
 class PlanError(ValueError):
     """A plan that cannot be replayed as it is: the message says why, in the learner's terms."""
-
-
-def dumps(plan: dict[str, Any]) -> str:
-    return json.dumps(plan, allow_nan=True)
 
 
 def _is_number(v: Any) -> bool:

@@ -86,11 +86,40 @@ RECORD_EVENTS = ("machine", "environment", "load_error", "missing", "plan", "tim
                  "grader_error")  # fmt: skip
 
 
+class CheckedLines:
+    """Reads a grading process's events one line at a time: `feed_line` of `Stream` and `RecordStream`."""
+
+    accepted: tuple[str, ...] = ()  # the events this kind of stream may carry
+    tampered: str
+    token: str
+
+    def feed_line(self, line: str) -> dict[str, Any] | None:
+        """Check one line; return the event, or None (and set `tampered`) when it breaks the protocol."""
+        if self.tampered:
+            return None
+        try:
+            event = json.loads(line)
+            if not isinstance(event, dict) or event.get("event") not in self.accepted:
+                raise Tampered(f"an event the grader does not accept ({str(event)[:80]})")
+            if event.pop("token", None) != self.token:
+                raise Tampered(f"a {event['event']} event the grading process did not write")
+            self._accept(event)
+        except (Tampered, ValueError, TypeError, KeyError) as exc:
+            self.tampered = str(exc) if isinstance(exc, Tampered) else f"a malformed event ({exc})"
+            return None
+        return event
+
+    def _accept(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
 @dataclass
-class RecordStream:
+class RecordStream(CheckedLines):
     """The events of a recording process (the learner's code runs there): machine, then load_error | missing |
     environment, or a plan event for each selected case in order, then (when asked) timing_plan, then observed.
     Its plans are only claims: the replay makes them true or not, so a forged plan can only fail."""
+
+    accepted = RECORD_EVENTS
 
     selection: list[int]
     machine: dict[str, Any] | None = None
@@ -102,21 +131,6 @@ class RecordStream:
     tampered: str = ""
     grader_error: str = ""
     token: str = ""
-
-    def feed_line(self, line: str) -> dict[str, Any] | None:
-        if self.tampered:
-            return None
-        try:
-            event = json.loads(line)
-            if not isinstance(event, dict) or event.get("event") not in RECORD_EVENTS:
-                raise Tampered(f"an event the grader does not accept ({str(event)[:80]})")
-            if event.pop("token", None) != self.token:
-                raise Tampered(f"a {event['event']} event the grading process did not write")
-            self._accept(event)
-        except (Tampered, ValueError, TypeError, KeyError) as exc:
-            self.tampered = str(exc) if isinstance(exc, Tampered) else f"a malformed event ({exc})"
-            return None
-        return event
 
     def _accept(self, event: dict[str, Any]) -> None:
         kind = event["event"]
@@ -163,8 +177,10 @@ class Tampered(Exception):
 
 
 @dataclass
-class Stream:
+class Stream(CheckedLines):
     """The events of one grading process, checked one at a time as they arrive."""
+
+    accepted = EVENTS
 
     selection: list[int]  # the case indices the grader asked for, in order
     machine: dict[str, Any] | None = None
@@ -177,22 +193,6 @@ class Stream:
     tampered: str = ""
     grader_error: str = ""  # the traceback of an exception in the grading process's own code
     token: str = ""  # sent to the grading process before it loads the learner's code; every event carries it
-
-    def feed_line(self, line: str) -> dict[str, Any] | None:
-        """Check one line; return the event, or None (and set `tampered`) when it breaks the protocol."""
-        if self.tampered:
-            return None
-        try:
-            event = json.loads(line)
-            if not isinstance(event, dict) or event.get("event") not in EVENTS:
-                raise Tampered(f"an event the grader does not accept ({str(event)[:80]})")
-            if event.pop("token", None) != self.token:
-                raise Tampered(f"a {event['event']} event the grading process did not write")
-            self._accept(event)
-        except (Tampered, ValueError, TypeError, KeyError) as exc:
-            self.tampered = str(exc) if isinstance(exc, Tampered) else f"a malformed event ({exc})"
-            return None
-        return event
 
     def _next_index(self) -> int | None:
         done = len(self.cases)

@@ -290,7 +290,9 @@ class PlanRecorder(TorchDispatchMode):
         self.ops.append(group)
 
     def plan(self, returned: Any, kind: str, globals_: dict[str, Any]) -> dict[str, Any]:
-        outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        from checks.engine.child.case_runner import as_outputs
+
+        outputs = as_outputs(returned)
         self._busy = True
         values = [self.value(v) for v in outputs]
         return {"ops": self.ops, "returned": values, "kind": kind, "globals": globals_}
