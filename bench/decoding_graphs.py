@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KEYS = {"11": "11_flash_decoding.py", "12": "12_gqa_decoding.py", "13": "13_paged_decoding.py"}
 D, H_Q = 128, 32
 FIELDS = ["puzzle", "B", "H_q", "H_kv", "N", "D", "page_size", "key_us", "sdpa_flash_us", "sdpa_cudnn_us",
-          "best_sdpa", "best_sdpa_us", "ratio", "p12_key_us", "key_host_us", "sdpa_host_us", "note"]  # fmt: skip
+          "best_sdpa", "best_sdpa_us", "ratio", "p12_key_us", "one_split_us", "key_host_us", "sdpa_host_us",
+          "note"]  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -164,6 +165,8 @@ def measure(shape: dict[str, Any], keys: dict[str, ModuleType], calls: int) -> d
         fn = keys[shape["puzzle"]].flash_decoding if shape["puzzle"] == "11" else keys["12"].gqa_decoding
         key = lambda: fn(inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"])
     row["key_us"] = attempt("key", lambda: graph_us(key))
+    if shape["puzzle"] in ("11", "12"):  # the same kernels, one program per head: no split of the keys
+        row["one_split_us"] = attempt("one split", lambda: graph_us(one_split(keys[shape["puzzle"]], key)))
     row["key_host_us"] = attempt("key host", lambda: host_us(key, calls))
     sdpa = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     for name, backend in sdpa.items():
@@ -181,6 +184,25 @@ def measure(shape: dict[str, Any], keys: dict[str, ModuleType], calls: int) -> d
                 notes.append(f"key and SDPA differ by {err:.3g}")
     row["note"] = "; ".join(notes)
     return row
+
+
+def one_split(module: ModuleType, call: Callable[[], Any]) -> Callable[[], Any]:
+    """`call` with the key's `launch_shape` asking for a single split per head (FlashAttention's decoding
+    before split-KV: one program walks every key of its head)."""
+    chosen = module.launch_shape
+
+    def whole(n_ctx: int, heads: int, device: Any) -> tuple[int, int]:
+        block_n, _ = chosen(n_ctx, heads, device)
+        return block_n, -(-n_ctx // block_n) * block_n
+
+    def call_one() -> Any:
+        module.launch_shape = whole
+        try:
+            return call()
+        finally:
+            module.launch_shape = chosen
+
+    return call_one
 
 
 def why(exc: BaseException) -> str:
@@ -203,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = {p: load_key(p) for p in {*args.puzzles, *(["12"] if "13" in args.puzzles else [])}}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {__import__('triton').__version__}")
     print(f"{'shape':44} {'key µs':>8} {'best SDPA µs':>18} {'ratio':>6} {'p12 µs':>7} "
-          f"{'key host µs':>11} {'SDPA host µs':>12}")  # fmt: skip
+          f"{'key host µs':>11} {'SDPA host µs':>12} {'1 split µs':>10}")  # fmt: skip
     rows = []
     for shape in shapes(args.puzzles, args.quick):
         label = (f"{shape['puzzle']}: B={shape['B']} H={shape['H_q']}:{shape['H_kv']} N={shape['N']}"
@@ -217,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         sdpa = f"{fmt(row.get('best_sdpa_us'))} ({row.get('best_sdpa', '-')})"
         key, host, sdpa_host = fmt(row.get("key_us")), fmt(row.get("key_host_us")), fmt(row.get("sdpa_host_us"))
         ratio, p12 = fmt(row.get("ratio"), ".2f"), fmt(row.get("p12_key_us"))
-        print(f"{label:44} {key:>8} {sdpa:>18} {ratio:>6} {p12:>7} {host:>11} {sdpa_host:>12}")
+        one = fmt(row.get("one_split_us"))
+        print(f"{label:44} {key:>8} {sdpa:>18} {ratio:>6} {p12:>7} {host:>11} {sdpa_host:>12} {one:>10}")
         if row.get("note"):
             print(f"    note: {row['note']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)

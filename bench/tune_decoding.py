@@ -37,19 +37,9 @@ from checks.puzzles import spec_module  # noqa: E402
 from checks.puzzles.p11_flash_decoding import sdpa_backends  # noqa: E402
 from checks.registry import get_puzzle  # noqa: E402
 
-SHAPES = {
-    "11": [
-        {"B": 1, "H": 32, "N": 4096, "D": 128},
-        {"B": 1, "H": 32, "N": 16384, "D": 128},
-        {"B": 1, "H": 32, "N": 131072, "D": 128},
-        {"B": 16, "H": 32, "N": 4096, "D": 128},
-    ],
-    "12": [
-        {"B": 1, "H_kv": 8, "G": 4, "N": 4096, "D": 128},
-        {"B": 1, "H_kv": 8, "G": 4, "N": 16384, "D": 128},
-        {"B": 1, "H_kv": 8, "G": 4, "N": 131072, "D": 128},
-        {"B": 16, "H_kv": 8, "G": 4, "N": 4096, "D": 128},
-    ],
+SHAPES = {  # the shapes of the decoding benchmark (bench/decoding_graphs.py)
+    "11": [{"B": b, "H": 32, "N": n, "D": 128} for b in (1, 8) for n in (4096, 16384, 65536, 131072)],
+    "12": [{"B": b, "H_kv": 8, "G": 4, "N": n, "D": 128} for b in (1, 8) for n in (4096, 16384, 65536, 131072)],
 }
 PER_SM = (2, 4, 8)
 BLOCKS_N = (64, 128)

@@ -1,5 +1,10 @@
 import os
 import sys
+import time
+
+if os.environ.get("CHECKS_PHASES"):  # checks.engine.phases, before any import of note
+    with open(os.environ["CHECKS_PHASES"], "a") as _log:
+        _log.write(f"{time.time():.3f} {os.getpid()} grader python started\n")
 
 from checks import warm
 from checks.learner.preflight import ensure

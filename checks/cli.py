@@ -67,7 +67,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from checks.engine.phases import mark
+
+    mark("grader started")
     code = _main(argv)
+    mark("verdict given")
     note = make_note(code)
     if note:
         sys.stdout.flush()  # the verdict first; make's own line follows on stderr, as this note does

@@ -86,6 +86,17 @@ def detect(force_interpreter: bool = False) -> Machine:
     )
 
 
+def warm_up_gpu() -> None:
+    """Make this process's CUDA context and load Triton's launch helpers (about a second on a GPU machine) while
+    it waits for its job, so that no check waits for them."""
+    import torch
+    import triton
+
+    torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
+    triton.runtime.driver.active.get_current_stream()
+
+
 def autotune_without_benchmarks() -> None:
     """In the interpreter, let @triton.autotune pick its first config instead of timing them all.
 

@@ -22,6 +22,7 @@ from typing import Any
 import checks
 from checks.engine.child.hardening import event_writer, harden
 from checks.engine.child.machine import autotune_without_benchmarks, detect
+from checks.engine.phases import mark
 from checks.engine.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, outputs_path
 
 
@@ -58,6 +59,7 @@ def record_all(job: Job, events: Events, machine: Any, workdir: Path) -> None:
         text, where = explain_exception(exc, names)
         events.emit("load_error", text=text, where=where)
         return
+    mark("submission loaded")
     missing = [name for name in puzzle.defines if not callable(getattr(module, name, None))]
     if missing:
         events.emit("missing", names=missing)
@@ -68,14 +70,17 @@ def record_all(job: Job, events: Events, machine: Any, workdir: Path) -> None:
     for index in selection:
         recorded = record_case(fn, module, spec, cases[index], job, index, machine, names)
         events.emit("plan", index=index, **recorded)
+        mark(f"case {index} recorded")
         if recorded["stub"] or recorded["raised"]:
             break  # the stub says nothing more; the error is the verdict
     else:
         if job.time_plan and puzzle.bench:
             case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
             recorded = record_case(fn, module, spec, case, job, 0, machine, names, draws=1)
+            mark("timing plan recorded")
             if recorded["plans"]:
                 recorded["host_seconds"] = host_seconds(fn, spec, case, job, machine)
+                mark("host seconds measured")
             events.emit("timing_plan", **recorded)
     events.emit("observed")
 
@@ -122,7 +127,7 @@ def record_case(
     return found
 
 
-def host_seconds(fn: Any, spec: Any, case: dict, job: Job, machine: Any, calls: int = 20) -> float | None:
+def host_seconds(fn: Any, spec: Any, case: dict, job: Job, machine: Any, calls: int = 10) -> float | None:
     """Seconds of the learner's whole Python call (allocations, launches), the kernels queued but not waited for:
     what a host pays per call. Shown beside the kernel times; only the replay's times make a verdict."""
     import time
@@ -136,14 +141,12 @@ def host_seconds(fn: Any, spec: Any, case: dict, job: Job, machine: Any, calls: 
     try:
         _, inputs = draw(spec, case, job.seed, 0, machine.device, job.seed + RECORDING_DRAWS[1])
         args = list(inputs.values())
-        for _ in range(2):
-            fn(*args)
+        fn(*args)  # compiles, or loads the compiled kernels
         torch.cuda.synchronize()
         start = time.perf_counter()
         for _ in range(calls):
             fn(*args)
-        seconds = (time.perf_counter() - start) / calls
-        torch.cuda.synchronize()
+        seconds = (time.perf_counter() - start) / calls  # the GPU's queue is not waited for: the process ends
     except Exception:  # noqa: BLE001 - the replay says what is wrong with the code; this is only a figure
         return None
     return seconds
@@ -164,7 +167,9 @@ def replay_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
     spec = spec_module(puzzle)
     source = KernelSource.from_dict(job.kernel_source or {})
     plans = [r["plan"] for r in job.replays if "plan" in r] + ([job.timing_plan] if job.timing_plan else [])
+    mark("replay job read")
     kernels, kernel_files = build(source, plans[0].get("globals", {}) if plans else {}, workdir)
+    mark("kernels built")
     observer = Observer(machine, {**job.names, **kernel_files}, workdir)
     interpret = machine.mode == "interpreter"
     cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]
@@ -185,6 +190,7 @@ def replay_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
         else:
             obs = CaseObservation.from_dict({**replay["observation"], "index": index})
         events.emit("case", **obs.to_dict())
+        mark(f"case {index} replayed")
         if obs.stub or (obs.raised and machine.mode == "gpu"):
             break  # after a CUDA error the context may be unusable
     events.emit("observed")
@@ -211,19 +217,19 @@ def puzzle_parameters(puzzle: Any) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    mark("process started")
     faulthandler.enable()  # a crash prints where each frame was, so the verdict can name the learner's line
     private()  # first: a process started ahead of its job waits with nothing of it reachable
     machine = None
     if len(args) >= 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
         machine = detect(force_interpreter=args[3] == "interpreter")
-        if args[4:] == [RECORD]:
-            from checks.engine.child.plan_recorder import warm_up
-
-            warm_up()
+        preload_role(args[4] if len(args) > 4 else RECORD, machine)
+        mark("preloaded")
     token = sys.stdin.readline().strip()  # before any of the learner's code runs
     if not token:
         return 0  # started ahead of a check that never came (the grader left): nothing to do
     job = Job.from_json(sys.stdin.readline())  # on the pipe only the grader holds, never in a file
+    mark("job taken")
     events = Events(str(Path(args[1]).parent / f"events-{job.role}.jsonl"), token)
     try:
         return observe_job(job, events, machine, Path(args[0]).parent, token)
@@ -263,10 +269,39 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         from checks.registry import get_puzzle
 
         puzzle = get_puzzle(job.puzzle)
+        mark("timing asked")
         key = replayed_answer_key(puzzle, puzzle_parameters(puzzle), machine.device, workdir)
         raw = measure(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir, key_fn=key)
+        mark("timed")
         events.emit("timings", **raw)
     return 0
+
+
+def preload_role(role: str, machine: Any) -> None:
+    """Import what the job of `role` will need, read the registry and, on a GPU, make the CUDA context while the
+    grader writes the job: a check waits for none of it."""
+    import checks.engine.child.case_runner
+    import checks.engine.observations
+    import checks.puzzles
+    from checks.registry import load_puzzles
+
+    load_puzzles()
+    if machine.mode == "gpu" and not machine.problem:
+        from checks.engine.child.machine import warm_up_gpu
+
+        try:
+            warm_up_gpu()
+        except Exception:  # noqa: BLE001 - the job says what is wrong with the GPU, in its own words
+            pass
+    if role == RECORD:
+        import checks.engine.submission
+        from checks.engine.child.plan_recorder import warm_up
+
+        warm_up()
+    else:
+        import checks.engine.kernel_source
+        import checks.engine.replay.kernels
+        import checks.engine.replay.perform  # noqa: F401
 
 
 def private() -> None:

@@ -22,6 +22,7 @@ from checks.engine.fair_timing import (
     summarize,
 )
 from checks.engine.judging.timing import MATMUL_SIDE, Peaks, gbps, tflops
+from checks.engine.phases import mark
 from checks.engine.protocol import timing_outputs_path
 from checks.registry import Puzzle
 
@@ -193,6 +194,7 @@ def measure(
     args = list(inputs.values())
     raw: dict[str, Any] = {"case": case, "times": {}, "baseline": baseline, "problem": None}
 
+    mark("timing inputs drawn")
     try:
         mine = fn(*args)  # also compiles and autotunes before the clock starts
         sync()
@@ -217,6 +219,7 @@ def measure(
                 raw["outputs_compared"] = sampled
     del mine
     sync()
+    mark("yours and the key called once, outputs saved")
 
     # fair timing (checks.engine.fair_timing): yours, the answer key and the baseline in interleaved rounds
     contenders: dict[str, Callable[[], Any]] = {"yours": lambda: fn(*args)}
@@ -227,10 +230,12 @@ def measure(
         graphed = {name: in_graph(call) for name, call in contenders.items()}
         raw["graphs"] = sorted(name for name in contenders if graphed[name] is not contenders[name])
         contenders = graphed
+        mark("graphs captured")
     round_clock = timer or (lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS))
     rounds = interleaved(contenders, round_clock, rounds_count, warmup=WARMUP_ROUNDS)
     if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
         rounds = steadier(rounds, interleaved(contenders, round_clock, rounds_count))
+    mark("rounds timed")
     work = spec.work(inputs)
     peaks = device_peaks() if device == "cuda" else None
     return dict(

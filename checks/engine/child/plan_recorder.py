@@ -58,6 +58,12 @@ class PlanRecorder(TorchDispatchMode):
                 }
 
     # -- torch operations --------------------------------------------------------------------------------------
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No: torch would wrap `__torch_dispatch__` to keep torch.compile out of it, which imports torch._dynamo
+        (a second or two) the first time a recorder runs; nothing is compiled while a plan is recorded."""
+        return False
+
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)

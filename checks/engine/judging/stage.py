@@ -32,6 +32,7 @@ from checks.engine.judging.wording import (
     unfinished_verdict,
 )
 from checks.engine.kernel_source import KernelSource, extract
+from checks.engine.phases import mark
 from checks.engine.processes.prestart import take_prestarted
 from checks.engine.processes.run import ChildEnd, GradingProcess
 from checks.engine.processes.spawn import kill, start_child
@@ -80,6 +81,7 @@ class Stage:
         it started are gone, replay them in a process that runs none of the learner's host code, and judge."""
         self.timeout = timeout
         start = time.monotonic()
+        mark(f"stage {self.judge.device} started")
         source = kernel_source(self.job)  # read before any of the learner's code runs
         recording = RecordStream(self.selection)
         record_job = replace(self.job, role=RECORD, global_names=source.global_names, time_plan=self.time_it)
@@ -96,6 +98,7 @@ class Stage:
                 process.end()
                 raise
             end = process.end()
+            mark("recording process ended")
             return self.replay(recording, end, source, record_job, replayer, timeout - (time.monotonic() - start))
         finally:
             if replayer.poll() is None and not self.replayed:
@@ -124,6 +127,7 @@ class Stage:
             timing_plan=timing_plan,
         )  # fmt: skip
         self.replayed = True
+        mark("replay job ready")
         process = GradingProcess(replay_job, self.stream, max(left, 1.0), self.workdir, self._stop.is_set, replayer)
         try:
             for event in process.events():
@@ -133,7 +137,9 @@ class Stage:
         except BaseException:  # Ctrl-C, or the grader's own error
             process.end()
             raise
-        return self.verdict(process.end())
+        end = process.end()
+        mark("replay process ended")
+        return self.verdict(end)
 
     def recorded(self, recording: RecordStream, end: ChildEnd) -> bool:
         """Whether the recording came back whole; otherwise its ending is carried over to the verdict."""

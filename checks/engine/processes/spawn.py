@@ -66,7 +66,7 @@ def start_child(workdir: Path, interpret: bool, preload: bool, role: str = RECOR
     In the interpreter, the fork server's (forked with torch and Triton imported) where it can be.
     """
     args = [str(workdir / "job.json"), str(workdir / "events.jsonl")]
-    env = child_env(interpret)
+    env = {**child_env(interpret), "CHECKS_ROLE": f"{role}-{'interpreter' if interpret else 'gpu'}"}
     with open(workdir / "output.log", "ab") as log, starting:  # sealing: started and known at once
         proc = forking.fork_child([*args, PRELOAD_FLAG, "interpreter"], env, log.fileno()) if interpret else None
         if proc is None:

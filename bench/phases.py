@@ -1,0 +1,34 @@
+"""Where a check's seconds go: the time marks of `CHECKS_PHASES=FILE python -m checks ...` as one table.
+
+    CHECKS_PHASES=/tmp/p.log python3 -m checks 1 --solution; python3 bench/phases.py /tmp/p.log
+
+Each line: seconds since the first mark, the process (grader, or the grading process's role and mode), what.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def table(text: str) -> list[str]:
+    marks = []
+    for line in text.splitlines():
+        stamp, pid, role, what = line.split(" ", 3)
+        marks.append((float(stamp), pid, role, what))
+    marks.sort()
+    start = marks[0][0] if marks else 0.0
+    return [f"{t - start:7.2f}  {role:<20} {pid:>7}  {what}" for t, pid, role, what in marks]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("Usage: python3 bench/phases.py PHASES_FILE", file=sys.stderr)
+        return 2
+    print("\n".join(table(Path(args[0]).read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
