@@ -1,0 +1,121 @@
+"""puzzles.yaml is read through its schema: a misspelt, unknown, missing or mistyped key stops the load with the
+file, the line and the keys allowed there, at every level of the file."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from checks import registry
+from checks.registry import (
+    REGISTRY,
+    Case,
+    PuzzleEntry,
+    RegistryError,
+    SpeedBar,
+    Sweep,
+    Target,
+    Tolerance,
+    load_puzzles,
+    read_registry,
+)
+
+LINES = REGISTRY.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+@pytest.fixture(params=["libyaml", "python"])
+def loader(request, monkeypatch):
+    """Both of PyYAML's loaders: the GPU machines may have PyYAML without libyaml."""
+    if request.param == "python":
+        monkeypatch.setattr(registry, "_LOADER", yaml.SafeLoader)
+    elif not hasattr(yaml, "CSafeLoader"):
+        pytest.skip("this PyYAML has no libyaml")
+    return request.param
+
+
+def puzzle_line(number: str, text: str) -> int:
+    """The 1-based line of the first line holding `text` in puzzle `number`'s entry."""
+    start = LINES.index(f"  - number: {number}\n")
+    return next(i for i in range(start, len(LINES)) if text in LINES[i]) + 1
+
+
+def copy_with(tmp_path: Path, line: int, old: str, new: str) -> Path:
+    """A copy of puzzles.yaml in which `old` on `line` is `new`."""
+    lines = list(LINES)
+    assert old in lines[line - 1]
+    lines[line - 1] = lines[line - 1].replace(old, new, 1)
+    path = tmp_path / "puzzles.yaml"
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def allowed(schema: type) -> str:
+    return "the keys allowed there are " + ", ".join(f.name for f in fields(schema)) + "."
+
+
+def test_the_real_registry_loads(loader):
+    puzzles = read_registry(REGISTRY)
+    assert puzzles == load_puzzles() and len(puzzles) == len(yaml.safe_load("".join(LINES))["puzzles"])
+
+
+def test_the_records_keep_the_file_as_safe_load_reads_it():
+    entries = yaml.safe_load("".join(LINES))["puzzles"]
+    for puzzle, entry in zip(load_puzzles(), entries, strict=True):
+        bench = dict(entry.get("bench") or {})
+        # the same values, and the keys in the file's order (a case's parameters are reported in it)
+        assert repr(puzzle.cases) == repr(entry.get("cases", {}))
+        assert repr(puzzle.sweep) == repr(bench.pop("sweep", {})) and repr(puzzle.bench) == repr(bench)
+        assert puzzle.tolerance == entry.get("tolerance", {}) and puzzle.speed_bar == entry.get("speed_bar")
+        assert puzzle.rules == {name: params or {} for name, params in (entry.get("rules") or {}).items()}
+
+
+@pytest.mark.parametrize(
+    "number, old, key, typo, where, schema",
+    [
+        ("7", "    hints:", "hints", "hnits", "puzzle 7", PuzzleEntry),
+        ("1", "plot: vector_add", "plot", "plto", "puzzle 1's bench.sweep", Sweep),
+        ("2", "layout_b: sliced", "layout_b", "layuot_b", "puzzle 2's cases.cpu[3]", Case),
+        ("1", "{series: fp32", "series", "seires", "puzzle 1's bench.sweep.targets[0]", Target),
+        ("4", "{min_ratio", "min_ratio", "min_raito", "puzzle 4's speed_bar", SpeedBar),
+        ("8a", "o: {atol", "atol", "atoll", "puzzle 8a's tolerance['o']", Tolerance),
+    ],
+)
+def test_a_misspelt_key_is_named_with_its_line(tmp_path, loader, number, old, key, typo, where, schema):
+    line = puzzle_line(number, old)
+    path = copy_with(tmp_path, line, old, old.replace(key, typo))
+    with pytest.raises(RegistryError) as caught:
+        read_registry(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:{line}: unknown key {typo!r} in {where}. Did you mean {key!r}?"), message
+    assert allowed(schema) in message
+
+
+def test_a_misspelt_top_level_key(tmp_path):
+    path = copy_with(tmp_path, LINES.index("puzzles:\n") + 1, "puzzles:", "puzles:")
+    with pytest.raises(RegistryError, match=r"unknown key 'puzles' in the file's top level\. Did you mean 'puzzles'\?"):
+        read_registry(path)
+
+
+def test_a_missing_key_a_wrong_type_and_a_key_given_twice(tmp_path):
+    start, line = LINES.index("  - number: 1\n") + 1, puzzle_line("1", "    slug: vector_add")
+    with pytest.raises(RegistryError, match=rf":{start}: puzzle 1 lacks 'slug'; add it"):
+        read_registry(copy_with(tmp_path, line, "slug: vector_add", "# slug: vector_add"))
+    line = puzzle_line("1", "cap_s: 40")
+    with pytest.raises(RegistryError, match=rf":{line}: puzzle 1's bench.sweep.cap_s is 'forty'; write a number there"):
+        read_registry(copy_with(tmp_path, line, "cap_s: 40", "cap_s: forty"))
+    line = puzzle_line("3", "    title: ")
+    with pytest.raises(RegistryError, match=rf":{line + 1}: puzzle 3 gives 'title' twice; keep one of the two"):
+        read_registry(copy_with(tmp_path, line, "    title:", "    title: Twice\n    title:"))
+
+
+def test_the_registry_needs_nothing_a_gpu_machine_lacks():
+    """The GPU machines have PyYAML but neither pydantic nor msgspec, and no network to install them."""
+    tree = ast.parse(Path(registry.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert {name.split(".")[0] for name in imported} - set(sys.stdlib_module_names) <= {"yaml"}
