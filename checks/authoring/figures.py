@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from checks.authoring import diagrams
-from checks.instructor.bench_report import Row, csv_record, read_csv
+from checks.bench_results import Row, csv_record, read_csv
 from checks.registry import ROOT
 
 

@@ -135,7 +135,7 @@ def record_access(
 ) -> Iterator[AccessRecorder]:
     """Record every load and store of Triton's interpreter inside the block.
 
-    `arena` (a `checks.engine.memory.Arena`) names its buffers: inputs by their name in `inputs`, the
+    `arena` (a `checks.memory.Arena`) names its buffers: inputs by their name in `inputs`, the
     submission's allocations by their label (the replay adopts a plan's allocations into the arena,
     `checks.engine.replay.perform`, so that they are guarded, and seen with their shape).
     """
