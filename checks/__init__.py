@@ -14,7 +14,8 @@ two processes, one after the other: the learner's function only records a plan, 
           record                 the recording process (engine.child.main, role record: the learner's code runs
                                  there, under engine.child.hardening's audit hook): engine.child.plan_recorder
                                  writes down each case's plan (engine.plan) on two draws with other data values;
-                                 engine.sealing: nothing it started may outlive it
+                                 engine.sealing: nothing it started may outlive it (the processes as /proc
+                                 shows them: engine.process_table)
           judge the plans        engine.judging.plans: kernels outside the language, kernels not in the source,
                                  host computations that reach a kernel or an output, a plan that changed with the
                                  data

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from checks import verdict as V
-from checks.engine import sealing
+from checks.engine import process_table, sealing
 from checks.engine.child.fork_server import exit_code
 from checks.engine.grade import grade
 from checks.engine.processes import forking, spawn
@@ -81,14 +81,14 @@ def test_a_forked_grading_process_gives_the_verdict_a_started_one_gives(kind, mo
 def _ended(pid: int) -> bool:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # this process may have adopted it (a subreaper)
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
-    except OSError:
-        return True
+    process = process_table.lookup(pid)
+    return process is None or process.ended
 
 
 def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    process = process_table.lookup(pid)
+    assert process is not None, f"process {pid} is gone"
+    return process.parent
 
 
 def _wait_for(condition: Any, seconds: float = 20.0) -> bool:
@@ -113,7 +113,7 @@ def test_one_server_forks_every_grading_process_of_this_process(tmp_path):
         assert len(forking._server) == 1 and forking.server_pids() == {forking._server[0].proc.pid}
         (server,) = forking.server_pids()
         assert _parent(first.pid) == _parent(second.pid) == server
-        assert len(os.listdir(f"/proc/{server}/task")) == 1  # it forks from one thread
+        assert process_table.thread_count(server) == 1  # it forks from one thread
         assert _wait_for(lambda: os.getsid(first.pid) == first.pid)  # a session of its own, as spawn starts them
         assert sealing._marked(first.pid)  # what it leaves behind is found by the mark
         assert first.pid in spawn.own_processes() and server in spawn.own_processes()

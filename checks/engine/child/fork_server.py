@@ -36,8 +36,9 @@ import socket
 import sys
 import threading
 import traceback
-from pathlib import Path
 from typing import Any, NoReturn
+
+from checks.engine import process_table
 
 MAX_MESSAGE = 1 << 20
 # What a child's environment may differ in from the server's: variables nothing reads at import. Pytest sets
@@ -87,20 +88,10 @@ def single_threaded() -> str:
     if first == 0:
         os._exit(0)
     os.waitpid(first, 0)
-    threads = len(os.listdir("/proc/self/task"))
+    threads = process_table.thread_count()
     if threads != 1 or threading.active_count() != 1:
         return f"it runs {threads} threads after its imports, and a fork copies only the one that forks"
     return ""
-
-
-def children_of(parent: int) -> set[int]:
-    """The processes whose parent is `parent`, from /proc."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                found.add(int(stat.parent.name))
-    return found
 
 
 class Server:
@@ -162,7 +153,7 @@ class Server:
 
     def stop(self) -> None:
         """The grader left: stop the grading processes nobody reads any more, and the orphans they left."""
-        for pid in self.children | children_of(os.getpid()):
+        for pid in self.children | process_table.children_of(os.getpid()):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):

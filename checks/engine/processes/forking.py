@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from checks.engine import process_table
 from checks.registry import ROOT
 
 ENV = "CHECKS_FORK_SERVER"  # "1": fork interpreter grading processes from a fork server
@@ -187,11 +188,8 @@ def _orphan_exit(pid: int) -> int | None:
     try:
         done, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return -signal.SIGKILL
-        return None if state not in "ZX" else -signal.SIGKILL
+        process = process_table.lookup(pid)
+        return -signal.SIGKILL if process is None or process.ended else None
     return os.waitstatus_to_exitcode(status) if done else None
 
 
