@@ -49,8 +49,9 @@ figures); the benchmark's results.csv, which the figures draw, is read and writt
 Triton is patched in one place per concern: `engine.child.plan_recorder` (launches written down, not run,
 while the learner's function records), `engine.child.launches` (the replay's launches),
 `engine.access.patches` (every access, for the access log), `engine.child.machine` (the interpreter's
-autotuner and the numpy shim). An access log for a map is recorded and replayed in a process of its own
-(`engine.processes.access_recording` runs `engine.child.recording`).
+autotuner and the numpy shim); what is patched for a block is put back after it by `engine.patching`. An
+access log for a map is recorded and replayed in a process of its own (`engine.processes.access_recording`
+runs `engine.child.recording`).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.
