@@ -42,7 +42,7 @@ EXTENSIONS = re.compile(r"^Extension modules: .*$", re.MULTILINE)
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")
 
 
-def comparable(verdict: V.Verdict) -> dict[str, Any]:
+def verdict_across_runs(verdict: V.Verdict) -> dict[str, Any]:
     """The verdict, less what differs between any two runs (times, addresses, pids, and the values the replay drew
     afresh: the numbers in a wrong case's problem and details) or ways of starting."""
     seen = asdict(verdict)
@@ -70,7 +70,7 @@ def test_a_forked_grading_process_gives_the_verdict_a_started_one_gives(kind, mo
         verdict = grade(get_puzzle(1), path, solution=path is None, seed=7, timeout=60)
         assert isinstance(spawn.started[-1], ForkedProcess) == forked
         assert verdict.status == status, V.format_verdict(verdict)
-        return comparable(verdict)
+        return verdict_across_runs(verdict)
 
     through_server = graded(forked=True)
     assert through_server == graded(forked=False)

@@ -48,7 +48,7 @@ PER_CALL = frozenset({"PYTEST_CURRENT_TEST"})
 COURSE_SETTINGS = "CHECKS_"
 
 
-def comparable(env: dict[str, str]) -> dict[str, str]:
+def compared_environment(env: dict[str, str]) -> dict[str, str]:
     """The environment as the server compares it with a request's."""
     return {name: value for name, value in env.items() if name not in PER_CALL and not name.startswith(COURSE_SETTINGS)}
 
@@ -58,7 +58,7 @@ def send(sock: socket.socket, **message: Any) -> None:
         sock.send(json.dumps(message).encode())
 
 
-def prepare() -> str:
+def import_for_grading() -> str:
     """Import what a grading process imports in the interpreter; why the server cannot serve, or ""."""
     from checks.engine.child.machine import detect
     from checks.engine.sealing import adopt_orphans
@@ -98,7 +98,7 @@ class Server:
     """The grading processes forked and not yet reaped, and the grader's socket."""
 
     def __init__(self, sock: socket.socket, env: dict[str, str]) -> None:
-        self.sock, self.env = sock, comparable(env)
+        self.sock, self.env = sock, compared_environment(env)
         self.children: set[int] = set()
         self.wakeup_read, self.wakeup_write = os.pipe()
         os.set_blocking(self.wakeup_write, False)
@@ -122,7 +122,7 @@ class Server:
             request = json.loads(data) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else {}
             if len(fds) != 2 or not isinstance(request.get("env"), dict) or not isinstance(request.get("args"), list):
                 self.refuse(request, fds, "a request without its arguments, environment and two file descriptors")
-            elif comparable(request["env"]) != self.env:
+            elif compared_environment(request["env"]) != self.env:
                 self.refuse(request, fds, "an environment other than the one the server imported torch and Triton with")
             elif (pid := os.fork()) == 0:
                 self.leave()
@@ -222,7 +222,7 @@ def serve_until_forked(argv: list[str] | None = None) -> list[str]:
     sock = socket.socket(fileno=int(args[0]))
     env = dict(os.environ)  # before the imports, which may add to it (detect sets TRITON_INTERPRET)
     try:
-        problem = prepare()
+        problem = import_for_grading()
     except Exception:  # noqa: BLE001 - said to the grader, which starts its grading processes itself then
         problem = traceback.format_exc()
     if problem:
