@@ -14,14 +14,15 @@ two processes, one after the other: the learner's function only records a plan, 
           record                 the recording process (engine.child.main, role record: the learner's code runs
                                  there, under engine.child.hardening's audit hook): engine.child.plan_recorder
                                  writes down each case's plan (engine.plan) on two draws with other data values;
-                                 engine.sealing: nothing it started may outlive it
+                                 engine.sealing: nothing it started may outlive it (the processes as /proc
+                                 shows them: engine.process_table)
           judge the plans        engine.judging.plans: kernels outside the language, kernels not in the source,
                                  host computations that reach a kernel or an output, a plan that changed with the
                                  data
           replay                 the replay process (engine.child.main, role replay, started beside the
                                  recording, its job on a pipe): engine.replay builds the kernels from the source
                                  and performs each plan on inputs drawn with a secret data seed (engine.inputs),
-                                 under engine.memory's guard bands and poison and (in the interpreter)
+                                 under checks.memory's guard bands and poison and (in the interpreter)
                                  engine.access's recorder of every load and store; engine.child.measure times
                                  the replays (GPU)
           engine.processes       start (spawn; on a CPU with $CHECKS_FORK_SERVER=1, forked by the fork server,
@@ -40,14 +41,17 @@ never imports the commands built on it; `make lint` checks both, and that no imp
 (pyproject.toml, [tool.importlinter]).
 
 Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in
-`checks.puzzles.pNN_slug`. Commands for learners are in `checks.learner` (hints, progress, doctor,
-pictures, access maps, notebook helpers), for instructors in `checks.instructor` (solutions, class grading,
-bench, HTML), for course authors in `checks.authoring` (notebook build, known-wrong kernels,
-figures). Triton is patched in one place per concern: `engine.child.plan_recorder` (launches written down,
-not run, while the learner's function records), `engine.child.launches` (the replay's launches),
+`checks.puzzles.pNN_slug`, its inputs drawn in the guarded memory of `checks.memory` (which the engine judges
+too, and which imports nothing of either). Commands for learners are in `checks.learner` (hints, progress,
+doctor, pictures, access maps, notebook helpers), for instructors in `checks.instructor` (solutions, class
+grading, bench, HTML), for course authors in `checks.authoring` (notebook build, known-wrong kernels,
+figures); the benchmark's results.csv, which the figures draw, is read and written by `checks.bench_results`.
+Triton is patched in one place per concern: `engine.child.plan_recorder` (launches written down, not run,
+while the learner's function records), `engine.child.launches` (the replay's launches),
 `engine.access.patches` (every access, for the access log), `engine.child.machine` (the interpreter's
-autotuner and the numpy shim). An access log for a map is recorded and replayed in a process of its own
-(`engine.processes.access_recording` runs `engine.child.recording`).
+autotuner and the numpy shim); what is patched for a block is put back after it by `engine.patching`. An
+access log for a map is recorded and replayed in a process of its own (`engine.processes.access_recording`
+runs `engine.child.recording`).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.

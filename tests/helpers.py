@@ -17,7 +17,7 @@ import torch
 
 from checks.authoring.wrong import known_wrong, name_of
 from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
-from checks.engine.memory import Arena, poisonable
+from checks.memory import Arena, poisonable
 from checks.registry import ROOT, Puzzle, load_puzzles
 
 READY = [p for p in load_puzzles() if p.ready]

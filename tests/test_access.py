@@ -13,8 +13,8 @@ import torch
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
 from checks.engine.access.patches import record_access
 from checks.engine.access.traffic import traffic_lines
-from checks.engine.memory import Arena, make_input
 from checks.engine.submission import load_module
+from checks.memory import Arena, make_input
 from tests.helpers import Log, attention_log, guard_allocations, matmul_log, region
 
 KERNELS = """

@@ -12,19 +12,11 @@ from pathlib import Path
 import pytest
 
 from checks.authoring.wrong import EDIT_SUFFIX, materialize
+from checks.bench_results import ANSWER_KEY, CSV_COLUMNS, Row, read_csv, write_data
 from checks.engine.judging.timing import Peaks, roofline_share
 from checks.instructor import bench
 from checks.instructor.bench import write_outputs
-from checks.instructor.bench_report import (
-    ANSWER_KEY,
-    CSV_COLUMNS,
-    Row,
-    Target,
-    evaluate,
-    markdown_report,
-    read_csv,
-    write_data,
-)
+from checks.instructor.bench_report import Target, evaluate, markdown_report
 from checks.registry import ROOT, get_puzzle, load_puzzles
 
 PEAKS = Peaks(copy_gbps=3000.0, matmul_tflops=700.0, matmul_side=8192)
@@ -414,8 +406,8 @@ def test_a_tutorial_file_adds_its_forward_and_backward_as_baselines(tmp_path):
     """`--tutorial`: the file's attention() timed per warp-specialisation setting that ran, beside 9 and 10."""
     import torch
 
-    from checks.engine.memory import Arena
     from checks.instructor import tutorial
+    from checks.memory import Arena
 
     (path := tmp_path / "06-fused-attention.py").write_text(STAND_IN_TUTORIAL, encoding="utf-8")
     module = tutorial.load(path)

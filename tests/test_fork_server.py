@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from checks import verdict as V
-from checks.engine import sealing
+from checks.engine import process_table, sealing
 from checks.engine.child.fork_server import exit_code
 from checks.engine.grade import grade
 from checks.engine.processes import forking, spawn
@@ -42,7 +42,7 @@ EXTENSIONS = re.compile(r"^Extension modules: .*$", re.MULTILINE)
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")
 
 
-def comparable(verdict: V.Verdict) -> dict[str, Any]:
+def verdict_across_runs(verdict: V.Verdict) -> dict[str, Any]:
     """The verdict, less what differs between any two runs (times, addresses, pids, and the values the replay drew
     afresh: the numbers in a wrong case's problem and details) or ways of starting."""
     seen = asdict(verdict)
@@ -70,7 +70,7 @@ def test_a_forked_grading_process_gives_the_verdict_a_started_one_gives(kind, mo
         verdict = grade(get_puzzle(1), path, solution=path is None, seed=7, timeout=60)
         assert isinstance(spawn.started[-1], ForkedProcess) == forked
         assert verdict.status == status, V.format_verdict(verdict)
-        return comparable(verdict)
+        return verdict_across_runs(verdict)
 
     through_server = graded(forked=True)
     assert through_server == graded(forked=False)
@@ -81,14 +81,14 @@ def test_a_forked_grading_process_gives_the_verdict_a_started_one_gives(kind, mo
 def _ended(pid: int) -> bool:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # this process may have adopted it (a subreaper)
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
-    except OSError:
-        return True
+    process = process_table.lookup(pid)
+    return process is None or process.ended
 
 
 def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    process = process_table.lookup(pid)
+    assert process is not None, f"process {pid} is gone"
+    return process.parent
 
 
 def _wait_for(condition: Any, seconds: float = 20.0) -> bool:
@@ -113,7 +113,7 @@ def test_one_server_forks_every_grading_process_of_this_process(tmp_path):
         assert len(forking._server) == 1 and forking.server_pids() == {forking._server[0].proc.pid}
         (server,) = forking.server_pids()
         assert _parent(first.pid) == _parent(second.pid) == server
-        assert len(os.listdir(f"/proc/{server}/task")) == 1  # it forks from one thread
+        assert process_table.thread_count(server) == 1  # it forks from one thread
         assert _wait_for(lambda: os.getsid(first.pid) == first.pid)  # a session of its own, as spawn starts them
         assert sealing._marked(first.pid)  # what it leaves behind is found by the mark
         assert first.pid in spawn.own_processes() and server in spawn.own_processes()

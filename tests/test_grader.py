@@ -12,10 +12,10 @@ from checks import verdict as V
 from checks.cli import main
 from checks.engine.child.machine import numpy_pitfall
 from checks.engine.grade import grade
-from checks.engine.memory import Arena, fill_poison, is_poison
 from checks.engine.rules.compare import compare, describe_indices
 from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
+from checks.memory import Arena, fill_poison, is_poison
 from checks.registry import ROOT, Puzzle, get_puzzle
 from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE, right_submissions
 

@@ -193,7 +193,7 @@ def test_a_notebook_check_takes_a_seed(monkeypatch, capsys):
 
 
 def test_the_written_runs_past_an_end_are_found():
-    from checks.engine.memory import runs
+    from checks.memory import runs
 
     mask = torch.zeros(20, dtype=torch.bool)
     mask[0:3] = mask[5] = True

@@ -144,7 +144,7 @@ def test_a_check_in_a_copy_of_the_notebook_records_which_file(progress_file, mon
 
     monkeypatch.setenv("JPY_SESSION_NAME", session)
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook, "_grade_warm", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
+    monkeypatch.setattr(notebook, "grade_warm", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
     notebook.check(1)
     name = Path(session).name
     assert f"from {name} (not 01_vector_add.ipynb)" in capsys.readouterr().out
@@ -158,7 +158,7 @@ def test_a_check_in_the_notebook_itself_records_no_file(progress_file, monkeypat
 
     monkeypatch.setenv("JPY_SESSION_NAME", str(ROOT / "notebooks" / "01_vector_add.ipynb"))
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook, "_grade_warm", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
+    monkeypatch.setattr(notebook, "grade_warm", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
     notebook.check(1)
     assert "Recorded in" not in capsys.readouterr().out
     assert json.loads(progress_file.read_text())["puzzles"]["1"]["source"] == ""
@@ -171,7 +171,7 @@ def test_an_interrupted_notebook_check_says_so_and_records_nothing(progress_file
         raise KeyboardInterrupt  # Kernel > Interrupt while the grading process runs
 
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook, "_grade_warm", interrupted)
+    monkeypatch.setattr(notebook, "grade_warm", interrupted)
     notebook.check(1)
     assert capsys.readouterr().out.strip() == "Stopped: no verdict was given or recorded."
     assert not progress_file.exists()

@@ -13,7 +13,7 @@ what it is drawn from (its rows, the metadata, this file) and a hash of the PNG.
 both without drawing, so a stale or hand-edited figure is caught; `make notebooks` redraws only the
 figures whose inputs changed (PNG bytes can differ between matplotlib versions).
 
-A diagram (`DIAGRAMS`) is placed the same way; it is drawn by code here, not from measurements, except
+A diagram (`BENCH_DIAGRAMS`) is placed the same way; it is drawn by code here, not from measurements, except
 for the numbers of a recorded run that its caption names (the memory hierarchy's measured copy rate).
 
 A figure with no rows in the CSV yet is not drawn: its cell says so (`Figure.missing`) until a run
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from checks.authoring import diagrams
-from checks.instructor.bench_report import Row, csv_record, read_csv
+from checks.bench_results import Row, csv_record, read_csv
 from checks.registry import ROOT
 
 
@@ -317,8 +317,9 @@ MANIFEST = "figures.json"
 
 
 @dataclass(frozen=True)
-class Diagram:
-    """A picture drawn by code: `draw(path, meta)` writes its PNG; `caption(meta)` is the text under it."""
+class BenchDiagram:
+    """A picture drawn by code whose caption quotes the recorded run (`bench/meta.json`): `draw(path, meta)` writes
+    its PNG; `caption(meta)` is the text under it. The puzzles' own diagrams are `checks.authoring.diagrams.Diagram`."""
 
     name: str
     title: str
@@ -397,7 +398,9 @@ def _memory_hierarchy_caption(meta: dict) -> str:
     )
 
 
-DIAGRAMS = (Diagram("memory_hierarchy", "Memory hierarchy", _draw_memory_hierarchy, _memory_hierarchy_caption),)
+BENCH_DIAGRAMS = (
+    BenchDiagram("memory_hierarchy", "Memory hierarchy", _draw_memory_hierarchy, _memory_hierarchy_caption),
+)
 
 
 def _bench() -> tuple[list[Row], dict]:
@@ -475,12 +478,12 @@ def caption(figure: Figure, meta: dict, rows: list[Row] | None = None) -> str:
 def markdown(name: str) -> str:
     """The markdown cell that shows one figure, with its caption; or says that no run of it is recorded yet.
 
-    A diagram (`DIAGRAMS` here, `checks.authoring.diagrams` for the puzzles' own) is shown the same way, always.
+    A diagram (`BENCH_DIAGRAMS` here, `checks.authoring.diagrams` for the puzzles' own) is shown the same way, always.
     """
     if (own := diagrams.by_name(name)) is not None:
         return diagrams.markdown(own)
     rows, meta = _bench()
-    for diagram in DIAGRAMS:
+    for diagram in BENCH_DIAGRAMS:
         if diagram.name == name:
             return f"![{diagram.title}](figures/{name}.png)\n\n*{diagram.caption(meta)}*"
     figure = _figure(name)
@@ -495,7 +498,7 @@ def _figure(name: str) -> Figure:
     for figure in FIGURES:
         if figure.name == name:
             return figure
-    names = ", ".join(f.name for f in (*FIGURES, *DIAGRAMS, *diagrams.DIAGRAMS))
+    names = ", ".join(f.name for f in (*FIGURES, *BENCH_DIAGRAMS, *diagrams.DIAGRAMS))
     raise ValueError(f"no figure named {name!r}; the figures are {names}")
 
 
@@ -520,7 +523,7 @@ def source_hash(figure: Figure, rows: list[Row], meta: dict) -> str:
     return _sha(payload.encode())
 
 
-def diagram_hash(diagram: Diagram, meta: dict) -> str:
+def diagram_hash(diagram: BenchDiagram, meta: dict) -> str:
     """What a diagram is drawn from: the run its caption names, and this file's code."""
     payload = json.dumps(
         {"name": diagram.name, "meta": _meta_keys(meta), "code": Path(__file__).read_text(encoding="utf-8")},
@@ -534,7 +537,7 @@ def _pictures(rows: list[Row], meta: dict) -> list[tuple[str, str, Callable[[Pat
     found: list[tuple[str, str, Callable[[Path], None]]] = [
         (f.name, source_hash(f, rows, meta), lambda path, f=f: draw(f, rows, meta, path)) for f in _drawn(rows)
     ]
-    found += [(d.name, diagram_hash(d, meta), lambda path, d=d: d.draw(path, meta)) for d in DIAGRAMS]
+    found += [(d.name, diagram_hash(d, meta), lambda path, d=d: d.draw(path, meta)) for d in BENCH_DIAGRAMS]
     puzzles_own = _sha(diagrams.source_text())  # drawn from the answer keys and the graded cases
     found += [(d.name, puzzles_own, lambda path, d=d: d.draw(path)) for d in diagrams.DIAGRAMS]
     return found

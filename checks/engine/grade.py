@@ -102,7 +102,7 @@ def grade(
     an empty folder to work in (the one `prestart_for` started grading processes in), else a temporary one.
     `first_failure` stops at the first failing case: for known-wrong kernels, whose first failure is what counts.
     `earlier` is the learner's code of the step this puzzle builds on (a file, or code and its name), where the
-    submission uses it; without it, the graded cells of that step's notebook (checks.engine.source.earlier_step).
+    submission uses it; without it, the graded cells of that step's notebook (checks.engine.submission.earlier_step).
     `shown_as` is the file as the commands a verdict suggests should name it, when `file` is a private copy.
     """
     if not puzzle.ready:

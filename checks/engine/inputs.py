@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena
+from checks.memory import Arena
 
 
 def draw(

@@ -49,7 +49,7 @@ class Job:
     interpret: bool = False
     cases: list[int] | None = None  # indices of the cases to run (None: all)
     solution_file: str = ""
-    earlier: str = ""  # the code of the step this puzzle builds on, loaded first (checks.engine.source.earlier_step)
+    earlier: str = ""  # the code of the step this one builds on, loaded first (checks.engine.submission.earlier_step)
     role: str = RECORD  # RECORD: run the learner's function, write down its plans; REPLAY: perform them
     global_names: list[str] = field(default_factory=list)  # module-level names the kernels read (recorded)
     time_plan: bool = False  # record a plan at the timing size too (a GPU check that will be timed)

@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection
-from pathlib import Path
+
+from checks.engine import process_table
 
 PR_SET_CHILD_SUBREAPER = 36
 MARK = "CHECKS_GRADING_PROCESS"  # in the environment of every grading process, and so of all it starts
@@ -45,43 +46,28 @@ def adopt_orphans() -> bool:
     return _subreaper[0]
 
 
-def _processes() -> list[tuple[int, str, int, int, int]]:
-    """(pid, state, parent, process group, session) of every process, from /proc; [] where there is none."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*") if Path("/proc/self/stat").exists() else []:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            text = (entry / "stat").read_text()
-            fields = text[text.rindex(")") + 2 :].split()
-            found.append((int(entry.name), fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
-    return found
-
-
 def _marked(pid: int) -> bool:
     """Whether the process started with the grading processes' mark in its environment (it descends from one)."""
-    try:
-        return f"{MARK}=1".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
+    return f"{MARK}=1" in process_table.environment(pid)
 
 
 def _alive(session: int, known: Callable[[], Collection[int]], adopters: Collection[int]) -> list[int]:
     me = os.getpid()
     with starting:
-        found, mine = _processes(), known()
+        found, mine = process_table.processes(), known()
     alive = []
-    for pid, state, parent, group, sid in found:
-        if state in "ZX" or pid == me or pid in mine:
+    for process in found:
+        if process.ended or process.pid == me or process.pid in mine:
             continue
-        if group == session or sid == session or ((parent == me or parent in adopters) and _marked(pid)):  # an orphan
-            alive.append(pid)
+        adopted = process.parent == me or process.parent in adopters
+        if process.group == session or process.session == session or (adopted and _marked(process.pid)):  # orphan
+            alive.append(process.pid)
     return alive
 
 
 def _describe(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        return f"process {pid} ({command[:80]})"
-    return f"process {pid}"
+    command = process_table.command_line(pid)
+    return f"process {pid}" if command is None else f"process {pid} ({command[:80]})"
 
 
 def left_behind(

@@ -179,15 +179,18 @@ def cell_source(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
+def graded_puzzle(cell: str) -> str | None:
+    """The puzzle (as its marker writes it: "9", "10b") whose graded cell this is, by the marker on its first
+    non-blank line; None for any other cell."""
+    first = next((line for line in cell.splitlines() if line.strip()), "")
+    match = _MARKER_RE.match(first)
+    return match.group(1) if match else None
+
+
 def graded_cells(cells: list[str], number: int | str) -> list[str]:
     """The cells (given as source text) whose first non-blank line is this puzzle's marker."""
-    found = []
-    for text in cells:
-        first = next((line for line in text.splitlines() if line.strip()), "")
-        match = _MARKER_RE.match(first)
-        if match and puzzle_id(match.group(1)) == puzzle_id(number):
-            found.append(text)
-    return found
+    wanted = puzzle_id(number)
+    return [text for text in cells if (marked := graded_puzzle(text)) is not None and puzzle_id(marked) == wanted]
 
 
 def notebook_code(path: Path, number: int | str) -> str:
@@ -209,7 +212,7 @@ def notebook_code(path: Path, number: int | str) -> str:
     return as_module(found)
 
 
-def _without_magics(cell: str) -> str:
+def without_magics(cell: str) -> str:
     """IPython-only lines (%magic, %%cell magic, !shell) become comments, so the cell is plain Python."""
     lines = cell.split("\n")
     return "\n".join("# " + line if line.lstrip().startswith(("%", "!")) else line for line in lines)
@@ -217,7 +220,7 @@ def _without_magics(cell: str) -> str:
 
 def as_module(cells: list[str]) -> str:
     """Join graded cells into one module; the preamble goes on line 1 so cell line numbers hold."""
-    first, *rest = [_without_magics(cell) for cell in cells]
+    first, *rest = [without_magics(cell) for cell in cells]
     text = PREAMBLE + first
     for extra in rest:
         text += "\n" + PREAMBLE + extra

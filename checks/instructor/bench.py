@@ -24,13 +24,14 @@ import triton
 
 from checks.authoring.figures import Figure, Line, draw
 from checks.authoring.wrong import materialize
+from checks.bench_results import ANSWER_KEY, Row, read_csv, write_data
 from checks.engine.child.measure import bench_ms, device_peaks
 from checks.engine.judging.timing import loosest_tolerance, output_difference, roofline_share
-from checks.engine.memory import Arena
 from checks.engine.processes.spawn import kill, start_module
 from checks.engine.submission import load_module
 from checks.instructor import tutorial as tut06
-from checks.instructor.bench_report import ANSWER_KEY, Row, Target, evaluate, markdown_report, read_csv, write_data
+from checks.instructor.bench_report import Target, evaluate, markdown_report
+from checks.memory import Arena
 from checks.puzzles import spec_module
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 

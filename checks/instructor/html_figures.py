@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from checks.engine.submission import _MARKER_RE, _without_magics, cell_source
+from checks.engine.submission import cell_source, graded_puzzle, without_magics
 from checks.registry import ROOT
 
 TIMEOUT = 300.0  # seconds for one notebook's cells
@@ -37,10 +37,9 @@ def lesson_cells(cells: list[dict]) -> list[tuple[int, str, bool]]:
         if cell.get("cell_type") != "code":
             continue
         source = cell_source(cell)
-        first = next((line for line in source.splitlines() if line.strip()), "")
-        if _MARKER_RE.match(first) or "check(" in source or "hint(" in source:
+        if graded_puzzle(source) is not None or "check(" in source or "hint(" in source:
             continue
-        chosen.append((index, _without_magics(source), draws(source)))
+        chosen.append((index, without_magics(source), draws(source)))
     while chosen and not chosen[-1][2]:
         chosen.pop()
     return chosen

@@ -30,7 +30,9 @@ from checks.registry import Puzzle, load_puzzles, puzzle_id
 
 
 @dataclass
-class Row:
+class PuzzleOutcome:
+    """One puzzle's line of the table: its answer key's verdict, and its known-wrong kernels rejected or not."""
+
     puzzle: Puzzle
     key: V.Verdict | None = None
     wrong_total: int = 0
@@ -95,7 +97,7 @@ HEADER = (
 )
 
 
-def table(rows: list[Row]) -> list[str]:
+def table(rows: list[PuzzleOutcome]) -> list[str]:
     body = []
     for row in rows:
         p, key = row.puzzle, row.key
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault(forking.ENV, "1")  # on a CPU, grading processes forked from one that imported torch once
     start = time.monotonic()
-    rows = [Row(p) for p in load_puzzles() if not args.puzzle or p.number in args.puzzle]
+    rows = [PuzzleOutcome(p) for p in load_puzzles() if not args.puzzle or p.number in args.puzzle]
     device = ""
     for row in rows:
         if not row.puzzle.ready:

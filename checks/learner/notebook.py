@@ -152,7 +152,7 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
         source = (notebook_code(puzzle.notebook, number), f"your graded cell in {puzzle.notebook.name}")
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
         try:
-            verdict = _grade_warm(
+            verdict = grade_warm(
                 puzzle,
                 timeout=timeout,
                 seed=seed,
@@ -200,7 +200,7 @@ def copy_name(puzzle: Puzzle) -> str:
     return "" if same else here.name
 
 
-def _grade_warm(puzzle: Puzzle, **options: Any) -> V.Verdict:
+def grade_warm(puzzle: Puzzle, **options: Any) -> V.Verdict:
     """`grade`, in grading processes started after the previous check of this notebook (they have imported
     torch and Triton by now: seconds sooner on a GPU machine); the next check's are started afterwards."""
     try:

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena, make_input
+from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
 
 

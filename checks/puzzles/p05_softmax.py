@@ -3,7 +3,7 @@
 Puzzles 6 and 7 grade the same function on rows longer than a block and reuse this module.
 A case is a dict with
     shape   [M, N]
-    layout  contiguous | transposed | sliced   (the memory layout of x; checks.engine.memory.layout_view)
+    layout  contiguous | transposed | sliced   (the memory layout of x; checks.memory.layout_view)
     scale   the standard deviation of the random values (1.0e4 overflows a softmax without its max)
     fill    random | neg_inf | equal            (what is written over the random values, see below)
     shift   a constant added to every value afterwards (-1.0e4: rows with no value near 0)
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena, make_input
+from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
 
 NEG_INF = float("-inf")

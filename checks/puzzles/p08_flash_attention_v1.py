@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena
+from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p09_flash_attention_v2_fwd import (
     O_DIMS,

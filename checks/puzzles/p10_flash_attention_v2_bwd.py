@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena, make_input
+from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p09_flash_attention_v2_fwd import attention_work, spread
 

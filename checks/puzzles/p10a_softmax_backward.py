@@ -2,7 +2,7 @@
 
 A case is a dict with
     shape      [M, N], N <= 16384 (a row fits one block)
-    layout_y   contiguous | transposed | sliced   (the memory layout of y; checks.engine.memory.layout_view)
+    layout_y   contiguous | transposed | sliced   (the memory layout of y; checks.memory.layout_view)
     layout_dy  the same for dy
     scale      the standard deviation of the logits y is the softmax of (10: rows close to one-hot)
     fill       random | neg_inf   (neg_inf: logits masked as in puzzle 5, so y holds exact zeros)
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena, make_input
+from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p05_softmax import NEG_INF, neg_inf_mask
 

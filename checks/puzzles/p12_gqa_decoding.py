@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena
+from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p11_flash_decoding import (
     LSE_DIMS,

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena
+from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p09_flash_attention_v2_fwd import spread
 from checks.puzzles.p11_flash_decoding import LSE_DIMS, O_DIMS, decoding_reference, kv_work, scale_of

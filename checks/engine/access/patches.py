@@ -25,8 +25,8 @@ import torch
 
 from checks.engine.access.log import ATOMIC, LOAD, STORE
 from checks.engine.access.recorder import DEFAULT_MAX_RECORDS, AccessRecorder
+from checks.engine.patching import Replacement, replaced
 
-Patch = tuple[object, str, Callable]  # (owner, attribute, the original value to put back)
 Hook = Callable[[AccessRecorder, Callable], Callable]  # (recorder, original) -> its replacement
 
 
@@ -99,26 +99,22 @@ _BUILDER_HOOKS: tuple[tuple[str, Hook], ...] = (
 )
 
 
-def _wrap(owner: object, name: str, hook: Hook, recorder: AccessRecorder, patched: list[Patch]) -> None:
-    """Replace `owner.name` (when it exists) by the hook's wrapper, and note the original in `patched`."""
+def _wrapped(owner: object, name: str, hook: Hook, recorder: AccessRecorder) -> Replacement | None:
+    """`owner.name` replaced by the hook's wrapper of it; None when it has no such attribute (another Triton)."""
     original = getattr(owner, name, None)
-    if original is not None:
-        patched.append((owner, name, original))
-        setattr(owner, name, functools.wraps(original)(hook(recorder, original)))
+    return None if original is None else (owner, name, functools.wraps(original)(hook(recorder, original)))
 
 
-def _patches(recorder: AccessRecorder) -> list[Patch]:
+def _interpreter_hooks(recorder: AccessRecorder) -> list[Replacement]:
     from triton.runtime import interpreter
 
-    patched: list[Patch] = []
-    for name, hook in _BUILDER_HOOKS:
-        _wrap(interpreter.InterpreterBuilder, name, hook, recorder, patched)
-    _wrap(interpreter.GridExecutor, "__call__", _launch, recorder, patched)
-    return patched
+    hooks = [_wrapped(interpreter.InterpreterBuilder, name, hook, recorder) for name, hook in _BUILDER_HOOKS]
+    hooks.append(_wrapped(interpreter.GridExecutor, "__call__", _launch, recorder))
+    return [replacement for replacement in hooks if replacement is not None]
 
 
-def _name_adopted(arena: Any, recorder: AccessRecorder) -> None:
-    """Make `arena.adopt` tell the recorder how the buffer it guards is seen (its shape and strides)."""
+def _adopt_and_name(arena: Any, recorder: AccessRecorder) -> Callable[[torch.Tensor, bool], torch.Tensor]:
+    """`arena.adopt`, telling the recorder how the buffer it guards is seen (its shape and strides)."""
     adopt = arena.adopt
 
     def adopt_and_name(template: torch.Tensor, poison: bool) -> torch.Tensor:
@@ -126,7 +122,7 @@ def _name_adopted(arena: Any, recorder: AccessRecorder) -> None:
         recorder.sync_arena(view)
         return view
 
-    arena.adopt = adopt_and_name
+    return adopt_and_name
 
 
 @contextlib.contextmanager
@@ -135,20 +131,17 @@ def record_access(
 ) -> Iterator[AccessRecorder]:
     """Record every load and store of Triton's interpreter inside the block.
 
-    `arena` (a `checks.engine.memory.Arena`) names its buffers: inputs by their name in `inputs`, the
+    `arena` (a `checks.memory.Arena`) names its buffers: inputs by their name in `inputs`, the
     submission's allocations by their label (the replay adopts a plan's allocations into the arena,
     `checks.engine.replay.perform`, so that they are guarded, and seen with their shape).
     """
     recorder = AccessRecorder(max_records)
+    hooks = _interpreter_hooks(recorder)
     if arena is not None:
         recorder.add_arena(arena, inputs)
-        _name_adopted(arena, recorder)
-    patched = _patches(recorder)
+        hooks.append((arena, "adopt", _adopt_and_name(arena, recorder)))
     try:
-        yield recorder
+        with replaced(hooks):
+            yield recorder
     finally:
-        for owner, name, original in reversed(patched):
-            setattr(owner, name, original)
-        if arena is not None:
-            del arena.adopt
         recorder.flush()

@@ -1,6 +1,6 @@
 """Named regions of memory, for the access recorder: which tensor, and which element, an address is.
 
-Memory is divided into named regions: the grader's guarded buffers (`checks.engine.memory.Arena`:
+Memory is divided into named regions: the grader's guarded buffers (`checks.memory.Arena`:
 every input, and every tensor the submission allocates while graded, each with guard bands),
 tensors added with `RegionMap.add_region`, and any other tensor a kernel is launched with. A
 region spans [low, high) in bytes; its body, where the tensor's elements are, is
@@ -118,7 +118,7 @@ class RegionMap:
         ))  # fmt: skip
 
     def add_guarded(self, entry: Any, view: torch.Tensor | None = None, name: str | None = None) -> None:
-        """One `checks.engine.memory.Guarded` buffer; `view` is the tensor the learner sees in it."""
+        """One `checks.memory.Guarded` buffer; `view` is the tensor the learner sees in it."""
         buf = entry.buf
         es = buf.element_size()
         low = buf.data_ptr()

@@ -23,9 +23,9 @@ from checks.engine.access.recorder import AccessRecorder
 from checks.engine.child.launches import Tracker, watch_launches
 from checks.engine.child.machine import NUMPY_PITFALL_TEXT, Machine
 from checks.engine.inputs import draw
-from checks.engine.memory import Arena
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.protocol import access_path
+from checks.memory import Arena
 
 
 def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, list[str]]:

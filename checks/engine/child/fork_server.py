@@ -36,8 +36,9 @@ import socket
 import sys
 import threading
 import traceback
-from pathlib import Path
 from typing import Any, NoReturn
+
+from checks.engine import process_table
 
 MAX_MESSAGE = 1 << 20
 # What a child's environment may differ in from the server's: variables nothing reads at import. Pytest sets
@@ -47,7 +48,7 @@ PER_CALL = frozenset({"PYTEST_CURRENT_TEST"})
 COURSE_SETTINGS = "CHECKS_"
 
 
-def comparable(env: dict[str, str]) -> dict[str, str]:
+def compared_environment(env: dict[str, str]) -> dict[str, str]:
     """The environment as the server compares it with a request's."""
     return {name: value for name, value in env.items() if name not in PER_CALL and not name.startswith(COURSE_SETTINGS)}
 
@@ -57,7 +58,7 @@ def send(sock: socket.socket, **message: Any) -> None:
         sock.send(json.dumps(message).encode())
 
 
-def prepare() -> str:
+def import_for_grading() -> str:
     """Import what a grading process imports in the interpreter; why the server cannot serve, or ""."""
     from checks.engine.child.machine import detect
     from checks.engine.sealing import adopt_orphans
@@ -87,27 +88,17 @@ def single_threaded() -> str:
     if first == 0:
         os._exit(0)
     os.waitpid(first, 0)
-    threads = len(os.listdir("/proc/self/task"))
+    threads = process_table.thread_count()
     if threads != 1 or threading.active_count() != 1:
         return f"it runs {threads} threads after its imports, and a fork copies only the one that forks"
     return ""
-
-
-def children_of(parent: int) -> set[int]:
-    """The processes whose parent is `parent`, from /proc."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                found.add(int(stat.parent.name))
-    return found
 
 
 class Server:
     """The grading processes forked and not yet reaped, and the grader's socket."""
 
     def __init__(self, sock: socket.socket, env: dict[str, str]) -> None:
-        self.sock, self.env = sock, comparable(env)
+        self.sock, self.env = sock, compared_environment(env)
         self.children: set[int] = set()
         self.wakeup_read, self.wakeup_write = os.pipe()
         os.set_blocking(self.wakeup_write, False)
@@ -131,7 +122,7 @@ class Server:
             request = json.loads(data) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else {}
             if len(fds) != 2 or not isinstance(request.get("env"), dict) or not isinstance(request.get("args"), list):
                 self.refuse(request, fds, "a request without its arguments, environment and two file descriptors")
-            elif comparable(request["env"]) != self.env:
+            elif compared_environment(request["env"]) != self.env:
                 self.refuse(request, fds, "an environment other than the one the server imported torch and Triton with")
             elif (pid := os.fork()) == 0:
                 self.leave()
@@ -162,7 +153,7 @@ class Server:
 
     def stop(self) -> None:
         """The grader left: stop the grading processes nobody reads any more, and the orphans they left."""
-        for pid in self.children | children_of(os.getpid()):
+        for pid in self.children | process_table.children_of(os.getpid()):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
@@ -231,7 +222,7 @@ def serve_until_forked(argv: list[str] | None = None) -> list[str]:
     sock = socket.socket(fileno=int(args[0]))
     env = dict(os.environ)  # before the imports, which may add to it (detect sets TRITON_INTERPRET)
     try:
-        problem = prepare()
+        problem = import_for_grading()
     except Exception:  # noqa: BLE001 - said to the grader, which starts its grading processes itself then
         problem = traceback.format_exc()
     if problem:

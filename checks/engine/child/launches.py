@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from checks.engine.patching import replaced
+
 
 @dataclass
 class Launch:
@@ -37,7 +39,8 @@ class Tracker:
         return [launch for launch in self.launches if self.own(launch)]
 
 
-def _kernel_classes() -> list[type]:
+def kernel_classes() -> list[type]:
+    """Triton's kernel classes whose `run` every launch goes through: compiled, and interpreted where there is one."""
     import triton.runtime.jit as jit
 
     classes: list[type] = [jit.JITFunction]
@@ -57,7 +60,6 @@ def _source_file(kernel: object) -> str:
 @contextlib.contextmanager
 def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
     """Record every Triton kernel launch inside the block."""
-    originals = {cls: cls.run for cls in _kernel_classes()}
 
     def wrap(original: Callable) -> Callable:
         @functools.wraps(original)
@@ -71,10 +73,5 @@ def watch_launches(tracker: Tracker) -> Iterator[Tracker]:
 
         return run
 
-    try:
-        for cls, original in originals.items():
-            cls.run = wrap(original)
+    with replaced([(cls, "run", wrap(cls.run)) for cls in kernel_classes()]):
         yield tracker
-    finally:
-        for cls, original in originals.items():
-            cls.run = original

@@ -180,8 +180,8 @@ def measure(
     """
     import torch
 
-    from checks.engine.memory import Arena
     from checks.engine.submission import load_module
+    from checks.memory import Arena
 
     case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
     if not case:

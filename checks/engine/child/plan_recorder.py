@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from checks.engine.child.launches import kernel_classes
+from checks.engine.patching import replaced
 from checks.engine.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS
 
 _FILLS = {
@@ -344,16 +346,7 @@ def _is_written(func: Any, t: torch.Tensor, args: tuple, kwargs: dict) -> bool:
 @contextlib.contextmanager
 def launches_recorded(recorder: PlanRecorder) -> Iterator[None]:
     """Every Triton launch inside the block is written into the plan instead of run."""
-    import triton.runtime.jit as jit
     from triton.runtime.autotuner import Autotuner
-
-    classes: list[type] = [jit.JITFunction]
-    with contextlib.suppress(ImportError, AttributeError):
-        from triton.runtime.interpreter import InterpretedFunction
-
-        classes.append(InterpretedFunction)
-    originals = {cls: cls.run for cls in classes}
-    original_tuner = Autotuner.run
 
     def run(self: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> None:
         if not warmup:
@@ -362,15 +355,8 @@ def launches_recorded(recorder: PlanRecorder) -> Iterator[None]:
     def tuned(self: Any, *args: Any, **kwargs: Any) -> None:
         recorder.autotuned(self, args, kwargs)
 
-    try:
-        for cls in classes:
-            cls.run = run
-        Autotuner.run = tuned
+    with replaced([*((cls, "run", run) for cls in kernel_classes()), (Autotuner, "run", tuned)]):
         yield
-    finally:
-        for cls, original in originals.items():
-            cls.run = original
-        Autotuner.run = original_tuner
 
 
 def warm_up() -> None:

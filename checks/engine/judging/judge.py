@@ -16,12 +16,12 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import AccessLog
 from checks.engine.inputs import draw
-from checks.engine.memory import describe_tensor
 from checks.engine.observations import CaseObservation
 from checks.engine.protocol import Tampered, access_path, outputs_path, timing_outputs_path
 from checks.engine.rules.pictures import drawable
 from checks.engine.rules.problem import CaseContext, Problem
 from checks.engine.rules.rulebook import first_problem
+from checks.memory import describe_tensor
 from checks.puzzles import spec_module
 from checks.registry import Puzzle
 

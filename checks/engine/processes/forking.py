@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from checks.engine import process_table
 from checks.registry import ROOT
 
 ENV = "CHECKS_FORK_SERVER"  # "1": fork interpreter grading processes from a fork server
@@ -51,7 +52,7 @@ class ServerGone(Exception):
     """The fork server ended, or could not serve."""
 
 
-class Server:
+class ForkServerClient:
     """The grader's side of the fork server: its process, the socket pair, and what it said of each child."""
 
     def __init__(self, env: dict[str, str]) -> None:
@@ -150,7 +151,7 @@ class Server:
 class ForkedProcess:
     """A grading process the fork server forked, with what the grader uses of a subprocess.Popen."""
 
-    def __init__(self, server: Server, pid: int, stdin: IO[bytes]) -> None:
+    def __init__(self, server: ForkServerClient, pid: int, stdin: IO[bytes]) -> None:
         self.server, self.pid, self.stdin = server, pid, stdin
         self.returncode: int | None = None
 
@@ -187,15 +188,12 @@ def _orphan_exit(pid: int) -> int | None:
     try:
         done, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return -signal.SIGKILL
-        return None if state not in "ZX" else -signal.SIGKILL
+        process = process_table.lookup(pid)
+        return -signal.SIGKILL if process is None or process.ended else None
     return os.waitstatus_to_exitcode(status) if done else None
 
 
-_server: list[Server] = []  # the one server of this process, once started
+_server: list[ForkServerClient] = []  # the one server of this process, once started
 _starting = threading.Lock()
 
 
@@ -206,7 +204,7 @@ def fork_child(args: list[str], env: dict[str, str], log: int) -> ForkedProcess 
         return None
     with _starting:
         if not _server:
-            _server.append(Server(env))
+            _server.append(ForkServerClient(env))
     server = _server[0]
     read, write = os.pipe()
     try:

@@ -1,6 +1,6 @@
 """Perform a plan: allocate its tensors, make its copies and fills, launch its kernels, return its outputs.
 
-Allocations go into the grader's guarded arena (`checks.engine.memory`): an `empty` is poisoned, so an element
+Allocations go into the grader's guarded arena (`checks.memory`): an `empty` is poisoned, so an element
 no kernel wrote is seen, and a store past a tensor lands in a guard. Views are rebuilt from the plan's offsets,
 shapes and strides, and must stay inside their storage. Where an autotuner would choose among configs, the
 interpreter takes the first (it cannot time them); a GPU times each once, as Triton's autotuner does, and keeps
@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from checks.engine.memory import Arena, poisonable, span
 from checks.engine.plan import PlanError
+from checks.memory import Arena, poisonable, span
 
 _chosen: dict[tuple, int] = {}  # (kernel, sizes of its scalar arguments) -> the config the GPU found fastest
 

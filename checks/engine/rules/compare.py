@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from checks.engine.memory import is_poison
+from checks.memory import is_poison
 
 _MAX_RANGES = 6
 

@@ -13,10 +13,10 @@ import torch
 
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
-from checks.engine.memory import is_poison
 from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
 from checks.engine.rules.pictures import launch_blocks, overhang_picture
 from checks.engine.rules.problem import CaseContext, Problem
+from checks.memory import is_poison
 
 
 def kernel_launched(ctx: CaseContext) -> Problem | None:

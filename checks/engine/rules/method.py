@@ -139,7 +139,7 @@ def p_never_stored(
         return log.regions[i]["size"] * log.regions[i]["element_size"]
 
     allocated = sum(size_bytes(i) for i in own)
-    n_by_n = _n_byplural(ctx)
+    n_by_n = _score_matrix_elements(ctx)
     widest = max(own, key=lambda i: log.regions[i]["size"])
     square_buffer = n_by_n > 0 and log.regions[widest]["size"] >= square * n_by_n
     if allocated <= factor * input_bytes and not square_buffer:
@@ -166,7 +166,7 @@ def p_never_stored(
                    picture={"kind": "traffic"})  # fmt: skip
 
 
-def _n_byplural(ctx: CaseContext) -> int:
+def _score_matrix_elements(ctx: CaseContext) -> int:
     """B * H * N * N for attention inputs q (B, H, N, D) with N >= 8 D; 0 where an N x N buffer cannot be told apart."""
     q = ctx.inputs.get("q")
     if not isinstance(q, torch.Tensor) or q.dim() != 4:

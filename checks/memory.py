@@ -8,6 +8,9 @@ Every tensor the grader hands to a submission, and every tensor the submission a
 The guards hold a poison bit pattern (a NaN with a recognisable payload). After the call, a guard
 that changed means something wrote outside a tensor; an output element that still holds the
 poison was never written. Inputs are compared bit for bit with a snapshot, guards included.
+
+The puzzle specs (`checks.puzzles`) draw their inputs here (`Arena`, `make_input`), and the engine judges
+what a submission did to them; this module imports neither.
 """
 
 from __future__ import annotations

@@ -1,0 +1,81 @@
+"""`bench/results.csv` and `bench/meta.json`, without torch: what `make bench` (checks.instructor.bench) records, one
+`Row` per size it timed. The benchmark writes and reads them back (`--render`); the notebooks' figures
+(checks.authoring.figures) read them too.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from checks.engine.judging.timing import gbps, speed_ratio, tflops
+
+ANSWER_KEY = "answer key"  # the baseline of a variant's rows
+CSV_COLUMNS = (  # results.csv: Row's fields and properties by name
+    "puzzle slug variant series size x status key_ms baseline baseline_ms ratio metric key_rate baseline_rate "
+    "roofline bytes flops check other_baselines"
+).split()
+DIGITS = {"ratio": 4, "key_rate": 5, "baseline_rate": 5, "roofline": 3}  # significant digits of a number; else 6
+_csv_cell = lambda value, digits=6: "" if value is None else value if isinstance(value, str) else f"{value:.{digits}g}"
+
+
+@dataclass
+class Row:
+    """One size's result: the answer key and its baselines, or a variant and the answer key; ms, None if not timed."""
+
+    puzzle: str
+    slug: str
+    series: str  # what varies besides the size: "fp32", "D=64 causal", "b transposed", ...
+    size: str  # the size in words: "n=2^28", "4096x4096", "N=16384"
+    x: float  # the size as a number, for the plots' x axis
+    status: str = "ok"  # "ok", or what went wrong ("failed: out of memory", "not run: ...")
+    key_ms: float | None = None  # the answer key's time, or the variant's in a variant's row
+    baseline: str = ""  # the grader's baseline (puzzles.yaml bench.baseline); ANSWER_KEY in a variant's row
+    baseline_ms: float | None = None
+    bytes: float = 0.0
+    flops: float = 0.0
+    check: str = ""  # the answer key's output against the baseline's: "ok" or how they differ
+    roofline: float | None = None  # the answer key's share of the roofline, 0..1
+    others: dict[str, float] = field(default_factory=dict)  # the spec's other baselines: name -> ms
+    variant: str = ""  # "" for the answer key; else the label of the variant timed in its place
+
+    ok = property(lambda self: self.status == "ok" and self.key_ms is not None)
+    metric = property(lambda self: "TFLOPS" if self.flops else "GB/s")
+    key_rate = property(lambda self: self.rate(self.key_ms))
+    baseline_rate = property(lambda self: self.rate(self.baseline_ms))
+    ratio = property(lambda self: self.ratio_to(None))
+    other_baselines = property(lambda self: "; ".join(f"{name}={_csv_cell(ms)}" for name, ms in self.others.items()))
+
+    def rate(self, ms: float | None) -> float | None:
+        return None if not ms or ms <= 0 else tflops(self.flops, ms) if self.flops else gbps(self.bytes, ms)
+
+    def ratio_to(self, baseline: str | None) -> float | None:
+        """A baseline's time over the answer key's (above 1: the answer key is faster); None: the grader's."""
+        ms = self.baseline_ms if baseline in (None, self.baseline) else self.others.get(baseline)
+        return speed_ratio(ms, self.key_ms) if ms and self.key_ms else None
+
+
+def csv_record(r: Row) -> dict[str, str]:
+    """A row of results.csv but its last column (what checks.authoring.figures hashes to know a figure is stale)."""
+    return {column: _csv_cell(getattr(r, column), DIGITS.get(column, 6)) for column in CSV_COLUMNS[:-1]}
+
+
+def read_csv(path: Path) -> list[Row]:
+    """Rows back from a results.csv; an empty or absent column (in a CSV older than it) leaves the field's default."""
+    kinds = {f.name: float if "float" in str(f.type) else str for f in fields(Row)}
+    kinds["others"] = lambda text: {k: float(ms) for k, _, ms in (p.partition("=") for p in text.split("; ") if p)}
+    with open(path, newline="", encoding="utf-8") as f:
+        records = [{**r, "others": r.get("other_baselines")} for r in csv.DictReader(f)]
+    return [Row(**{k: kind(r[k]) for k, kind in kinds.items() if r.get(k)}) for r in records]
+
+
+def write_data(rows: list[Row], meta: dict[str, Any], out: Path) -> Path:
+    """bench/results.csv and bench/meta.json: everything --render needs to redraw the plots and the report."""
+    (out / "bench").mkdir(parents=True, exist_ok=True)
+    with open(out / "bench" / "results.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([CSV_COLUMNS] + [[*csv_record(r).values(), r.other_baselines] for r in rows])
+    (out / "bench" / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return out / "bench" / "results.csv"
