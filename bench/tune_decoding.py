@@ -31,8 +31,8 @@ import triton
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checks.memory import Arena  # noqa: E402
 from checks.engine.submission import load_module  # noqa: E402
+from checks.memory import Arena  # noqa: E402
 from checks.puzzles import spec_module  # noqa: E402
 from checks.puzzles.p11_flash_decoding import sdpa_backends  # noqa: E402
 from checks.registry import get_puzzle  # noqa: E402

@@ -267,6 +267,11 @@ def test_wrong_values_on_the_gpu_are_traced_to_the_load_the_interpreter_saw():
     wrong_too.rule = "values"  # no cause to add: the GPU verdict stands
     assert explain_wrong_values(gpu(), done(wrong_too)) is None
     assert explain_wrong_values(gpu(), done(V.Verdict(5, V.PASSED, "ok", mode="interpreter"))) is None
+    merge = V.Verdict(13, V.FAILED, "o: 12 elements are wrong: the merge of the splits is wrong", mode="interpreter")
+    merge.rule = "values"  # a cause only the access log shows (which program read which keys)
+    merge.cases = [V.CaseResult(0, "q (4, 16, 128)", False, problem="the merge of the splits is wrong", cause=True)]
+    explained = explain_wrong_values(gpu(), done(merge))
+    assert explained is not None and "shows why: o: 12 elements are wrong: the merge" in explained.summary
 
 
 def test_an_illegal_memory_access_on_the_gpu_is_traced_to_the_load_the_interpreter_saw():

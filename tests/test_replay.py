@@ -247,6 +247,35 @@ def vector_add(x, y):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("made", "rule", "said"),
+    [
+        ("np.repeat(x.cpu().numpy()[:1], 70000)", "plan_from_shapes", "holds other values on the two draws"),
+        ("np.ones(70000, dtype=np.float32)", "torch_free", "more than the 65536 the grader carries"),
+    ],
+    ids=["from the data", "a constant"],
+)
+def test_a_large_tensor_made_outside_torch_is_compared_between_the_draws(tmp_path, made, rule, said):
+    """Too large to carry by value, it is compared by its digest: from the data, the plans differ (as a small one's
+    values would); a constant cannot reach the replay. The same verdict whatever the device does with `.to`."""
+    verdict = grade_code(
+        tmp_path,
+        COPY_KERNEL
+        + f"""
+import numpy as np
+
+
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    big = torch.from_numpy({made}).to(x.device)
+    copy_kernel[(triton.cdiv(x.numel(), 1024),)](big, out, min(x.numel(), 70000), 1.0, BLOCK=1024)
+    return out
+""",
+    )
+    assert verdict.rule == rule and said in verdict.summary, verdict.summary
+
+
+@pytest.mark.slow
 def test_a_kernel_that_calls_outside_the_language_fails_without_running(tmp_path):
     touched = tmp_path / "touched"
     verdict = grade_code(

@@ -231,10 +231,21 @@ def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | Non
         cpu = interpreted.result(timeout=EXPLAIN_WAIT_S)
     except StageStillRunning:
         return None
-    if cpu.passed or cpu.rule not in rulebook.names(explains_gpu_values=True):
+    if cpu.passed:
+        return None
+    # the interpreter's rule names the cause, or its wrong values come with a cause only its access log shows
+    # (the merge of the splits, in decoding) where the GPU's name none
+    if cpu.rule not in rulebook.names(explains_gpu_values=True) and not (
+        cpu.rule == gpu.rule == "values" and names_a_cause(cpu) and not names_a_cause(gpu)
+    ):
         return None
     lead = f"{gpu.summary.rstrip('.')}; Triton's interpreter, which sees every load, shows why: {cpu.summary}"
     return adopt(gpu, cpu, lead)
+
+
+def names_a_cause(verdict: V.Verdict) -> bool:
+    """Whether the first failing case of a verdict names the cause of its failure."""
+    return next((c.cause for c in verdict.cases if not c.passed), False)
 
 
 def adopt(gpu: V.Verdict, cpu: V.Verdict, summary: str) -> V.Verdict:

@@ -104,6 +104,14 @@ def check(plan: Any) -> dict[str, Any]:
                 raise PlanError(f"{where}: an allocation filled with something other than a number")
         elif kind == "const":
             values = op.get("values")
+            if "digest" in op and "values" not in op:  # too large to carry; judged, never performed
+                if (
+                    op.get("dtype") not in DTYPES
+                    or not isinstance(op["digest"], str)
+                    or not _is_number(op.get("numel"))
+                ):
+                    raise PlanError(f"{where}: a host-made tensor the plan cannot carry")
+                continue
             if op.get("dtype") not in DTYPES or not isinstance(values, list) or len(values) > CONST_LIMIT:
                 raise PlanError(f"{where}: a host-made tensor the plan cannot carry")
             if not all(_is_number(v) or isinstance(v, bool) for v in values):
@@ -205,7 +213,9 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
         if not _same(a.get("globals", {}).get(name), b.get("globals", {}).get(name)):
             return f"the module-level value `{name}` your kernels use differs between the draws"
     for op_a, op_b in zip(a["ops"], b["ops"], strict=False):
-        if op_a.get("op") == op_b.get("op") == "const" and not _same(op_a["values"], op_b["values"]):
+        if op_a.get("op") == op_b.get("op") == "const" and not (
+            _same(op_a.get("values"), op_b.get("values")) and op_a.get("digest") == op_b.get("digest")
+        ):
             made = op_a.get("where") or "from numpy or Python values"
             return (
                 f"a tensor your code made on the host ({made}) holds other values on the two draws: it was computed "

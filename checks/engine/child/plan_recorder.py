@@ -10,6 +10,7 @@ plan tensors, layout and dtype copies and fills become plan operations, and anyt
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import inspect
 import linecache
 import sys
@@ -102,6 +103,8 @@ class PlanRecorder(TorchDispatchMode):
             if self._known(args[0]):
                 self._alloc(out, "empty")
                 self.ops.append({"op": "copy", "dst": self.ref(out), "src": self.ref(args[0])})
+            elif _address(args[0]) not in self.storages:
+                return  # a copy of a tensor made outside torch (`.to(device)`): made outside torch too, as on a CPU
             else:
                 self._host(out, f"aten.{name}", self._data(args[0]))
             return
@@ -209,13 +212,17 @@ class PlanRecorder(TorchDispatchMode):
                     "where": "",
                     "data": False,
                 }
-            if entry["data"] or v.numel() > CONST_LIMIT:
+            foreign = _address(v) not in self.storages
+            if entry["data"] or (v.numel() > CONST_LIMIT and not foreign):
                 return {"host": {"what": entry["what"], "where": entry["where"]}}
             ident = self._new_id("c")
-            values = v.detach().contiguous().cpu().flatten().tolist()
-            self.ops.append(
-                {"op": "const", "id": ident, "dtype": dtype_name(v.dtype), "values": values, "where": self.where()}
-            )
+            const = {"op": "const", "id": ident, "dtype": dtype_name(v.dtype), "where": self.where()}
+            flat = v.detach().contiguous().cpu().flatten()
+            if v.numel() > CONST_LIMIT:  # too large to carry: its digest, so that the two draws can be compared
+                const.update(numel=v.numel(), digest=hashlib.sha256(flat.numpy().tobytes()).hexdigest())
+            else:
+                const["values"] = flat.tolist()
+            self.ops.append(const)
             strides = list(torch.empty(v.shape, device="meta").stride())
             return {
                 "tensor": {
@@ -285,6 +292,7 @@ class PlanRecorder(TorchDispatchMode):
                 "alternatives": [],
                 "reset_to_zero": list(tuner.reset_to_zero),
                 "restore_value": list(tuner.restore_value),
+                "tuning_key": [str(name) for name in getattr(tuner, "keys", [])],
             }
             hooks = tuner.user_defined_pre_hook or getattr(tuner, "user_defined_post_hook", False)
             if hooks or any(c.pre_hook for c in configs):

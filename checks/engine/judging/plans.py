@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from checks.engine.kernel_source import BUILTINS, KernelSource
-from checks.engine.plan import PlanError, check, first_difference
+from checks.engine.plan import CONST_LIMIT, PlanError, check, first_difference
 from checks.engine.protocol import Tampered
 
 ALLOWED_CALLS = ", ".join(sorted(BUILTINS - {"True", "False", "None"}))
@@ -121,5 +121,13 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
                 f"What your function asks of the GPU changed with the values of the inputs: {difference}. A launch "
                 "may depend on shapes, strides, dtypes, scalar inputs and integer inputs (a page table), never on "
                 "the values of the data: compute with the data only inside your kernels.",
+            )
+    for op in plan["ops"]:
+        if op["op"] == "const" and "values" not in op:
+            return _found(
+                "torch_free",
+                f"A tensor your code made outside torch ({op.get('where') or 'from numpy or Python values'}) holds "
+                f"{op['numel']} elements, more than the {CONST_LIMIT} the grader carries by value into the replay. "
+                "Make it on the GPU with torch (torch.arange, torch.full, ...) or compute it inside a kernel.",
             )
     return None

@@ -133,7 +133,13 @@ class Performer:
         import triton.testing
 
         first = op["alternatives"][0]
-        key = (op["kernel"], tuple(sorted((k, str(v)) for k, v in first["args"].items() if "scalar" in v)))
+        named = op.get("tuning_key") or [k for k, v in first["args"].items() if "scalar" in v]
+        # as Triton's autotuner keys its choice: the values of its `key` arguments and every argument's dtype
+        key = (
+            op["kernel"],
+            tuple((k, str(first["args"][k])) for k in named if k in first["args"]),
+            tuple(str(v["tensor"].get("dtype")) for v in first["args"].values() if "tensor" in v),
+        )
         if key in _chosen:
             return _chosen[key]
         restore = [self.value(first["args"][n]) for n in op.get("restore_value", []) if n in first["args"]]
@@ -142,7 +148,9 @@ class Performer:
         for alternative in op["alternatives"]:
             try:
                 times.append(
-                    triton.testing.do_bench(lambda a=alternative: self._run(kernel, a, op), return_mode="median")
+                    triton.testing.do_bench(
+                        lambda a=alternative: self._run(kernel, a, op), warmup=5, rep=25, return_mode="median"
+                    )
                 )
             except Exception:  # noqa: BLE001 - a config that does not compile (too much shared memory) is not chosen
                 times.append(float("inf"))

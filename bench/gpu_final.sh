@@ -1,0 +1,19 @@
+# on a machine of (at least) two GPUs: puzzle 10's `make solutions` on GPU 0 beside puzzles 1 and 13 on GPU 1;
+# then, alone on the machine, the wall time of checking puzzle 9 with the grader at dd6d295 (.before) and this one
+export PYTHONUNBUFFERED=1
+O=/tmp/o; mkdir -p $O
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader > $O/gpu.txt
+python3 -c "import torch,triton;print(torch.__version__, triton.__version__)" >> $O/gpu.txt
+shard() {  # GPU, then puzzles
+  g=$1; shift; args=""; for p in "$@"; do args="$args --puzzle $p"; done
+  CUDA_VISIBLE_DEVICES=$g timeout 330 python3 -m checks.instructor.solutions $args --jobs 12 --out $O/solutions-$g.md > $O/solutions-$g.log 2>&1
+  echo "shard $g ($*) rc=$? at $(date +%T)" >> $O/shards.txt
+}
+date +%T > $O/shards.txt
+shard 0 10 &
+shard 1 1 13 &
+wait
+timeout 80 python3 bench/check_wall_times.py .before 9 > $O/wall-before.tsv 2>&1
+CHECKS_PHASES=$O/phases-after.log timeout 80 python3 bench/check_wall_times.py . 9 > $O/wall-after.tsv 2>&1
+cat $O/shards.txt $O/solutions-*.md $O/wall-before.tsv $O/wall-after.tsv
+tar czf $OUT/out.tgz -C $O .
