@@ -6,6 +6,11 @@ batch is small. So the key range of each head is split: `_attn_decode_split` run
 partial result (its normalised output and its logsumexp, base 2); `_attn_decode_merge` then
 combines the splits of each head with the same rescale, in logsumexp form. K and V are read once.
 
+The query is padded to BLOCK_M = 16 rows (row 0 is the query, the others zeros) so that both products
+are `tl.dot`s on float16 tiles: fifteen rows of the tensor cores' work are thrown away, but the kernel
+reads K and V faster than the vector form (`tl.sum(q[None, :] * k, 1)`, which the lesson builds first):
+bench/tuning.md, "The decoding keys", has both forms measured.
+
 Run the grader on it with `python -m checks 11 --solution`.
 """
 
@@ -14,15 +19,16 @@ import triton
 import triton.language as tl
 
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
+BLOCK_M = tl.constexpr(16)  # the key pads the one query to a tensor-core tile's height: rows for tl.dot
 MIN_BLOCKS = 4  # key blocks per split, at least
-PROGRAMS_PER_SM = 4  # loads in flight from several programs per SM keep the memory bus busy
+PROGRAMS_PER_SM = 8  # loads in flight from several programs per SM keep the memory bus busy
 
 
 def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int]:
     """(BLOCK_N, keys per split): enough splits to give every SM about PROGRAMS_PER_SM programs, but at
     least MIN_BLOCKS key blocks per split, so that a split's work outweighs storing its partial result."""
-    if device.type == "cuda":  # 128 keys of 128 dims: 32 KiB of K in flight per load
-        block_n, sms = 128, torch.cuda.get_device_properties(device).multi_processor_count
+    if device.type == "cuda":  # 64 keys of 128 dims: 16 KiB of K in flight per load
+        block_n, sms = 64, torch.cuda.get_device_properties(device).multi_processor_count
     else:  # Triton's interpreter: smaller blocks, split as for an H100's 132 SMs
         block_n, sms = 16, 132
     n_blocks = triton.cdiv(n_ctx, block_n)
@@ -47,14 +53,17 @@ def _attn_decode_split(
     off_hz = tl.program_id(1)  # which (batch, head)
     off_z = off_hz // H
     off_h = off_hz % H
+    offs_m = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + off_z * stride_qz + off_h * stride_qh + offs_d * stride_qk).to(tl.float32)  # (HEAD_DIM,)
+    is_query = offs_m == 0  # row 0 is the query; rows 1.. are zeros, computed and thrown away
+    q = tl.load(q_ptr + off_z * stride_qz + off_h * stride_qh + offs_m[:, None] * 0 + offs_d[None, :] * stride_qk,
+                mask=is_query[:, None], other=0.0)  # (BLOCK_M, HEAD_DIM)
     k_base = k_ptr + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
     v_base = v_ptr + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
 
-    m_i = float("-inf")  # running max, base-2 units
-    l_i = 0.0  # running sum of exp2(score - m_i)
-    acc = tl.zeros((HEAD_DIM,), tl.float32)  # running sum of p * v
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)  # running max, base-2 units
+    l_i = tl.zeros((BLOCK_M,), tl.float32)  # running sum of exp2(score - m_i)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)  # running sum of p * v
     lo = split * SPLIT_SIZE
     hi = tl.minimum(lo + SPLIT_SIZE, N_CTX)
     for start_n in range(lo, hi, BLOCK_N):
@@ -62,21 +71,22 @@ def _attn_decode_split(
         mask_n = offs_n < hi
         k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk,
                     mask=mask_n[:, None], other=0.0)  # (BLOCK_N, HEAD_DIM)
-        qk = tl.sum(q[None, :] * k.to(tl.float32), 1) * qk_scale  # (BLOCK_N,): one query, no tl.dot
-        qk = tl.where(mask_n, qk, float("-inf"))
+        qk = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_M, BLOCK_N): row 0 holds the scores
+        qk = tl.where(mask_n[None, :], qk, float("-inf"))
         # -- puzzle 7's update: a new max rescales what was summed so far
-        m_ij = tl.maximum(m_i, tl.max(qk, 0))
-        p = tl.math.exp2(qk - m_ij)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_ij[:, None])
         alpha = tl.math.exp2(m_i - m_ij)
         v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk,
                     mask=mask_n[:, None], other=0.0)  # (BLOCK_N, HEAD_DIM)
-        acc = acc * alpha + tl.sum(p[:, None] * v.to(tl.float32), 0)
-        l_i = l_i * alpha + tl.sum(p, 0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
         m_i = m_ij
-    # this split's partial result: its own softmax-weighted average of V, and its logsumexp (base 2)
+    # this split's partial result (row 0): its own softmax-weighted average of V, and its logsumexp (base 2)
     part = off_hz * NUM_SPLITS + split
-    tl.store(o_part_ptr + part * HEAD_DIM + offs_d, acc / l_i)
-    tl.store(lse_part_ptr + part, m_i + tl.math.log2(l_i))
+    tl.store(o_part_ptr + part * HEAD_DIM + offs_m[:, None] * 0 + offs_d[None, :], acc / l_i[:, None],
+             mask=is_query[:, None])
+    tl.store(lse_part_ptr + part + offs_m * 0, m_i + tl.math.log2(l_i), mask=is_query)
     ### END SOLUTION
 
 
