@@ -94,7 +94,7 @@ def test_every_rule_of_the_grader_is_in_the_index_with_a_puzzle():
     index = section(PAGE.read_text(encoding="utf-8"), "The grader's rules")
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \|.*\| ([\w, ]+) \|$", index, re.MULTILINE)}
     missing = grader_rule_names() - set(rows)
-    assert not missing, f"add a row to {PAGE.name}'s 'The grader's rules' for: {sorted(missing)}"
+    assert not missing, f"run `make notebooks` (the index is generated from the rulebook): {sorted(missing)}"
     numbers = {p.number for p in load_puzzles()}
     assert all(set(taught.replace(" ", "").split(",")) <= numbers for taught in rows.values()), rows
 
