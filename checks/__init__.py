@@ -30,8 +30,9 @@ two processes, one after the other: the learner's function only records a plan, 
                                  limit, the checked event stream) grading processes
           engine.protocol        what each process may say, in which order
           engine.judging.judge   (in the grader) re-derive inputs and reference, load the replay's outputs
-            engine.rules.rulebook  the one list of rules and outcomes: engine.rules.plan_rules, core, method and
-                                   decoding (from the access log, read with engine.access.queries), launch_order
+            engine.rules.rulebook  the rules' order and the outcomes; each rule is declared beside its function
+                                   (engine.rules.declare) in engine.rules.plan_rules, core, method and decoding
+                                   (from the access log, read with engine.access.queries), launch_order
           engine.judging.timing  the timing verdict on the GPU times, and the answer at the timing size
           engine.judging.wording the verdict when a grading process could not grade, or did not finish
       checks.verdict           the verdict as data and as text

@@ -188,15 +188,14 @@ def _grade(args: argparse.Namespace, puzzle: Puzzle, *rest: Any, **options: Any)
 def picture_advice(verdict: V.Verdict, stem: str) -> str:
     """The sentence that tells a terminal user how to see the failure's picture: where the output is wrong, or
     which elements past a tensor's end a kernel wrote."""
+    from checks.engine.rules import rulebook
+    from checks.engine.rules.pictures import ERROR_MAP
+
     flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture"
     command = V.make_command("check", verdict.puzzle, verdict.file, flags, verdict.earlier)
-    rule = next((case.rule for case in verdict.cases if not case.passed), "")
-    what = (
-        "which elements past the tensor's end your kernel wrote"
-        if rule == "no_write_outside"
-        else ("where the output is wrong")
-    )
-    return f"To see {what}, check again with {flags} ({command}) and open {PICTURE / stem}.png."
+    failed = [rulebook.picture_of(case.rule) for case in verdict.cases if not case.passed]
+    picture = next((p for p in failed if p is not None and p.from_problem), ERROR_MAP)  # the one the judge saved
+    return f"To see {picture.shows}, check again with {flags} ({command}) and open {PICTURE / stem}.png."
 
 
 def _origin(args: argparse.Namespace, notebook: Path) -> str:

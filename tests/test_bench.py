@@ -14,6 +14,7 @@ import pytest
 from checks.authoring.wrong import EDIT_SUFFIX, materialize
 from checks.bench_results import ANSWER_KEY, CSV_COLUMNS, Row, read_csv, write_data
 from checks.engine.judging.timing import Peaks, roofline_share
+from checks.engine.rules import rulebook
 from checks.instructor import bench
 from checks.instructor.bench import write_outputs
 from checks.instructor.bench_report import Target, evaluate, markdown_report
@@ -223,8 +224,8 @@ def test_a_variant_file_defines_the_puzzle_function(puzzle, label, path, tmp_pat
     assert f"def {puzzle.name}(" in path.read_text(encoding="utf-8")
 
 
-# the rules a variant that computes the right values another way may break: how, never what
-METHOD_RULES = {"grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored", "limits"}
+# the rules a variant that computes the right values another way may break: how, never what (a puzzle asks for them)
+METHOD_RULES = rulebook.names(applies=rulebook.ON_REQUEST)
 
 
 @pytest.mark.slow

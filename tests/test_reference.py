@@ -1,8 +1,8 @@
 """The reference page (notebooks/src/reference.md) covers what the course uses, and quotes Triton truly.
 
 Every `tl.*` name an answer key uses has an entry with a meaning and a two-line example; every rule
-the grader can report is in its index; every lesson links to it; the error messages it quotes are
-the ones the installed Triton gives.
+the grader can report is in its index, generated from the rulebook; every lesson links to it; the error
+messages it quotes are the ones the installed Triton gives.
 """
 
 from __future__ import annotations
@@ -94,9 +94,35 @@ def test_every_rule_of_the_grader_is_in_the_index_with_a_puzzle():
     index = section(PAGE.read_text(encoding="utf-8"), "The grader's rules")
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \|.*\| ([\w, ]+) \|$", index, re.MULTILINE)}
     missing = grader_rule_names() - set(rows)
-    assert not missing, f"add a row to {PAGE.name}'s 'The grader's rules' for: {sorted(missing)}"
+    assert not missing, f"run `make notebooks` (the index is generated from the rulebook): {sorted(missing)}"
     numbers = {p.number for p in load_puzzles()}
     assert all(set(taught.replace(" ", "").split(",")) <= numbers for taught in rows.values()), rows
+
+
+def test_the_rule_index_is_the_rulebooks_in_its_order():
+    """The index between the page's `rules:begin` and `rules:end` lines is generated: a rule added, removed,
+    moved or reworded in its declaration, without `make notebooks`, fails here (and `build --check`)."""
+    from checks.engine.rules import rulebook
+
+    text = PAGE.read_text(encoding="utf-8")
+    block = text[text.index(build.BEGIN_RULES) + len(build.BEGIN_RULES) : text.index(build.END_RULES)]
+    assert block.strip() == build.rules_index(), f"run `make notebooks`: {PAGE.name}'s rule index is stale"
+    listed = re.findall(r"^\| `(\w+)` \|", block, re.MULTILINE)
+    assert listed == list(rulebook.ORDER)
+    for rule in rulebook.RULES.values():
+        assert f"| `{rule.name}` | {rule.checks} | {rule.message} | {rulebook.taught_in(rule)} |" in block
+
+
+def test_a_reworded_rule_makes_the_page_stale(monkeypatch):
+    import dataclasses
+
+    from checks.engine.rules import rulebook
+
+    current = PAGE.read_text(encoding="utf-8")
+    assert build.reference_text(current) == current
+    values = rulebook.RULES["values"]
+    monkeypatch.setitem(rulebook.RULES, "values", dataclasses.replace(values, checks="something else"))
+    assert "| `values` | something else |" in build.reference_text(current) != current
 
 
 def test_the_page_has_its_parts():

@@ -16,6 +16,7 @@ import torch
 from checks.engine.access.log import AccessLog
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.rules import rulebook
+from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG
 from checks.engine.rules.problem import CaseContext, Problem
 from checks.instructor.solutions import reasons
 from checks.puzzles import Expected
@@ -104,13 +105,11 @@ def test_each_rule_fires_on_its_own_call(name):
     assert problem_of(RULE_CASES[name]()) == name
 
 
-def test_every_per_call_rule_has_a_case():
-    """The method rules (access patterns) have theirs in tests/test_method_rules.py and, for the decoding
-    puzzles, tests/test_decoding_rules.py, on hand-made and recorded logs."""
-    method = {"grouped_order", "causal_skipping", "parallel_over_queries", "p_never_stored"}
-    method |= {"split_kv", "kv_once_per_group", "pages_in_table"}
-    per_call = rulebook.checked(rulebook.EVERY_CALL) + rulebook.checked(rulebook.ON_REQUEST)
-    assert {entry.name for entry in per_call} == set(RULE_CASES) | method
+def test_every_rule_every_call_applies_has_a_case():
+    """The rules a puzzle asks for (but `limits`, whose case is here) have theirs in tests/test_method_rules.py and
+    tests/test_decoding_rules.py, on hand-made and recorded logs; every rule, a known-wrong kernel that only it
+    rejects (tests/test_answer_key.py)."""
+    assert {rule.name for rule in rulebook.checked(rulebook.EVERY_CALL)} <= set(RULE_CASES) <= set(rulebook.RULES)
 
 
 @pytest.mark.parametrize("name", sorted(RULE_CASES))
@@ -196,17 +195,52 @@ def test_rule_parameters_in_puzzles_yaml_are_checked_against_each_rule():
 
 
 def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
-    """The facts about rules live in their entries: the map, the GPU explanation, the access log."""
+    """The facts about rules live in their declarations: the map, the GPU explanation, the access log."""
     assert rulebook.names(draws_map=True) <= rulebook.names(needs_access_log=True)
     assert rulebook.names(explains_gpu_values=True) == {
         "no_load_outside", "no_write_outside", "inputs_unchanged", "pages_in_table"
     }  # fmt: skip
-    assert {"raised", "stub", "speed_bar", "interpreter_stage"} <= {
-        e.name for e in rulebook.RULES.values() if e.applies == rulebook.OUTCOME
-    }
-    assert reasons() == set(rulebook.RULES) | set(rulebook.STATUSES)
+    assert rulebook.names(explained_by_interpreter=True) == {"values"}
+    assert set(rulebook.OUTCOMES) == {"raised", "speed_bar"} and not set(rulebook.OUTCOMES) & set(rulebook.RULES)
+    assert reasons() == set(rulebook.RULES) | set(rulebook.OUTCOMES) | set(rulebook.STATUSES)
+    assert rulebook.outcome("raised") == "raised"
     with pytest.raises(KeyError):
         rulebook.outcome("no_such_outcome")
+
+
+def test_every_rule_declares_what_the_rest_of_the_grader_asks_for():
+    """Each rule's name, message, reference row and picture are declared beside it; nothing else lists them."""
+    assert list(rulebook.RULES) == list(rulebook.ORDER)
+    for name, rule in rulebook.RULES.items():
+        assert rule.name == name == rule.check.__name__
+        assert rule.message[:1].isupper() and rule.message.endswith("."), f"{name}: a message, in sentences"
+        assert rule.checks and not rule.checks.endswith("."), f"{name}: a reference row, what it checks"
+        assert "|" not in rule.checks + rule.message, f"{name}: its row must not break the reference page's table"
+        assert rulebook.taught_in(rule), f"{name}: no puzzle teaches it (declare taught_in, or ask for it)"
+        assert rule.applies in (rulebook.EVERY_CALL, rulebook.ON_REQUEST)
+        if rule.draws_map or (rule.explains_gpu_values and rule.applies == rulebook.ON_REQUEST):
+            assert rule.needs_access_log, f"{name}: found in the interpreter's access log"
+    every_call = [r.applies == rulebook.EVERY_CALL for r in rulebook.RULES.values()]
+    assert every_call == sorted(every_call, reverse=True), "the rules every call applies come first"
+    assert rulebook.picture_of("values") == ERROR_MAP and rulebook.picture_of("no_write_outside") == OVERHANG
+    assert rulebook.picture_of("split_kv") == ACCESS_MAP and rulebook.picture_of("raised") is None
+
+
+def test_a_rule_left_out_of_the_order_or_named_twice_or_unknown_stops_the_rulebook():
+    declared = rulebook.declared_rules()
+    assert rulebook.order_problems(rulebook.ORDER, declared) == []
+    missing = tuple(name for name in rulebook.ORDER if name != "values")
+    problems = rulebook.order_problems((*missing, "split_kv", "no_such_rule"), declared)
+    assert len(problems) == 3
+    assert "'values' (checks.engine.rules.core) is not in ORDER" in problems[0]
+    assert "'split_kv' twice" in problems[1] and "'no_such_rule', which no module" in problems[2]
+
+
+def test_a_puzzle_gives_a_message_only_where_it_differs_from_the_rules_own():
+    """The rule's own message is declared beside it: puzzles.yaml gives one only to say something else."""
+    for puzzle in get_puzzle_list():
+        for name, params in puzzle.rules.items():
+            assert params.get("message") != rulebook.RULES[name].message, f"puzzle {puzzle.number}: {name}"
 
 
 def get_puzzle_list():

@@ -1,4 +1,5 @@
-"""`python -m checks.authoring.build [--check]`: generate the notebooks and the README's puzzle table.
+"""`python -m checks.authoring.build [--check]`: generate the notebooks, the README's puzzle table and the reference
+page's rule index.
 
 Sources: `notebooks/src/NN_slug.md` (the narrative) and `solutions/NN_slug.py` (the code); the
 set-up notebook and the reference page (`notebooks/src/reference.md` -> `notebooks/reference.ipynb`)
@@ -19,7 +20,10 @@ source, fenced blocks become code cells, and the text between them markdown cell
     ```{course}    a markdown cell listing the notebooks in course order (puzzles.yaml), each a link, since
                    a file browser sorts `10_` before `10a_`
 
-A line `<!-- cell -->` splits markdown into two cells. The figures are drawn into
+A line `<!-- cell -->` splits markdown into two cells. Between its `<!-- rules:begin ... -->` and
+`<!-- rules:end -->` lines the reference page's source holds the rule index, generated from the rulebook
+(`checks.engine.rules.rulebook`: each rule's declared row, in the order the rules are checked), as the
+README's puzzle table is from puzzles.yaml. The figures are drawn into
 `notebooks/figures/` from `bench/`. With --check nothing is written; the exit status is 1 when a
 generated file, or a figure, differs from what its sources give.
 
@@ -48,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks.authoring import figures
+from checks.engine.rules import rulebook
 from checks.engine.submission import answer_cell, make_stub, module_body, strip_markers, stub_cell
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
@@ -249,8 +254,10 @@ def setup_notebook() -> dict:
     return build_notebook(fake, source, "")
 
 
-def reference_notebook() -> dict:
-    source = (ROOT / "notebooks" / "src" / REFERENCE_SOURCE).read_text(encoding="utf-8")
+def reference_notebook(source: str | None = None) -> dict:
+    """The reference page's notebook, from its source (by default the file's text)."""
+    if source is None:
+        source = (ROOT / "notebooks" / "src" / REFERENCE_SOURCE).read_text(encoding="utf-8")
     fake = Puzzle("ref", "reference", "Reference", "ready", ("",), "", "", (), ROOT, ROOT)
     return build_notebook(fake, source, "", reference_link=False, cell_prefix="ref")
 
@@ -270,9 +277,42 @@ BEGIN_TABLE, END_TABLE = (
 )
 
 
+def between(current: str, begin: str, end: str, block: str) -> str:
+    """`current` with the text between its `begin` and `end` lines replaced by `block`."""
+    start, stop = current.index(begin) + len(begin), current.index(end)
+    return current[:start] + "\n" + block + "\n" + current[stop:]
+
+
 def readme_text(current: str) -> str:
-    start, end = current.index(BEGIN_TABLE) + len(BEGIN_TABLE), current.index(END_TABLE)
-    return current[:start] + "\n" + readme_table() + "\n" + current[end:]
+    return between(current, BEGIN_TABLE, END_TABLE, readme_table())
+
+
+def rules_index() -> str:
+    """The reference page's rule index: every rule of the rulebook in the order it is checked, with its declared
+    row (what it checks, what to do when it fails) and the puzzle that teaches it."""
+    puzzles = load_puzzles()
+    every_call = len(rulebook.checked(rulebook.EVERY_CALL))
+    rows = [
+        f"The first {every_call} rules apply to every puzzle: those about the plan your function recorded, then "
+        f"those about what the replay of your kernels did. The other {len(rulebook.RULES) - every_call} apply "
+        "where `puzzles.yaml` asks for them (`rules:`).",
+        "",
+        "| rule | what it checks | what to do when it fails | taught in |",
+        "|---|---|---|---|",
+    ]
+    for rule in rulebook.RULES.values():
+        rows.append(f"| `{rule.name}` | {rule.checks} | {rule.message} | {rulebook.taught_in(rule, puzzles)} |")
+    return "\n".join(rows)
+
+
+BEGIN_RULES, END_RULES = (
+    "<!-- rules:begin (generated from the rulebook, checks/engine/rules, by make notebooks) -->",
+    "<!-- rules:end -->",
+)
+
+
+def reference_text(current: str) -> str:
+    return between(current, BEGIN_RULES, END_RULES, rules_index())
 
 
 def generated() -> dict[Path, str]:
@@ -287,7 +327,11 @@ def generated() -> dict[Path, str]:
             p, p.notebook_source.read_text(encoding="utf-8"), p.solution.read_text(encoding="utf-8")
         )
         files[p.notebook] = notebook_json(notebook)
-    files[ROOT / "notebooks" / REFERENCE_NOTEBOOK] = notebook_json(reference_notebook())  # after the course
+    reference = ROOT / "notebooks" / "src" / REFERENCE_SOURCE
+    reference_source = reference_text(reference.read_text(encoding="utf-8"))
+    files[reference] = reference_source
+    reference_page = notebook_json(reference_notebook(reference_source))
+    files[ROOT / "notebooks" / REFERENCE_NOTEBOOK] = reference_page  # after the course
     readme = ROOT / "README.md"
     files[readme] = readme_text(readme.read_text(encoding="utf-8"))
     return files

@@ -216,7 +216,7 @@ def worth_explaining(gpu: V.Verdict) -> bool:
     """Whether a failed GPU verdict may have a cause the interpreter sees: wrong values, a crash, or an error the
     GPU raised (a memory fault); a Python error in the learner's code is its own explanation, given at once."""
     faulted = gpu.rule == rulebook.outcome("raised") and any(fault in gpu.summary for fault in GPU_FAULTS)
-    return gpu.rule == "values" or gpu.status == V.CRASHED or faulted
+    return gpu.rule in rulebook.names(explained_by_interpreter=True) or gpu.status == V.CRASHED or faulted
 
 
 def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | None:

@@ -4,10 +4,16 @@ The replay (`checks.engine.child.main`, role replay) performs the plan the learn
 kernels taken from the submission's source, and reports what happened here as plain data; the grader re-derives
 the inputs, computes the reference itself and applies the rules (`checks.engine.rules.problem`). A case whose
 recording failed (the learner's code raised, or its plan broke a rule) is reported as it was found.
+
+`CaseObservation.from_dict` checks every field of a report against its annotation, so a new field needs only its
+annotation here (and the replay code that fills it in).
 """
 
 from __future__ import annotations
 
+import functools
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -75,26 +81,34 @@ class CaseObservation:
         return obs
 
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-    "int | None": (int, type(None)),
-    "dict[str, int]": (dict,),
-    "list[str]": (list,),
-    "list[LaunchObs]": (list,),
-    "list[BufferObs]": (list,),
-    "list[int]": (list,),
-    "dict[str, Any] | None": (dict, type(None)),
-}
+def _allowed(annotation: Any) -> tuple[type, ...]:
+    """The classes a value of this annotation may be: its union's members, a generic's origin (list[int] is a
+    list; what it holds is checked where it matters), an int where a float is asked for."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return tuple(cls for member in typing.get_args(annotation) for cls in _allowed(member))
+    if annotation is Any:
+        return (object,)
+    if annotation is float:
+        return (int, float)
+    if annotation is type(None) or annotation is None:
+        return (type(None),)
+    origin = typing.get_origin(annotation)
+    return (origin if origin is not None else annotation,)
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, tuple[type, ...]]:
+    """Each field of a record class, and the classes its value may be (from the annotations)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: _allowed(hints[f.name]) for f in fields(cls)}
 
 
 def _checked(record: Any) -> Any:
     """The record itself, after checking every field against its annotation (bool is not an int here)."""
+    allowed_by_field = _field_types(type(record))
     for f in fields(record):
         value = getattr(record, f.name)
-        allowed = _TYPES[str(f.type)]
+        allowed = allowed_by_field[f.name]
         if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
             raise TypeError(f"{type(record).__name__}.{f.name} is a {type(value).__name__}")
     return record

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from checks.engine.rules.pictures import OVERHANG
+
 PAST_END, RIGHT, WRONG, UNWRITTEN, OUTSIDE, NONFINITE = 0, 1, 2, 3, 4, 5  # categories; a larger one wins when merged
 COLOURS = {
     PAST_END: "#ffffff",
@@ -149,7 +151,7 @@ def _numpy(value: Any) -> Any:
 
 def layout_for(data: dict[str, Any]) -> Layout:
     """Choose what to draw for a picture file's contents."""
-    if data.get("kind") == "overhang":
+    if data.get("kind") == OVERHANG.name:
         blocks = data.get("blocks") or {}
         return fold_overhang(int(data["size"]), list(data.get("spans") or []), blocks.get("BLOCK_SIZE"))
     error = np.asarray(_numpy(data["error"]), dtype=float)
@@ -302,7 +304,7 @@ def _title(data: dict[str, Any], layout: Layout, fy: int, fx: int) -> str:
 def _legend(data: dict[str, Any], layout: Layout, counts: dict[int, int]) -> list[Any]:
     from matplotlib.patches import Patch
 
-    if data.get("kind") == "overhang":
+    if data.get("kind") == OVERHANG.name:
         return [
             Patch(color=COLOURS[RIGHT], label=f"{data.get('name', 'the tensor')} ({counts[RIGHT]} elements)"),
             Patch(color=COLOURS[OUTSIDE], label=f"written past its end ({counts[OUTSIDE]})"),

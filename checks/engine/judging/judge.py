@@ -18,7 +18,6 @@ from checks.engine.access.log import AccessLog
 from checks.engine.inputs import draw
 from checks.engine.observations import CaseObservation
 from checks.engine.protocol import Tampered, access_path, outputs_path, timing_outputs_path
-from checks.engine.rules.pictures import drawable
 from checks.engine.rules.problem import CaseContext, Problem
 from checks.engine.rules.rulebook import first_problem
 from checks.memory import describe_tensor
@@ -154,7 +153,7 @@ class Judge:
         return result
 
     def save_picture(self, problem: Problem, description: str) -> None:
-        if self.artifacts is None or self.picture or not drawable(problem.picture):
+        if self.artifacts is None or self.picture or problem.picture is None:  # only the first picture is kept
             return
         path = self.artifacts / f"puzzle{self.puzzle.stem}_errors.pt"
         torch.save({**problem.picture, "case": description}, path)

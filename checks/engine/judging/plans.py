@@ -1,8 +1,8 @@
 """What the grader finds wrong in the plans a recording process reported, before anything is replayed.
 
-Each finding names the rule it breaks (`checks.engine.rules.plan_rules`) and says, in the learner's terms,
-what to change. A plan that is not of the form `checks.engine.plan` describes was not written by the grader's
-recorder: the report was tampered with.
+Each finding names the rule it breaks (a rule of `checks.engine.rules.plan_rules`, by its name) and says, in the
+learner's terms, what to change. A plan that is not of the form `checks.engine.plan` describes was not written by
+the grader's recorder: the report was tampered with.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 from checks.engine.kernel_source import BUILTINS, KernelSource
 from checks.engine.plan import CONST_LIMIT, PlanError, check, first_difference
 from checks.engine.protocol import Tampered
+from checks.engine.rules.plan_rules import kernel_calls, kernels_from_source, plan_from_shapes, torch_free
 
 ALLOWED_CALLS = ", ".join(sorted(BUILTINS - {"True", "False", "None"}))
 REPLAYED = "the grader replays only what your function asks of the GPU (allocations, views, copies and launches)"
@@ -26,7 +27,7 @@ def source_problem(source: KernelSource) -> dict[str, Any] | None:
     if not source.problems:
         return None
     return _found(
-        "kernel_calls",
+        kernel_calls.name,
         f"A kernel uses what a Triton kernel cannot: {source.problems[0]}. A kernel body may call only "
         f"triton.language (tl.*), your other @triton.jit functions and {ALLOWED_CALLS}; none of your kernels ran. "
         "Move that work into a tl.* operation, or out of the kernel.",
@@ -64,14 +65,14 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
         if op["kernel"] not in kernels:
             shown = ", ".join(f"`{k}`" for k in sorted(kernels)) or "none"
             return _found(
-                "kernels_from_source",
+                kernels_from_source.name,
                 f"Launch {n}{at} runs `{op['kernel']}`, which is not a @triton.jit function of your code: the grader "
                 f"runs only the kernels it reads in your source (yours: {shown}). Define the kernel in the code you "
                 "grade (your graded cell, or the file) and launch that one.",
             )
         if op.get("host_hook"):
             return _found(
-                "torch_free",
+                torch_free.name,
                 f"Launch {n} (`{op['kernel']}`){at} has a pre_hook or post_hook, host code that {REPLAYED} does not "
                 "run: use the autotuner's reset_to_zero or restore_value instead.",
             )
@@ -80,27 +81,27 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
                 ((kind, body),) = item.items()
                 if kind == "kernel" and body not in kernels:
                     return _found(
-                        "kernels_from_source",
+                        kernels_from_source.name,
                         f"Argument `{name}` of launch {n} (`{op['kernel']}`) is the kernel `{body}`, which is not in "
                         "your code: pass a @triton.jit function you define.",
                     )
                 if kind == "host":
                     return _found(
-                        "torch_free",
+                        torch_free.name,
                         f"Argument `{name}` of launch {n} (`{op['kernel']}`){at} is a tensor your function computed on "
                         f"the host from the data ({_host_text(body)}); {REPLAYED}, so that work never reaches your "
                         "kernel. Do it inside a kernel.",
                     )
                 if kind == "unsupported":
                     return _found(
-                        "torch_free",
+                        torch_free.name,
                         f"Argument `{name}` of launch {n} (`{op['kernel']}`){at} is {body}, which the grader cannot "
                         "pass to your replayed kernel: pass tensors, numbers, booleans, strings, dtypes or tuples.",
                     )
     for op in plan["ops"]:
         if op["op"] == "host_write":
             return _found(
-                "torch_free",
+                torch_free.name,
                 f"Your function changed a {tuple(op['dst']['shape'])} tensor on the host with {op['what']}"
                 f"{' at ' + op['where'] if op.get('where') else ''}; {REPLAYED}, so that change never happens "
                 "there. Make a kernel write it.",
@@ -109,7 +110,7 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
         ((kind, body),) = value.items()
         if kind == "host":
             return _found(
-                "torch_free",
+                torch_free.name,
                 f"Output {i + 1} that your function returned was computed on the host ({_host_text(body)}), not by a "
                 f"kernel: {REPLAYED}, and a returned tensor must be one of them. Return a tensor your kernel wrote.",
             )
@@ -117,7 +118,7 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
         difference = first_difference(plans[0], plans[1])
         if difference:
             return _found(
-                "plan_from_shapes",
+                plan_from_shapes.name,
                 f"What your function asks of the GPU changed with the values of the inputs: {difference}. A launch "
                 "may depend on shapes, strides, dtypes, scalar inputs and integer inputs (a page table), never on "
                 "the values of the data: compute with the data only inside your kernels.",

@@ -1,2 +1,2 @@
-"""The rules a graded call must satisfy, and the rulebook that lists them: pure functions from what the parent
-re-derived and what the grading process observed to a problem or None."""
+"""The rules a graded call must satisfy, each a pure function from what the parent re-derived and what the grading
+process observed to a problem or None, declared beside its function (`declare`); the rulebook orders them."""

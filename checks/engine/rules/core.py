@@ -1,7 +1,8 @@
-"""The rules every puzzle applies to every graded call, in the order they are checked.
+"""The rules every puzzle applies to what the replay of every graded call did, and the read limits a puzzle asks for.
 
 Each is a pure function of a `CaseContext`: what the grader re-derived itself (inputs, reference)
-and what the grading process observed (launches, buffers, loads, returned tensors).
+and what the grading process observed (launches, buffers, loads, returned tensors), declared beside
+its function (`checks.engine.rules.declare`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,18 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
-from checks.engine.rules.pictures import launch_blocks, overhang_picture
+from checks.engine.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
+from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
 from checks.engine.rules.problem import CaseContext, Problem
 from checks.memory import is_poison
 
 
+@rule(
+    EVERY_CALL,
+    checks="your function launched a `@triton.jit` kernel of your own",
+    message="Compute the answer in a `@triton.jit` kernel that your function launches with `kernel[grid](...)`.",
+    taught_in="1",
+)
 def kernel_launched(ctx: CaseContext) -> Problem | None:
     """The learner's function launched at least one Triton kernel defined in the learner's own code."""
     if any(launch.own for launch in ctx.obs.launches):
@@ -31,6 +39,14 @@ def kernel_launched(ctx: CaseContext) -> Problem | None:
     )
 
 
+@rule(
+    EVERY_CALL,
+    checks="nothing is written past the edges of any tensor (a store without its mask)",
+    message="Give every store a mask, or offsets that stay inside the tensor.",
+    taught_in="1",
+    picture=OVERHANG,
+    explains_gpu_values=True,
+)
 def no_write_outside(ctx: CaseContext) -> Problem | None:
     """Nothing was written into the guard bands around any tensor: inputs first, then allocations."""
     for buf in ctx.obs.buffers:
@@ -80,6 +96,13 @@ def _who_stored(ctx: CaseContext, buf: Any) -> str:
     return "Your code"
 
 
+@rule(
+    EVERY_CALL,
+    checks="the inputs are the same after the call",
+    message="Write results to a new tensor, never into an input.",
+    taught_in="1",
+    explains_gpu_values=True,
+)
 def inputs_unchanged(ctx: CaseContext) -> Problem | None:
     """No input changed (writes into the guard bands around one are `no_write_outside`)."""
     for buf in ctx.obs.buffers:
@@ -91,6 +114,17 @@ def inputs_unchanged(ctx: CaseContext) -> Problem | None:
     return None
 
 
+@rule(
+    EVERY_CALL,
+    checks="in the interpreter, no load reads past the edges of a tensor, even when the values come out right",
+    message=(
+        "Give every load a mask, and offsets that stay inside the tensor: on a GPU a load outside reads garbage "
+        "or faults."
+    ),
+    taught_in="3",
+    needs=(ACCESS_LOG,),
+    explains_gpu_values=True,
+)
 def no_load_outside(ctx: CaseContext) -> Problem | None:
     """In the interpreter: no load touched a guard band (an unmasked or mis-offset load)."""
     outside = AccessLog.from_dict(ctx.obs.access).outside() if ctx.obs.access else {}
@@ -103,6 +137,15 @@ def no_load_outside(ctx: CaseContext) -> Problem | None:
     )
 
 
+@rule(
+    EVERY_CALL,
+    checks="the outputs' count, type, device, shape, dtype and contiguity",
+    message=(
+        "Return the tensors the puzzle's contract names, on the inputs' device, with the expected shape and dtype, "
+        "contiguous where the puzzle asks."
+    ),
+    taught_in="1",
+)
 def output_form(ctx: CaseContext) -> Problem | None:
     """As many outputs as the contract says, each a tensor of the right device, shape, dtype and layout."""
     outputs, expected = ctx.outputs, ctx.expected
@@ -187,6 +230,17 @@ def misscaled(ctx: CaseContext, exp: Any) -> str:
     return ""
 
 
+@rule(
+    EVERY_CALL,
+    checks="every output matches the torch reference within the tolerance; the report says where it does not",
+    message=(
+        "Look at where the output is wrong (the report names the elements, rows and blocks, and the shape of the "
+        "error) and fix the offsets, masks or arithmetic that compute them."
+    ),
+    taught_in="1",
+    picture=ERROR_MAP,
+    explained_by_interpreter=True,
+)
 def values(ctx: CaseContext) -> Problem | None:
     """Every output matches the reference within its tolerance; the first wrong one is described."""
     mismatches = compare_all(ctx, ctx.outputs)
@@ -221,6 +275,7 @@ def values(ctx: CaseContext) -> Problem | None:
         details.append("Other outputs: " + "; ".join(others) + ".")
     blocks = launch_blocks(ctx)
     picture = {
+        "kind": ERROR_MAP.name,
         "error": first.error.float(),
         "bad": first.bad,
         "dims": exp.dims,
@@ -241,13 +296,14 @@ def keys_past_seq_lens(ctx: CaseContext) -> str:
     block_table can fault). '' when the rule finds nothing."""
     from checks.engine.rules import decoding
 
-    params = ctx.puzzle.rules.get("pages_in_table") if isinstance(ctx.puzzle.rules, dict) else None
+    name = decoding.pages_in_table.name
+    params = ctx.puzzle.rules.get(name) if isinstance(ctx.puzzle.rules, dict) else None
     if params is None or not ctx.obs.access:
         return ""
     problem = decoding.pages_in_table(ctx, **(params or {}))
     if problem is None:
         return ""
-    return f"your kernels read keys past seq_lens (the rule pages_in_table). {problem.message}"
+    return f"your kernels read keys past seq_lens (the rule {name}). {problem.message}"
 
 
 def merge_of_splits(ctx: CaseContext, mismatch: Mismatch) -> str | None:
@@ -320,6 +376,19 @@ def _stored(ctx: CaseContext, name: str, like: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(like, dtype=torch.bool)
 
 
+@rule(
+    ON_REQUEST,
+    checks=(
+        "at most the passes over each tensor that `puzzles.yaml` allows (6: three over x, 7: two, 8: K and V once, "
+        "9a and 9: Q once, 11: K and V once), and no block wider than allowed"
+    ),
+    message=(
+        "Read each input no more often than the puzzle allows, in loads no wider than it allows: the report says "
+        "why the puzzle asks it."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+)
 def limits(
     ctx: CaseContext,
     why: str = "",
@@ -329,6 +398,8 @@ def limits(
 ) -> Problem | None:
     """In the interpreter: the puzzle's caps on passes over memory and on the lanes of one load.
 
+    `reads_per_element` {input: n} caps the average number of loads of each element of an input (the passes
+    over memory); `max_block` caps the lanes of one tl.load; `why` says, to the learner, what the caps are for.
     A read of a copy the learner made of an input counts as a read of the input; with `count_all`
     (one-input puzzles such as softmax) so does a read of any tensor that is not an input, the
     output included: re-reading what you wrote is another pass over memory.

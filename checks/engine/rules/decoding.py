@@ -1,10 +1,10 @@
 """Method rules of the decoding puzzles (11-13): how the kernels read the cache of keys and values.
 
-Each rule is a pure function `rule(ctx: CaseContext, **params) -> Problem | None` (see
-`checks.engine.rules`), as in `checks.engine.rules.method`: it reads the interpreter's access log
-(`ctx.obs.access`, None on a GPU: then every rule here says nothing) and `ctx.inputs`; its
+Each rule is a pure function `rule(ctx: CaseContext, **params) -> Problem | None` declared beside it
+(`checks.engine.rules.declare`), as in `checks.engine.rules.method`: it reads the interpreter's access log
+(`ctx.obs.access`, None on a GPU: then the rulebook does not apply it) and `ctx.inputs`; its
 parameters come from the puzzle's `rules:` entry in `puzzles.yaml`, and a `message` parameter
-replaces the first sentence of its own message (the measured numbers follow it).
+replaces its declared message (the measured numbers follow it).
 
     split_kv            11, 12, 13: a long key range of few heads is read by several programs
     kv_once_per_group   12: each element of K and V is loaded about once, not once per query head
@@ -24,6 +24,8 @@ import torch
 
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of, program_name, rows_of
+from checks.engine.rules.declare import ACCESS_LOG, ON_REQUEST, rule
+from checks.engine.rules.pictures import ACCESS_MAP
 from checks.engine.rules.problem import CaseContext, Problem, plural, say
 
 _PAGED = "k_cache"  # the key input of puzzle 13; 11 and 12 call it k
@@ -93,6 +95,20 @@ def _owners(ctx: CaseContext) -> np.ndarray:
 
 
 # -- 11, 12, 13: split the key range ----------------------------------------------------------------
+@rule(
+    ON_REQUEST,
+    checks=(
+        "when a head's keys span many blocks and B·H is small, several programs share one head's keys and their "
+        "partial results are merged"
+    ),
+    message=(
+        "Split the keys of each head over several programs: launch a grid of (splits, B * H) in which each program "
+        "walks its own range of key blocks and stores a partial (output, logsumexp), then merge the splits of each "
+        "head in a second kernel."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+)
 def split_kv(ctx: CaseContext, min_n: int = 256, max_heads: int = 64, message: str | None = None) -> Problem | None:
     """When there are at most `max_heads` (batch, kv head) streams, every stream of at least `min_n` keys
     is read by more than one program.
@@ -108,11 +124,6 @@ def split_kv(ctx: CaseContext, min_n: int = 256, max_heads: int = 64, message: s
     alone = sorted(s for s, n in found.items() if n >= min_n and len(readers.get(s, ())) == 1)
     if not alone:
         return None
-    default = (
-        "Split the keys of each head over several programs: launch a grid of (splits, B * H) in which each program "
-        "walks its own range of key blocks and stores a partial (output, logsumexp), then merge the splits of each "
-        "head in a second kernel."
-    )
     z, y = alone[0]
     measured = (
         f"This case has {plural(len(found), 'head')} of K and V (batch x kv head), too few to keep a GPU busy with "
@@ -120,14 +131,25 @@ def split_kv(ctx: CaseContext, min_n: int = 256, max_heads: int = 64, message: s
         f"program each (batch {z}, head {y}: {found[alone[0]]} keys, all read by "
         f"{program_name(log, *min(readers[alone[0]]))})."
     )
-    return Problem(say(message, default, measured), picture={"kind": "decoding"})
+    return Problem(say(message, split_kv.message, measured))
 
 
 # -- 12: one read of K and V per group of query heads -----------------------------------------------
+@rule(
+    ON_REQUEST,
+    checks="each element of K and V is read about once in all, not once per query head of its group",
+    message=(
+        "Load each tile of K and V once for the whole group of query heads that shares it: one program per "
+        "(batch, kv head) handles its G query heads together, as the rows of one tl.dot."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+)
 def kv_once_per_group(
     ctx: CaseContext, keys: tuple[str, ...] = ("k", "v"), max_reads: float = 1.0, message: str | None = None
 ) -> Problem | None:
-    """Each element of K and V is loaded at most `max_reads` times on average (once: not once per query head).
+    """Each element of the inputs `keys` (K and V) is loaded at most `max_reads` times on average (once: not once
+    per query head).
 
     In a paged cache (13) the average is over the slots the sequences use, and reads of other
     slots are `pages_in_table`'s to judge.
@@ -146,15 +168,11 @@ def kv_once_per_group(
             continue
         heads_kv = int(log.regions[i]["shape"][1 if name in ("k", "v") else 2])
         group = int(q.shape[1]) // max(1, heads_kv) if isinstance(q, torch.Tensor) else 1
-        default = (
-            "Load each tile of K and V once for the whole group of query heads that shares it: one program per "
-            "(batch, kv head) handles its G query heads together, as the rows of one tl.dot."
-        )
         measured = (
             f"Your kernels read each element of {name} {seen:.2f} times on average (at most {max_reads:g} allowed); "
             f"here G = {group} query heads share each kv head."
         )
-        return Problem(say(message, default, measured), picture={"kind": "decoding"})
+        return Problem(say(message, kv_once_per_group.message, measured))
     return None
 
 
@@ -167,11 +185,24 @@ def _used_elements(ctx: CaseContext, name: str, region: dict[str, Any]) -> int:
 
 
 # -- 13: only the pages of the table, up to seq_lens ------------------------------------------------
+@rule(
+    ON_REQUEST,
+    checks="a sequence's programs read only the pages its row of `block_table` lists, and no slot past `seq_lens`",
+    message=(
+        "Read only the keys of the sequence: for key j of sequence b, load page block_table[b, j // page_size] at "
+        "slot j % page_size, and mask every key j >= seq_lens[b]."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+    explains_gpu_values=True,  # a page no sequence owns holds NaN, and a page number past the table faults on a GPU
+)
 def pages_in_table(
     ctx: CaseContext, caches: tuple[str, ...] = ("k_cache", "v_cache"), message: str | None = None
 ) -> Problem | None:
     """No slot of the cache is loaded unless it holds one of a sequence's first seq_lens[b] keys, and a program
     that loads the query of sequence b loads no page of another sequence.
+
+    `caches` are the paged K and V inputs, judged against the inputs block_table and seq_lens.
     """
     log = log_of(ctx)
     cache = ctx.inputs.get(caches[0])
@@ -180,10 +211,6 @@ def pages_in_table(
     num_pages, page_size = int(cache.shape[0]), int(cache.shape[1])
     live = live_slots(ctx.inputs["block_table"], ctx.inputs["seq_lens"], page_size, num_pages)
     owner = _owners(ctx)
-    default = (
-        "Read only the keys of the sequence: for key j of sequence b, load page block_table[b, j // page_size] at slot "
-        "j % page_size, and mask every key j >= seq_lens[b]."
-    )
     for name in caches:
         if log.index(name) < 0:
             continue
@@ -197,11 +224,10 @@ def pages_in_table(
                 if listed
                 else " (pages no sequence uses)"
             )
-            return Problem(say(message, default, f"Your kernels loaded from {name} {what}."),
-                           picture={"kind": "decoding"})  # fmt: skip
+            return Problem(say(message, pages_in_table.message, f"Your kernels loaded from {name} {what}."))
     stray = _foreign_pages(log, caches, owner)
     if stray:
-        return Problem(say(message, default, stray), picture={"kind": "decoding"})
+        return Problem(say(message, pages_in_table.message, stray))
     return None
 
 

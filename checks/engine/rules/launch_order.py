@@ -12,6 +12,8 @@ import numpy as np
 
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
 from checks.engine.access.queries import highs, log_of, lows, rows_of
+from checks.engine.rules.declare import ACCESS_LOG, ON_REQUEST, rule
+from checks.engine.rules.pictures import ACCESS_MAP
 from checks.engine.rules.problem import CaseContext, Problem, plural, say
 
 _ROW, _COL = 0, 1  # dimensions of a matrix
@@ -34,6 +36,16 @@ def best_working_set(num_pid_m: int, num_pid_n: int, wave: int) -> int:
     return min(grouped_working_set(num_pid_m, num_pid_n, g, wave) for g in range(1, num_pid_m + 1))
 
 
+@rule(
+    ON_REQUEST,
+    checks="the first wave of matmul programs shares tiles like a grouped launch order",
+    message=(
+        "Launch the tiles of c in grouped order: map pid to (pid_m, pid_n) so that consecutive programs walk down "
+        "a group of GROUP_SIZE_M tile-rows before moving one tile to the right, and share tiles of a and b."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+)
 def grouped_order(
     ctx: CaseContext,
     first_wave: int = 16,
@@ -73,10 +85,6 @@ def grouped_order(
     tiles_a, tiles_b = _distinct(first_a, _ROW), _distinct(first_b, _COL)
     if tiles_a + tiles_b <= factor * best:
         return None
-    default = (
-        "Launch the tiles of c in grouped order: map pid to (pid_m, pid_n) so that consecutive programs "
-        "walk down a group of GROUP_SIZE_M tile-rows before moving one tile to the right, and share tiles of a and b."
-    )
     persistent = any(step for step, *_ in tiles[:wave])
     who = f"{wave} tiles (each program's first, then each one's next)" if persistent else f"{wave} programs"
     measured = (
@@ -89,8 +97,7 @@ def grouped_order(
         f"column {int(store[F['lo1']]) // tile_n}"
         for step, pid, _, store in tiles[: min(wave, 8)]
     ]
-    return Problem(say(message, default, measured), details=details,
-                   picture={"kind": "matmul_order", "launch": launch, "wave": wave})  # fmt: skip
+    return Problem(say(message, grouped_order.message, measured), details=details)
 
 
 def _tile_grid(log: AccessLog, stores: np.ndarray, c: str) -> tuple[int, int, int, int]:

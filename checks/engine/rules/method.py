@@ -3,10 +3,10 @@
 Puzzle 4's grouped launch order is in `checks.engine.rules.launch_order`, with the same interface.
 
 Each rule is a pure function `rule(ctx: CaseContext, **params) -> Problem | None` (see
-`checks.engine.rules.problem`). It reads `ctx.obs.access` (an `AccessLog.to_dict()`, None on a GPU: then
-every rule here says nothing), `ctx.inputs` and `ctx.case`, and its parameters come from the
-puzzle's `rules:` entry in `puzzles.yaml`. A `message` parameter, when given, replaces the first
-sentence of the rule's own message; the measured numbers follow it.
+`checks.engine.rules.problem`), declared beside it (`checks.engine.rules.declare`). It reads `ctx.obs.access`
+(an `AccessLog.to_dict()`, None on a GPU: then the rulebook does not apply it), `ctx.inputs` and `ctx.case`,
+and its parameters come from the puzzle's `rules:` entry in `puzzles.yaml`. A `message` parameter, when given,
+replaces the rule's declared message; the measured numbers follow it.
 
 A "tile" is what one tl.load touched: the box of indices of one record of the log.
 """
@@ -19,12 +19,25 @@ import torch
 
 from checks.engine.access.log import ATOMIC, LOAD, STORE, F
 from checks.engine.access.queries import highs, log_of, lows, program_name, rows_of, stored_spans
+from checks.engine.rules.declare import ACCESS_LOG, ON_REQUEST, rule
+from checks.engine.rules.pictures import ACCESS_MAP
 from checks.engine.rules.problem import CaseContext, Problem, say
 
 _SEQ = 2  # the sequence dimension of a (B, H, N, D) tensor
 
 
 # -- puzzles 9, 10: causal block skipping ----------------------------------------------------------
+@rule(
+    ON_REQUEST,
+    checks="with causal=True, no tile entirely on the masked side of the diagonal is loaded",
+    message=(
+        "Skip the blocks that causal attention masks entirely: a program that owns a block of queries stops "
+        "after the key block on its diagonal, and a program that owns a block of keys starts at the query "
+        "block on its diagonal."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+)
 def causal_skipping(
     ctx: CaseContext,
     queries: tuple[str, ...] = ("o", "dq"),
@@ -67,21 +80,25 @@ def causal_skipping(
                         )
     if not count:
         return None
-    default = (
-        "Skip the blocks that causal attention masks entirely: a program that owns a block of queries stops "
-        "after the key block on its diagonal, and a program that owns a block of keys starts at the query "
-        "block on its diagonal."
-    )
     measured = f"Your kernels loaded {count} tiles that lie entirely on the masked side of the diagonal."
-    return Problem(say(message, default, measured), details=wasted,
-                   picture={"kind": "attention_tiles"})  # fmt: skip
+    return Problem(say(message, causal_skipping.message, measured), details=wasted)
 
 
 # -- puzzle 9: parallel over query blocks ----------------------------------------------------------
+@rule(
+    ON_REQUEST,
+    checks="the query blocks of one head run in programs of their own (more programs than B·H)",
+    message=(
+        "Split the queries into blocks as well as the heads: launch a grid of (cdiv(N, BLOCK_M), B * H) "
+        "so that each program keeps one block of Q on chip."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+)
 def parallel_over_queries(
     ctx: CaseContext, output: str = "o", min_n: int = 64, max_block_m: int = 128, message: str | None = None
 ) -> Problem | None:
-    """Once N spans several blocks, the kernel that writes o runs more programs than B * H.
+    """Once N spans several blocks (from N = `min_n`), the kernel that writes `output` runs more programs than B * H.
 
     The learner's query block is the most rows of o one store covers. A case where that block
     holds the whole sequence and N <= `max_block_m` (a query block a GPU kernel may well use, such
@@ -104,17 +121,23 @@ def parallel_over_queries(
     tallest = int((highs(stores, _SEQ) - lows(stores, _SEQ)).max()) + 1  # query rows in one store of o
     if tallest >= n and n <= max_block_m:
         return None  # one query block holds the whole sequence: this case cannot tell
-    default = (
-        "Split the queries into blocks as well as the heads: launch a grid of (cdiv(N, BLOCK_M), B * H) "
-        "so that each program keeps one block of Q on chip."
-    )
     measured = f"Your kernel that writes {output} ran {programs} programs for B * H = {b * h} heads and N = {n}."
     if tallest >= n:
         measured += f" One store of {output} covers all {n} query rows: use query blocks of at most {max_block_m} rows."
-    return Problem(say(message, default, measured), picture={"kind": "attention_tiles"})
+    return Problem(say(message, parallel_over_queries.message, measured))
 
 
 # -- puzzle 10: never store P ---------------------------------------------------------------------
+@rule(
+    ON_REQUEST,
+    checks="the backward never stores an N x N matrix (P or dS)",
+    message=(
+        "Never store the N x N probabilities: recompute each tile of P from q, k and lse inside the loop "
+        "(P = exp2(q k^T * qk_scale - lse2)) and use it at once."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+)
 def p_never_stored(
     ctx: CaseContext, factor: float = 3.0, square: float = 0.5, message: str | None = None
 ) -> Problem | None:
@@ -144,10 +167,6 @@ def p_never_stored(
     square_buffer = n_by_n > 0 and log.regions[widest]["size"] >= square * n_by_n
     if allocated <= factor * input_bytes and not square_buffer:
         return None
-    default = (
-        "Never store the N x N probabilities: recompute each tile of P from q, k and lse inside the loop "
-        "(P = exp2(q k^T * qk_scale - lse2)) and use it at once."
-    )
     if square_buffer:
         size = log.regions[widest]["size"]
         measured = (
@@ -162,8 +181,7 @@ def p_never_stored(
         )
     largest = sorted(own, key=lambda i: -size_bytes(i))[:4]
     details = [f"{_region_name(log.regions[i])}: {_mb(size_bytes(i))}" for i in largest]
-    return Problem(say(message, default, measured), details=details,
-                   picture={"kind": "traffic"})  # fmt: skip
+    return Problem(say(message, p_never_stored.message, measured), details=details)
 
 
 def _score_matrix_elements(ctx: CaseContext) -> int:

@@ -1,22 +1,34 @@
-"""What a failure's picture is drawn from: the data a rule attaches to its problem for `checks.learner.picture`.
+"""What a failure's picture is, and what it is drawn from.
 
-A picture file holds either an error map (wrong or unwritten values; `rules.core.values`) or, with
-`kind: overhang`, a tensor's size and the runs of elements written past its end (`rules.core.no_write_outside`).
+A rule declares its picture beside it (`checks.engine.rules.declare`): one of the kinds below, or none.
+`ERROR_MAP` and `OVERHANG` are drawn by `checks.learner.picture` from the data the rule attaches to its
+problem (the judge saves it for `--picture`): an error map of wrong or unwritten values (`rules.core.values`),
+or a tensor's size and the runs of elements written past its end (`rules.core.no_write_outside`).
+`ACCESS_MAP` is the access map of the failing case, recorded again and drawn by `make map` and show(N)
+(`checks.learner.maps`, in the layout the puzzle's `map:` in puzzles.yaml names); its rule attaches no data.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from checks.engine.observations import BufferObs
 from checks.engine.rules.problem import CaseContext
 
-DRAWN_KINDS = {"overhang"}  # pictures other than error maps that the failure picture can draw
+
+@dataclass(frozen=True)
+class PictureKind:
+    """One kind of picture a failure can have."""
+
+    name: str  # the `kind` of the picture's data, for the kinds drawn from it
+    shows: str  # what it shows, as the end of "To see ..., draw it"
+    from_problem: bool  # drawn from the data the rule attaches to its problem; else recorded again (the access map)
 
 
-def drawable(picture: dict[str, Any] | None) -> bool:
-    """Whether `checks.learner.picture` can draw this problem's picture (method rules draw access maps instead)."""
-    return picture is not None and ("error" in picture or picture.get("kind") in DRAWN_KINDS)
+ERROR_MAP = PictureKind("error_map", "where the output is wrong", from_problem=True)
+OVERHANG = PictureKind("overhang", "which elements past the tensor's end your kernel wrote", from_problem=True)
+ACCESS_MAP = PictureKind("access_map", "which program loaded what", from_problem=False)
 
 
 def overhang_picture(ctx: CaseContext, buf: BufferObs, headline: str) -> dict[str, Any]:
@@ -24,7 +36,7 @@ def overhang_picture(ctx: CaseContext, buf: BufferObs, headline: str) -> dict[st
     owned = buf.output is not None and 0 <= buf.output < len(ctx.expected)
     name = ctx.expected[buf.output].name if owned else buf.label
     return {
-        "kind": "overhang",
+        "kind": OVERHANG.name,
         "size": buf.numel,
         "spans": list(buf.after_spans),
         "name": name,

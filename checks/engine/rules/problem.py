@@ -2,12 +2,12 @@
 
 Each rule takes a `CaseContext` (what the parent re-derived itself, plus what the grading process
 observed) and keyword parameters from the puzzle's `rules:` entry in `puzzles.yaml`, and returns
-a `Problem` or None; the rulebook (`checks.engine.rules.rulebook`) names the rule on the problem.
+a `Problem` or None; it is declared beside its function (`checks.engine.rules.declare`), and the rulebook
+(`checks.engine.rules.rulebook`) names the rule on the problem.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from checks.engine.observations import CaseObservation
 class Problem:
     message: str  # one sentence: what is wrong and what to change
     details: list[str] = field(default_factory=list)
-    picture: dict[str, Any] | None = None  # what to draw under the failure, when there is something
+    picture: dict[str, Any] | None = None  # the data of a picture drawn from the problem (rules.pictures)
     rule: str = ""  # the rulebook's name of the rule that found it, filled in by the rulebook
     cause: bool = False  # the details name the cause (a scale left out, an overflow...): no case split beside it
 
@@ -35,11 +35,9 @@ class CaseContext:
     obs: CaseObservation
 
 
-Rule = Callable[..., "Problem | None"]
-
-
 def say(message: str | None, default: str, measured: str) -> str:
-    """A rule's sentence: the puzzle's own message (puzzles.yaml) or the rule's default, then what was measured."""
+    """A rule's sentence: the puzzle's own message (puzzles.yaml) or the rule's declared one, then what was
+    measured."""
     return f"{message or default} {measured}".strip()
 
 

@@ -1,83 +1,106 @@
-"""The rulebook: the one place that knows each rule, in the order the rules are checked.
+"""The rulebook: every rule's name in the order the rules are checked, and what the grader asks about them.
 
-Every rule is one `Entry`: its name (what verdicts, `expect:` lines and puzzles.yaml call it), its check
-function, when it applies, and what the grader does around it. Every puzzle applies the rules that apply
-to `EVERY_CALL`: first those on the recorded plan (found before anything is replayed), then those on the
-replay's outputs and access log; a puzzle applies an `ON_REQUEST` rule when its `rules:` entry in puzzles.yaml
-names it, with the entry's parameters (checked against the function's signature when this module loads). An
-`OUTCOME` has no check function here: the grader reaches it itself (the call raised, the stub, the speed bar,
-the interpreter stage), and it is listed so that every reason a verdict can give is a name in this book.
+A rule is declared where it is defined (`checks.engine.rules.declare`): its function, and beside it when it
+applies, what it needs, the learner's message, its picture and its row of the reference page. This book only
+gives each rule its place: `ORDER` is the priority, and the first rule a call breaks is the one reported. Every
+puzzle applies the `EVERY_CALL` rules: first those on the recorded plan (found before anything is replayed), then
+those on the replay's outputs and access log; a puzzle applies an `ON_REQUEST` rule when its `rules:` entry in
+puzzles.yaml names it, with the entry's parameters (checked against the function's signature when this module
+loads). An outcome is no rule: the grader reaches it itself (the call raised, the speed bar), and it is listed so
+that every reason a verdict can give is a name in this book.
 
-Adding a rule is one function (in a module of this package) and one `Entry` here.
+Everything else asks this module: the judge (`first_problem`), the verdict's wording and the access map
+(`names`), `make solutions` (`reasons`), the picture advice (`picture_of`) and the reference page's rule index
+(`checks.authoring.build`, from `RULES` and `taught_in`). docs/adding-a-rule.md walks through adding a rule.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import Any
 
 from checks import verdict as V
 from checks.engine.rules import core, decoding, launch_order, method, plan_rules
-from checks.engine.rules.problem import CaseContext, Problem, Rule
+from checks.engine.rules.declare import EVERY_CALL, ON_REQUEST, Rule
+from checks.engine.rules.pictures import PictureKind
+from checks.engine.rules.problem import CaseContext, Problem
 from checks.registry import Puzzle, load_puzzles
 
-EVERY_CALL = "every call"
-ON_REQUEST = "on request"  # when the puzzle's `rules:` entry names it
-OUTCOME = "outcome"  # reached by the grader itself, not by a check function
+MODULES = (plan_rules, core, launch_order, method, decoding)  # the modules that declare rules
 
-
-@dataclass(frozen=True)
-class Entry:
-    name: str
-    check: Rule | None  # CaseContext (and the puzzle's parameters) -> Problem | None; None for an outcome
-    applies: str  # EVERY_CALL, ON_REQUEST or OUTCOME
-    needs_access_log: bool = False  # reads the interpreter's access log: silent on a GPU, where there is none
-    draws_map: bool = False  # its failure is shown best by the access map of the failing case (in the interpreter)
-    explains_gpu_values: bool = False  # found in the interpreter, it says why a GPU case gave wrong values
-
-
-BOOK: tuple[Entry, ...] = (
+ORDER: tuple[str, ...] = (
     # the plan, before anything is replayed (checks.engine.judging.plans)
-    Entry("kernel_calls", plan_rules.kernel_calls, EVERY_CALL),
-    Entry("kernels_from_source", plan_rules.kernels_from_source, EVERY_CALL),
-    Entry("torch_free", plan_rules.torch_free, EVERY_CALL),
-    Entry("plan_from_shapes", plan_rules.plan_from_shapes, EVERY_CALL),
+    "kernel_calls",
+    "kernels_from_source",
+    "torch_free",
+    "plan_from_shapes",
     # the replay's outputs and access log
-    Entry("kernel_launched", core.kernel_launched, EVERY_CALL),
-    Entry("no_write_outside", core.no_write_outside, EVERY_CALL, explains_gpu_values=True),
-    Entry("inputs_unchanged", core.inputs_unchanged, EVERY_CALL, explains_gpu_values=True),
-    Entry("no_load_outside", core.no_load_outside, EVERY_CALL, needs_access_log=True, explains_gpu_values=True),
-    Entry("output_form", core.output_form, EVERY_CALL),
-    Entry("values", core.values, EVERY_CALL),
-    Entry("limits", core.limits, ON_REQUEST, needs_access_log=True, draws_map=True),
-    Entry("grouped_order", launch_order.grouped_order, ON_REQUEST, needs_access_log=True, draws_map=True),
-    Entry("causal_skipping", method.causal_skipping, ON_REQUEST, needs_access_log=True, draws_map=True),
-    Entry("parallel_over_queries", method.parallel_over_queries, ON_REQUEST, needs_access_log=True, draws_map=True),
-    Entry("p_never_stored", method.p_never_stored, ON_REQUEST, needs_access_log=True, draws_map=True),
-    # before split_kv: reading slots past seq_lens also raises the read count, and is the cause to name
-    Entry(  # a page no sequence owns holds NaN, and a page number past the table faults on a GPU
-        "pages_in_table",
-        decoding.pages_in_table,
-        ON_REQUEST,
-        needs_access_log=True,
-        draws_map=True,
-        explains_gpu_values=True,
-    ),  # fmt: skip
-    Entry("kv_once_per_group", decoding.kv_once_per_group, ON_REQUEST, needs_access_log=True, draws_map=True),
-    Entry("split_kv", decoding.split_kv, ON_REQUEST, needs_access_log=True, draws_map=True),
-    Entry("raised", None, OUTCOME),  # the call raised an exception (an error verdict)
-    Entry("stub", None, OUTCOME),  # the code is still the stub: nothing was graded
-    Entry("speed_bar", None, OUTCOME),  # on a GPU, slower than the puzzle's bar (checks.engine.judging.timing)
-    Entry("interpreter_stage", None, OUTCOME),  # on a GPU, the interpreter stage must pass too (see below)
+    "kernel_launched",
+    "no_write_outside",
+    "inputs_unchanged",
+    "no_load_outside",
+    "output_form",
+    "values",
+    # asked for by a puzzle's `rules:`
+    "limits",
+    "grouped_order",
+    "causal_skipping",
+    "parallel_over_queries",
+    "p_never_stored",
+    "pages_in_table",  # before split_kv: reading slots past seq_lens also raises the read count, and is the cause
+    "kv_once_per_group",
+    "split_kv",
 )
-RULES: dict[str, Entry] = {entry.name: entry for entry in BOOK}
 
+# What a verdict may name besides a rule: reached by the grader itself, with no check function.
+OUTCOMES = {
+    "raised": "the call raised an exception (an error verdict)",
+    "speed_bar": "on a GPU, slower than the puzzle's bar (checks.engine.judging.timing)",
+}
 # Statuses that may reject a known-wrong kernel besides a rule (its `expect:` line may name them).
 STATUSES = (V.TIMEOUT, V.CRASHED, V.ERROR, V.TAMPERED)
 # Interpreter-stage verdicts that do not fail a passing GPU stage: the interpreter could not run, through no
 # fault of the code. Any other failure there fails the GPU verdict: the code would otherwise dodge the rules.
 INTERPRETER_STAGE_EXCUSED = (V.ENVIRONMENT, V.INTERNAL)
+
+
+class RulebookError(ValueError):
+    """The rulebook does not fit the declared rules, or puzzles.yaml asks for a rule it lacks or gives one
+    parameters it does not take."""
+
+
+def declared_rules() -> dict[str, Rule]:
+    """Every rule the modules of `MODULES` declare, by name."""
+    found: dict[str, Rule] = {}
+    for module in MODULES:
+        for value in vars(module).values():
+            if isinstance(value, Rule) and value.check.__module__ == module.__name__:
+                found[value.name] = value
+    return found
+
+
+def order_problems(order: tuple[str, ...], declared: dict[str, Rule]) -> list[str]:
+    """What is wrong with `order` against the declared rules: a rule left out, a name twice, a name not declared."""
+    problems = [
+        f"the rule {name!r} ({declared[name].check.__module__}) is not in ORDER in checks/engine/rules/rulebook.py: "
+        "add its name where its priority puts it"
+        for name in declared
+        if name not in order
+    ]
+    problems += [f"ORDER names {name!r} twice" for name in sorted({n for n in order if order.count(n) > 1})]
+    problems += [f"ORDER names {name!r}, which no module of MODULES declares" for name in order if name not in declared]
+    return problems
+
+
+def _book() -> dict[str, Rule]:
+    declared = declared_rules()
+    problems = order_problems(ORDER, declared)
+    if problems:
+        raise RulebookError("The rulebook does not fit the declared rules:\n  " + "\n  ".join(problems))
+    return {name: declared[name] for name in ORDER}
+
+
+RULES: dict[str, Rule] = _book()  # every rule, by name, in the order they are checked
 
 
 class RuleFailed(Exception):
@@ -88,57 +111,73 @@ class RuleFailed(Exception):
         self.rule, self.error = rule, error
 
 
-def checked(applies: str) -> list[Entry]:
-    """The entries with a check function that apply `applies`, in order."""
-    return [entry for entry in RULES.values() if entry.applies == applies and entry.check is not None]
+def checked(applies: str) -> list[Rule]:
+    """The rules that apply `applies` (EVERY_CALL or ON_REQUEST), in order."""
+    return [rule for rule in RULES.values() if rule.applies == applies]
 
 
 def all_rules() -> dict[str, Rule]:
     """Every rule on the learner's calls (a known-wrong kernel can break it), by name."""
-    return {e.name: e.check for e in RULES.values() if e.check is not None}
+    return dict(RULES)
 
 
 def reasons() -> set[str]:
     """Every name a rejection can give: the rules, the outcomes, the statuses."""
-    return set(RULES) | set(STATUSES)
+    return set(RULES) | set(OUTCOMES) | set(STATUSES)
 
 
 def outcome(name: str) -> str:
-    """The name of an outcome (or rule) as the rulebook has it; a KeyError for a name it does not have."""
-    return RULES[name].name
+    """The name of an outcome as the rulebook has it; a KeyError for a name it does not have."""
+    if name not in OUTCOMES:
+        raise KeyError(name)
+    return name
 
 
 def names(**flags: bool) -> set[str]:
-    """The rules whose flags match, e.g. names(draws_map=True)."""
-    return {e.name for e in RULES.values() if all(getattr(e, flag) == value for flag, value in flags.items())}
+    """The rules whose flags match, e.g. names(draws_map=True) (see `checks.engine.rules.declare.Rule`)."""
+    return {r.name for r in RULES.values() if all(getattr(r, flag) == value for flag, value in flags.items())}
 
 
-def apply(entry: Entry, ctx: CaseContext, params: dict[str, Any]) -> Problem | None:
+def picture_of(name: str) -> PictureKind | None:
+    """The picture that shows a failure of the rule `name` best; None for a rule without one, or another name."""
+    rule = RULES.get(name)
+    return rule.picture if rule is not None else None
+
+
+def taught_in(rule: Rule, puzzles: tuple[Puzzle, ...] | list[Puzzle] | None = None) -> str:
+    """The puzzle that teaches the rule: the one it declares, else the first puzzle in course order that asks for it
+    ('' when none does)."""
+    if rule.taught_in:
+        return rule.taught_in
+    asking = [p.number for p in (load_puzzles() if puzzles is None else puzzles) if rule.name in p.rules]
+    return asking[0] if asking else ""
+
+
+def apply(rule: Rule, ctx: CaseContext, params: dict[str, Any]) -> Problem | None:
     """One rule on one call; its problem named after it. An exception in the rule is a `RuleFailed`."""
-    assert entry.check is not None
-    if entry.needs_access_log and not ctx.obs.access:
+    if not rule.can_judge(ctx):
         return None
     try:
-        problem = entry.check(ctx, **params)
+        problem = rule.check(ctx, **params)
     except Exception as exc:  # any error in a rule is the grader's, reported as such
-        raise RuleFailed(entry.name, exc) from exc
+        raise RuleFailed(rule.name, exc) from exc
     if problem is not None:
-        problem.rule = entry.name
+        problem.rule = rule.name
     return problem
 
 
 def first_problem(ctx: CaseContext) -> Problem | None:
     """The first rule the call breaks, in rulebook order, or None when it keeps them all."""
     requested = ctx.puzzle.rules
-    for entry in checked(EVERY_CALL):
-        problem = apply(entry, ctx, {})
+    for rule in RULES.values():
+        if rule.applies == EVERY_CALL:
+            problem = apply(rule, ctx, {})
+        elif rule.name in requested:
+            problem = apply(rule, ctx, requested[rule.name] or {})
+        else:
+            continue
         if problem is not None:
             return problem
-    for entry in checked(ON_REQUEST):
-        if entry.name in requested:
-            problem = apply(entry, ctx, requested[entry.name])
-            if problem is not None:
-                return problem
     return None
 
 
@@ -147,24 +186,21 @@ def parameter_problems(puzzles: tuple[Puzzle, ...] | list[Puzzle]) -> list[str]:
     problems = []
     for puzzle in puzzles:
         for name, params in puzzle.rules.items():
-            entry = RULES.get(name)
-            if entry is None or entry.applies != ON_REQUEST or entry.check is None:
+            rule = RULES.get(name)
+            if rule is None or rule.applies != ON_REQUEST:
                 problems.append(
                     f"puzzle {puzzle.number}: `rules:` names {name!r}, which is not a rule a puzzle asks for"
                 )
                 continue
             try:
-                inspect.signature(entry.check).bind(None, **(params or {}))
+                inspect.signature(rule.check).bind(None, **(params or {}))
             except TypeError as exc:
                 problems.append(f"puzzle {puzzle.number}: the parameters of {name} in puzzles.yaml do not fit: {exc}")
     return problems
 
 
-class RulebookError(ValueError):
-    """puzzles.yaml asks for a rule that is not in the rulebook, or gives one parameters it does not take."""
-
-
 def check_registry(puzzles: tuple[Puzzle, ...] | list[Puzzle]) -> None:
+    """Raise a `RulebookError` listing every `rules:` entry of the puzzles that does not fit the rulebook."""
     problems = parameter_problems(puzzles)
     if problems:
         raise RulebookError("puzzles.yaml does not fit the rulebook:\n  " + "\n  ".join(problems))
