@@ -21,14 +21,14 @@ import triton.language as tl
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
 BLOCK_M = tl.constexpr(16)  # the key pads the one query to a tensor-core tile's height: rows for tl.dot
 MIN_BLOCKS = 4  # key blocks per split, at least
-PROGRAMS_PER_SM = 8  # loads in flight from several programs per SM keep the memory bus busy
+PROGRAMS_PER_SM = 4  # loads in flight from several programs per SM keep the memory bus busy
 
 
 def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int]:
     """(BLOCK_N, keys per split): enough splits to give every SM about PROGRAMS_PER_SM programs, but at
     least MIN_BLOCKS key blocks per split, so that a split's work outweighs storing its partial result."""
-    if device.type == "cuda":  # 64 keys of 128 dims: 16 KiB of K in flight per load
-        block_n, sms = 64, torch.cuda.get_device_properties(device).multi_processor_count
+    if device.type == "cuda":  # 128 keys of 128 dims: 32 KiB of K in flight per load
+        block_n, sms = 128, torch.cuda.get_device_properties(device).multi_processor_count
     else:  # Triton's interpreter: smaller blocks, split as for an H100's 132 SMs
         block_n, sms = 16, 132
     n_blocks = triton.cdiv(n_ctx, block_n)

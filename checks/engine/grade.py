@@ -161,7 +161,9 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
                 part.cancel()
             raise
         if not verdict.passed:
-            explained = explain_wrong_values(verdict, interpreted) if worth_explaining(verdict) else None
+            # grading known-wrong kernels (first_failure), the cause is the point: wait for it as long as the limit
+            wait = limit if gpu_stage.first_failure else EXPLAIN_WAIT_S
+            explained = explain_wrong_values(verdict, interpreted, wait) if worth_explaining(verdict) else None
             for part in parts:
                 part.cancel()
             return explained or verdict
@@ -219,7 +221,7 @@ def worth_explaining(gpu: V.Verdict) -> bool:
     return gpu.rule in rulebook.names(explained_by_interpreter=True) or gpu.status == V.CRASHED or faulted
 
 
-def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | None:
+def explain_wrong_values(gpu: V.Verdict, interpreted: Future, wait: float = EXPLAIN_WAIT_S) -> V.Verdict | None:
     """Wrong values, an error or a crash on the GPU, traced to their cause when the interpreter stage (already
     under way) finds one.
 
@@ -228,7 +230,7 @@ def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | Non
     the more useful one. None when it finds no such cause in time.
     """
     try:
-        cpu = interpreted.result(timeout=EXPLAIN_WAIT_S)
+        cpu = interpreted.result(timeout=wait)
     except StageStillRunning:
         return None
     if cpu.passed:
@@ -236,7 +238,10 @@ def explain_wrong_values(gpu: V.Verdict, interpreted: Future) -> V.Verdict | Non
     # the interpreter's rule names the cause, or its wrong values come with a cause only its access log shows
     # (the merge of the splits, in decoding) where the GPU's name none
     if cpu.rule not in rulebook.names(explains_gpu_values=True) and not (
-        cpu.rule == gpu.rule == "values" and names_a_cause(cpu) and not names_a_cause(gpu)
+        cpu.rule == gpu.rule
+        and cpu.rule in rulebook.names(explained_by_interpreter=True)
+        and names_a_cause(cpu)
+        and not names_a_cause(gpu)
     ):
         return None
     lead = f"{gpu.summary.rstrip('.')}; Triton's interpreter, which sees every load, shows why: {cpu.summary}"

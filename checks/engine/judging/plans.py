@@ -126,7 +126,7 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
     for op in plan["ops"]:
         if op["op"] == "const" and "values" not in op:
             return _found(
-                "torch_free",
+                torch_free.name,
                 f"A tensor your code made outside torch ({op.get('where') or 'from numpy or Python values'}) holds "
                 f"{op['numel']} elements, more than the {CONST_LIMIT} the grader carries by value into the replay. "
                 "Make it on the GPU with torch (torch.arange, torch.full, ...) or compute it inside a kernel.",
