@@ -21,7 +21,7 @@ import triton.language as tl
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
 BLOCK_M = tl.constexpr(16)  # the key pads the one query to a tensor-core tile's height: rows for tl.dot
 MIN_BLOCKS = 4  # key blocks per split, at least
-PROGRAMS_PER_SM = 4  # loads in flight from several programs per SM keep the memory bus busy
+PROGRAMS_PER_SM = 8  # loads in flight from several programs per SM keep the memory bus busy
 
 
 def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int]:
@@ -51,10 +51,8 @@ def _attn_decode_split(
     ### BEGIN SOLUTION
     split = tl.program_id(0)  # which range of SPLIT_SIZE keys
     off_hz = tl.program_id(1)  # which (batch, head)
-    off_z = off_hz // H
-    off_h = off_hz % H
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
+    off_z, off_h = off_hz // H, off_hz % H
+    offs_m, offs_d = tl.arange(0, BLOCK_M), tl.arange(0, HEAD_DIM)
     is_query = offs_m == 0  # row 0 is the query; rows 1.. are zeros, computed and thrown away
     q = tl.load(q_ptr + off_z * stride_qz + off_h * stride_qh + offs_m[:, None] * 0 + offs_d[None, :] * stride_qk,
                 mask=is_query[:, None], other=0.0)  # (BLOCK_M, HEAD_DIM)

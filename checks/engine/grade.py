@@ -162,7 +162,7 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
             raise
         if not verdict.passed:
             # grading known-wrong kernels (first_failure), the cause is the point: wait for it as long as the limit
-            wait = limit if gpu_stage.first_failure else EXPLAIN_WAIT_S
+            wait = limit if gpu_stage.first_failure else None
             explained = explain_wrong_values(verdict, interpreted, wait) if worth_explaining(verdict) else None
             for part in parts:
                 part.cancel()
@@ -221,7 +221,7 @@ def worth_explaining(gpu: V.Verdict) -> bool:
     return gpu.rule in rulebook.names(explained_by_interpreter=True) or gpu.status == V.CRASHED or faulted
 
 
-def explain_wrong_values(gpu: V.Verdict, interpreted: Future, wait: float = EXPLAIN_WAIT_S) -> V.Verdict | None:
+def explain_wrong_values(gpu: V.Verdict, interpreted: Future, wait: float | None = None) -> V.Verdict | None:
     """Wrong values, an error or a crash on the GPU, traced to their cause when the interpreter stage (already
     under way) finds one.
 
@@ -230,7 +230,7 @@ def explain_wrong_values(gpu: V.Verdict, interpreted: Future, wait: float = EXPL
     the more useful one. None when it finds no such cause in time.
     """
     try:
-        cpu = interpreted.result(timeout=wait)
+        cpu = interpreted.result(timeout=EXPLAIN_WAIT_S if wait is None else wait)
     except StageStillRunning:
         return None
     if cpu.passed:
