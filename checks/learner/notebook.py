@@ -20,8 +20,13 @@ from types import ModuleType
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.child.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim, quiet_interpreter
 from checks.engine.grade import grade
+from checks.engine.grading_process.machine import (
+    autotune_without_benchmarks,
+    numpy_pitfall,
+    numpy_shim,
+    quiet_interpreter,
+)
 from checks.engine.processes.prestart import check_folder, prestart_spare
 from checks.engine.submission import as_module, graded_cells, load_module, notebook_code
 from checks.learner import hints, progress
