@@ -81,14 +81,14 @@ def test_a_prestarted_process_whose_grader_left_ends_quietly(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_notebook_check_starts_the_next_checks_grading_processes() -> None:
-    from checks.learner.notebook import grade_warm
+    from checks.learner.session import grade_ahead
 
     puzzle = get_puzzle("1")
-    assert grade_warm(puzzle, solution=True, time_it=False).status == V.PASSED
+    assert grade_ahead(puzzle, spare=True, solution=True, time_it=False).status == V.PASSED
     ((spare, _),) = prestart._spare
     waiting = dict(prestart._prestarted)  # on a GPU machine: the GPU process and the interpreter parts
     assert waiting and all(Path(folder).is_relative_to(spare) for folder, *_ in waiting)  # for the next check
-    assert grade_warm(puzzle, solution=True, time_it=False).status == V.PASSED
+    assert grade_ahead(puzzle, spare=True, solution=True, time_it=False).status == V.PASSED
     assert all(proc.wait(timeout=30) == 0 for proc in waiting.values())  # taken over and run to its end, not killed
     assert not spare.exists()  # and its folder removed; a new spare waits for the check after
     prestart.stop_all()
