@@ -56,18 +56,18 @@ The judging side (engine.judging, engine.rules) never imports what runs in the g
 (engine.grading_process), and the engine never imports the commands built on it; `make lint` checks both, and
 that no import goes in a circle (pyproject.toml, [tool.importlinter]).
 
-Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in
-`checks.puzzles.pNN_slug`, its inputs drawn in the guarded memory of `checks.memory` (which the engine judges
-too, and which imports nothing of either). Commands for learners are in `checks.learner` (hints, progress,
-doctor, pictures, access maps, notebook helpers), for instructors in `checks.instructor` (solutions, class
-grading, bench, HTML), for course authors in `checks.authoring` (notebook build, known-wrong kernels,
-figures); the benchmark's results.csv, which the figures draw, is read and written by `checks.bench_results`.
-Triton is patched in one place per concern: `engine.grading_process.plan_recorder` (launches written down, not
-run, while the learner's function records), `engine.grading_process.launches` (the replay's launches),
-`engine.access.patches` (every access, for the access log), `engine.grading_process.machine` (the
-interpreter's autotuner and the numpy shim); what is patched for a block is put back after it by `engine.patching`. An
-access log for a map is recorded and replayed in a process of its own (`engine.processes.access_recording`
-runs `engine.grading_process.recording`).
+Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in `checks.puzzles.pNN_slug`, its
+inputs drawn in the guarded memory of `checks.memory` (which the engine judges too, and which imports nothing of
+either). Commands for learners are in `checks.learner` (hints, progress, doctor, pictures, access maps, notebook
+helpers, one check as `make check` and check(N) run it), for instructors in `checks.instructor` (solutions, class
+grading, bench, HTML), for course authors in `checks.authoring` (notebook build, learner stubs from the answer keys,
+known-wrong kernels, figures); the benchmark's results.csv, which the figures draw, is read and written by
+`checks.bench_results`. Triton is patched in one place per concern: `engine.grading_process.plan_recorder` (launches
+written down, not run, while the learner's function records), `engine.grading_process.launches` (the replay's launches),
+`engine.access.patches` (every access, for the access log), `engine.grading_process.machine` (the interpreter's
+autotuner and the numpy shim); what is patched for a block is put back after it by `engine.patching`. An access log for
+a map is recorded and replayed in a process of its own (`engine.processes.access_recording` runs
+`engine.grading_process.recording`).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from checks.authoring import build
-from checks.engine.submission import STUB_MARKER, graded_cells, make_stub
+from checks.authoring.stubs import make_stub
+from checks.engine.submission import STUB_MARKER, graded_cells
 from checks.registry import ROOT
 from tests.helpers import puzzle_params
 
@@ -128,7 +129,7 @@ def test_notebook_is_clean_and_its_graded_cells_are_short(puzzle):
 
 def test_graded_code_in_parts_is_the_whole_solution_in_order():
     """Named {stub} fences split the solution into cells at function boundaries; joined, they are the solution."""
-    from checks.engine.submission import module_body, strip_markers
+    from checks.authoring.stubs import module_body, strip_markers
     from checks.registry import get_puzzle
 
     puzzle = get_puzzle("10b")

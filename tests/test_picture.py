@@ -10,9 +10,9 @@ import torch
 
 from checks import cli
 from checks import verdict as V
+from checks.authoring.stubs import answer_cell
 from checks.authoring.wrong import source_of
 from checks.engine.grade import grade
-from checks.engine.submission import answer_cell
 from checks.learner import notebook, picture, progress, session
 from checks.registry import ROOT, get_puzzle
 
