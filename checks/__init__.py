@@ -1,34 +1,49 @@
 """The course grader: `python -m checks N [--file F] [--solution] [--json]`.
 
-How a submission is graded (one stage; on a GPU a second, in the interpreter, runs beside it). Each stage runs
-two processes, one after the other: the learner's function only records a plan, and the grader replays it.
+The words the grader's code and text use, each for one thing:
+
+- grading process: a process the grader starts (`engine.processes`) that runs `engine.grading_process.main` in
+  one role: record (it runs the learner's code, whose launches are written down as a plan, not run) or replay
+  (it performs that plan with the kernels built from the source). The grader never runs the learner's code in
+  its own process: the grading processes run it, and the grader judges what they report.
+- stage: one mode of grading a submission, on the GPU or in Triton's interpreter; each stage runs a recording
+  and a replaying grading process. On a machine without a GPU the interpreter stage is the only one; on a GPU,
+  the interpreter stage runs beside the GPU stage, on the small CPU cases.
+- part: a share of the interpreter stage's cases where that stage runs beside the GPU stage, graded like a
+  stage of its own by its own grading processes (`engine.judging.interpreter_parts` deals the cases and merges
+  the parts' verdicts into the stage's).
+
+How a submission is graded:
 
     checks.__main__            at a terminal, hand the command to a warm grader (checks.warm, the client;
                                checks.warm_server, which imported torch once) that runs checks.cli
-    checks.cli                 parse the command, then engine.grade.grade()
+    checks.cli                 parse the command, then checks.learner.session.check_session (which a notebook's
+                               check() runs too): engine.grade.grade() in grading processes started ahead, then
+                               the failure's picture and the verdict recorded for `make progress`
       engine.grade             prepare the code (engine.submission: a notebook's graded cell or a file, after the
                                code of the step it builds on, earlier_step: 9 on 9a, 10 on 10b) and run the
-                               stage(s); on a GPU, engine.judging.interpreter_parts shares the interpreter
-                               stage's cases among processes
+                               stage(s); on a GPU, engine.judging.interpreter_parts deals the interpreter
+                               stage's cases to its parts
         engine.judging.stage   read the kernels from the source (engine.kernel_source) before any code runs; then
-          record                 the recording process (engine.child.main, role record: the learner's code runs
-                                 there, under engine.child.hardening's audit hook): engine.child.plan_recorder
-                                 writes down each case's plan (engine.plan) on two draws with other data values;
+          record                 the recording grading process (engine.grading_process.main, role record: the
+                                 learner's code runs there, under engine.grading_process.hardening's audit hook):
+                                 engine.grading_process.plan_recorder writes down each case's plan (engine.plan)
+                                 on two draws with other data values;
                                  engine.sealing: nothing it started may outlive it (the processes as /proc
                                  shows them: engine.process_table)
           judge the plans        engine.judging.plans: kernels outside the language, kernels not in the source,
                                  host computations that reach a kernel or an output, a plan that changed with the
                                  data
-          replay                 the replay process (engine.child.main, role replay, started beside the
-                                 recording, its job on a pipe): engine.replay builds the kernels from the source
-                                 and performs each plan on inputs drawn with a secret data seed (engine.inputs),
-                                 under checks.memory's guard bands and poison and (in the interpreter)
-                                 engine.access's recorder of every load and store; engine.child.measure times
-                                 the replays (GPU)
+          replay                 the replaying grading process (engine.grading_process.main, role replay, started
+                                 beside the recording one, its job on a pipe): engine.replay builds the kernels
+                                 from the source and performs each plan on inputs drawn with a secret data seed
+                                 (engine.inputs), under checks.memory's guard bands and poison and (in the
+                                 interpreter) engine.access's recorder of every load and store;
+                                 engine.grading_process.measure times the replays (GPU)
           engine.processes       start (spawn; on a CPU with $CHECKS_FORK_SERVER=1, forked by the fork server,
-                                 engine.child.fork_server: forking), prestart and run (run.GradingProcess: time
-                                 limit, the checked event stream) grading processes
-          engine.protocol        what each process may say, in which order
+                                 engine.grading_process.fork_server: forking), prestart and run
+                                 (run.GradingProcess: time limit, the checked event stream) grading processes
+          engine.protocol        what each grading process may say, in which order
           engine.judging.judge   (in the grader) re-derive inputs and reference, load the replay's outputs
             engine.rules.rulebook  the rules' order and the outcomes; each rule is declared beside its function
                                    (engine.rules.declare) in engine.rules.plan_rules, core, method and decoding
@@ -37,22 +52,22 @@ two processes, one after the other: the learner's function only records a plan, 
           engine.judging.wording the verdict when a grading process could not grade, or did not finish
       checks.verdict           the verdict as data and as text
 
-The judging side (engine.judging, engine.rules) never imports the child side (engine.child), and the engine
-never imports the commands built on it; `make lint` checks both, and that no import goes in a circle
-(pyproject.toml, [tool.importlinter]).
+The judging side (engine.judging, engine.rules) never imports what runs in the grading processes
+(engine.grading_process), and the engine never imports the commands built on it; `make lint` checks both, and
+that no import goes in a circle (pyproject.toml, [tool.importlinter]).
 
-Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in
-`checks.puzzles.pNN_slug`, its inputs drawn in the guarded memory of `checks.memory` (which the engine judges
-too, and which imports nothing of either). Commands for learners are in `checks.learner` (hints, progress,
-doctor, pictures, access maps, notebook helpers), for instructors in `checks.instructor` (solutions, class
-grading, bench, HTML), for course authors in `checks.authoring` (notebook build, known-wrong kernels,
-figures); the benchmark's results.csv, which the figures draw, is read and written by `checks.bench_results`.
-Triton is patched in one place per concern: `engine.child.plan_recorder` (launches written down, not run,
-while the learner's function records), `engine.child.launches` (the replay's launches),
-`engine.access.patches` (every access, for the access log), `engine.child.machine` (the interpreter's
-autotuner and the numpy shim); what is patched for a block is put back after it by `engine.patching`. An
-access log for a map is recorded and replayed in a process of its own (`engine.processes.access_recording`
-runs `engine.child.recording`).
+Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in `checks.puzzles.pNN_slug`, its
+inputs drawn in the guarded memory of `checks.memory` (which the engine judges too, and which imports nothing of
+either). Commands for learners are in `checks.learner` (hints, progress, doctor, pictures, access maps, notebook
+helpers, one check as `make check` and check(N) run it), for instructors in `checks.instructor` (solutions, class
+grading, bench, HTML), for course authors in `checks.authoring` (notebook build, learner stubs from the answer keys,
+known-wrong kernels, figures); the benchmark's results.csv, which the figures draw, is read and written by
+`checks.bench_results`. Triton is patched in one place per concern: `engine.grading_process.plan_recorder` (launches
+written down, not run, while the learner's function records), `engine.grading_process.launches` (the replay's launches),
+`engine.access.patches` (every access, for the access log), `engine.grading_process.machine` (the interpreter's
+autotuner and the numpy shim); what is patched for a block is put back after it by `engine.patching`. An access log for
+a map is recorded and replayed in a process of its own (`engine.processes.access_recording` runs
+`engine.grading_process.recording`).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.

@@ -2,12 +2,12 @@
 
 Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error.
 
-The verdict of a learner's submission is recorded in the progress file (`make progress`, see
-`checks.learner.progress`), marked with the file's name when it is not the puzzle's notebook; runs of
-the course's own files under solutions/ are not (the report says so). With --picture [PATH] a failure with
-wrong or unwritten values is also drawn to PATH, by default build/pictures/NN_slug.png (see
-`checks.learner.picture`); without it, such a failure says how to get one. Every command a report
-suggests repeats the inputs this check used: FILE, --earlier and the seed.
+The verdict of a learner's submission is recorded in the progress file (`make progress`, see `checks.learner.progress`),
+marked with the file's name when it is not the puzzle's notebook; runs of the course's own files under solutions/ are
+not (the report says so). With --picture [PATH] a failure with wrong or unwritten values is also drawn to PATH, by
+default build/pictures/NN_slug.png (see `checks.learner.picture`); without it, such a failure says how to get one.
+Grading, the picture and the progress record are `checks.learner.session.check_session`'s, as for a notebook's check(N).
+Every command a report suggests repeats the inputs this check used: FILE, --earlier and the seed.
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
 from checks import verdict as V
-from checks.engine.processes.prestart import check_folder
 from checks.engine.submission import SubmissionError, check_submission_kind
-from checks.learner import progress
-from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, load_puzzles, shown
+from checks.learner.session import check_session
+from checks.registry import ROOT, UnknownPuzzle, get_puzzle, load_puzzles, shown
 
 PICTURE = Path("build") / "pictures"  # --picture without a path: build/pictures/<the puzzle's stem>.png
 
@@ -126,63 +123,41 @@ def _main(argv: list[str] | None = None) -> int:
     except SubmissionError as exc:
         print(exc, file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
-        try:
-            verdict = _grade(
-                args,
-                puzzle,
-                args.file,
-                solution=args.solution,
-                timeout=args.timeout,
-                seed=args.seed,
-                interpret=args.interpret,
-                time_it=not args.no_time,
-                artifacts=Path(pictures),  # so that a failure can say whether it has a picture
-                progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
-                earlier=args.earlier,
-            )
-        except SubmissionError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        if args.earlier is not None:  # every command the verdict suggests repeats it
-            V.repeat_earlier(verdict, str(shown(args.earlier)))
-        note = ""
-        if args.picture:
-            from checks.learner.picture import draw_verdict
-
-            out = args.picture if args.picture != PICTURE else ROOT / PICTURE / f"{puzzle.stem}.png"
-            _, note = draw_verdict(verdict, out)
-        elif verdict.picture_data:
-            note = picture_advice(verdict, puzzle.stem)
-        verdict.picture_data = ""  # the error map lived in a temporary folder; a PNG is what stays
-    if args.file is not None and not _is_learners(args):
+    learners = _is_learners(args)
+    picture = None
+    if args.picture:
+        picture = args.picture if args.picture != PICTURE else ROOT / PICTURE / f"{puzzle.stem}.png"
+    try:
+        checked = check_session(
+            puzzle,
+            interpret=args.interpret,
+            picture=picture,
+            record_as=_origin(args, puzzle.notebook) if learners else None,
+            again=f"`make check PUZZLE={puzzle.number}` without FILE records the notebook's again.",
+            file=args.file,
+            solution=args.solution,
+            timeout=args.timeout,
+            seed=args.seed,
+            time_it=not args.no_time,
+            progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
+            earlier=args.earlier,
+        )
+    except SubmissionError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    verdict = checked.verdict
+    note = checked.picture_note if args.picture else picture_advice(verdict, puzzle.stem) if checked.had_picture else ""
+    if args.file is not None and not learners:
         note += ("\n" if note else "") + (
             f"Not recorded in `make progress`: {shown(args.file)} is one of the course's own files under solutions/; "
             "grade your own copy (FILE=your_file.py) to record a verdict."
         )
-    if _is_learners(args):
-        origin = _origin(args, puzzle.notebook)
-        if progress.record(verdict, source=origin) and origin:
-            note += ("\n" if note else "") + (
-                f"Recorded in `make progress` as puzzle {puzzle.number}'s last verdict, from {origin} "
-                f"(not {puzzle.notebook.name}); `make check PUZZLE={puzzle.number}` without FILE records the "
-                "notebook's again."
-            )
-    if args.json:
-        print(verdict.to_json())
-    else:
-        print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
+    if checked.recorded:
+        note += ("\n" if note else "") + checked.recorded
+    print(verdict.to_json() if args.json else checked.report())
     if note:
         print(note, file=sys.stderr if args.json else sys.stdout)
     return 0 if verdict.passed else 1
-
-
-def _grade(args: argparse.Namespace, puzzle: Puzzle, *rest: Any, **options: Any) -> V.Verdict:
-    """`grade`, with its grading processes started before this process imports torch (seconds sooner)."""
-    with check_folder(args.interpret, start=puzzle.ready) as workdir:  # a warm grader's spare, or started now
-        from checks.engine.grade import grade  # imports torch, as the grading processes started above do
-
-        return grade(puzzle, *rest, workdir=workdir, **options)
 
 
 def picture_advice(verdict: V.Verdict, stem: str) -> str:

@@ -354,7 +354,7 @@ def test_each_puzzle_names_a_kind_of_map_the_maps_can_draw():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("number", [2])
-def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsys):
+def test_map_command_records_in_its_own_process_and_writes_a_png(number, tmp_path, capsys):
     from checks.authoring.wrong import materialize
     from checks.learner.maps import main
     from checks.registry import get_puzzle
@@ -374,10 +374,10 @@ def test_map_command_records_in_a_child_and_writes_a_png(number, tmp_path, capsy
 
 @pytest.mark.slow
 def test_recording_example(tmp_path):
-    """record_file is what the map's child runs: the answer key of puzzle 1, recorded."""
+    """record_file is what the map's recording process runs: the answer key of puzzle 1, recorded."""
     code = textwrap.dedent(
         """
-        from checks.engine.child.recording import interpreter_setup, record_file
+        from checks.engine.grading_process.recording import interpreter_setup, record_file
         from checks.registry import get_puzzle
         import torch, sys
         interpreter_setup()

@@ -382,7 +382,7 @@ def test_render_redraws_the_recorded_run(tmp_path):
 
 @pytest.mark.slow
 def test_smoke_run_end_to_end(tmp_path):
-    """The whole pipeline (child process, spec inputs and baseline, answer key, writers) on vector add."""
+    """The whole pipeline (the puzzle's process, spec inputs and baseline, answer key, writers) on vector add."""
     assert bench.main(["--smoke", "--only", "1", "--out", str(tmp_path)]) == 0
     rows = read_csv(tmp_path / "bench" / "results.csv")
     assert [(r.puzzle, r.size, r.status, r.check) for r in rows] == [("1", "n=3000", "ok", "ok")]

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from checks.authoring import build
-from checks.engine.submission import STUB_MARKER, graded_cells, make_stub
+from checks.authoring.stubs import make_stub
+from checks.engine.submission import STUB_MARKER, graded_cells
 from checks.registry import ROOT
 from tests.helpers import puzzle_params
 
@@ -128,7 +129,7 @@ def test_notebook_is_clean_and_its_graded_cells_are_short(puzzle):
 
 def test_graded_code_in_parts_is_the_whole_solution_in_order():
     """Named {stub} fences split the solution into cells at function boundaries; joined, they are the solution."""
-    from checks.engine.submission import module_body, strip_markers
+    from checks.authoring.stubs import module_body, strip_markers
     from checks.registry import get_puzzle
 
     puzzle = get_puzzle("10b")
@@ -246,7 +247,7 @@ def test_the_readme_has_one_place_to_start():
 def test_check_grades_the_last_run_of_each_part_and_names_the_parts_not_run(monkeypatch, capsys):
     """In a notebook whose graded code is in parts, check() joins the latest run of each, in part order."""
     ipython = pytest.importorskip("IPython")
-    from checks.learner import notebook
+    from checks.learner import notebook, session
 
     part = lambda k, body: build.PART_MARKER.format(number=9, part=k, parts=2) + "\n" + body
     history = ["", part(2, "b = 1"), part(1, "a = 1"), "print(a)", part(2, "b = 2")]
@@ -256,7 +257,8 @@ def test_check_grades_the_last_run_of_each_part_and_names_the_parts_not_run(monk
     assert notebook.parts_not_run([part(2, "b = 2")]) == [1]
     assert notebook.parts_not_run(["# Puzzle 9: your code (this whole cell is graded)\nx = 1"]) == []
     history[:] = ["", part(2, "b = 1")]
-    monkeypatch.setattr(notebook, "grade", lambda *a, **k: pytest.fail("nothing is graded while a part has not run"))
+    nothing = lambda *a, **k: pytest.fail("nothing is graded while a part has not run")
+    monkeypatch.setattr(session, "grade_ahead", nothing)
     notebook.check(9)
     assert "Part 1 has not been run in this session" in capsys.readouterr().out
 

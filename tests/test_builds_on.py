@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from checks import verdict as V
+from checks.authoring.stubs import module_body, strip_markers
 from checks.authoring.wrong import answer_key_body
 from checks.engine.grade import grade, prepare
 from checks.engine.submission import (
@@ -15,8 +16,6 @@ from checks.engine.submission import (
     earlier_answer_key,
     earlier_step,
     free_names,
-    module_body,
-    strip_markers,
     uses_earlier,
 )
 from checks.registry import ROOT, get_puzzle, load_puzzles

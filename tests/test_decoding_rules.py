@@ -180,7 +180,7 @@ def test_the_decoding_rules_are_registered_and_take_their_params(number: int) ->
         assert run_rule(name, context(None, **dense(1, 1, 600)), **params) is None  # on a GPU: silent
 
 
-# -- real kernels, recorded in a child process -------------------------------------------------------
+# -- real kernels, recorded in a process of their own ------------------------------------------------
 @pytest.mark.slow
 def test_the_split_key_reads_each_head_with_several_programs_and_no_split_does_not() -> None:
     from tests.test_method_rules import problems, recorded

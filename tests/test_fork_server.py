@@ -17,8 +17,8 @@ import pytest
 
 from checks import verdict as V
 from checks.engine import process_table, sealing
-from checks.engine.child.fork_server import exit_code
 from checks.engine.grade import grade
+from checks.engine.grading_process.fork_server import exit_code
 from checks.engine.processes import forking, spawn
 from checks.engine.processes.forking import ForkedProcess
 from checks.registry import ROOT, get_puzzle
@@ -35,7 +35,7 @@ EITHER_WAY = {
     "tampering": (SUBMISSIONS / "tampering" / "leaves_a_process_through_a_library.py", V.TAMPERED),
 }
 # a crash lists the grading process's frames: the first one is the fork server's module, not the grading process's
-FIRST_FRAME = re.compile(r'^.*File ".*(fork_server|child/main)\.py", line \d+ in <module>\n', re.MULTILINE)
+FIRST_FRAME = re.compile(r'^.*File ".*(fork_server|grading_process/main)\.py", line \d+ in <module>\n', re.MULTILINE)
 
 
 EXTENSIONS = re.compile(r"^Extension modules: .*$", re.MULTILINE)
@@ -106,8 +106,8 @@ def _wait_for(condition: Any, seconds: float = 20.0) -> bool:
 def test_one_server_forks_every_grading_process_of_this_process(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    first = spawn.start_child(tmp_path / "a", interpret=True, preload=True)
-    second = spawn.start_child(tmp_path / "b", interpret=True, preload=True)
+    first = spawn.start_grading_process(tmp_path / "a", interpret=True, preload=True)
+    second = spawn.start_grading_process(tmp_path / "b", interpret=True, preload=True)
     try:
         assert isinstance(first, ForkedProcess) and isinstance(second, ForkedProcess)
         assert len(forking._server) == 1 and forking.server_pids() == {forking._server[0].proc.pid}
@@ -128,8 +128,8 @@ GRADER = """
 import os, signal, sys
 from pathlib import Path
 from checks.engine.processes import forking, spawn
-child = spawn.start_child(Path(sys.argv[1]), interpret=True, preload=True)
-print(type(child).__name__, child.pid, forking._server[0].proc.pid, flush=True)
+proc = spawn.start_grading_process(Path(sys.argv[1]), interpret=True, preload=True)
+print(type(proc).__name__, proc.pid, forking._server[0].proc.pid, flush=True)
 sys.stdin.readline()
 if sys.argv[2] == "killed":
     os.kill(os.getpid(), signal.SIGKILL)
@@ -145,12 +145,12 @@ def test_the_server_ends_with_the_process_that_started_it(how, tmp_path):
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        kind, child, server = grader.stdout.readline().split()
-        assert kind == "ForkedProcess" and not _ended(int(server)) and not _ended(int(child))
+        kind, forked, server = grader.stdout.readline().split()
+        assert kind == "ForkedProcess" and not _ended(int(server)) and not _ended(int(forked))
         grader.stdin.write("\n")
         grader.stdin.flush()
         grader.wait(timeout=60)
-        assert _wait_for(lambda: _ended(int(server)) and _ended(int(child)))
+        assert _wait_for(lambda: _ended(int(server)) and _ended(int(forked)))
     finally:
         grader.kill()
         grader.wait()
@@ -160,13 +160,13 @@ def test_the_server_ends_with_the_process_that_started_it(how, tmp_path):
 def test_a_process_in_another_environment_is_started_as_always(tmp_path, monkeypatch):
     for folder in "abcd":
         (tmp_path / folder).mkdir()
-    processes = [spawn.start_child(tmp_path / "a", interpret=True, preload=True)]  # the server runs
+    processes = [spawn.start_grading_process(tmp_path / "a", interpret=True, preload=True)]  # the server runs
     monkeypatch.setenv("CHECKS_SOME_SETTING", "1")  # the course's own settings are read after the imports
-    processes.append(spawn.start_child(tmp_path / "b", interpret=True, preload=True))
+    processes.append(spawn.start_grading_process(tmp_path / "b", interpret=True, preload=True))
     monkeypatch.setenv("A_LIBRARY_SETTING", "1")  # another: a library may read it at import
-    processes.append(spawn.start_child(tmp_path / "c", interpret=True, preload=True))
+    processes.append(spawn.start_grading_process(tmp_path / "c", interpret=True, preload=True))
     monkeypatch.delenv("A_LIBRARY_SETTING")
-    processes.append(spawn.start_child(tmp_path / "d", interpret=True, preload=True))  # the server serves on
+    processes.append(spawn.start_grading_process(tmp_path / "d", interpret=True, preload=True))  # the server serves on
     for proc in processes:
         spawn.kill(proc)
     assert [type(p).__name__ for p in processes] == ["ForkedProcess", "ForkedProcess", "Popen", "ForkedProcess"]
@@ -184,11 +184,11 @@ def own_server():
 def test_a_dead_server_gives_way_to_starting_processes_as_always(tmp_path, own_server):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    forked = spawn.start_child(tmp_path / "a", interpret=True, preload=True)
+    forked = spawn.start_grading_process(tmp_path / "a", interpret=True, preload=True)
     server = forking._server[0].proc
     server.kill()
     server.wait()
-    started = spawn.start_child(tmp_path / "b", interpret=True, preload=True)
+    started = spawn.start_grading_process(tmp_path / "b", interpret=True, preload=True)
     spawn.kill(started)
     spawn.kill(forked)  # what became of a process its server no longer reports on is still found
     assert isinstance(forked, ForkedProcess) and isinstance(started, subprocess.Popen)
@@ -198,7 +198,7 @@ def test_a_dead_server_gives_way_to_starting_processes_as_always(tmp_path, own_s
 def test_a_server_with_a_second_thread_does_not_serve():
     code = (
         "import threading, time; threading.Thread(target=time.sleep, args=(30,), daemon=True).start(); "
-        "from checks.engine.child.fork_server import single_threaded; print(single_threaded() or 'serves')"
+        "from checks.engine.grading_process.fork_server import single_threaded; print(single_threaded() or 'serves')"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

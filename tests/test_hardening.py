@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from checks.engine.child.hardening import REFUSED_EXIT
+from checks.engine.grading_process.hardening import REFUSED_EXIT
 from checks.registry import ROOT
 
 PRELUDE = """
 import os, sys
 from pathlib import Path
 import checks
-from checks.engine.child.hardening import harden
+from checks.engine.grading_process.hardening import harden
 folder = Path(sys.argv[1])
 harden([folder], lambda reason: print("REFUSED:", reason, flush=True), read_only=[Path(checks.__file__).parent])
 """
@@ -135,7 +135,7 @@ def test_the_hook_costs_little_on_the_events_it_does_not_watch():
         """
         import sys, time
         from pathlib import Path
-        from checks.engine.child.hardening import harden
+        from checks.engine.grading_process.hardening import harden
 
         def cost():
             best = float("inf")

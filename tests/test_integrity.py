@@ -80,7 +80,7 @@ def test_a_refusal_names_what_the_learners_code_tried():
 
 
 GRADER_TRACEBACK = """Traceback (most recent call last):
-  File "/course/checks/engine/child/main.py", line 120, in main
+  File "/course/checks/engine/grading_process/main.py", line 120, in main
     fn = observe_all(job, events, machine, Path(args[0]).parent)
   File "/course/checks/puzzles/p13_paged_decoding.py", line 35, in page_layout
     order = torch.randperm(num_pages, generator=generator)
@@ -134,7 +134,7 @@ SUBMISSIONS = [
     ("uses_ctypes", 1, V.TAMPERED),
     ("reads_its_own_memory", 1, V.TAMPERED),
 ]
-# what the report must name, for the submissions the audit hook stops (checks.engine.child.hardening)
+# what the report must name, for the submissions the audit hook stops (checks.engine.grading_process.hardening)
 REASONS = {
     "emits_through_gc": "gc.get_objects",
     "walks_the_stack": "sys._getframe",
@@ -164,7 +164,7 @@ def test_tampering_submissions_never_pass(name, number, status, monkeypatch):
 def test_the_grading_process_reports_its_own_exception_as_a_grader_error(tmp_path, monkeypatch):
     import io
 
-    from checks.engine.child import main as child
+    from checks.engine.grading_process import main as grading_main
     from checks.engine.protocol import Job
 
     job = Job("1", str(tmp_path / "p1.py"), {}, seed=1)
@@ -173,9 +173,9 @@ def test_the_grading_process_reports_its_own_exception_as_a_grader_error(tmp_pat
     def broken(*args, **kwargs):
         raise RuntimeError("Expected a 'cpu' device type for generator but found 'cuda'")
 
-    monkeypatch.setattr(child, "observe_job", broken)
+    monkeypatch.setattr(grading_main, "observe_job", broken)
     monkeypatch.setattr("sys.stdin", io.StringIO(TOKEN + "\n" + job.to_json() + "\n"))  # the job on the pipe
-    assert child.main([str(tmp_path / "job.json"), str(tmp_path / "events.jsonl")]) == 1
+    assert grading_main.main([str(tmp_path / "job.json"), str(tmp_path / "events.jsonl")]) == 1
     stream = Stream([0], token=TOKEN)
     for text in events.read_text(encoding="utf-8").splitlines():
         stream.feed_line(text)

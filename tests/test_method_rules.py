@@ -1,4 +1,5 @@
-"""Method rules (checks.engine.rules.method): hand-made access logs, then real kernels recorded in a child."""
+"""Method rules (checks.engine.rules.method): hand-made access logs, then real kernels recorded in a process of their
+own."""
 
 from __future__ import annotations
 
@@ -182,7 +183,7 @@ def test_every_rule_in_puzzles_yaml_exists_and_takes_its_params(number: int) -> 
     assert apply_rules(context(None, causal=True), rules) == []  # on a GPU every rule is silent
 
 
-# -- real kernels, recorded in a child process (the interpreter needs a fresh process) ---------------
+# -- real kernels, recorded in a process of their own (the interpreter needs a fresh process) --------
 _RECORDED: dict[tuple[int, str, int], dict[str, Any]] = {}
 
 
@@ -190,7 +191,7 @@ def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] |
     """The answer key ("key"), a known-wrong edit file, or the key with `edits`, recorded on one CPU case."""
     from checks.authoring.wrong import answer_key_body, apply_edits, known_wrong, materialize, name_of
     from checks.engine.inputs import draw_case
-    from checks.engine.processes.access_recording import record_in_child
+    from checks.engine.processes.access_recording import record_in_own_process
 
     puzzle = get_puzzle(number)
     if (number, variant, case) not in _RECORDED:
@@ -202,7 +203,7 @@ def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] |
                 path.write_text(apply_edits(answer_key_body(puzzle), edits, variant), encoding="utf-8")
             else:
                 path = materialize(puzzle, next(f for f in known_wrong(puzzle) if name_of(f) == variant), Path(tmp))
-            _RECORDED[(number, variant, case)] = record_in_child(number, path, case, 300)
+            _RECORDED[(number, variant, case)] = record_in_own_process(number, path, case, 300)
     _, inputs, _ = draw_case(number, case)
     data = _RECORDED[(number, variant, case)]
     return CaseContext(puzzle, data["case"], inputs, [], [], CaseObservation(index=case, access=data["log"]))

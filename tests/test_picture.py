@@ -10,10 +10,10 @@ import torch
 
 from checks import cli
 from checks import verdict as V
+from checks.authoring.stubs import answer_cell
 from checks.authoring.wrong import source_of
 from checks.engine.grade import grade
-from checks.engine.submission import answer_cell
-from checks.learner import notebook, picture, progress
+from checks.learner import notebook, picture, progress, session
 from checks.registry import ROOT, get_puzzle
 
 PUZZLE = get_puzzle(1)
@@ -185,9 +185,9 @@ def test_a_notebook_check_takes_a_seed(monkeypatch, capsys):
         seen.update(kwargs)
         return V.Verdict(puzzle.number, V.FAILED, "wrong", mode="interpreter", seed=kwargs["seed"])
 
-    monkeypatch.setattr(notebook, "grade", fake_grade)
+    monkeypatch.setattr(session, "grade_ahead", fake_grade)
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook.progress, "record", lambda verdict, source="": True)
+    monkeypatch.setattr(progress, "record", lambda verdict, source="": True)
     notebook.check(1, seed=1234)
     assert seen["seed"] == 1234
 

@@ -44,8 +44,8 @@ def test_the_mode_is_guessed_without_torch(monkeypatch) -> None:
 
 def test_only_a_gpu_grading_process_keeps_autotuning_results(monkeypatch) -> None:
     monkeypatch.delenv("TRITON_CACHE_AUTOTUNING", raising=False)
-    assert spawn.child_env(interpret=False).get("TRITON_CACHE_AUTOTUNING") == "1"
-    assert "TRITON_CACHE_AUTOTUNING" not in spawn.child_env(interpret=True)
+    assert spawn.grading_process_env(interpret=False).get("TRITON_CACHE_AUTOTUNING") == "1"
+    assert "TRITON_CACHE_AUTOTUNING" not in spawn.grading_process_env(interpret=True)
 
 
 @pytest.mark.slow
@@ -73,7 +73,7 @@ def test_stop_all_stops_every_grading_process_started_here(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_prestarted_process_whose_grader_left_ends_quietly(tmp_path) -> None:
-    proc = spawn.start_child(tmp_path, interpret=True, preload=True)
+    proc = spawn.start_grading_process(tmp_path, interpret=True, preload=True)
     proc.stdin.close()  # the grader is gone before it sent a token
     assert proc.wait(timeout=60) == 0
     assert "Traceback" not in (tmp_path / "output.log").read_text()
@@ -81,14 +81,14 @@ def test_a_prestarted_process_whose_grader_left_ends_quietly(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_notebook_check_starts_the_next_checks_grading_processes() -> None:
-    from checks.learner.notebook import grade_warm
+    from checks.learner.session import grade_ahead
 
     puzzle = get_puzzle("1")
-    assert grade_warm(puzzle, solution=True, time_it=False).status == V.PASSED
+    assert grade_ahead(puzzle, spare=True, solution=True, time_it=False).status == V.PASSED
     ((spare, _),) = prestart._spare
     waiting = dict(prestart._prestarted)  # on a GPU machine: the GPU process and the interpreter parts
     assert waiting and all(Path(folder).is_relative_to(spare) for folder, *_ in waiting)  # for the next check
-    assert grade_warm(puzzle, solution=True, time_it=False).status == V.PASSED
+    assert grade_ahead(puzzle, spare=True, solution=True, time_it=False).status == V.PASSED
     assert all(proc.wait(timeout=30) == 0 for proc in waiting.values())  # taken over and run to its end, not killed
     assert not spare.exists()  # and its folder removed; a new spare waits for the check after
     prestart.stop_all()

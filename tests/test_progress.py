@@ -138,15 +138,15 @@ def test_a_file_that_is_not_a_submission_is_a_usage_error_and_not_recorded(progr
     assert not progress_file.exists()
 
 
-@pytest.mark.parametrize("session", ["/home/me/course/notebooks/01_vector_add-Copy1.ipynb", "Untitled.ipynb"])
-def test_a_check_in_a_copy_of_the_notebook_records_which_file(progress_file, monkeypatch, capsys, session):
-    from checks.learner import notebook
+@pytest.mark.parametrize("jupyter", ["/home/me/course/notebooks/01_vector_add-Copy1.ipynb", "Untitled.ipynb"])
+def test_a_check_in_a_copy_of_the_notebook_records_which_file(progress_file, monkeypatch, capsys, jupyter):
+    from checks.learner import notebook, session
 
-    monkeypatch.setenv("JPY_SESSION_NAME", session)
+    monkeypatch.setenv("JPY_SESSION_NAME", jupyter)
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook, "grade_warm", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
+    monkeypatch.setattr(session, "grade_ahead", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
     notebook.check(1)
-    name = Path(session).name
+    name = Path(jupyter).name
     assert f"from {name} (not 01_vector_add.ipynb)" in capsys.readouterr().out
     assert json.loads(progress_file.read_text())["puzzles"]["1"]["source"] == name
     assert progress.main(["--file", str(progress_file)]) == 0
@@ -154,24 +154,24 @@ def test_a_check_in_a_copy_of_the_notebook_records_which_file(progress_file, mon
 
 
 def test_a_check_in_the_notebook_itself_records_no_file(progress_file, monkeypatch, capsys):
-    from checks.learner import notebook
+    from checks.learner import notebook, session
 
     monkeypatch.setenv("JPY_SESSION_NAME", str(ROOT / "notebooks" / "01_vector_add.ipynb"))
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook, "grade_warm", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
+    monkeypatch.setattr(session, "grade_ahead", lambda puzzle, **kw: V.Verdict(1, V.FAILED, "wrong", mode="cpu"))
     notebook.check(1)
     assert "Recorded in" not in capsys.readouterr().out
     assert json.loads(progress_file.read_text())["puzzles"]["1"]["source"] == ""
 
 
 def test_an_interrupted_notebook_check_says_so_and_records_nothing(progress_file, monkeypatch, capsys):
-    from checks.learner import notebook
+    from checks.learner import notebook, session
 
     def interrupted(puzzle, **kw):
         raise KeyboardInterrupt  # Kernel > Interrupt while the grading process runs
 
     monkeypatch.setattr(notebook, "_ran_cells", lambda number: ["# Puzzle 1: your code\n"])
-    monkeypatch.setattr(notebook, "grade_warm", interrupted)
+    monkeypatch.setattr(session, "grade_ahead", interrupted)
     notebook.check(1)
     assert capsys.readouterr().out.strip() == "Stopped: no verdict was given or recorded."
     assert not progress_file.exists()

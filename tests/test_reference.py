@@ -226,7 +226,7 @@ INTERPRETED = textwrap.dedent(
 @pytest.mark.slow
 def test_the_quoted_error_messages_are_the_ones_triton_gives(tmp_path):
     """Compiles for an H100 without one and runs the interpreter: the page quotes each message as printed."""
-    from checks.engine.child.machine import NUMPY_PITFALL_TEXT
+    from checks.engine.grading_process.machine import NUMPY_PITFALL_TEXT
 
     debugging = section(PAGE.read_text(encoding="utf-8"), "Debugging")
     quoted = quoted_messages(debugging)

@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
+from checks.authoring.stubs import BEGIN, END, make_stub
 from checks.authoring.wrong import known_wrong
-from checks.engine.submission import BEGIN, END, make_stub
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
 from tests.helpers import puzzle_params

@@ -143,14 +143,14 @@ def test_two_draws_must_give_the_same_plan_and_the_difference_is_named():
 @pytest.fixture
 def interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    from checks.engine.child.machine import autotune_without_benchmarks, detect
+    from checks.engine.grading_process.machine import autotune_without_benchmarks, detect
 
     detect(force_interpreter=True)
     autotune_without_benchmarks()
 
 
 def record(tmp_path: Path, code: str, x: torch.Tensor, y: torch.Tensor) -> dict:
-    from checks.engine.child.plan_recorder import PlanRecorder, launches_recorded
+    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded
     from checks.engine.submission import load_module
 
     path = tmp_path / "sub.py"

@@ -156,7 +156,7 @@ def test_a_crash_names_the_learners_own_line():
         "Current thread 0x00007f (most recent call first):\n"
         '  File "/usr/lib/python3.12/ctypes/__init__.py", line 530 in string_at\n'
         '  File "/home/me/p1_crash.py", line 17 in vector_add\n'
-        '  File "/course/checks/engine/child/case_runner.py", line 120 in observe\n'
+        '  File "/course/checks/engine/grading_process/case_runner.py", line 120 in observe\n'
     )
     frame = wording.learner_frame(dump, {"/home/me/p1_crash.py": "p1_crash.py"})
     assert frame == " Your code was at p1_crash.py, line 17 (in vector_add) when it died."

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from checks.engine import fair_timing
-from checks.engine.child.measure import cached_peaks, measure, remember_peaks
 from checks.engine.fair_timing import ROUNDS, WARMUP_ROUNDS
+from checks.engine.grading_process.measure import cached_peaks, measure, remember_peaks
 from checks.engine.judging.judge import load_timing_outputs
 from checks.engine.judging.timing import (
     Peaks,
@@ -391,7 +391,7 @@ def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_p
 
 
 def test_a_large_output_at_the_timing_size_is_compared_on_every_kth_element_and_its_tail(monkeypatch):
-    from checks.engine.child import measure as measuring
+    from checks.engine.grading_process import measure as measuring
 
     monkeypatch.setattr(measuring, "COMPARED", 1000)
     monkeypatch.setattr(measuring, "TAIL", 50)

@@ -63,7 +63,9 @@ def warm_env():
     """An environment whose warm graders live in a folder of their own, and are told to leave at the end."""
     base = Path(tempfile.mkdtemp(prefix="w", dir="/tmp"))  # short: a socket's path has at most 107 bytes
     env = dict(os.environ, CHECKS_WARM="1", TMPDIR=str(base), CHECKS_PROGRESS_FILE=str(base / "progress.json"))
-    env["CHECKS_FORK_SERVER"] = "0"  # grading processes started as `python -m checks.engine.child.main`, found by that
+    env["CHECKS_FORK_SERVER"] = (
+        "0"  # grading processes started as `python -m checks.engine.grading_process.main`, found by that
+    )
     yield env, base / f"checks-warm-{os.getuid()}"
     for sock in (base / f"checks-warm-{os.getuid()}").glob("*.sock"):
         if conn := warm.connect(sock, wait=10):
@@ -84,9 +86,9 @@ def _processes() -> list[tuple[int, str]]:
     return [(int(line.split(None, 1)[0]), line.split(None, 1)[1]) for line in listing if len(line.split(None, 1)) == 2]
 
 
-def _children(base: Path) -> set[int]:
+def _grading_processes(base: Path) -> set[int]:
     """The grading processes running in a folder under `base`, by process id."""
-    return {pid for pid, args in _processes() if "checks.engine.child.main" in args and str(base) in args}
+    return {pid for pid, args in _processes() if "checks.engine.grading_process.main" in args and str(base) in args}
 
 
 def _started_a_case(base: Path, earlier: frozenset[Path] = frozenset()) -> bool:
@@ -133,7 +135,7 @@ def test_the_warm_grader_grades_as_a_fresh_process_does(warm_env) -> None:
         if not list(folder.glob("*.sock")):
             break
         time.sleep(0.1)
-    assert not list(folder.glob("*.sock")) and not _children(folder.parent)
+    assert not list(folder.glob("*.sock")) and not _grading_processes(folder.parent)
 
 
 @pytest.mark.slow
@@ -157,7 +159,7 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
             break
         time.sleep(0.1)
     time.sleep(0.5)
-    busy = _children(folder.parent)
+    busy = _grading_processes(folder.parent)
     assert busy and client.poll() is None
     client.send_signal(signal.SIGINT)  # Ctrl-C at the terminal
     try:
@@ -170,7 +172,9 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
         status = f"still running 30 s later ({', '.join(masks)}), having said: {said.read_text(errors='replace')}"
     assert status == 130 and "Stopped: no verdict was given or recorded." in said.read_text()
     time.sleep(1.0)
-    assert not busy & _children(folder.parent)  # that check's grading process was stopped (new ones wait for the next)
+    assert not busy & _grading_processes(
+        folder.parent
+    )  # that check's grading process was stopped (new ones wait for the next)
     after = _check(env, "5", "--solution")
     assert after.returncode == 0 and "PASSED" in after.stdout
     assert any("served" in line and "'5'" in line for line in _served(folder))
@@ -190,7 +194,7 @@ def test_a_grader_for_other_settings_retires_the_old_one_and_a_stopped_one_clean
     (server,) = [pid for pid, args in _processes() if "warm_server" in args and str(folder) in args]
     os.kill(server, signal.SIGTERM)  # the machine shuts down, or an instructor stops it
     for _ in range(100):
-        if not list(folder.glob("*.sock")) and not _children(folder.parent):
+        if not list(folder.glob("*.sock")) and not _grading_processes(folder.parent):
             break
         time.sleep(0.1)
-    assert not list(folder.glob("*.sock")) and not _children(folder.parent)  # nothing left behind
+    assert not list(folder.glob("*.sock")) and not _grading_processes(folder.parent)  # nothing left behind

@@ -1,1 +1,2 @@
-"""Authoring the course: notebooks and pictures generated from their sources, known-wrong kernels."""
+"""Authoring the course: notebooks and pictures generated from their sources, learner stubs from the answer keys,
+known-wrong kernels."""

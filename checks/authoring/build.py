@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks.authoring import figures
+from checks.authoring.stubs import answer_cell, make_stub, module_body, strip_markers, stub_cell
 from checks.engine.rules import rulebook
-from checks.engine.submission import answer_cell, make_stub, module_body, strip_markers, stub_cell
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
 SETUP_CELL = """\

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from checks.engine.submission import module_body, strip_markers
+from checks.authoring.stubs import module_body, strip_markers
 from checks.registry import Puzzle, get_puzzle
 
 EDIT_SUFFIX = ".edit.yaml"

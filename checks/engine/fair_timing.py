@@ -10,7 +10,7 @@ and each ratio is taken within a round (the baseline's time over yours, in the s
 median over rounds. The spread of the rounds' ratios says how steady the GPU was: when it is above
 `NOISE_LIMIT`, the GPU was busy, and no speed verdict is given: a speed bar is neither passed nor failed.
 
-Pure functions of times; `checks.engine.child.measure` runs the rounds on the GPU with `interleaved`.
+Pure functions of times; `checks.engine.grading_process.measure` runs the rounds on the GPU with `interleaved`.
 """
 
 from __future__ import annotations

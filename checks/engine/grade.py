@@ -1,7 +1,7 @@
 """Grade one submission: prepare its code, run the grading stage(s), and return the verdict.
 
 On a GPU a passing submission is graded a second time in Triton's interpreter, which sees every
-load. Each stage runs the learner's code in its own grading process (`checks.engine.child.main`) and judges
+load. Each stage runs the learner's code in its own grading process (`checks.engine.grading_process.main`) and judges
 what it reports here, in a process that never ran that code (`checks.engine.judging.stage`).
 """
 

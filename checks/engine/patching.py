@@ -1,6 +1,6 @@
 """Attributes replaced for the length of a block, and put back after it: how the grader patches Triton's classes and
-its own objects while it watches a submission (`checks.engine.child.plan_recorder`, `checks.engine.child.launches`,
-`checks.engine.access.patches`).
+its own objects while it watches a submission (`checks.engine.grading_process.plan_recorder`,
+`checks.engine.grading_process.launches`, `checks.engine.access.patches`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A launch plan: what a learner's host function asked of the GPU in one call, as plain data.
 
-The grading process records a plan while it runs the learner's function (`checks.engine.child.plan_recorder`):
+The grading process records a plan while it runs the learner's function (`checks.engine.grading_process.plan_recorder`):
 the tensors it allocated, the copies and fills it made of them, every kernel launch with every argument, and
 which tensors it returned. Nothing else the function does is kept. The replay process
 (`checks.engine.replay`) performs the plan on the grader's own inputs with the submission's kernels taken from

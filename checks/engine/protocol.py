@@ -9,8 +9,8 @@ runs none of the learner's host code and reports observations of the replayed pl
     or for each selected case: case_start, case (an observation), then observed,
     and, only when the grader asks for it on the process's standard input, timings (with the name of the file of
     both outputs at the timing size, which the grader compares itself).
-    At any point after machine: refused (the audit hook of `checks.engine.child.hardening` refused a request of
-    the learner's code), which ends the report as tampered with. At any point: grader_error (the grading
+    At any point after machine: refused (the audit hook of `checks.engine.grading_process.hardening` refused a
+    request of the learner's code), which ends the report as tampered with. At any point: grader_error (the grading
     process's own code raised: a traceback), which ends it as the grader's internal error.
 
 Every event carries a token the grader sends on the process's standard input before the learner's
@@ -68,7 +68,7 @@ class Job:
 
 
 def outputs_path(workdir: Path, index: int) -> Path:
-    """Where the replay saves the tensors one replayed case returned; the grader decides, not the child."""
+    """Where the replay saves the tensors one replayed case returned; the grader decides, not the grading process."""
     return workdir / f"case_{index}.pt"
 
 
@@ -212,7 +212,9 @@ class Stream(CheckedLines):
                 raise Tampered("a second machine event")
             self.machine = {k: str(v) for k, v in event.items() if k != "event"}
             return
-        if kind == "refused":  # hardening (checks.engine.child.hardening): the learner's code asked for what is refused
+        if (
+            kind == "refused"
+        ):  # hardening (checks.engine.grading_process.hardening): the learner's code asked for what is refused
             raise Tampered(f"your code tried {str(event.get('reason', ''))[:200]}, which the grading process refuses")
         if kind == "grader_error":  # at any point: the grading process's own code raised
             if self.grader_error:

@@ -25,7 +25,7 @@ import triton
 from checks.authoring.figures import Figure, Line, draw
 from checks.authoring.wrong import materialize
 from checks.bench_results import ANSWER_KEY, Row, read_csv, write_data
-from checks.engine.child.measure import bench_ms, device_peaks
+from checks.engine.grading_process.measure import bench_ms, device_peaks
 from checks.engine.judging.timing import loosest_tolerance, output_difference, roofline_share
 from checks.engine.processes.spawn import kill, start_module
 from checks.engine.submission import load_module
@@ -136,7 +136,7 @@ def load_variant(puzzle: Puzzle, path: Path, module: str) -> Callable | str:
         return f"{path.name} could not be loaded: {type(exc).__name__}: {exc}"
 
 
-def child(job: dict[str, Any]) -> int:
+def puzzle_process(job: dict[str, Any]) -> int:
     """The benchmark's process for one puzzle: on stdout, a JSON line for the machine, then one per point."""
     puzzle, cuda = get_puzzle(job["puzzle"]), job["device"] == "cuda"
     kernels = {"": getattr(load_module(puzzle.solution, f"answer_key_{puzzle.stem}"), puzzle.name)}
@@ -173,17 +173,18 @@ def child(job: dict[str, Any]) -> int:
     return 0
 
 
-def run_child(job: dict[str, Any], timeout: float) -> tuple[list[Row], dict[str, Any], str]:
-    """A `--child` process's rows and machine (the job on its stdin, killed at `timeout`), and why it stopped early."""
+def run_puzzle_process(job: dict[str, Any], timeout: float) -> tuple[list[Row], dict[str, Any], str]:
+    """The rows and machine of a puzzle's process (`--puzzle-process`, the job on its stdin, killed at `timeout`),
+    and why it stopped early."""
     env = dict(os.environ, TRITON_INTERPRET="1" if job["device"] == "cpu" else "0")  # compiled kernels on a GPU
-    proc = start_module("checks.instructor.bench", "--child", env=env, stdout=subprocess.PIPE, text=True)
+    proc = start_module("checks.instructor.bench", "--puzzle-process", env=env, stdout=subprocess.PIPE, text=True)
     try:
         output = proc.communicate(json.dumps(job), timeout=timeout)[0]
         problem = f"its process ended with exit status {proc.returncode}" if proc.returncode else "it stopped early"
     except subprocess.TimeoutExpired:
         kill(proc)
         output, problem = proc.communicate()[0], f"its time share of {timeout:.0f} s ran out"
-    finally:  # also on Ctrl-C: take the child (its own session) down too
+    finally:  # also on Ctrl-C: take that process (its own session) down too
         if proc.poll() is None:
             kill(proc)
     records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
@@ -204,7 +205,7 @@ def sweep(
         left = budget - (time.monotonic() - start) - RESERVE_S * (len(runnable) - index - 1)
         share = min(float(p.sweep.get("cap_s", 60)), left)
         print(f"Puzzle {p.number} ({p.slug}): {len(job['points'])} sizes, at most {max(share, 0):.0f} s", flush=True)
-        got, machine, problem = run_child(job, share) if share >= 5 else ([], {}, "the time budget was spent")
+        got, machine, problem = run_puzzle_process(job, share) if share >= 5 else ([], {}, "the time budget was spent")
         meta = {**machine, **meta, "notes": meta["notes"] + machine.get("notes", [])}  # the first report stays
         status, missing = f"not run: {problem}", job["points"][len(got) :]  # it reports the points in order
         got += [Row(p.number, p.slug, q["series"], q["size"], q["x"], status, variant=q["variant"]) for q in missing]
@@ -259,8 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         "--tutorial", type=Path, help="a copy of Triton's 06-fused-attention.py: time it beside 9 and 10"
     )
     argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--child"]:  # the benchmark's process for one puzzle (run_child), the job on its stdin
-        return child(json.load(sys.stdin))
+    if argv == [
+        "--puzzle-process"
+    ]:  # the benchmark's process for one puzzle (run_puzzle_process), the job on its stdin
+        return puzzle_process(json.load(sys.stdin))
     args = parser.parse_args(argv)
     out = args.out or args.render or ROOT
     if args.render is not None:

@@ -17,7 +17,7 @@ that do not fit (no puzzle number, a puzzle that does not exist, folders inside 
 folders) are listed as warnings and skipped; files that are not .py or .ipynb, and hidden
 files and folders (.ipynb_checkpoints, __pycache__), are ignored.
 
-Every submission is graded in its own child process with a time limit (120 s unless the
+Every submission is graded in grading processes of its own with a time limit (120 s unless the
 puzzle or --timeout says otherwise), exactly as `make check` grades it, so one that crashes,
 hangs or cheats gets that verdict and the run goes on. On a machine without a GPU each one is forked from a
 process that imported torch and Triton once (`checks.engine.processes.forking`; CHECKS_FORK_SERVER=0: started
@@ -244,7 +244,7 @@ def grade_all(submissions: list[Submission], root: Path, timeout: float | None, 
             report(results[-1])
         return results
     os.environ.setdefault(PARTS_ENV, "1")  # several gradings at once keep the cores busy: one interpreter process each
-    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each grading runs in its own child process
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each grading runs in grading processes of its own
         futures = [pool.submit(grade_one, s, timeout) for s in submissions]
         for future in as_completed(futures):
             report(future.result())

@@ -3,8 +3,8 @@
     python -m checks.learner.maps N [--file F | --solution] [--case I] [--out PNG]
     make map PUZZLE=N [FILE=...]
 
-runs the submission (by default your notebook's graded cell) and the answer key, each in a child
-process with the puzzle's time limit, on one CPU case in Triton's interpreter under the access
+runs the submission (by default your notebook's graded cell) and the answer key, each in a process of its
+own with the puzzle's time limit, on one CPU case in Triton's interpreter under the access
 recorder (`checks.engine.access.patches`), and draws one PNG:
 
 - puzzles 1, 2: the program that wrote each element of the output;
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
-from checks.engine.processes.access_recording import MapError, record_in_child
+from checks.engine.processes.access_recording import MapError, record_in_own_process
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION, DECODING = "elementwise", "softmax", "matmul", "attention", "decoding"
@@ -463,8 +463,8 @@ def make_map(
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
         submission, _, earlier = prepare(puzzle, file, solution, Path(tmp), source, earlier)
-        mine = record_in_child(puzzle.number, submission, case, puzzle.timeout, earlier)
-    key = mine if solution else record_in_child(puzzle.number, puzzle.solution, case, puzzle.timeout)
+        mine = record_in_own_process(puzzle.number, submission, case, puzzle.timeout, earlier)
+    key = mine if solution else record_in_own_process(puzzle.number, puzzle.solution, case, puzzle.timeout)
     png = out or ROOT / "build" / "maps" / f"{puzzle.stem}.png"
     draw(puzzle.number, mine, None if solution else key, png)
     return png, traffic_lines(mine["log"], None if solution else key["log"])

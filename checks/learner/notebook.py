@@ -20,11 +20,15 @@ from types import ModuleType
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.child.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim, quiet_interpreter
-from checks.engine.grade import grade
-from checks.engine.processes.prestart import check_folder, prestart_spare
+from checks.engine.grading_process.machine import (
+    autotune_without_benchmarks,
+    numpy_pitfall,
+    numpy_shim,
+    quiet_interpreter,
+)
 from checks.engine.submission import as_module, graded_cells, load_module, notebook_code
-from checks.learner import hints, progress
+from checks.learner import hints
+from checks.learner.session import Checked, check_session
 from checks.registry import ROOT, Puzzle, get_puzzle, shown
 
 
@@ -150,31 +154,29 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
     else:
         print(f"The graded cell has not been run in this session: grading the saved {puzzle.notebook.name}.")
         source = (notebook_code(puzzle.notebook, number), f"your graded cell in {puzzle.notebook.name}")
-    with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
-        try:
-            verdict = grade_warm(
-                puzzle,
-                timeout=timeout,
-                seed=seed,
-                source=source,
-                earlier=earlier_code(puzzle),
-                artifacts=Path(pictures),
-                progress=V.progress_printer(number, puzzle.title),
-            )
-        except KeyboardInterrupt:  # Kernel > Interrupt: the grading process was ended on the way out
-            print(V.STOPPED)
-            return
-        print(V.format_verdict(verdict, puzzle.title, cases_shown=bool(verdict.mode)))
-        if verdict.picture_data:
-            _show_picture(verdict, picture_folder(puzzle) / f"{puzzle.stem}.png")
-    if verdict.map_case is not None:
-        _show_map(puzzle, verdict.map_case)
-    origin = copy_name(puzzle)
-    if progress.record(verdict, source=origin) and origin:
-        print(
-            f"Recorded in `make progress` as puzzle {puzzle.number}'s last verdict, from {origin} "
-            f"(not {puzzle.notebook.name}); a check in {puzzle.notebook.name} records the notebook's again."
+    try:
+        checked = check_session(
+            puzzle,
+            spare=True,
+            picture=picture_folder(puzzle) / f"{puzzle.stem}.png",
+            record_as=copy_name(puzzle),
+            again=f"a check in {puzzle.notebook.name} records the notebook's again.",
+            timeout=timeout,
+            seed=seed,
+            source=source,
+            earlier=earlier_code(puzzle),
+            progress=V.progress_printer(number, puzzle.title),
         )
+    except KeyboardInterrupt:  # Kernel > Interrupt: the grading process was ended on the way out
+        print(V.STOPPED)
+        return
+    print(checked.report())
+    if checked.had_picture:
+        _show_picture(checked)
+    if checked.verdict.map_case is not None:
+        _show_map(puzzle, checked.verdict.map_case)
+    if checked.recorded:
+        print(checked.recorded)
 
 
 def this_notebook() -> Path | None:
@@ -198,16 +200,6 @@ def copy_name(puzzle: Puzzle) -> str:
         return ""
     same = here.resolve() == puzzle.notebook.resolve() if here.is_absolute() else here.name == puzzle.notebook.name
     return "" if same else here.name
-
-
-def grade_warm(puzzle: Puzzle, **options: Any) -> V.Verdict:
-    """`grade`, in grading processes started after the previous check of this notebook (they have imported
-    torch and Triton by now: seconds sooner on a GPU machine); the next check's are started afterwards."""
-    try:
-        with check_folder(interpret=False, start=puzzle.ready) as workdir:
-            return grade(puzzle, workdir=workdir, **options)
-    finally:
-        prestart_spare(interpret=False)
 
 
 def picture_folder(puzzle: Puzzle) -> Path:
@@ -240,14 +232,11 @@ def _display(png: Path, caption: str, elsewhere: str) -> None:
     display(Image(filename=str(png)))
 
 
-def _show_picture(verdict: V.Verdict, png: Path) -> None:
-    from checks.learner.picture import draw_verdict
-
-    drawn, note = draw_verdict(verdict, png)
-    if drawn is None:
-        print(note)
+def _show_picture(checked: Checked) -> None:
+    if checked.picture is None:
+        print(checked.picture_note)
         return
-    _display(drawn, f"Where the output is wrong (saved as {shown(drawn)}):", note)
+    _display(checked.picture, f"Where the output is wrong (saved as {shown(checked.picture)}):", checked.picture_note)
 
 
 def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:

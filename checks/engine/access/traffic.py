@@ -115,7 +115,7 @@ def answer_key_log(puzzle: Any, timeout: float = 120.0) -> dict[str, Any] | None
 
     import torch
 
-    from checks.engine.processes.access_recording import MapError, record_in_child
+    from checks.engine.processes.access_recording import MapError, record_in_own_process
 
     if not puzzle.solution.exists():
         return None
@@ -126,7 +126,7 @@ def answer_key_log(puzzle: Any, timeout: float = 120.0) -> dict[str, Any] | None
     except Exception:  # noqa: BLE001 - no usable copy yet: record it
         pass
     try:
-        log = record_in_child(puzzle.number, puzzle.solution, 0, timeout)["log"]
+        log = record_in_own_process(puzzle.number, puzzle.solution, 0, timeout)["log"]
     except MapError:
         return None
     path.parent.mkdir(parents=True, exist_ok=True)

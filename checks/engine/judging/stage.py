@@ -34,8 +34,8 @@ from checks.engine.judging.wording import (
 from checks.engine.kernel_source import KernelSource, extract
 from checks.engine.phases import mark
 from checks.engine.processes.prestart import take_prestarted
-from checks.engine.processes.run import ChildEnd, GradingProcess
-from checks.engine.processes.spawn import kill, start_child
+from checks.engine.processes.run import GradingProcess, ProcessEnd
+from checks.engine.processes.spawn import kill, start_grading_process
 from checks.engine.protocol import RECORD, REPLAY, TIME_COMMAND, Job, RecordStream, Stream, Tampered
 from checks.engine.rules import rulebook
 from checks.registry import Puzzle
@@ -87,9 +87,10 @@ class Stage:
         record_job = replace(self.job, role=RECORD, global_names=source.global_names, time_plan=self.time_it)
         process = GradingProcess(record_job, recording, timeout, self.workdir, stop=self._stop.is_set)
         # the replay process imports torch and Triton while the learner's code records; it takes its job only
-        # from a pipe the grader holds, and nothing of it is reachable from another process (child.main.private)
+        # from a pipe the grader holds, and nothing of it is reachable from another process
+        # (grading_process.main.private)
         replayer = take_prestarted(self.workdir, self.job.interpret, REPLAY)
-        replayer = replayer or start_child(self.workdir, self.job.interpret, preload=True, role=REPLAY)
+        replayer = replayer or start_grading_process(self.workdir, self.job.interpret, preload=True, role=REPLAY)
         try:
             try:
                 for _ in process.events():
@@ -105,7 +106,13 @@ class Stage:
                 kill(replayer)
 
     def replay(
-        self, recording: RecordStream, end: ChildEnd, source: KernelSource, record_job: Job, replayer: Any, left: float
+        self,
+        recording: RecordStream,
+        end: ProcessEnd,
+        source: KernelSource,
+        record_job: Job,
+        replayer: Any,
+        left: float,
     ) -> V.Verdict:
         """Replay the recorded plans (the recording process and all it started are gone) and give the verdict."""
         self.stream.machine = recording.machine
@@ -141,7 +148,7 @@ class Stage:
         mark("replay process ended")
         return self.verdict(end)
 
-    def recorded(self, recording: RecordStream, end: ChildEnd) -> bool:
+    def recorded(self, recording: RecordStream, end: ProcessEnd) -> bool:
         """Whether the recording came back whole; otherwise its ending is carried over to the verdict."""
         self.stream.tampered = recording.tampered
         self.stream.grader_error = recording.grader_error
@@ -199,7 +206,7 @@ class Stage:
     def all_passed(self) -> bool:
         return not self.tampered and len(self.results) == len(self.selection) and all(r.passed for r in self.results)
 
-    def verdict(self, end: ChildEnd) -> V.Verdict:
+    def verdict(self, end: ProcessEnd) -> V.Verdict:
         machine = self.stream.machine or {}
         v = V.Verdict(
             self.puzzle.number,

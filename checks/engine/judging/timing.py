@@ -11,7 +11,7 @@ of a large device-to-device copy (bytes read + written) and the rate of a large 
 torch.matmul. A puzzle with a `speed_bar` fails when yours is slower than min_ratio x the baseline.
 
 The arithmetic is in small pure functions here (tested without a GPU in tests/test_timing.py); the
-measurements, which need CUDA, are in `checks.engine.child.measure`. `checks.instructor.bench` reuses both.
+measurements, which need CUDA, are in `checks.engine.grading_process.measure`. `checks.instructor.bench` reuses both.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.processes.run import ChildEnd
+from checks.engine.processes.run import ProcessEnd
 from checks.engine.protocol import Stream
 from checks.registry import get_puzzle, shown
 
@@ -53,7 +53,7 @@ def learner_frame(output: str, names: dict[str, str]) -> str:
 
 
 def unfinished_verdict(
-    v: V.Verdict, end: ChildEnd, stream: Stream, timeout: float, file: str = "", names: dict[str, str] | None = None
+    v: V.Verdict, end: ProcessEnd, stream: Stream, timeout: float, file: str = "", names: dict[str, str] | None = None
 ) -> None:
     """The grading process ran out of time, died, or exited before its report was complete."""
     current = stream.started

@@ -1,4 +1,4 @@
-"""Record a submission's access log in a process of its own (`python -m checks.engine.child.recording`), for a
+"""Record a submission's access log in a process of its own (`python -m checks.engine.grading_process.recording`), for a
 map or for the answer key's memory traffic: the learner's code never runs in the caller's process."""
 
 from __future__ import annotations
@@ -16,17 +16,25 @@ class MapError(RuntimeError):
     """Something to tell the learner instead of a picture."""
 
 
-def record_in_child(
+def record_in_own_process(
     number: int | str, path: Path, case: int, timeout: float, earlier: Path | None = None
 ) -> dict[str, Any]:
-    """Run `path` on one CPU case in a child process and return its recording (see child.recording.record_file);
-    `earlier` is the code of the step the puzzle builds on, where the submission uses it
-    (checks.engine.submission.earlier_step)."""
+    """Run `path` on one CPU case in a process of its own and return its recording (see
+    grading_process.recording.record_file); `earlier` is the code of the step the puzzle builds on, where the submission
+    uses it (checks.engine.submission.earlier_step)."""
     import torch
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
         out = Path(tmp) / "log.pt"
-        command = [sys.executable, "-m", "checks.engine.child.recording", str(number), str(path), str(case), str(out)]
+        command = [
+            sys.executable,
+            "-m",
+            "checks.engine.grading_process.recording",
+            str(number),
+            str(path),
+            str(case),
+            str(out),
+        ]
         command += [str(earlier)] if earlier else []
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)

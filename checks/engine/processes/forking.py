@@ -1,9 +1,9 @@
 """Grading processes forked from a fork server, on a CPU, when $CHECKS_FORK_SERVER is 1 (the test suite sets it).
 
 A grading process spends seconds importing torch, Triton and numpy before it does anything. The fork server
-(`checks.engine.child.fork_server`, in a process of its own) has imported them once, with the environment of an
-interpreter grading process, and forks each grading process from itself. `spawn.start_child` asks it first;
-`fork_child` answers None, and spawn starts the process itself as always, when the server is off, on a machine
+(`checks.engine.grading_process.fork_server`, in a process of its own) has imported them once, with the environment of
+an interpreter grading process, and forks each grading process from itself. `spawn.start_grading_process` asks it first;
+`fork_grading_process` answers None, and spawn starts the process itself as always, when the server is off, on a machine
 with an NVIDIA GPU (fork and CUDA do not mix), when the server could not start or has died, and when the request's
 environment is not the one the server imported torch and Triton with.
 
@@ -35,7 +35,7 @@ from checks.engine import process_table
 from checks.registry import ROOT
 
 ENV = "CHECKS_FORK_SERVER"  # "1": fork interpreter grading processes from a fork server
-SERVER_MODULE = "checks.engine.child.fork_server"
+SERVER_MODULE = "checks.engine.grading_process.fork_server"
 MAX_MESSAGE = 1 << 16
 START_LIMIT = 300.0  # seconds the first request waits for the server's imports (a busy machine: many times 3 s)
 
@@ -53,10 +53,12 @@ class ServerGone(Exception):
 
 
 class ForkServerClient:
-    """The grader's side of the fork server: its process, the socket pair, and what it said of each child."""
+    """The grader's side of the fork server: its process, the socket pair, and what it said of each grading process
+    it forked."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        """Start `python -m checks.engine.child.fork_server` with `env` (it imports while the first request waits)."""
+        """Start `python -m checks.engine.grading_process.fork_server` with `env` (it imports while the first request
+        waits)."""
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self.proc = subprocess.Popen(
@@ -70,7 +72,7 @@ class ForkServerClient:
                 start_new_session=True,
             )
         self.lock = threading.Lock()  # one reader of the socket at a time
-        self.ended: dict[int, int] = {}  # pid -> wait status, for children not yet asked about
+        self.ended: dict[int, int] = {}  # pid -> wait status, for grading processes not yet asked about
         self.requests = 0  # requests sent, each answered with its number
         self.problem = ""  # why it no longer serves
 
@@ -101,7 +103,7 @@ class ForkServerClient:
                     raise ServerGone(str(message["refused"]))
 
     def next_message(self, timeout: float) -> dict[str, Any] | None:
-        """The server's next message, or None when none came in `timeout` seconds; an ended child's is kept in
+        """The server's next message, or None when none came in `timeout` seconds; an ended grading process's is kept in
         `ended`. ServerGone when the server ended or stopped. The caller holds `lock`."""
         if not select.select([self.sock], [], [], max(0.0, timeout))[0]:
             return None
@@ -128,7 +130,7 @@ class ForkServerClient:
         raise ServerGone(why)
 
     def status(self, pid: int) -> int | None:
-        """The wait status of the child `pid` once it ended and was reaped, else None."""
+        """The wait status of the grading process `pid` once it ended and was reaped, else None."""
         with self.lock:
             with contextlib.suppress(ServerGone):
                 while pid not in self.ended and not self.problem and self.next_message(0) is not None:
@@ -136,7 +138,7 @@ class ForkServerClient:
             return self.ended.pop(pid, None)
 
     def stop(self) -> None:
-        """Close the socket: the server stops the children still running, and ends."""
+        """Close the socket: the server stops the grading processes still running, and ends."""
         with self.lock:
             if not self.problem:
                 self.problem = "it was stopped"
@@ -172,7 +174,7 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired([SERVER_MODULE, str(self.pid)], timeout or 0)
             try:
                 select.select([self.server.sock], [], [], 0.05)  # until the server says something
-            except (OSError, ValueError):  # its socket is closed: poll finds out how the child ended
+            except (OSError, ValueError):  # its socket is closed: poll finds out how the grading process ended
                 time.sleep(0.05)
         return code
 
@@ -183,8 +185,8 @@ class ForkedProcess:
 
 
 def _orphan_exit(pid: int) -> int | None:
-    """How a child of a server that died ended: this process reaps it when it adopted it (a subreaper), else it
-    is known only to have ended (as if killed)."""
+    """How a grading process of a server that died ended: this process reaps it when it adopted it (a subreaper),
+    else it is known only to have ended (as if killed)."""
     try:
         done, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
@@ -197,9 +199,9 @@ _server: list[ForkServerClient] = []  # the one server of this process, once sta
 _starting = threading.Lock()
 
 
-def fork_child(args: list[str], env: dict[str, str], log: int) -> ForkedProcess | None:
-    """A grading process `python -m checks.engine.child.main ARGS` forked by the fork server, with `env` and `log`
-    as its output; None when it cannot be (see the module's docstring): the caller starts one itself."""
+def fork_grading_process(args: list[str], env: dict[str, str], log: int) -> ForkedProcess | None:
+    """A grading process `python -m checks.engine.grading_process.main ARGS` forked by the fork server, with `env` and
+    `log` as its output; None when it cannot be (see the module's docstring): the caller starts one itself."""
     if not wanted():
         return None
     with _starting:

@@ -14,11 +14,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from checks.engine.processes.spawn import ChildProcess, kill, start_child, started
+from checks.engine.processes.spawn import GradingProcessHandle, kill, start_grading_process, started
 from checks.engine.protocol import RECORD, REPLAY
 
 # Grading processes started before the grader imported torch, by (workdir, interpret, role).
-_prestarted: dict[tuple[str, bool, str], ChildProcess] = {}
+_prestarted: dict[tuple[str, bool, str], GradingProcessHandle] = {}
 
 
 def prestart(workdir: Path, interpret: bool) -> None:
@@ -27,7 +27,9 @@ def prestart(workdir: Path, interpret: bool) -> None:
     recording process is gone). A `GradingProcess` for the same workdir, mode and role takes each over."""
     workdir.mkdir(parents=True, exist_ok=True)
     for role in (RECORD, REPLAY):
-        _prestarted[(str(workdir), interpret, role)] = start_child(workdir, interpret, preload=True, role=role)
+        _prestarted[(str(workdir), interpret, role)] = start_grading_process(
+            workdir, interpret, preload=True, role=role
+        )
 
 
 def discard_prestarted() -> None:
@@ -120,7 +122,7 @@ def part_workdir(workdir: Path, part: int) -> Path:
     return workdir / ("interpreter" if part == 0 else f"interpreter-{part}")
 
 
-def take_prestarted(workdir: Path, interpret: bool, role: str = RECORD) -> ChildProcess | None:
+def take_prestarted(workdir: Path, interpret: bool, role: str = RECORD) -> GradingProcessHandle | None:
     """The process prestarted for `workdir` in this mode and role, if it is still waiting for its job."""
     proc = _prestarted.pop((str(workdir), interpret, role), None)
     if proc is not None and proc.poll() is not None:  # it ended before its job came: start a fresh one

@@ -16,13 +16,13 @@ from typing import Any
 
 from checks.engine.processes.forking import server_pids
 from checks.engine.processes.prestart import take_prestarted
-from checks.engine.processes.spawn import ChildProcess, kill, own_processes, start_child
+from checks.engine.processes.spawn import GradingProcessHandle, kill, own_processes, start_grading_process
 from checks.engine.protocol import EXIT_COMMAND, Job, RecordStream, Stream
 from checks.engine.sealing import adopt_orphans, left_behind
 
 
 @dataclass
-class ChildEnd:
+class ProcessEnd:
     """How the grading process ended."""
 
     stream: Stream
@@ -58,7 +58,7 @@ class _Reader:
         return [line for line in complete.decode("utf-8", errors="replace").splitlines() if line.strip()]
 
 
-def _write(proc: ChildProcess, line: str, close: bool = False) -> None:
+def _write(proc: GradingProcessHandle, line: str, close: bool = False) -> None:
     try:
         assert proc.stdin is not None
         proc.stdin.write((line + "\n").encode())
@@ -69,7 +69,7 @@ def _write(proc: ChildProcess, line: str, close: bool = False) -> None:
         pass
 
 
-def _send(proc: ChildProcess, command: str) -> None:
+def _send(proc: GradingProcessHandle, command: str) -> None:
     _write(proc, command, close=True)
 
 
@@ -84,16 +84,19 @@ class GradingProcess:
         timeout: float,
         workdir: Path,
         stop: Callable[[], bool] | None = None,
-        proc: ChildProcess | None = None,
+        proc: GradingProcessHandle | None = None,
     ) -> None:
-        """Start `python -m checks.engine.child.main` (or take over `proc`, or the one prestarted for this workdir)."""
+        """Start `python -m checks.engine.grading_process.main` (or take over `proc`, or the one prestarted for this
+        workdir)."""
         self.stream, self.timeout, self.stop = stream, timeout, stop
         self.log_path = workdir / "output.log"
         events = workdir / f"events-{job.role}.jsonl"
         events.unlink(missing_ok=True)  # whatever an earlier process left there is not this one's report
         adopt_orphans()  # sealing: an orphan of the grading process comes back to this process, to be found
         if proc is None:
-            proc = take_prestarted(workdir, job.interpret) or start_child(workdir, job.interpret, preload=False)
+            proc = take_prestarted(workdir, job.interpret) or start_grading_process(
+                workdir, job.interpret, preload=False
+            )
         self.proc = proc
         self.reader = _Reader(events)
         stream.token = secrets.token_hex(16)
@@ -138,7 +141,7 @@ class GradingProcess:
         self.stream.asked_time = command is not None and command != EXIT_COMMAND
         _send(self.proc, command or EXIT_COMMAND)
 
-    def end(self) -> ChildEnd:
+    def end(self) -> ProcessEnd:
         """How it ended; a process it started that outlived it (killed now) makes the report tampered with."""
         if self.proc.poll() is None:  # events() was left before the process ended
             kill(self.proc)
@@ -147,4 +150,4 @@ class GradingProcess:
             self.stream.tampered = f"{left[0]}, started by your code, outlived the grading process"
         returncode = None if self.timed_out else self.proc.returncode
         seconds = time.monotonic() - self.start
-        return ChildEnd(self.stream, returncode, self.timed_out, seconds, _tail(self.log_path))
+        return ProcessEnd(self.stream, returncode, self.timed_out, seconds, _tail(self.log_path))

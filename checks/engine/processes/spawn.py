@@ -1,4 +1,4 @@
-"""Start grading processes (`python -m checks.engine.child.main`) and stop them, their own children included.
+"""Start grading processes (`python -m checks.engine.grading_process.main`) and stop them, their own children included.
 
 In the interpreter, with $CHECKS_FORK_SERVER set to 1, a grading process is forked from the fork server
 (`checks.engine.processes.forking`) instead, where it can be; both kinds are handled alike."""
@@ -18,8 +18,8 @@ from checks.engine.protocol import PRELOAD_FLAG, RECORD
 from checks.engine.sealing import MARK, starting
 from checks.registry import ROOT
 
-ChildProcess = subprocess.Popen | ForkedProcess  # a grading process, started here or forked by the fork server
-started: list[ChildProcess] = []  # every grading process this process started
+GradingProcessHandle = subprocess.Popen | ForkedProcess  # a grading process, started here or forked by the fork server
+started: list[GradingProcessHandle] = []  # every grading process this process started
 
 
 def start_module(module: str, *args: str, env: dict[str, str], stdout: Any, text: bool = False) -> subprocess.Popen:
@@ -37,7 +37,7 @@ def start_module(module: str, *args: str, env: dict[str, str], stdout: Any, text
     )
 
 
-def kill(proc: ChildProcess) -> None:
+def kill(proc: GradingProcessHandle) -> None:
     """Stop `proc` and every process of its session, and reap it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -46,7 +46,7 @@ def kill(proc: ChildProcess) -> None:
     proc.wait()
 
 
-def child_env(interpret: bool) -> dict[str, str]:
+def grading_process_env(interpret: bool) -> dict[str, str]:
     """The grading process's environment: the course on the path; on a GPU, autotuning results kept on disk.
 
     Triton keys a kept autotuning result by the kernel's source, its configs and the sizes, so a second
@@ -59,19 +59,21 @@ def child_env(interpret: bool) -> dict[str, str]:
     return env
 
 
-def start_child(workdir: Path, interpret: bool, preload: bool, role: str = RECORD) -> ChildProcess:
+def start_grading_process(workdir: Path, interpret: bool, preload: bool, role: str = RECORD) -> GradingProcessHandle:
     """A grading process for `workdir`; with `preload`, it imports torch and Triton (and for the recording `role`,
     what recording needs) before it waits for its job.
 
     In the interpreter, the fork server's (forked with torch and Triton imported) where it can be.
     """
     args = [str(workdir / "job.json"), str(workdir / "events.jsonl")]
-    env = {**child_env(interpret), "CHECKS_ROLE": f"{role}-{'interpreter' if interpret else 'gpu'}"}
+    env = {**grading_process_env(interpret), "CHECKS_ROLE": f"{role}-{'interpreter' if interpret else 'gpu'}"}
     with open(workdir / "output.log", "ab") as log, starting:  # sealing: started and known at once
-        proc = forking.fork_child([*args, PRELOAD_FLAG, "interpreter"], env, log.fileno()) if interpret else None
+        proc = (
+            forking.fork_grading_process([*args, PRELOAD_FLAG, "interpreter"], env, log.fileno()) if interpret else None
+        )
         if proc is None:
             args += [PRELOAD_FLAG, "interpreter" if interpret else "gpu", role] if preload else []
-            proc = start_module("checks.engine.child.main", *args, env=env, stdout=log)
+            proc = start_module("checks.engine.grading_process.main", *args, env=env, stdout=log)
         started.append(proc)
     return proc
 

@@ -1,11 +1,11 @@
 """Record one submission's plan on one case and replay it under the access recorder: the log a map draws.
 
-Run as `python -m checks.engine.child.recording NUMBER FILE CASE OUT` by `checks.engine.processes.access_recording`
-(for a map, or the answer key's memory traffic). As in a check, the learner's function only records its plan (on
-other data values) and the kernels taken from the submission's source perform it (`checks.engine.replay`), so
-the map shows what the replay did. This runs the learner's code, so call it only in a process that may die; a
-map is a picture, never a verdict. It needs Triton's interpreter: call `interpreter_setup()` before anything
-imports the submission.
+Run as `python -m checks.engine.grading_process.recording NUMBER FILE CASE OUT` by
+`checks.engine.processes.access_recording` (for a map, or the answer key's memory traffic). As in a check, the learner's
+function only records its plan (on other data values) and the kernels taken from the submission's source perform it
+(`checks.engine.replay`), so the map shows what the replay did. This runs the learner's code, so call it only in a
+process that may die; a map is a picture, never a verdict. It needs Triton's interpreter: call `interpreter_setup()`
+before anything imports the submission.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 def interpreter_setup() -> None:
     """Triton's CPU interpreter, with autotune taking its first config (no timing without a GPU)."""
     os.environ["TRITON_INTERPRET"] = "1"
-    from checks.engine.child.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim
+    from checks.engine.grading_process.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim
 
     autotune_without_benchmarks()
     import numpy
@@ -38,8 +38,8 @@ def record_call(
     import tempfile
 
     from checks.engine.access.patches import record_access
-    from checks.engine.child.case_runner import copies_of_inputs, returned_kind
-    from checks.engine.child.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.grading_process.case_runner import copies_of_inputs, returned_kind
+    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
     from checks.engine.inputs import RECORDING_DRAWS, draw, draw_case
     from checks.engine.kernel_source import extract
     from checks.engine.replay.kernels import build

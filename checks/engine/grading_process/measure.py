@@ -131,7 +131,7 @@ def comparable(yours: Any, theirs: Any) -> tuple[list[Any], list[Any], str]:
     """
     import torch
 
-    from checks.engine.child.case_runner import as_outputs
+    from checks.engine.grading_process.case_runner import as_outputs
 
     ys, ts = as_outputs(yours), as_outputs(theirs)
     if len(ys) != len(ts):  # the grader says how many each returned: no data needed

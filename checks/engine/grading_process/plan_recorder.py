@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from checks.engine.child.launches import kernel_classes
+from checks.engine.grading_process.launches import kernel_classes
 from checks.engine.patching import replaced
 from checks.engine.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS
 
@@ -306,7 +306,7 @@ class PlanRecorder(TorchDispatchMode):
         self.ops.append(group)
 
     def plan(self, returned: Any, kind: str, globals_: dict[str, Any]) -> dict[str, Any]:
-        from checks.engine.child.case_runner import as_outputs
+        from checks.engine.grading_process.case_runner import as_outputs
 
         outputs = as_outputs(returned)
         self._busy = True

@@ -1,7 +1,7 @@
 """The grading process: loads one submission and reports what it does, case by case; never a verdict.
 
 Started by `checks.engine.processes.spawn` as
-`python -m checks.engine.child.main JOB.json EVENTS.jsonl [--preload MODE]` (with --preload, it imports torch
+`python -m checks.engine.grading_process.main JOB.json EVENTS.jsonl [--preload MODE]` (with --preload, it imports torch
 and Triton for MODE before it waits for its token and job). It writes one JSON event per line to EVENTS in the
 order `checks.engine.protocol` accepts, saves what each call returned to the files the protocol names, and,
 when the grader asks on standard input, times the submission on a GPU (saving its outputs and the answer key's
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import checks
-from checks.engine.child.hardening import event_writer, harden
-from checks.engine.child.machine import autotune_without_benchmarks, detect
+from checks.engine.grading_process.hardening import event_writer, harden
+from checks.engine.grading_process.machine import autotune_without_benchmarks, detect
 from checks.engine.phases import mark
 from checks.engine.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, outputs_path
 
@@ -39,7 +39,7 @@ class Events:
 def record_all(job: Job, events: Events, machine: Any, workdir: Path) -> None:
     """Load the submission and record its plan for every selected case, on two draws of each (and, for a timed GPU
     check, at the timing size): what it asks of the GPU, never run here."""
-    from checks.engine.child.case_runner import explain_exception
+    from checks.engine.grading_process.case_runner import explain_exception
     from checks.engine.submission import EarlierStepError, load_module
     from checks.puzzles import spec_module
     from checks.registry import get_puzzle
@@ -92,8 +92,8 @@ def record_case(
     import io
     import time
 
-    from checks.engine.child.case_runner import captured, explain_exception, returned_kind
-    from checks.engine.child.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.grading_process.case_runner import captured, explain_exception, returned_kind
+    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
     from checks.engine.inputs import RECORDING_DRAWS, draw
 
     found: dict[str, Any] = {
@@ -134,7 +134,7 @@ def host_seconds(fn: Any, spec: Any, case: dict, job: Job, machine: Any, calls: 
 
     import torch
 
-    from checks.engine.child.machine import autotune_without_benchmarks
+    from checks.engine.grading_process.machine import autotune_without_benchmarks
     from checks.engine.inputs import RECORDING_DRAWS, draw
 
     autotune_without_benchmarks()  # the launch costs the same whichever config runs
@@ -155,7 +155,7 @@ def host_seconds(fn: Any, spec: Any, case: dict, job: Job, machine: Any, calls: 
 def replay_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
     """Perform each case's plan with the kernels built from the submission's source, on inputs drawn here with
     values no other process knows; report each as an observation. The function that replays the timing plan."""
-    from checks.engine.child.case_runner import Observer
+    from checks.engine.grading_process.case_runner import Observer
     from checks.engine.kernel_source import KernelSource
     from checks.engine.observations import CaseObservation
     from checks.engine.replay.kernels import build
@@ -256,15 +256,15 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
     if machine.mode == "interpreter":
         autotune_without_benchmarks()
     if job.role == RECORD:
-        # hardening (checks.engine.child.hardening): the learner's code runs here; keep it off the grader's files,
-        # processes and the replay that follows
+        # hardening (checks.engine.grading_process.hardening): the learner's code runs here; keep it off the grader's
+        # files, processes and the replay that follows
         harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], own=list(job.names))
         record_all(job, events, machine, workdir)
         return 0
     replayed = replay_all(job, events, machine, workdir)
     if replayed is not None and sys.stdin.readline().strip() == TIME_COMMAND:
-        from checks.engine.child.answer_key import replayed_answer_key
-        from checks.engine.child.measure import measure
+        from checks.engine.grading_process.answer_key import replayed_answer_key
+        from checks.engine.grading_process.measure import measure
         from checks.puzzles import spec_module
         from checks.registry import get_puzzle
 
@@ -280,14 +280,14 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
 def preload_role(role: str, machine: Any) -> None:
     """Import what the job of `role` will need, read the registry and, on a GPU, make the CUDA context while the
     grader writes the job: a check waits for none of it."""
-    import checks.engine.child.case_runner
+    import checks.engine.grading_process.case_runner
     import checks.engine.observations
     import checks.puzzles
     from checks.registry import load_puzzles
 
     load_puzzles()
     if machine.mode == "gpu" and not machine.problem:
-        from checks.engine.child.machine import warm_up_gpu
+        from checks.engine.grading_process.machine import warm_up_gpu
 
         try:
             warm_up_gpu()
@@ -295,7 +295,7 @@ def preload_role(role: str, machine: Any) -> None:
             pass
     if role == RECORD:
         import checks.engine.submission
-        from checks.engine.child.plan_recorder import warm_up
+        from checks.engine.grading_process.plan_recorder import warm_up
 
         warm_up()
     else:

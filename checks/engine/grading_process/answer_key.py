@@ -10,8 +10,8 @@ from typing import Any
 
 def replayed_answer_key(puzzle: Any, parameters: list[str], device: str, workdir: Path) -> Callable[..., Any]:
     """A function of the puzzle's inputs that replays the answer key's plan (recorded on its first call)."""
-    from checks.engine.child.case_runner import returned_kind
-    from checks.engine.child.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.grading_process.case_runner import returned_kind
+    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
     from checks.engine.kernel_source import extract
     from checks.engine.replay.kernels import build
     from checks.engine.replay.perform import Performer, returned_as

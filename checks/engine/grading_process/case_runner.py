@@ -20,8 +20,8 @@ import torch
 
 from checks.engine.access.patches import record_access
 from checks.engine.access.recorder import AccessRecorder
-from checks.engine.child.launches import Tracker, watch_launches
-from checks.engine.child.machine import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.grading_process.launches import Tracker, watch_launches
+from checks.engine.grading_process.machine import NUMPY_PITFALL_TEXT, Machine
 from checks.engine.inputs import draw
 from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.protocol import access_path

@@ -2,20 +2,20 @@
 Triton, numpy, the grading process's own modules) and forks grading processes from itself, each in milliseconds
 instead of the seconds those imports take.
 
-Started by `checks.engine.processes.forking` as `python -m checks.engine.child.fork_server FD`, with the
+Started by `checks.engine.processes.forking` as `python -m checks.engine.grading_process.fork_server FD`, with the
 environment of an interpreter grading process (which carries the sealing mark) and FD its end of a socket pair
 with the grader (SOCK_SEQPACKET: one message per send). It never loads a submission and runs no torch operation:
 it stays one thread, so that a fork copies nothing half done (numpy's OpenBLAS stops its threads before each fork;
 a first fork at start makes sure, and a server with another thread refuses to serve).
 
-A request is {"id": n, "args": [...], "env": {...}} with two file descriptors: the grading process's standard
-input and its output log. The server forks; the child starts a session of its own (so that the grader's kill and
-its sealing treat it as a process it started itself), takes the descriptors as its standard input, output and
-error, the request's environment and the repository as its folder, and runs `checks.engine.child.main` as
-`python -m checks.engine.child.main ARGS` would, to the same exit. The server answers {"id": n, "forked": pid}, or
-{"id": n, "refused": why} for an environment other than its own (torch and Triton read theirs at import: a child
-must have the one the server imported them with), and {"ended": pid, "status": wait status} once the child is
-reaped.
+A request is {"id": n, "args": [...], "env": {...}} with two file descriptors: the grading process's standard input and
+its output log. The server forks; the grading process it forked starts a session of its own (so that the grader's kill
+and its sealing treat it as a process it started itself), takes the descriptors as its standard input, output and error,
+the request's environment and the repository as its folder, and runs `checks.engine.grading_process.main` as
+`python -m checks.engine.grading_process.main ARGS` would, to the same exit. The server answers
+{"id": n, "forked": pid}, or {"id": n, "refused": why} for an environment other than its own (torch and Triton read
+theirs at import: a grading process must have the one the server imported them with), and
+{"ended": pid, "status": wait status} once that process is reaped.
 
 It is a child subreaper: an orphan of a grading process comes back to it, where the grader's sealing
 (`checks.engine.sealing.left_behind`) finds and kills it; the server reaps it. It ends when the grader's end of
@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 from checks.engine import process_table
 
 MAX_MESSAGE = 1 << 20
-# What a child's environment may differ in from the server's: variables nothing reads at import. Pytest sets
+# What a grading process's environment may differ in from the server's: variables nothing reads at import. Pytest sets
 # PYTEST_CURRENT_TEST for each test; the course's own settings (CHECKS_...) are read by the grader, and by the
 # grading process only after it starts, from the request's environment it has by then.
 PER_CALL = frozenset({"PYTEST_CURRENT_TEST"})
@@ -60,18 +60,18 @@ def send(sock: socket.socket, **message: Any) -> None:
 
 def import_for_grading() -> str:
     """Import what a grading process imports in the interpreter; why the server cannot serve, or ""."""
-    from checks.engine.child.machine import detect
+    from checks.engine.grading_process.machine import detect
     from checks.engine.sealing import adopt_orphans
 
     detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
-    import checks.engine.child.case_runner
-    import checks.engine.child.main
-    from checks.engine.child.plan_recorder import warm_up
+    import checks.engine.grading_process.case_runner
+    import checks.engine.grading_process.main
+    from checks.engine.grading_process.plan_recorder import warm_up
 
     warm_up()
     import checks.engine.submission
     import checks.puzzles
-    import checks.registry  # noqa: F401 - imported for the children
+    import checks.registry  # noqa: F401 - imported for the grading processes
 
     if not adopt_orphans():
         return "it could not become a child subreaper"
@@ -99,12 +99,12 @@ class Server:
 
     def __init__(self, sock: socket.socket, env: dict[str, str]) -> None:
         self.sock, self.env = sock, compared_environment(env)
-        self.children: set[int] = set()
+        self.forked: set[int] = set()
         self.wakeup_read, self.wakeup_write = os.pipe()
         os.set_blocking(self.wakeup_write, False)
 
     def serve(self) -> tuple[list[str], dict[str, str], list[int]] | None:
-        """Answer requests until the grader leaves (None); in a forked child, its request (args, env, fds)."""
+        """Answer requests until the grader leaves (None); in a forked grading process, its request (args, env, fds)."""
         signal.set_wakeup_fd(self.wakeup_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that a child's end wakes the select
         while True:
@@ -128,7 +128,7 @@ class Server:
                 self.leave()
                 return [str(a) for a in request["args"]], request["env"], fds
             else:
-                self.children.add(pid)
+                self.forked.add(pid)
                 for fd in fds:
                     os.close(fd)
                 send(self.sock, id=request.get("id"), forked=pid)
@@ -147,20 +147,20 @@ class Server:
                 return
             if pid == 0:
                 return
-            if pid in self.children:
-                self.children.discard(pid)
+            if pid in self.forked:
+                self.forked.discard(pid)
                 send(self.sock, ended=pid, status=status)
 
     def stop(self) -> None:
         """The grader left: stop the grading processes nobody reads any more, and the orphans they left."""
-        for pid in self.children | process_table.children_of(os.getpid()):
+        for pid in self.forked | process_table.children_of(os.getpid()):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
     def leave(self) -> None:
-        """In a forked child: nothing of the server's stays (its socket, its signal handling)."""
+        """In a forked grading process: nothing of the server's stays (its socket, its signal handling)."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in (self.wakeup_read, self.wakeup_write):
@@ -169,8 +169,9 @@ class Server:
 
 
 def become(args: list[str], env: dict[str, str], fds: list[int]) -> None:
-    """Make this forked child what `python -m checks.engine.child.main ARGS` started with `env` would be."""
-    from checks.engine.child import main as child_main
+    """Make this forked grading process what `python -m checks.engine.grading_process.main ARGS` started with `env`
+    would be."""
+    from checks.engine.grading_process import main as grading_main
     from checks.registry import ROOT
 
     os.setsid()  # a session of its own, as spawn starts every grading process
@@ -183,14 +184,14 @@ def become(args: list[str], env: dict[str, str], fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(env)
     os.chdir(ROOT)
-    sys.argv = [child_main.__file__, *args]
+    sys.argv = [grading_main.__file__, *args]
 
 
 def end_as_python_does(code: int, interrupted: bool = False) -> NoReturn:
     """End this forked grading process as the interpreter ends a program, with exit status `code`: its threads
     (other than daemon ones) waited for, the atexit functions run, its output flushed, and an uncaught
     KeyboardInterrupt (`interrupted`) ended by SIGINT; but without tearing down the modules, which would write to,
-    and so copy, every page the child still shares with the server (a third of a second)."""
+    and so copy, every page the grading process still shares with the server (a third of a second)."""
     main_thread = threading.main_thread()
     while others := [t for t in threading.enumerate() if t is not main_thread and not t.daemon]:
         for thread in others:
@@ -216,9 +217,10 @@ def exit_code(code: object) -> int:
 
 
 def serve_until_forked(argv: list[str] | None = None) -> list[str]:
-    """Be the fork server until the grader leaves (then exit); in a forked child, ready to grade: its arguments."""
+    """Be the fork server until the grader leaves (then exit); in a forked grading process, ready to grade: its
+    arguments."""
     args = sys.argv[1:] if argv is None else argv
-    gc.disable()  # no collection leaves holes in the pages the children share ...
+    gc.disable()  # no collection leaves holes in the pages the grading processes share ...
     sock = socket.socket(fileno=int(args[0]))
     env = dict(os.environ)  # before the imports, which may add to it (detect sets TRITON_INTERPRET)
     try:
@@ -228,7 +230,7 @@ def serve_until_forked(argv: list[str] | None = None) -> list[str]:
     if problem:
         send(sock, stopped=problem)
         raise SystemExit(1)
-    gc.freeze()  # ... and none in a child writes to the objects imported here
+    gc.freeze()  # ... and none in a grading process writes to the objects imported here
     request = Server(sock, env).serve()
     if request is None:
         raise SystemExit(0)
@@ -239,8 +241,8 @@ def serve_until_forked(argv: list[str] | None = None) -> list[str]:
 
 if __name__ == "__main__":
     # The grading process's main is called here, at the top, so that the frames below it are as many as when
-    # `python -m checks.engine.child.main` runs it (a crash lists them in the learner's output).
-    from checks.engine.child.main import main as grade
+    # `python -m checks.engine.grading_process.main` runs it (a crash lists them in the learner's output).
+    from checks.engine.grading_process.main import main as grade
 
     grading = serve_until_forked()
     try:
