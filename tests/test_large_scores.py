@@ -60,7 +60,7 @@ def test_every_attention_puzzle_has_a_large_score_case_in_the_cases_every_machin
 
 @pytest.mark.parametrize("number", ATTENTION)
 def test_the_large_case_overflows_exp_in_most_rows(number):
-    _, inputs, _ = draw_case(number, large_case(number, "cpu"))
+    _, inputs, _ = draw_case(get_puzzle(number), large_case(number, "cpu"))
     tops = row_max_scores(inputs)
     assert float(tops.max()) > 2 * OVERFLOW, "the largest score should reach a few hundred"
     assert float((tops > OVERFLOW).double().mean()) > 0.9, "exp of most rows' largest score should overflow"
@@ -68,5 +68,5 @@ def test_the_large_case_overflows_exp_in_most_rows(number):
 
 def test_the_default_cases_stay_small():
     """The spread applies only where a case asks for it: the first (generic) case's scores stay far from overflow."""
-    _, inputs, _ = draw_case("11", 0)
+    _, inputs, _ = draw_case(get_puzzle("11"), 0)
     assert float(row_max_scores(inputs).max()) < 10

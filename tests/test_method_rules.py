@@ -204,7 +204,7 @@ def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] |
             else:
                 path = materialize(puzzle, next(f for f in known_wrong(puzzle) if name_of(f) == variant), Path(tmp))
             _RECORDED[(number, variant, case)] = record_in_own_process(number, path, case, 300)
-    _, inputs, _ = draw_case(number, case)
+    _, inputs, _ = draw_case(puzzle, case)
     data = _RECORDED[(number, variant, case)]
     return CaseContext(puzzle, data["case"], inputs, [], [], CaseObservation(index=case, access=data["log"]))
 

@@ -210,7 +210,7 @@ def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
 
 def test_every_rule_declares_what_the_rest_of_the_grader_asks_for():
     """Each rule's name, message, reference row and picture are declared beside it; nothing else lists them."""
-    assert list(rulebook.RULES) == list(rulebook.ORDER)
+    assert list(rulebook.RULES) == [*rulebook.ORDER, *rulebook.requested_order(rulebook.declared_rules())]
     for name, rule in rulebook.RULES.items():
         assert rule.name == name == rule.check.__name__
         assert rule.message[:1].isupper() and rule.message.endswith("."), f"{name}: a message, in sentences"
@@ -230,10 +230,21 @@ def test_a_rule_left_out_of_the_order_or_named_twice_or_unknown_stops_the_rulebo
     declared = rulebook.declared_rules()
     assert rulebook.order_problems(rulebook.ORDER, declared) == []
     missing = tuple(name for name in rulebook.ORDER if name != "values")
-    problems = rulebook.order_problems((*missing, "split_kv", "no_such_rule"), declared)
-    assert len(problems) == 3
-    assert "'values' (checks.engine.rules.core) is not in ORDER" in problems[0]
-    assert "'split_kv' twice" in problems[1] and "'no_such_rule', which no module" in problems[2]
+    problems = rulebook.order_problems((*missing, "output_form", "no_such_rule", "split_kv"), declared)
+    assert len(problems) == 4
+    assert "'values' (checks.engine.rules.core) applies to every call but is not in ORDER" in problems[0]
+    assert "'output_form' twice" in problems[1] and "'no_such_rule', which no module" in problems[2]
+    assert "'split_kv', a rule puzzles ask for: its declaration places it" in problems[3]
+
+
+def test_a_requested_rule_is_placed_by_its_declaration():
+    """No list to edit for a rule a puzzle asks for: declaration order, and `before=` where priority differs."""
+    declared = rulebook.declared_rules()
+    order = rulebook.requested_order(declared)
+    assert order.index("pages_in_table") < order.index("kv_once_per_group") < order.index("split_kv")
+    assert order[:2] == ["limits", "grouped_order"]  # launch_order is the first of MODULES to declare any
+    wrong = {**declared, "limits": dataclasses.replace(declared["limits"], before="values")}
+    assert "before='values', which is not a rule puzzles ask for" in rulebook.order_problems(rulebook.ORDER, wrong)[0]
 
 
 def test_a_puzzle_gives_a_message_only_where_it_differs_from_the_rules_own():

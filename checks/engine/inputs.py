@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from checks.memory import Arena
+from checks.registry import Puzzle
 
 
 def draw(
@@ -43,12 +44,10 @@ def secret_data_seed(seed: int, count: int) -> int:
             return found
 
 
-def draw_case(number: int | str, case_index: int = 0, seed: int = 1) -> tuple[Arena, dict[str, Any], list[str]]:
+def draw_case(puzzle: Puzzle, case_index: int = 0, seed: int = 1) -> tuple[Arena, dict[str, Any], list[str]]:
     """(arena, inputs, output names) of a puzzle's CPU case, drawn as the grader draws it."""
     from checks.puzzles import spec_module
-    from checks.registry import get_puzzle
 
-    puzzle = get_puzzle(number)
     spec = spec_module(puzzle)
     arena, inputs = draw(spec, puzzle.cases["cpu"][case_index], seed, case_index, "cpu")
     return arena, inputs, [e.name for e in spec.reference(inputs)]

@@ -352,9 +352,9 @@ def _case_inputs(number: int | str, case: dict[str, Any]) -> dict[str, Any]:
     """A recording's inputs, drawn again as the recorder drew them (the map needs a paged cache's block_table)."""
     from checks.engine.inputs import draw_case
 
-    cases = get_puzzle(number).cases["cpu"]
-    index = next((i for i, c in enumerate(cases) if c == case), 0)
-    return draw_case(number, index)[1]
+    puzzle = get_puzzle(number)
+    index = next((i for i, c in enumerate(puzzle.cases["cpu"]) if c == case), 0)
+    return draw_case(puzzle, index)[1]
 
 
 def _cmap(name: str) -> Any:

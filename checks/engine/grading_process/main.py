@@ -24,6 +24,7 @@ from checks.engine.grading_process.hardening import event_writer, harden
 from checks.engine.grading_process.machine import autotune_without_benchmarks, detect
 from checks.engine.phases import mark
 from checks.engine.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, outputs_path
+from checks.registry import Puzzle
 
 
 class Events:
@@ -36,15 +37,13 @@ class Events:
         self._f.flush()
 
 
-def record_all(job: Job, events: Events, machine: Any, workdir: Path) -> None:
+def record_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: Path) -> None:
     """Load the submission and record its plan for every selected case, on two draws of each (and, for a timed GPU
     check, at the timing size): what it asks of the GPU, never run here."""
     from checks.engine.grading_process.case_runner import explain_exception
     from checks.engine.submission import EarlierStepError, load_module
     from checks.puzzles import spec_module
-    from checks.registry import get_puzzle
 
-    puzzle = get_puzzle(job.puzzle)
     spec = spec_module(puzzle)
     names = {str(Path(k).resolve()): v for k, v in job.names.items()}
     try:
@@ -152,7 +151,7 @@ def host_seconds(fn: Any, spec: Any, case: dict, job: Job, machine: Any, calls: 
     return seconds
 
 
-def replay_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
+def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: Path) -> Any:
     """Perform each case's plan with the kernels built from the submission's source, on inputs drawn here with
     values no other process knows; report each as an observation. The function that replays the timing plan."""
     from checks.engine.grading_process.case_runner import Observer
@@ -161,9 +160,7 @@ def replay_all(job: Job, events: Events, machine: Any, workdir: Path) -> Any:
     from checks.engine.replay.kernels import build
     from checks.engine.replay.perform import Performer, returned_as
     from checks.puzzles import spec_module
-    from checks.registry import get_puzzle
 
-    puzzle = get_puzzle(job.puzzle)
     spec = spec_module(puzzle)
     source = KernelSource.from_dict(job.kernel_source or {})
     plans = [r["plan"] for r in job.replays if "plan" in r] + ([job.timing_plan] if job.timing_plan else [])
@@ -255,13 +252,16 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         return 0
     if machine.mode == "interpreter":
         autotune_without_benchmarks()
+    from checks.registry import get_puzzle
+
+    puzzle = get_puzzle(job.puzzle)  # the one place a grading process turns the job's puzzle id into the puzzle
     if job.role == RECORD:
         # hardening (checks.engine.grading_process.hardening): the learner's code runs here; keep it off the grader's
         # files, processes and the replay that follows
         harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], own=list(job.names))
-        record_all(job, events, machine, workdir)
+        record_all(job, puzzle, events, machine, workdir)
         return 0
-    replayed = replay_all(job, events, machine, workdir)
+    replayed = replay_all(job, puzzle, events, machine, workdir)
     if replayed is not None and sys.stdin.readline().strip() == TIME_COMMAND:
         from checks.engine.grading_process.answer_key import replayed_answer_key
         from checks.engine.grading_process.measure import measure

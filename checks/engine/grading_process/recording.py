@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from checks.registry import Puzzle
+
 
 def interpreter_setup() -> None:
     """Triton's CPU interpreter, with autotune taking its first config (no timing without a GPU)."""
@@ -32,7 +34,7 @@ def interpreter_setup() -> None:
 
 
 def record_call(
-    module: Any, fn: Any, paths: list[Path], number: int | str, case_index: int, seed: int
+    module: Any, fn: Any, paths: list[Path], puzzle: Puzzle, case_index: int, seed: int
 ) -> tuple[dict[str, Any], list[Any]]:
     """Record fn's plan on the case (other data values), replay it under the access recorder; (log dict, outputs)."""
     import tempfile
@@ -45,9 +47,7 @@ def record_call(
     from checks.engine.replay.kernels import build
     from checks.engine.replay.perform import Performer
     from checks.puzzles import spec_module
-    from checks.registry import get_puzzle
 
-    puzzle = get_puzzle(number)
     case = puzzle.cases["cpu"][case_index]
     source = extract([(str(p.resolve()), p.name, p.read_text(encoding="utf-8")) for p in paths])
     if source.problems:
@@ -57,7 +57,7 @@ def record_call(
     with recorder, launches_recorded(recorder):
         returned = fn(*recorded_on.values())
     plan = recorder.plan(returned, returned_kind(returned), recorded_globals(module, source.global_names))
-    arena, inputs, names = draw_case(number, case_index, seed)
+    arena, inputs, names = draw_case(puzzle, case_index, seed)
     with tempfile.TemporaryDirectory(prefix="checks-map-kernels-") as folder:
         kernels, _ = build(source, plan["globals"], Path(folder))
         with record_access(arena, inputs) as log:
@@ -80,8 +80,8 @@ def record_file(
     fn = getattr(module, puzzle.name)
     step = Path(earlier) if earlier else earlier_answer_key(Path(path))  # an answer key builds on its step's key
     paths = ([step] if step else []) + [Path(path)]
-    log, _ = record_call(module, fn, paths, number, case_index, seed)
-    _, inputs, _ = draw_case(number, case_index, seed)
+    log, _ = record_call(module, fn, paths, puzzle, case_index, seed)
+    _, inputs, _ = draw_case(puzzle, case_index, seed)
     shapes = {k: list(v.shape) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     scalars = {k: v for k, v in inputs.items() if isinstance(v, (bool, int, float))}
     return {

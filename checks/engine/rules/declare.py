@@ -13,8 +13,11 @@ picture and its row of the reference page. Every other part of the grader asks t
         return Problem(say(message, split_kv.message, measured))
 
 The rule's name is its function's name: what verdicts, `expect:` lines of known-wrong kernels and the `rules:`
-entries of puzzles.yaml call it. The decorated name is a `Rule`, called like the function. Its place in
-`checks.engine.rules.rulebook.ORDER` is its priority: the first rule a call breaks is the one reported.
+entries of puzzles.yaml call it. The decorated name is a `Rule`, called like the function. Its place in the
+rulebook is its priority (the first rule a call breaks is the one reported): an EVERY_CALL rule's place is its
+entry in `checks.engine.rules.rulebook.ORDER`; the ON_REQUEST rules follow them in the order they are declared
+(the modules of `rulebook.MODULES` in turn, each from its top), and `before="another_rule"` puts one ahead of the
+rule it names.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Rule:
     picture: PictureKind | None = None  # what shows its failure best (checks.engine.rules.pictures)
     explains_gpu_values: bool = False  # found in the interpreter, it says why a GPU case failed (values, a fault)
     explained_by_interpreter: bool = False  # failed on a GPU, a rule that explains_gpu_values may name the cause
+    before: str = ""  # an ON_REQUEST rule: the rule it is checked before, where declaration order says otherwise
 
     def __call__(self, ctx: CaseContext, **params: Any) -> Problem | None:
         return self.check(ctx, **params)
@@ -79,6 +83,7 @@ def rule(
     picture: PictureKind | None = None,
     explains_gpu_values: bool = False,
     explained_by_interpreter: bool = False,
+    before: str = "",
 ) -> Callable[[Callable[..., Problem | None]], Rule]:
     """Declare the function below as a rule named after it (see the module's docstring)."""
     if applies not in (EVERY_CALL, ON_REQUEST):
@@ -86,6 +91,8 @@ def rule(
     unknown = set(needs) - set(NEEDS)
     if unknown:
         raise ValueError(f"a rule needs only what NEEDS lists, not {sorted(unknown)}")
+    if before and applies != ON_REQUEST:
+        raise ValueError("only an ON_REQUEST rule takes `before`: an EVERY_CALL rule's place is its entry in ORDER")
 
     def declare(check: Callable[..., Problem | None]) -> Rule:
         return Rule(
@@ -99,6 +106,7 @@ def rule(
             picture=picture,
             explains_gpu_values=explains_gpu_values,
             explained_by_interpreter=explained_by_interpreter,
+            before=before,
         )
 
     return declare

@@ -28,6 +28,8 @@ from checks.registry import Puzzle, load_puzzles
 
 MODULES = (plan_rules, core, launch_order, method, decoding)  # the modules that declare rules
 
+# The rules every call is checked by, in the order they are checked. The rules a puzzle asks for (ON_REQUEST)
+# come after them, in the order their modules declare them (see checks.engine.rules.declare).
 ORDER: tuple[str, ...] = (
     # the plan, before anything is replayed (checks.engine.judging.plans)
     "kernel_calls",
@@ -41,15 +43,6 @@ ORDER: tuple[str, ...] = (
     "no_load_outside",
     "output_form",
     "values",
-    # asked for by a puzzle's `rules:`
-    "limits",
-    "grouped_order",
-    "causal_skipping",
-    "parallel_over_queries",
-    "p_never_stored",
-    "pages_in_table",  # before split_kv: reading slots past seq_lens also raises the read count, and is the cause
-    "kv_once_per_group",
-    "split_kv",
 )
 
 # What a verdict may name besides a rule: reached by the grader itself, with no check function.
@@ -80,16 +73,36 @@ def declared_rules() -> dict[str, Rule]:
 
 
 def order_problems(order: tuple[str, ...], declared: dict[str, Rule]) -> list[str]:
-    """What is wrong with `order` against the declared rules: a rule left out, a name twice, a name not declared."""
+    """What is wrong with `order` against the declared rules: an EVERY_CALL rule left out, a name twice, a name not
+    declared or not of an EVERY_CALL rule, a `before` that names no requested rule."""
     problems = [
-        f"the rule {name!r} ({declared[name].check.__module__}) is not in ORDER in checks/engine/rules/rulebook.py: "
-        "add its name where its priority puts it"
-        for name in declared
-        if name not in order
+        f"the rule {name!r} ({declared[name].check.__module__}) applies to every call but is not in ORDER in "
+        "checks/engine/rules/rulebook.py: add its name where its priority puts it"
+        for name, rule in declared.items()
+        if rule.applies == EVERY_CALL and name not in order
     ]
     problems += [f"ORDER names {name!r} twice" for name in sorted({n for n in order if order.count(n) > 1})]
     problems += [f"ORDER names {name!r}, which no module of MODULES declares" for name in order if name not in declared]
+    problems += [
+        f"ORDER names {name!r}, a rule puzzles ask for: its declaration places it (before=...), not ORDER"
+        for name in order
+        if name in declared and declared[name].applies != EVERY_CALL
+    ]
+    problems += [
+        f"the rule {name!r} is declared before={rule.before!r}, which is not a rule puzzles ask for"
+        for name, rule in declared.items()
+        if rule.before and (rule.before not in declared or declared[rule.before].applies != ON_REQUEST)
+    ]
     return problems
+
+
+def requested_order(declared: dict[str, Rule]) -> list[str]:
+    """The ON_REQUEST rules in declaration order, each with a `before` moved just ahead of the rule it names."""
+    names = [name for name, rule in declared.items() if rule.applies == ON_REQUEST]
+    for name in [n for n in names if declared[n].before]:
+        names.remove(name)
+        names.insert(names.index(declared[name].before), name)
+    return names
 
 
 def _book() -> dict[str, Rule]:
@@ -97,7 +110,7 @@ def _book() -> dict[str, Rule]:
     problems = order_problems(ORDER, declared)
     if problems:
         raise RulebookError("The rulebook does not fit the declared rules:\n  " + "\n  ".join(problems))
-    return {name: declared[name] for name in ORDER}
+    return {name: declared[name] for name in (*ORDER, *requested_order(declared))}
 
 
 RULES: dict[str, Rule] = _book()  # every rule, by name, in the order they are checked
