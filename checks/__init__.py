@@ -43,7 +43,8 @@ How a submission is graded:
           engine.processes       start (spawn; on a CPU with $CHECKS_FORK_SERVER=1, forked by the fork server,
                                  engine.grading_process.fork_server: forking), prestart and run
                                  (run.GradingProcess: time limit, the checked event stream) grading processes
-          engine.protocol        what each grading process may say, in which order
+          engine.protocol        what each grading process may say, in which order: each event and the job a
+                                 dataclass, read from JSON by engine.wire, which checks every field's type
           engine.judging.judge   (in the grader) re-derive inputs and reference, load the replay's outputs
             engine.rules.rulebook  the rules' order and the outcomes; each rule is declared beside its function
                                    (engine.rules.declare) in engine.rules.plan_rules, core, method and decoding

@@ -17,7 +17,8 @@ from checks import verdict as V
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, spawn
-from checks.engine.protocol import Stream
+from checks.engine.protocol import Job, RecordStream, Stream
+from checks.engine.wire import WireError
 from checks.registry import get_puzzle
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
@@ -32,8 +33,14 @@ def observation(index: int, **data) -> str:
     return line("case", index=index, returned="tensor", outputs_file=f"case_{index}.pt", **data)
 
 
+def machine(mode: str = "interpreter", **data) -> str:
+    """The machine event, with every field a grading process writes."""
+    fields = {"device": "CPU (Triton interpreter)", "torch": "2.11", "triton": "3.6", "numpy": "2.3", **data}
+    return line("machine", mode=mode, **fields)
+
+
 def honest(selection: list[int]) -> list[str]:
-    lines = [line("machine", mode="interpreter", device="CPU")]
+    lines = [machine()]
     for index in selection:
         lines += [line("case_start", index=index), observation(index)]
     return [*lines, line("observed")]
@@ -73,6 +80,126 @@ def test_a_forged_report_is_refused(name):
     assert stream.tampered, name
 
 
+# a line whose fields do not fit its kind of event (checks.engine.wire), and how the tampered report names the field
+MISFIT = {
+    "a field of the wrong type": (
+        lambda h: [h[0], line("case_start", index="0"), *h[2:]],
+        "case_start.index is text, not a whole number",
+    ),
+    "a nested field of the wrong type": (
+        lambda h: [*h[:2], observation(0, launches=[{"kernel": "k", "own": "yes"}]), *h[3:]],
+        "case.launches[0].own is text, not true or false",
+    ),
+    "an item of the wrong type": (
+        lambda h: [*h[:2], observation(0, raised_where=["p1.py, line 3", 3]), *h[3:]],
+        "case.raised_where[1] is a whole number, not text",
+    ),
+    "an unknown field": (lambda h: [machine(verdict="passed"), *h[1:]], "machine has an unknown field 'verdict'"),
+    "an unknown field of an observation": (
+        lambda h: [*h[:2], observation(0, passed=True), *h[3:]],
+        "case has an unknown field 'passed'",
+    ),
+    "a missing field": (lambda h: [h[0], line("case_start"), *h[2:]], "case_start lacks its field 'index'"),
+    "a machine event without its device": (
+        lambda h: [line("machine", mode="gpu"), *h[1:]],
+        "machine lacks its field 'device'",
+    ),
+    "a refusal without its reason": (lambda h: [*h[:3], line("refused")], "refused lacks its field 'reason'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISFIT))
+def test_an_event_that_does_not_fit_its_kind_is_refused_naming_the_field(name):
+    forge, named = MISFIT[name]
+    stream = feed(forge(honest([0, 1])))
+    assert stream.tampered == f"a malformed event ({named})", name
+
+
+RECORDED = {"raised": "", "raised_where": [], "stub": False, "printed": "", "seconds": 0.25}
+
+
+def plan(index: int, **data) -> str:
+    """A plan event as the recording process writes it (its plans only claims: the replay makes them true or not)."""
+    return line("plan", index=index, **{"plans": [{"ops": []}, {"ops": []}], **RECORDED, **data})
+
+
+def timing_plan(**data) -> str:
+    return line("timing_plan", **{"plans": [{"ops": []}], **RECORDED, **data})
+
+
+def record(lines: list[str], selection: list[int] | None = None) -> RecordStream:
+    stream = RecordStream(selection or [0, 1], token=TOKEN)
+    for text in lines:
+        stream.feed_line(text)
+    return stream
+
+
+def test_an_honest_recording_is_accepted():
+    stream = record([machine("gpu"), plan(0), plan(1), timing_plan(host_seconds=2e-05), line("observed")])
+    assert not stream.tampered and stream.complete and [p.index for p in stream.plans] == [0, 1]
+    assert stream.machine is not None and stream.machine.mode == "gpu"
+    assert stream.plans[0].plans == [{"ops": []}, {"ops": []}]  # the plan itself stays JSON: checks.engine.plan
+    assert stream.timing_plan is not None and stream.timing_plan.host_seconds == 2e-05
+    stub = record([machine(), plan(0, raised="NotImplementedError (fill me in)", stub=True), line("observed")])
+    assert not stub.tampered and stub.complete
+    missing = record([machine(), line("missing", names=["vector_add"])])
+    assert not missing.tampered and missing.ending is not None and missing.complete
+
+
+FORGED_RECORDINGS = {
+    "a plan field of the wrong type": (
+        [machine(), plan(0, raised_where="p1.py, line 3")],
+        "a malformed event (plan.raised_where is text, not a list)",
+    ),
+    "a plan that is not an object": (
+        [machine(), plan(0, plans=["ops"])],
+        "a malformed event (plan.plans[0] is text, not an object)",
+    ),
+    "an unknown plan field": (
+        [machine(), plan(0, passed=True)],
+        "a malformed event (plan has an unknown field 'passed')",
+    ),
+    "a missing plan field": (
+        [machine(), line("plan", index=0, plans=[], raised="", raised_where=[], printed="", seconds=0)],
+        "a malformed event (plan lacks its field 'stub')",
+    ),
+    "a timing plan of the wrong type": (
+        [machine(), plan(0), plan(1), timing_plan(host_seconds="fast")],
+        "a malformed event (timing_plan.host_seconds is text, not a number)",
+    ),
+    "a plan out of order": ([machine(), plan(1)], "a plan for case 1 out of order"),
+    "a plan without the token": ([machine(), plan(0, token="guess")], "a plan event the grading process did not write"),
+    "a plan before the machine": ([plan(0)], "plan out of order"),
+    "the end before every case": ([machine(), plan(0), line("observed")], "the end of the report before every case"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED_RECORDINGS))
+def test_a_forged_recording_is_refused(name):
+    lines, why = FORGED_RECORDINGS[name]
+    stream = record(lines)
+    assert stream.tampered.startswith(why), (name, stream.tampered)
+
+
+def test_a_job_that_does_not_fit_is_refused_naming_the_field():
+    job = Job("1", "p1.py", {"/home/ann/p1.py": "p1.py"}, seed=1, cases=[0, 2], replays=[{"plan": {"ops": []}}])
+    assert Job.from_json(job.to_json()) == job
+    sent = json.loads(job.to_json())
+    for change, named in [
+        ({"seed": "1"}, "job.seed is text, not a whole number"),
+        ({"seed": True}, "job.seed is true or false, not a whole number"),
+        ({"cases": [0, "2"]}, "job.cases[1] is text, not a whole number"),
+        ({"puzzle": [1]}, "job.puzzle is a list, not a whole number or text"),
+        ({"names": {"/home/ann/p1.py": 1}}, "job.names['/home/ann/p1.py'] is a whole number, not text"),
+        ({"verdict": "passed"}, "job has an unknown field 'verdict'"),
+        ({"file": None}, "job lacks its field 'file'"),
+    ]:
+        data = {k: v for k, v in {**sent, **change}.items() if v is not None}
+        with pytest.raises(WireError) as refused:
+            Job.from_json(json.dumps(data))
+        assert str(refused.value) == named
+
+
 def test_a_refusal_names_what_the_learners_code_tried():
     stream = feed([*honest([0, 1])[:2], line("refused", reason="starting or signalling a process (os.fork)")])
     refused = "your code tried starting or signalling a process (os.fork), which the grading process refuses"
@@ -109,11 +236,11 @@ def test_an_error_in_the_grading_process_own_code_is_the_graders_internal_error(
 
 
 def test_the_stub_or_a_gpu_error_may_end_the_report_early():
-    stub = [line("machine", mode="interpreter"), line("case_start", index=0), observation(0, stub=True, raised="x")]
+    stub = [machine(), line("case_start", index=0), observation(0, stub=True, raised="x")]
     assert feed([*stub, line("observed")]).complete and not feed([*stub, line("observed")]).tampered
-    gpu = [line("machine", mode="gpu"), line("case_start", index=0), observation(0, raised="RuntimeError: CUDA")]
+    gpu = [machine("gpu"), line("case_start", index=0), observation(0, raised="RuntimeError: CUDA")]
     assert not feed([*gpu, line("observed")]).tampered
-    cpu = [line("machine", mode="interpreter"), line("case_start", index=0), observation(0, raised="RuntimeError")]
+    cpu = [machine(), line("case_start", index=0), observation(0, raised="RuntimeError")]
     assert feed([*cpu, line("observed")]).tampered
 
 

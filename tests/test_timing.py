@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -27,6 +28,8 @@ from checks.engine.judging.timing import (
     tflops,
     timing_table,
 )
+from checks.engine.protocol import Timings
+from checks.engine.wire import build
 from checks.puzzles import spec_module
 from checks.registry import get_puzzle
 
@@ -194,9 +197,14 @@ def small_matmul(tmp_path):
     return puzzle, spec_module(puzzle), str(key)
 
 
+def on_the_wire(raw: dict) -> Timings:
+    """The timings event the grader reads from `measure`'s raw measurements, through JSON and its checks."""
+    return build(Timings, json.loads(json.dumps(raw)), "timings")
+
+
 def timed(puzzle, spec, fn, key, workdir, **kwargs):
     """Measure in-process (as the grading process does) and judge (as the grader does, from the sealed outputs)."""
-    raw = measure(puzzle, spec, fn, key, workdir, **kwargs)
+    raw = on_the_wire(measure(puzzle, spec, fn, key, workdir, **kwargs))
     return from_measurement(puzzle, raw, load_timing_outputs(workdir, raw))
 
 
@@ -315,8 +323,8 @@ def noisy_stage(tmp_path, number: int):
     if number == 4:
         rounds["torch.matmul"] = rounds.pop("torch")
     baseline = "torch.matmul" if number == 4 else "torch"
-    stage.stream.timings = {"case": {"n": 1}, "times": fair_timing.medians(rounds), "rounds": rounds,
-                            "baseline": baseline, "nbytes": 1e6, "flops": 0.0}  # fmt: skip
+    stage.stream.timings = Timings(case={"n": 1}, times=fair_timing.medians(rounds), rounds=rounds,
+                                   baseline=baseline, nbytes=1e6, flops=0.0)  # fmt: skip
     return stage
 
 
@@ -359,10 +367,10 @@ def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_
     assert raw["problem"] is None  # the grading process only observes
     saved = timing_outputs_path(tmp_path)
     assert raw["outputs_file"] == saved.name
-    yours, theirs = load_timing_outputs(tmp_path, raw)
+    yours, theirs = load_timing_outputs(tmp_path, on_the_wire(raw))
     assert yours[0].dtype == theirs[0].dtype == torch.float16 and yours[0].shape == (70, 50)  # its own dtype
     verdict = V.Verdict(4, V.PASSED, "all 3 cases match the reference.")
-    timing_stage(puzzle, tmp_path, raw).apply_timings(verdict)
+    timing_stage(puzzle, tmp_path, on_the_wire(raw)).apply_timings(verdict)
     assert verdict.status == V.FAILED and verdict.rule == "speed_bar"
     assert verdict.summary.startswith("Right on the graded cases, but wrong at the timing size (M=70, N=50, K=40)")
     assert "the result: 50 of 3500 elements differ from the answer key's (largest difference" in verdict.summary
@@ -373,19 +381,20 @@ def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_
     [
         ({"outputs_file": "../case_0.pt"}, "name their outputs at the timing size wrongly"),
         ({"outputs_file": None}, "without the outputs at the timing size"),
+        ({"times": {"yours": "1 ms", "torch.matmul": 1.0}}, "timings.times['yours'] is text, not a number"),
+        ({"rounds": {"yours": 1.0}}, "timings.rounds['yours'] is a number, not a list"),
     ],
 )
 def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_path, change, why):
-    import json
-
-    from checks.engine.protocol import Stream
+    from checks.engine.protocol import Machine, Stream
 
     puzzle, spec, key = small_matmul
     raw = measure(puzzle, spec, right, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
-    good = Stream([0], machine={"mode": "gpu"}, observed=True, asked_time=True, token="t")
+    gpu = Machine(mode="gpu", device="GPU", torch="2.11", triton="3.6", numpy="2.3")
+    good = Stream([0], machine=gpu, observed=True, asked_time=True, token="t")
     assert good.feed_line(json.dumps({"event": "timings", **raw, "token": "t"})) is not None and not good.tampered
     forged = {k: v for k, v in {**raw, **change}.items() if v is not None}
-    stream = Stream([0], machine={"mode": "gpu"}, observed=True, asked_time=True, token="t")
+    stream = Stream([0], machine=gpu, observed=True, asked_time=True, token="t")
     assert stream.feed_line(json.dumps({"event": "timings", **forged, "token": "t"})) is None
     assert why in stream.tampered and stream.timings is None
 

@@ -5,17 +5,16 @@ with the kernels taken from the submission's source, and reports what happened h
 the inputs, computes the reference itself and applies the rules (`checks.engine.rules.problem`). A case whose
 recording failed (the learner's code raised, or its plan broke a rule) is reported as it was found.
 
-`CaseObservation.from_dict` checks every field of a report against its annotation, so a new field needs only its
-annotation here (and the replay code that fills it in).
+`CaseObservation.from_dict` checks every field of a report against its annotation (`checks.engine.wire`), so a new
+field needs only its annotation here (and the replay code that fills it in).
 """
 
 from __future__ import annotations
 
-import functools
-import types
-import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from checks.engine.wire import WireError, build
 
 
 @dataclass
@@ -65,50 +64,11 @@ class CaseObservation:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseObservation:
-        """Rebuild an observation from JSON; TypeError when any field has the wrong type."""
-        data = dict(data)
-        data["launches"] = [_checked(LaunchObs(**x)) for x in data.get("launches", [])]
-        data["buffers"] = [_checked(BufferObs(**x)) for x in data.get("buffers", [])]
-        obs = _checked(cls(**data))
-        if not all(isinstance(line, str) for line in obs.raised_where):
-            raise TypeError("raised_where holds something other than text")
-        spans = [v for buf in obs.buffers for v in buf.after_spans]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in spans):
-            raise TypeError("after_spans holds something other than offsets")
-        if obs.access is not None and not isinstance(obs.access, dict):
-            raise TypeError("access is not a mapping")
+    def from_dict(cls, data: dict[str, Any], where: str = "observation") -> CaseObservation:
+        """Rebuild an observation from JSON (`checks.engine.wire.build`); WireError, a TypeError naming the field,
+        when any field is unknown, missing or of the wrong type, or an offset after a buffer is negative."""
+        obs = build(cls, data, where)
+        for b, buf in enumerate(obs.buffers):
+            if any(v < 0 for v in buf.after_spans):
+                raise WireError(f"{where}.buffers[{b}].after_spans holds a negative offset")
         return obs
-
-
-def _allowed(annotation: Any) -> tuple[type, ...]:
-    """The classes a value of this annotation may be: its union's members, a generic's origin (list[int] is a
-    list; what it holds is checked where it matters), an int where a float is asked for."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        return tuple(cls for member in typing.get_args(annotation) for cls in _allowed(member))
-    if annotation is Any:
-        return (object,)
-    if annotation is float:
-        return (int, float)
-    if annotation is type(None) or annotation is None:
-        return (type(None),)
-    origin = typing.get_origin(annotation)
-    return (origin if origin is not None else annotation,)
-
-
-@functools.cache
-def _field_types(cls: type) -> dict[str, tuple[type, ...]]:
-    """Each field of a record class, and the classes its value may be (from the annotations)."""
-    hints = typing.get_type_hints(cls)
-    return {f.name: _allowed(hints[f.name]) for f in fields(cls)}
-
-
-def _checked(record: Any) -> Any:
-    """The record itself, after checking every field against its annotation (bool is not an int here)."""
-    allowed_by_field = _field_types(type(record))
-    for f in fields(record):
-        value = getattr(record, f.name)
-        allowed = allowed_by_field[f.name]
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            raise TypeError(f"{type(record).__name__}.{f.name} is a {type(value).__name__}")
-    return record

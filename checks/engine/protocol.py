@@ -17,6 +17,13 @@ Every event carries a token the grader sends on the process's standard input bef
 code is loaded, so a line appended to the events file by other means is refused. `Stream` enforces
 the order. Any other event, a repeated or out-of-order one, a line that is not
 JSON, or a field of the wrong type marks the stream as tampered with: the verdict is never a pass.
+
+The wire is typed: each kind of event is a dataclass here (the case event is `CaseObservation`), and `feed_line`
+builds it from its line with `checks.engine.wire.build`, which checks every field against its annotation and refuses
+an unknown or a missing one, naming it; the `Job` is read the same way. The plans a plan event carries stay JSON
+(`dict[str, Any]`): a plan is data, performed op by op by the replay and compared as it came between the case's two
+draws (`checks.engine.plan.first_difference`); its form is checked op by op by `checks.engine.plan.check` (through
+`checks.engine.judging.plans.plan_problem`), which knows every op a recorder writes.
 """
 
 from __future__ import annotations
@@ -24,14 +31,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from checks.engine.observations import CaseObservation
+from checks.engine.wire import build
 
-EVENTS = (
-    "machine", "environment", "load_error", "missing", "case_start", "case", "observed", "timings", "refused",
-    "grader_error",
-)  # fmt: skip
 TIME_COMMAND = "time"
 RECORD, REPLAY = "record", "replay"
 EXIT_COMMAND = "exit"
@@ -64,7 +68,9 @@ class Job:
 
     @classmethod
     def from_json(cls, text: str) -> Job:
-        return cls(**json.loads(text))
+        """The job the grader wrote; WireError (a TypeError naming the field) for a field unknown, missing or of
+        the wrong type."""
+        return build(cls, json.loads(text), "job")
 
 
 def outputs_path(workdir: Path, index: int) -> Path:
@@ -82,34 +88,157 @@ def access_path(workdir: Path, index: int) -> Path:
     return workdir / f"access_{index}.pt"
 
 
-RECORD_EVENTS = ("machine", "environment", "load_error", "missing", "plan", "timing_plan", "observed", "refused",
-                 "grader_error")  # fmt: skip
+@dataclass
+class Machine:
+    """machine: what the grading process runs on (`checks.engine.grading_process.machine.detect`)."""
+
+    mode: str  # "gpu" or "interpreter"
+    device: str  # what to print: the GPU's name or "CPU (Triton interpreter)"
+    torch: str
+    triton: str
+    numpy: str
+
+
+@dataclass
+class Environment:
+    """environment: the machine cannot grade (the report ends here)."""
+
+    problem: str
+
+
+@dataclass
+class LoadError:
+    """load_error: the submission (or the earlier step it builds on, `step`) does not load (the report ends here)."""
+
+    text: str
+    where: list[str]  # the learner's own lines the exception passed
+    step: str | None = None
+
+
+@dataclass
+class Missing:
+    """missing: the submission does not define these names (the report ends here)."""
+
+    names: list[str]
+
+
+@dataclass
+class CasePlan:
+    """plan: what the learner's function asked of the GPU on the two draws of one case, or how the call failed."""
+
+    index: int
+    plans: list[dict[str, Any]]  # checks.engine.plan: checked by checks.engine.plan.check, not here
+    raised: str
+    raised_where: list[str]
+    stub: bool
+    printed: str
+    seconds: float
+
+
+@dataclass
+class TimingPlan:
+    """timing_plan: the plan at the timing size (one draw), and the host's seconds per call when it recorded."""
+
+    plans: list[dict[str, Any]]
+    raised: str
+    raised_where: list[str]
+    stub: bool
+    printed: str
+    seconds: float
+    host_seconds: float | None = None
+
+
+@dataclass
+class CaseStart:
+    """case_start: the replay starts this case."""
+
+    index: int
+
+
+@dataclass
+class Observed:
+    """observed: every selected case was reported (or the report stopped early by rule)."""
+
+
+@dataclass
+class Timings:
+    """timings: `checks.engine.grading_process.measure.measure`'s raw measurements at the timing size (all of them
+    absent for a puzzle without a timing case); `checks.engine.judging.timing.from_measurement` judges them."""
+
+    case: dict[str, Any] = field(default_factory=dict)  # the timing size
+    times: dict[str, float] = field(default_factory=dict)  # contender -> median milliseconds
+    baseline: str = "torch"
+    problem: str | None = None  # the submission could not run at the timing size
+    outputs_file: str | None = None  # both outputs at the timing size (timing_outputs_path), when the key ran
+    outputs_compared: str | None = None  # which elements of a large output were saved
+    graphs: list[str] = field(default_factory=list)  # the contenders timed as CUDA graph replays
+    rounds: dict[str, list[float]] | None = None  # contender -> milliseconds per interleaved round
+    nbytes: float = 0.0
+    flops: float = 0.0
+    peaks: dict[str, float] | None = None  # the GPU's measured roofline (checks.engine.judging.timing.Peaks)
+
+
+@dataclass
+class Refused:
+    """refused: the audit hook refused a request of the learner's code (`hardening.event_writer` writes it)."""
+
+    reason: str
+
+
+@dataclass
+class GraderError:
+    """grader_error: the grading process's own code raised."""
+
+    text: str  # the traceback
+
+
+Ending = Environment | LoadError | Missing  # an event that ends the report before any case
+Event = (
+    Machine | Ending | CasePlan | TimingPlan | CaseStart | CaseObservation | Observed | Timings | Refused | GraderError
+)
+ENDINGS = ("environment", "load_error", "missing")
+# the events of each kind of report, by the name each line carries in its "event" field
+RECORD_EVENTS: dict[str, type] = {
+    "machine": Machine, "environment": Environment, "load_error": LoadError, "missing": Missing, "plan": CasePlan,
+    "timing_plan": TimingPlan, "observed": Observed, "refused": Refused, "grader_error": GraderError,
+}  # fmt: skip
+EVENTS: dict[str, type] = {
+    "machine": Machine, "environment": Environment, "load_error": LoadError, "missing": Missing,
+    "case_start": CaseStart, "case": CaseObservation, "observed": Observed, "timings": Timings, "refused": Refused,
+    "grader_error": GraderError,
+}  # fmt: skip
 
 
 class CheckedLines:
     """Reads a grading process's events one line at a time: `feed_line` of `Stream` and `RecordStream`."""
 
-    accepted: tuple[str, ...] = ()  # the events this kind of stream may carry
+    accepted: ClassVar[dict[str, type]] = {}  # the events this kind of stream may carry
     tampered: str
     token: str
 
-    def feed_line(self, line: str) -> dict[str, Any] | None:
-        """Check one line; return the event, or None (and set `tampered`) when it breaks the protocol."""
+    def feed_line(self, line: str) -> Event | None:
+        """Check one line; return its event (the dataclass of its kind), or None (and set `tampered`) when it breaks
+        the protocol: a line that is not an accepted event, lacks the token, has a field unknown, missing or of the
+        wrong type (`checks.engine.wire.build` names it), or comes out of order."""
         if self.tampered:
             return None
         try:
-            event = json.loads(line)
-            if not isinstance(event, dict) or event.get("event") not in self.accepted:
-                raise Tampered(f"an event the grader does not accept ({str(event)[:80]})")
-            if event.pop("token", None) != self.token:
-                raise Tampered(f"a {event['event']} event the grading process did not write")
-            self._accept(event)
+            data = json.loads(line)
+            kind = data.get("event") if isinstance(data, dict) else None
+            if not isinstance(kind, str) or kind not in self.accepted:
+                raise Tampered(f"an event the grader does not accept ({str(data)[:80]})")
+            if data.pop("token", None) != self.token:
+                raise Tampered(f"a {kind} event the grading process did not write")
+            del data["event"]
+            cls = self.accepted[kind]
+            event = CaseObservation.from_dict(data, kind) if cls is CaseObservation else build(cls, data, kind)
+            self._accept(kind, event)
         except (Tampered, ValueError, TypeError, KeyError) as exc:
             self.tampered = str(exc) if isinstance(exc, Tampered) else f"a malformed event ({exc})"
             return None
         return event
 
-    def _accept(self, event: dict[str, Any]) -> None:
+    def _accept(self, kind: str, event: Event) -> None:
         raise NotImplementedError
 
 
@@ -122,47 +251,44 @@ class RecordStream(CheckedLines):
     accepted = RECORD_EVENTS
 
     selection: list[int]
-    machine: dict[str, Any] | None = None
-    ending: dict[str, Any] | None = None
-    plans: list[dict[str, Any]] = field(default_factory=list)
-    timing_plan: dict[str, Any] | None = None
+    machine: Machine | None = None
+    ending: Ending | None = None
+    plans: list[CasePlan] = field(default_factory=list)
+    timing_plan: TimingPlan | None = None
     observed: bool = False
     asked_time: bool = False
     tampered: str = ""
     grader_error: str = ""
     token: str = ""
 
-    def _accept(self, event: dict[str, Any]) -> None:
-        kind = event["event"]
-        if kind == "refused":
-            raise Tampered(f"your code tried {str(event.get('reason', ''))[:200]}, which the grading process refuses")
-        if kind == "grader_error":
-            self.grader_error = str(event.get("text", ""))[-4000:] or "no traceback"
+    def _accept(self, kind: str, event: Event) -> None:
+        if isinstance(event, Refused):
+            raise Tampered(f"your code tried {event.reason[:200]}, which the grading process refuses")
+        if isinstance(event, GraderError):
+            self.grader_error = event.text[-4000:] or "no traceback"
             return
-        if kind == "machine":
+        if isinstance(event, Machine):
             if self.machine is not None:
                 raise Tampered("a second machine event")
-            self.machine = {k: str(v) for k, v in event.items() if k != "event"}
+            self.machine = event
             return
         if self.machine is None or self.ending is not None or self.observed:
             raise Tampered(f"{kind} out of order")
-        if kind in ("environment", "load_error", "missing"):
+        if isinstance(event, Environment | LoadError | Missing):
             if self.plans:
                 raise Tampered(f"{kind} after cases had run")
             self.ending = event
-        elif kind == "plan":
+        elif isinstance(event, CasePlan):
             done = len(self.plans)
-            if done >= len(self.selection) or event.get("index") != self.selection[done]:
-                raise Tampered(f"a plan for case {event.get('index')} out of order")
-            if not isinstance(event.get("plans"), list) or not isinstance(event.get("raised", ""), str):
-                raise Tampered("a plan event without its plans")
+            if done >= len(self.selection) or event.index != self.selection[done]:
+                raise Tampered(f"a plan for case {event.index} out of order")
             self.plans.append(event)
-        elif kind == "timing_plan":
+        elif isinstance(event, TimingPlan):
             if self.timing_plan is not None or len(self.plans) != len(self.selection):
                 raise Tampered("a timing plan out of order")
             self.timing_plan = event
-        elif kind == "observed":
-            stopped = bool(self.plans) and (self.plans[-1].get("stub") or self.plans[-1].get("raised"))
+        elif isinstance(event, Observed):
+            stopped = bool(self.plans) and (self.plans[-1].stub or self.plans[-1].raised)
             if len(self.plans) != len(self.selection) and not stopped:
                 raise Tampered("the end of the report before every case was recorded")
             self.observed = True
@@ -183,12 +309,12 @@ class Stream(CheckedLines):
     accepted = EVENTS
 
     selection: list[int]  # the case indices the grader asked for, in order
-    machine: dict[str, Any] | None = None
-    ending: dict[str, Any] | None = None  # environment, load_error or missing
+    machine: Machine | None = None
+    ending: Ending | None = None  # environment, load_error or missing
     cases: list[CaseObservation] = field(default_factory=list)
     started: int | None = None  # index of the case in progress
     observed: bool = False
-    timings: dict[str, Any] | None = None
+    timings: Timings | None = None
     asked_time: bool = False
     tampered: str = ""
     grader_error: str = ""  # the traceback of an exception in the grading process's own code
@@ -203,63 +329,57 @@ class Stream(CheckedLines):
         if not self.cases:
             return False
         last = self.cases[-1]
-        return last.stub or (last.raised != "" and (self.machine or {}).get("mode") == "gpu")
+        return last.stub or (last.raised != "" and self.machine is not None and self.machine.mode == "gpu")
 
-    def _accept(self, event: dict[str, Any]) -> None:
-        kind = event["event"]
-        if kind == "machine":
+    def _accept(self, kind: str, event: Event) -> None:
+        if isinstance(event, Machine):
             if self.machine is not None:
                 raise Tampered("a second machine event")
-            self.machine = {k: str(v) for k, v in event.items() if k != "event"}
+            self.machine = event
             return
-        if (
-            kind == "refused"
-        ):  # hardening (checks.engine.grading_process.hardening): the learner's code asked for what is refused
-            raise Tampered(f"your code tried {str(event.get('reason', ''))[:200]}, which the grading process refuses")
-        if kind == "grader_error":  # at any point: the grading process's own code raised
+        if isinstance(event, Refused):
+            # hardening (checks.engine.grading_process.hardening): the learner's code asked for what is refused
+            raise Tampered(f"your code tried {event.reason[:200]}, which the grading process refuses")
+        if isinstance(event, GraderError):  # at any point: the grading process's own code raised
             if self.grader_error:
                 raise Tampered("a second grader_error event")
-            self.grader_error = str(event.get("text", ""))[-4000:] or "no traceback"
+            self.grader_error = event.text[-4000:] or "no traceback"
             return
         if self.machine is None:
             raise Tampered(f"{kind} before the machine event")
         if self.ending is not None or (self.observed and kind != "timings"):
             raise Tampered(f"{kind} after the end of the report")
+        if kind in ENDINGS:
+            if self.cases or self.started is not None:
+                raise Tampered(f"{kind} after cases had run")
+            self.ending = event
+            return
         getattr(self, f"_on_{kind}")(event)
 
-    def _on_environment(self, event: dict[str, Any]) -> None:
-        if self.cases or self.started is not None:
-            raise Tampered(f"{event['event']} after cases had run")
-        self.ending = event
-
-    _on_load_error = _on_missing = _on_environment
-
-    def _on_case_start(self, event: dict[str, Any]) -> None:
+    def _on_case_start(self, event: CaseStart) -> None:
         expected = self._next_index()
-        if self.started is not None or expected is None or event["index"] != expected:
-            raise Tampered(f"case_start for case {event.get('index')} out of order")
+        if self.started is not None or expected is None or event.index != expected:
+            raise Tampered(f"case_start for case {event.index} out of order")
         self.started = expected
 
-    def _on_case(self, event: dict[str, Any]) -> None:
-        obs = CaseObservation.from_dict({k: v for k, v in event.items() if k != "event"})
+    def _on_case(self, obs: CaseObservation) -> None:
         if self.started is None or obs.index != self.started or self.stopped_early_by_rule():
             raise Tampered(f"an observation of case {obs.index} out of order")
         self.cases.append(obs)
         self.started = None
 
-    def _on_observed(self, event: dict[str, Any]) -> None:
+    def _on_observed(self, event: Observed) -> None:
         if self._next_index() is not None and not self.stopped_early_by_rule():
             raise Tampered("the end of the report before every case was observed")
         self.observed = True
 
-    def _on_timings(self, event: dict[str, Any]) -> None:
+    def _on_timings(self, timings: Timings) -> None:
         if not self.asked_time or self.timings is not None:
             raise Tampered("timings the grader did not ask for")
-        timings = {k: v for k, v in event.items() if k != "event"}
-        saved = "outputs_file" in timings
-        if saved and timings.get("outputs_file") != timing_outputs_path(Path()).name:
+        saved = timings.outputs_file is not None
+        if saved and timings.outputs_file != timing_outputs_path(Path()).name:
             raise Tampered("timings that name their outputs at the timing size wrongly")
-        if "answer key" in (timings.get("times") or {}) and not saved:  # the key ran: its outputs were saved
+        if "answer key" in timings.times and not saved:  # the key ran: its outputs were saved
             raise Tampered("timings without the outputs at the timing size")
         self.timings = timings
 

@@ -17,7 +17,7 @@ from checks import verdict as V
 from checks.engine.access.log import AccessLog
 from checks.engine.inputs import draw
 from checks.engine.observations import CaseObservation
-from checks.engine.protocol import Tampered, access_path, outputs_path, timing_outputs_path
+from checks.engine.protocol import Tampered, Timings, access_path, outputs_path, timing_outputs_path
 from checks.engine.rules.problem import CaseContext, Problem
 from checks.engine.rules.rulebook import first_problem
 from checks.memory import describe_tensor
@@ -77,10 +77,10 @@ def load_outputs(path: Path) -> list[Any]:
     return outputs
 
 
-def load_timing_outputs(workdir: Path, timings: dict[str, Any]) -> tuple[list[Any], list[Any]] | None:
+def load_timing_outputs(workdir: Path, timings: Timings) -> tuple[list[Any], list[Any]] | None:
     """The submission's and the answer key's outputs at the timing size, from the file the grader names; None when
     the replay saved none (the key did not run)."""
-    if "outputs_file" not in timings:
+    if timings.outputs_file is None:
         return None
     saved = _load_saved(timing_outputs_path(workdir))
     if not (

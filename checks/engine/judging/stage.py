@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,25 @@ from checks.engine.judging.wording import (
     unfinished_verdict,
 )
 from checks.engine.kernel_source import KernelSource, extract
+from checks.engine.observations import CaseObservation
 from checks.engine.phases import mark
 from checks.engine.processes.prestart import take_prestarted
 from checks.engine.processes.run import GradingProcess, ProcessEnd
 from checks.engine.processes.spawn import kill, start_grading_process
-from checks.engine.protocol import RECORD, REPLAY, TIME_COMMAND, Job, RecordStream, Stream, Tampered
+from checks.engine.protocol import (
+    RECORD,
+    REPLAY,
+    TIME_COMMAND,
+    CasePlan,
+    Event,
+    Job,
+    Machine,
+    Observed,
+    RecordStream,
+    Stream,
+    Tampered,
+    Timings,
+)
 from checks.engine.rules import rulebook
 from checks.registry import Puzzle
 
@@ -127,8 +141,9 @@ class Stage:
         # the replay's data values: known to this process and the replay only
         data_seed = secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
         self.judge.data_seed = data_seed
-        timing_plan = (recording.timing_plan or {}).get("plans", [None])[0] if self.time_it else None
-        self.host_seconds = (recording.timing_plan or {}).get("host_seconds")
+        recorded = recording.timing_plan  # None unless asked for (time_it)
+        timing_plan = recorded.plans[0] if self.time_it and recorded is not None else None
+        self.host_seconds = recorded.host_seconds if recorded is not None else None
         replay_job = replace(
             record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
             timing_plan=timing_plan,
@@ -139,7 +154,7 @@ class Stage:
         try:
             for event in process.events():
                 command = self.judge_event(event)
-                if event["event"] == "observed":
+                if isinstance(event, Observed):
                     process.answer(command)
         except BaseException:  # Ctrl-C, or the grader's own error
             process.end()
@@ -161,31 +176,29 @@ class Stage:
             return False
         return True
 
-    def replay_of(self, event: dict[str, Any], source: KernelSource) -> dict[str, Any]:
+    def replay_of(self, event: CasePlan, source: KernelSource) -> dict[str, Any]:
         """What the replay does with one recorded case: perform its plan, or report how recording it failed."""
-        shown = {"printed": str(event.get("printed", "")), "seconds": float(event.get("seconds", 0.0))}
-        if event.get("stub") or event.get("raised"):
-            where = [str(w) for w in event.get("raised_where", [])]
-            stub = bool(event.get("stub"))
-            return {"observation": {**shown, "raised": str(event["raised"]), "raised_where": where, "stub": stub}}
-        found = plan_problem(event["plans"], source)
+        shown = {"printed": event.printed, "seconds": event.seconds}
+        if event.stub or event.raised:
+            failed = {"raised": event.raised, "raised_where": event.raised_where, "stub": event.stub}
+            return {"observation": {**shown, **failed}}
+        found = plan_problem(event.plans, source)
         if found is not None:
             return {"observation": {**shown, "plan_problem": found}}
-        return {"plan": event["plans"][0], **shown}
+        return {"plan": event.plans[0], **shown}
 
     def cancel(self) -> None:
         """Stop the grading process early (its verdict is no longer needed)."""
         self._stop.set()
 
-    def judge_event(self, event: dict[str, Any]) -> str | None:
+    def judge_event(self, event: Event) -> str | None:
         """Judge one event as soon as it arrives; for `observed`, the answer: the timing request, or None."""
-        kind = event["event"]
         if self.stopped_early:
             return None  # cases the grading process ran before it was stopped are not judged
-        if kind == "machine" and self.progress:
-            self.progress(event)
+        if isinstance(event, Machine) and self.progress:
+            self.progress({"event": "machine", **asdict(event)})
         try:
-            if kind == "case":
+            if isinstance(event, CaseObservation):
                 result = self.judge.case_result(self.stream.cases[-1])
                 self.results.append(result)
                 if self.first_failure and not result.passed and not result.stub:
@@ -193,7 +206,7 @@ class Stage:
                     self._stop.set()
                 if self.progress and not result.stub:
                     self.progress({"event": "case", **result.__dict__})
-            elif kind == "observed":
+            elif isinstance(event, Observed):
                 return TIME_COMMAND if self.time_it and self.all_passed() else None
         except Tampered as exc:
             self.tampered = str(exc)
@@ -207,13 +220,13 @@ class Stage:
         return not self.tampered and len(self.results) == len(self.selection) and all(r.passed for r in self.results)
 
     def verdict(self, end: ProcessEnd) -> V.Verdict:
-        machine = self.stream.machine or {}
+        machine = self.stream.machine
         v = V.Verdict(
             self.puzzle.number,
             V.FAILED,
             "",
-            mode=machine.get("mode", ""),
-            device=machine.get("device", ""),
+            mode=machine.mode if machine else "",
+            device=machine.device if machine else "",
             seed=self.job.seed,
             cases=self.results,
             file=self.file,
@@ -291,14 +304,13 @@ class Stage:
             self.apply_timings(v)
 
     def apply_timings(self, v: V.Verdict) -> None:
-        timings = self.stream.timings or {}
+        timings = self.stream.timings or Timings()
         try:  # both outputs at the timing size, read once, compared here and then dropped
             v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
-            graphs = timings.get("graphs") or []
-            if v.timings.get("summary") and isinstance(graphs, list) and graphs:
-                v.timings["summary"] += f" Timed as CUDA graph replays: {', '.join(map(str, graphs))}."
+            if v.timings.get("summary") and timings.graphs:
+                v.timings["summary"] += f" Timed as CUDA graph replays: {', '.join(timings.graphs)}."
             host = self.host_seconds
-            if isinstance(host, (int, float)) and v.timings.get("summary"):
+            if host is not None and v.timings.get("summary"):
                 v.timings["host_seconds"] = float(host)
                 v.timings["summary"] += f" Your Python call takes {host * 1e6:.0f} µs on the host (not in the ratio)."
         except Tampered as exc:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from checks.engine.fair_timing import busy, busy_message, summarize
+from checks.engine.protocol import Timings
 from checks.registry import Puzzle
 
 MATMUL_SIDE = 8192  # the float16 torch.matmul that stands for the peak arithmetic rate
@@ -174,46 +175,34 @@ def summary_text(ratio_baseline: float, baseline: str, ratio_key: float | None, 
 
 
 def from_measurement(
-    puzzle: Puzzle, raw: dict[str, Any], outputs: tuple[list[Any], list[Any]] | None = None
+    puzzle: Puzzle, raw: Timings, outputs: tuple[list[Any], list[Any]] | None = None
 ) -> dict[str, Any]:
-    """The timing verdict, in the grader, from the grading process's raw measurements and the registry's bar.
+    """The timing verdict, in the grader, from the grading process's raw measurements (the timings event, its fields
+    typed by `checks.engine.protocol.Timings`) and the registry's bar.
 
     `outputs`: the submission's and the answer key's outputs at the timing size, as the grading process saved
     them (`checks.engine.judging.judge.load_timing_outputs`); they are compared here, with the puzzle's tolerance.
     """
-    if not raw:
+    if raw == Timings():  # nothing measured: the puzzle has no timing case
         return {}
-    problem = raw.get("problem")  # the submission could not run at the timing size: what the process saw
+    problem = raw.problem  # the submission could not run at the timing size: what the process saw
     if outputs is not None and not problem:
         problem = output_difference(*outputs, *loosest_tolerance(puzzle.tolerance))
-        if problem and raw.get("outputs_compared"):  # a large output: the grading process saved a sample of it
-            problem += f" (of the elements compared: {str(raw['outputs_compared'])[:80]})"
-    times = {str(k): float(v) for k, v in raw.get("times", {}).items()}
-    baseline = str(raw.get("baseline", "torch"))
+        if problem and raw.outputs_compared:  # a large output: the grading process saved a sample of it
+            problem += f" (of the elements compared: {raw.outputs_compared[:80]})"
+    times, baseline = raw.times, raw.baseline
     if times and not ({"yours", baseline} <= set(times) and all(t > 0 for t in times.values())):
         raise ValueError("timings without the submission's or the baseline's time")
-    peaks = Peaks(**raw["peaks"]) if raw.get("peaks") else None
+    peaks = Peaks(**raw.peaks) if raw.peaks else None
     min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
-    rounds = raw.get("rounds")  # fair timing: the ratios come from paired rounds
-    if rounds is not None:
-        rounds = {str(k): [float(t) for t in v] for k, v in dict(rounds).items()}
-        if (
-            set(rounds) != set(times)
-            or len({len(v) for v in rounds.values()}) > 1
-            or not all(t > 0 for v in rounds.values() for t in v)
-        ):
-            raise ValueError("rounds that do not match the times")
-    return judge(
-        dict(raw.get("case", {})),
-        times,
-        baseline,
-        min_ratio,
-        float(raw.get("nbytes", 0.0)),
-        float(raw.get("flops", 0.0)),
-        peaks,
-        problem,
-        rounds,
-    )
+    rounds = raw.rounds  # fair timing: the ratios come from paired rounds
+    if rounds is not None and (
+        set(rounds) != set(times)
+        or len({len(v) for v in rounds.values()}) > 1
+        or not all(t > 0 for v in rounds.values() for t in v)
+    ):
+        raise ValueError("rounds that do not match the times")
+    return judge(raw.case, times, baseline, min_ratio, float(raw.nbytes), float(raw.flops), peaks, problem, rounds)
 
 
 def judge(

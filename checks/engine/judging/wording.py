@@ -14,29 +14,27 @@ from typing import Any
 
 from checks import verdict as V
 from checks.engine.processes.run import ProcessEnd
-from checks.engine.protocol import Stream
+from checks.engine.protocol import Ending, Environment, LoadError, Stream
 from checks.registry import get_puzzle, shown
 
 
-def ending_verdict(v: V.Verdict, ending: dict[str, Any]) -> None:
+def ending_verdict(v: V.Verdict, ending: Ending) -> None:
     """The grading process could not grade: the machine, code that does not load, or missing names."""
-    kind = ending["event"]
-    if kind == "environment":
-        v.status, v.summary = V.ENVIRONMENT, str(ending.get("problem", ""))
-    elif kind == "load_error":
+    if isinstance(ending, Environment):
+        v.status, v.summary = V.ENVIRONMENT, ending.problem
+    elif isinstance(ending, LoadError):
         v.status = V.ERROR
-        v.details = [f"Loading your code raised {ending.get('text', '')}"] + [str(x) for x in ending.get("where", [])]
+        v.details = [f"Loading your code raised {ending.text}", *ending.where]
         v.summary = "Your code did not load: fix the error above and check again."
-        if ending.get("step"):
-            step = ending["step"]
+        if ending.step:
+            step = ending.step
             v.summary = (
                 f"Your step {step} code, which this puzzle builds on, did not load: fix step {step} first (its own "
                 "check passes), then check this one again."
             )
     else:
         v.status = V.ERROR
-        names = ", ".join(str(n) for n in ending.get("names", []))
-        v.summary = f"Your code does not define {names}: keep the function name from the stub."
+        v.summary = f"Your code does not define {', '.join(ending.names)}: keep the function name from the stub."
 
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)', re.MULTILINE)

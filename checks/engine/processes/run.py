@@ -12,12 +12,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from checks.engine.processes.forking import server_pids
 from checks.engine.processes.prestart import take_prestarted
 from checks.engine.processes.spawn import GradingProcessHandle, kill, own_processes, start_grading_process
-from checks.engine.protocol import EXIT_COMMAND, Job, RecordStream, Stream
+from checks.engine.protocol import EXIT_COMMAND, Event, Job, Observed, RecordStream, Stream
 from checks.engine.sealing import adopt_orphans, left_behind
 
 
@@ -106,7 +105,7 @@ class GradingProcess:
         self.timed_out = False
         self.commanded = False
 
-    def events(self) -> Iterator[dict[str, Any]]:
+    def events(self) -> Iterator[Event]:
         """Each event that keeps the protocol, in order, until the process ends, is stopped, tampers or runs out
         of time (then it is killed)."""
         try:
@@ -117,7 +116,7 @@ class GradingProcess:
                     if event is None:
                         break
                     yield event
-                    if event["event"] == "observed" and not self.commanded:
+                    if isinstance(event, Observed) and not self.commanded:
                         self.answer(None)
                 if self.stream.tampered or (self.stop is not None and self.stop()):
                     kill(self.proc)
