@@ -120,7 +120,8 @@ def test_ctrl_c_during_a_check_stops_it_and_its_grading_process(tmp_path, fork_s
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and client.poll() is None:  # until case 1 runs: the learner's time.sleep
-        if any('"case_start"' in events.read_text(errors="replace") for events in work.rglob("events.jsonl")):
+        # the recording process has reported its machine, its last event before it calls the learner's function
+        if any('"machine"' in events.read_text(errors="replace") for events in work.rglob("events-record.jsonl")):
             break
         time.sleep(0.1)
     assert client.poll() is None and _holding(work), "the check should be in its first case"

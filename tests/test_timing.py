@@ -419,3 +419,35 @@ def test_a_large_output_at_the_timing_size_is_compared_on_every_kth_element_and_
     assert shapes[0][0].device.type == "meta" and "shape (100, 100)" in output_difference(*shapes[:2], 1e-3, 1e-3)
     counted = measuring.comparable((key, key), key)
     assert counted[:2] == ([None, None], [None]) and "2 values" in output_difference(*counted[:2], 1e-3, 1e-3)
+
+
+def test_a_function_that_raises_only_at_the_timing_size_fails_there_with_its_error(tmp_path):
+    """The recording process reports the error of the call at the timing size; nothing is replayed there, and the
+    verdict says the code is wrong at that size, with the error and its line."""
+    from checks import verdict as V
+    from checks.engine.judging.stage import Stage
+    from checks.engine.kernel_source import extract
+    from checks.engine.protocol import Job, TimingPlan
+
+    puzzle = get_puzzle(1)
+    stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", tmp_path, time_it=True)
+    stage.results = [object()] * 3
+    raised = TimingPlan(plans=[], raised="RuntimeError: too large", raised_where=["x.py, line 9: boom()"],
+                        stub=False, printed="", seconds=0.0)  # fmt: skip
+    assert stage.timing_plan_of(raised, extract([])) is None
+    verdict = V.Verdict(1, V.PASSED, "all 3 cases match the reference.")
+    stage.apply_timings(verdict)
+    assert verdict.status == V.FAILED and "wrong at the timing size" in verdict.summary
+    assert "it raised RuntimeError: too large (x.py, line 9: boom())" in verdict.summary
+
+
+def test_a_plan_event_without_plans_is_a_forged_report(tmp_path):
+    from checks.engine.judging.stage import Stage
+    from checks.engine.kernel_source import extract
+    from checks.engine.protocol import CasePlan, Job, Tampered
+
+    puzzle = get_puzzle(1)
+    stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "interpreter", tmp_path)
+    empty = CasePlan(index=0, plans=[], raised="", raised_where=[], stub=False, printed="", seconds=0.0)
+    with pytest.raises(Tampered, match="without its plans"):
+        stage.replay_of(empty, extract([]))

@@ -92,11 +92,12 @@ def _grading_processes(base: Path) -> set[int]:
 
 
 def _started_a_case(base: Path, earlier: frozenset[Path] = frozenset()) -> bool:
-    """Whether a grading process under `base` has reported the start of a case (in an events file not in
-    `earlier`: an earlier check's folder may still be there)."""
-    for events in set(base.rglob("events.jsonl")) - earlier:
+    """Whether a recording process under `base` runs the learner's code: it has reported its machine, the last
+    event before the first case's call (in an events file not in `earlier`: an earlier check's folder may still
+    be there)."""
+    for events in set(base.rglob("events-record.jsonl")) - earlier:
         with contextlib.suppress(OSError):  # a finished check's folder may go away while it is read
-            if '"case_start"' in events.read_text(errors="replace"):
+            if '"machine"' in events.read_text(errors="replace"):
                 return True
     return False
 
@@ -144,7 +145,7 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
     slow = tmp_path / "slow.py"
     slow.write_text(SLEEPS_IN_ITS_FIRST_CASE)
     assert _check(env, "1", "--solution").returncode == 0  # the warm grader is up
-    earlier = frozenset(folder.parent.rglob("events.jsonl"))
+    earlier = frozenset(folder.parent.rglob("events-record.jsonl"))
     said = tmp_path / "client.txt"
     with open(said, "wb") as out:
         client = subprocess.Popen(  # -X faulthandler: an abort (below) prints where each of its threads was
@@ -154,7 +155,7 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
             stdout=out,
             stderr=out,
         )
-    for _ in range(600):  # until its grading process has started case 1: it is in the learner's time.sleep
+    for _ in range(600):  # until its recording process runs case 1: it is in the learner's time.sleep
         if _started_a_case(folder.parent, earlier):
             break
         time.sleep(0.1)

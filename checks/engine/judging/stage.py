@@ -49,6 +49,7 @@ from checks.engine.protocol import (
     RecordStream,
     Stream,
     Tampered,
+    TimingPlan,
     Timings,
 )
 from checks.engine.rules import rulebook
@@ -87,6 +88,7 @@ class Stage:
         self.rule_failed = ""  # a rule that raised: the grader's own error
         self.timeout = 0.0
         self.host_seconds: float | None = None  # one Python call of the learner's, measured where it recorded
+        self.timing_problem = ""  # why the timing size has no plan to replay (the learner's code raised there)
         self.replayed = False  # the replay process took its job
         self._stop = threading.Event()
 
@@ -142,7 +144,7 @@ class Stage:
         data_seed = secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
         self.judge.data_seed = data_seed
         recorded = recording.timing_plan  # None unless asked for (time_it)
-        timing_plan = recorded.plans[0] if self.time_it and recorded is not None else None
+        timing_plan = self.timing_plan_of(recorded, source) if self.time_it and recorded is not None else None
         self.host_seconds = recorded.host_seconds if recorded is not None else None
         replay_job = replace(
             record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
@@ -176,6 +178,19 @@ class Stage:
             return False
         return True
 
+    def timing_plan_of(self, recorded: TimingPlan, source: KernelSource) -> dict[str, Any] | None:
+        """The plan at the timing size to replay; None, with the reason kept for the timing's verdict, when the
+        learner's function raised there or its plan breaks a rule of the plans."""
+        if recorded.stub or recorded.raised or not recorded.plans:
+            where = f" ({recorded.raised_where[0]})" if recorded.raised_where else ""
+            self.timing_problem = f"it raised {recorded.raised or 'no plan'}{where}"
+            return None
+        found = plan_problem(recorded.plans, source)
+        if found is not None:
+            self.timing_problem = f"its plan there breaks the rule {found['rule']}: {found['message']}"
+            return None
+        return recorded.plans[0]
+
     def replay_of(self, event: CasePlan, source: KernelSource) -> dict[str, Any]:
         """What the replay does with one recorded case: perform its plan, or report how recording it failed."""
         shown = {"printed": event.printed, "seconds": event.seconds}
@@ -185,6 +200,8 @@ class Stage:
         found = plan_problem(event.plans, source)
         if found is not None:
             return {"observation": {**shown, "plan_problem": found}}
+        if not event.plans:
+            raise Tampered(f"a plan event for case {event.index + 1} without its plans")
         return {"plan": event.plans[0], **shown}
 
     def cancel(self) -> None:
@@ -305,6 +322,9 @@ class Stage:
 
     def apply_timings(self, v: V.Verdict) -> None:
         timings = self.stream.timings or Timings()
+        if self.timing_problem and self.stream.timings is None:  # nothing to time: the recording said why
+            case = {k: val for k, val in (self.puzzle.bench or {}).items() if k != "baseline"}
+            timings = Timings(case=case, problem=self.timing_problem)
         try:  # both outputs at the timing size, read once, compared here and then dropped
             v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
             if v.timings.get("summary") and timings.graphs:
