@@ -1,16 +1,8 @@
 # On a machine of four GPUs, one job per GPU: puzzle 10's `make solutions` (GPU 0); puzzles 1, 11 and 13's
 # (GPU 1); the decoding benchmark of keys 11-13 (GPU 2); puzzle 11's kernel forms (GPU 3). Then, alone on the
 # machine, the wall time of checking puzzle 9 with the grader at dd6d295 (.before) and with this one.
-export PYTHONUNBUFFERED=1
-O=/tmp/o; mkdir -p $O
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader > $O/gpu.txt
-python3 -c "import torch,triton;print(torch.__version__, triton.__version__)" >> $O/gpu.txt
-shard() {  # GPU, then puzzles
-  g=$1; shift; args=""; for p in "$@"; do args="$args --puzzle $p"; done
-  CUDA_VISIBLE_DEVICES=$g timeout 330 python3 -m checks.instructor.solutions $args --jobs 12 --out $O/solutions-$g.md > $O/solutions-$g.log 2>&1
-  echo "shard $g ($*) rc=$? at $(date +%T)" >> $O/shards.txt
-}
-date +%T > $O/shards.txt
+export SHARD_LIMIT=330
+source bench/gpu_shards.sh
 shard 0 10 &
 shard 1 1 11 13 &
 (CUDA_VISIBLE_DEVICES=2 timeout 300 python3 bench/decoding_graphs.py --out $O/decoding-graphs.csv > $O/decoding-graphs.txt 2>&1) &
