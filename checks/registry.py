@@ -159,6 +159,7 @@ class Case:
     seq_lens: list[int] | None = None
     spare_pages: int | None = None
     rtol: float | None = None  # loosens the puzzle's rtol for this case (checks.engine.rules.core)
+    atol: float | None = None  # loosens the puzzle's atol for this case (checks.engine.rules.core)
     note: str | None = None  # what the case is for, shown beside its result
 
 

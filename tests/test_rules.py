@@ -272,3 +272,15 @@ def test_a_rule_that_raises_gives_an_internal_error_verdict_not_a_traceback(monk
     verdict = grade(get_puzzle(1), solution=True, interpret=True, cases=[0, 1])
     assert verdict.status == V.INTERNAL and not verdict.passed
     assert "values: ZeroDivisionError" in verdict.summary and "not in your code" in verdict.summary
+
+
+def test_a_cases_own_atol_and_rtol_loosen_the_puzzles_for_that_case_only():
+    """Puzzle 1 allows 1e-6: an output off by 0.05 everywhere fails, unless the case itself allows more."""
+    from checks.engine.rules.core import compare_all
+
+    off = torch.arange(10, dtype=torch.float32) + 1 + 0.05
+    strict = vector_ctx(off)
+    assert compare_all(strict, strict.outputs)[0][1] is not None
+    for loosened in ({"atol": 0.1}, {"rtol": 0.1}):
+        ctx = dataclasses.replace(strict, case={**strict.case, **loosened})
+        assert compare_all(ctx, ctx.outputs)[0][1] is None, loosened

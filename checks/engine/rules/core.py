@@ -184,6 +184,7 @@ def compare_all(ctx: CaseContext, outputs: list[Any]) -> list[tuple[Any, Mismatc
     for out, exp in zip(outputs, ctx.expected, strict=True):
         atol, rtol = ctx.puzzle.tolerance_for(exp.name)
         rtol = max(rtol, float(ctx.case.get("rtol", 0.0)))  # a case of ill-conditioned inputs may allow more
+        atol = max(atol, float(ctx.case.get("atol", 0.0)))  # and one of scaled-up inputs, larger values
         pairs.append((exp, compare(exp.name, out, exp.value, atol, rtol, exp.dims)))
     return pairs
 
