@@ -16,8 +16,8 @@ The rule's name is its function's name: what verdicts, `expect:` lines of known-
 entries of puzzles.yaml call it. The decorated name is a `Rule`, called like the function. Its place in the
 rulebook is its priority (the first rule a call breaks is the one reported): an EVERY_CALL rule's place is its
 entry in `checks.engine.rules.rulebook.ORDER`; the ON_REQUEST rules follow them in the order they are declared
-(the modules of `rulebook.MODULES` in turn, each from its top), and `before="another_rule"` puts one ahead of the
-rule it names.
+(the modules of `rulebook.MODULES` in turn, each from its top), and `before=another_rule.name` puts one ahead of
+the rule it names.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def split_kv(ctx: CaseContext, min_n: int = 256, max_heads: int = 64, message: s
 # -- 12: one read of K and V per group of query heads -----------------------------------------------
 @rule(
     ON_REQUEST,
-    before="split_kv",
+    before=split_kv.name,
     checks="each element of K and V is read about once in all, not once per query head of its group",
     message=(
         "Load each tile of K and V once for the whole group of query heads that shares it: one program per "
@@ -188,7 +188,7 @@ def _used_elements(ctx: CaseContext, name: str, region: dict[str, Any]) -> int:
 # -- 13: only the pages of the table, up to seq_lens ------------------------------------------------
 @rule(
     ON_REQUEST,
-    before="kv_once_per_group",  # and split_kv: reading slots past seq_lens raises the read counts, and is the cause
+    before=kv_once_per_group.name,  # and split_kv: reading slots past seq_lens raises the read counts, and is the cause
     checks="a sequence's programs read only the pages its row of `block_table` lists, and no slot past `seq_lens`",
     message=(
         "Read only the keys of the sequence: for key j of sequence b, load page block_table[b, j // page_size] at "
