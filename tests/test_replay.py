@@ -252,8 +252,9 @@ def vector_add(x, y):
     [
         ("np.repeat(x.cpu().numpy()[:1], 70000)", "plan_from_shapes", "holds other values on the two draws"),
         ("np.ones(70000, dtype=np.float32)", "torch_free", "more than the 65536 the grader carries"),
+        ("np.ones(70000, dtype=np.float32)).to(torch.bfloat16", "torch_free", "more than the 65536 the grader"),
     ],
-    ids=["from the data", "a constant"],
+    ids=["from the data", "a constant", "a bfloat16 constant"],
 )
 def test_a_large_tensor_made_outside_torch_is_compared_between_the_draws(tmp_path, made, rule, said):
     """Too large to carry by value, it is compared by its digest: from the data, the plans differ (as a small one's

@@ -206,20 +206,21 @@ class PlanRecorder(TorchDispatchMode):
             entry = self.storages.get(_address(v))
             if entry is not None and entry["kind"] != "host":
                 return {"tensor": self.ref(v)}
-            if entry is None:  # made from numpy or Python values: by value, and the two draws must agree
+            foreign = entry is None  # made from numpy or Python values: by value, and the two draws must agree
+            if foreign:
                 entry = {
                     "what": "a tensor made outside torch (from numpy or Python values)",
                     "where": "",
                     "data": False,
                 }
-            foreign = _address(v) not in self.storages
             if entry["data"] or (v.numel() > CONST_LIMIT and not foreign):
                 return {"host": {"what": entry["what"], "where": entry["where"]}}
             ident = self._new_id("c")
             const = {"op": "const", "id": ident, "dtype": dtype_name(v.dtype), "where": self.where()}
             flat = v.detach().contiguous().cpu().flatten()
             if v.numel() > CONST_LIMIT:  # too large to carry: its digest, so that the two draws can be compared
-                const.update(numel=v.numel(), digest=hashlib.sha256(flat.numpy().tobytes()).hexdigest())
+                digest = hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()  # any dtype's bytes
+                const.update(numel=v.numel(), digest=digest)
             else:
                 const["values"] = flat.tolist()
             self.ops.append(const)
