@@ -1,14 +1,12 @@
 import os
 import sys
-import time
-
-if os.environ.get("CHECKS_PHASES"):  # checks.engine.phases, before any import of note
-    with open(os.environ["CHECKS_PHASES"], "a") as _log:
-        _log.write(f"{time.time():.3f} {os.getpid()} grader python started\n")
 
 from checks import warm
+from checks.engine.phases import mark
 from checks.learner.preflight import ensure
 from checks.verdict import STOPPED
+
+mark("python started")  # with CHECKS_PHASES set: before torch, yaml or triton is imported
 
 status = ensure(sys.argv[1:])  # before anything that imports yaml, torch or triton
 if status is None and warm.wanted(sys.argv[1:], os.environ, sys.stdout.isatty()):
