@@ -137,6 +137,7 @@ class Performer:
         # as Triton's autotuner keys its choice: the values of its `key` arguments and every argument's dtype
         key = (
             op["kernel"],
+            len(op["alternatives"]),  # the choice is an index into these: a pruning that left others is its own
             tuple((k, str(first["args"][k])) for k in named if k in first["args"]),
             tuple(str(v["tensor"].get("dtype")) for v in first["args"].values() if "tensor" in v),
         )
