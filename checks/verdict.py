@@ -35,6 +35,7 @@ class CaseResult:
     stub: bool = False  # ... and it was the stub's NotImplementedError
     rule: str = ""  # the rule the case broke (checks/engine/rules/rulebook.py), when one did
     cause: bool = False  # its details name a cause, beside which no case parameter is said to separate the failures
+    diagnosed: bool = False  # its problem says why the values are wrong (the merge of the splits, an overflow...)
     printed: str = ""  # what the learner's code printed (and the warnings it raised) during this case
     details: list[str] = field(default_factory=list)
 

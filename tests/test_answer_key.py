@@ -42,6 +42,12 @@ def test_known_wrong_kernel_is_rejected(puzzle, path):
     assert not verdict.passed, f"{path.name} must fail:\n{report}"
     assert verdict.status in (V.FAILED, V.ERROR, V.TIMEOUT, V.CRASHED), report
     assert meets(verdict, expected), f"expected {expected!r}, rejected by {verdict.rule!r}:\n{report}"
+    if verdict.rule == "values" and any(why in e.text for e in expected for why in SAYS_WHY):
+        # a GPU verdict that says only where takes the interpreter's why (checks.engine.grade.explain_wrong_values)
+        assert next(c for c in verdict.cases if not c.passed).diagnosed, report
+
+
+SAYS_WHY = ("the merge of the splits",)  # what `values` says when its access log shows why
 
 
 def pinning_kernel(rule: str):

@@ -270,9 +270,20 @@ def test_wrong_values_on_the_gpu_are_traced_to_the_load_the_interpreter_saw():
     assert explain_wrong_values(gpu(), done(V.Verdict(5, V.PASSED, "ok", mode="interpreter"))) is None
     merge = V.Verdict(13, V.FAILED, "o: 12 elements are wrong: the merge of the splits is wrong", mode="interpreter")
     merge.rule = "values"  # a cause only the access log shows (which program read which keys)
-    merge.cases = [V.CaseResult(0, "q (4, 16, 128)", False, problem="the merge of the splits is wrong", cause=True)]
+    merge.cases = [
+        V.CaseResult(0, "q (4, 16, 128)", False, problem="the merge of the splits is wrong", cause=True, diagnosed=True)
+    ]
     explained = explain_wrong_values(gpu(), done(merge))
     assert explained is not None and "shows why: o: 12 elements are wrong: the merge" in explained.summary
+    # the GPU's case names where (a pattern over batches sets its `cause`), not why: the interpreter's why is added
+    patterned = gpu()
+    patterned.cases = [V.CaseResult(1, "q (4, 16, 128)", False, problem="o: 98 elements are wrong", cause=True)]
+    explained = explain_wrong_values(patterned, done(merge))
+    assert explained is not None and "the merge of the splits is wrong" in explained.summary
+    # a GPU case that says why itself (an overflow) keeps its own verdict
+    overflow = gpu()
+    overflow.cases = [V.CaseResult(1, "q", False, problem="o: 98 elements are wrong", cause=True, diagnosed=True)]
+    assert explain_wrong_values(overflow, done(merge)) is None
 
 
 def test_an_illegal_memory_access_on_the_gpu_is_traced_to_the_load_the_interpreter_saw():

@@ -240,17 +240,18 @@ def explain_wrong_values(gpu: V.Verdict, interpreted: Future, wait: float | None
     if cpu.rule not in rulebook.names(explains_gpu_values=True) and not (
         cpu.rule == gpu.rule
         and cpu.rule in rulebook.names(explained_by_interpreter=True)
-        and names_a_cause(cpu)
-        and not names_a_cause(gpu)
+        and diagnosed(cpu)
+        and not diagnosed(gpu)
     ):
         return None
     lead = f"{gpu.summary.rstrip('.')}; Triton's interpreter, which sees every load, shows why: {cpu.summary}"
     return adopt(gpu, cpu, lead)
 
 
-def names_a_cause(verdict: V.Verdict) -> bool:
-    """Whether the first failing case of a verdict names the cause of its failure."""
-    return next((c.cause for c in verdict.cases if not c.passed), False)
+def diagnosed(verdict: V.Verdict) -> bool:
+    """Whether the first failing case of a verdict says why its values are wrong, not only where (a pattern over
+    batches or heads is where: the GPU sees it too, and it is no reason to keep the interpreter's why unsaid)."""
+    return next((c.diagnosed for c in verdict.cases if not c.passed), False)
 
 
 def adopt(gpu: V.Verdict, cpu: V.Verdict, summary: str) -> V.Verdict:

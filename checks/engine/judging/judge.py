@@ -148,7 +148,7 @@ class Judge:
             result.passed = True
             return result
         result.problem, result.details, result.rule = problem.message, problem.details, problem.rule
-        result.cause = problem.cause
+        result.cause, result.diagnosed = problem.cause, problem.diagnosed
         self.save_picture(problem, description)
         return result
 

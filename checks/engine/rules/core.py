@@ -253,20 +253,21 @@ def values(ctx: CaseContext) -> Problem | None:
     wrong = [(exp, m) for exp, m in mismatches if m is not None]
     exp, first = wrong[0]
     details = list(first.lines)
-    cause = first.cause
     message = first.headline
+    diagnosed = True  # unless none of the causes below is found: then only where the values are wrong is said
     if _FROM_POISON in first.headline:
         pass  # the headline names the cause: memory no kernel wrote
     elif past_the_sequence := keys_past_seq_lens(ctx):
-        message, cause = f"{first.headline}: {past_the_sequence}", True
+        message = f"{first.headline}: {past_the_sequence}"
     elif overflowed(ctx, exp):
         details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
-        cause = True
     elif scale := misscaled(ctx, exp):
         details.insert(0, scale)
-        cause = True
     elif merge := merge_of_splits(ctx, first):
-        message, cause = f"{first.headline}: {merge}", True
+        message = f"{first.headline}: {merge}"
+    else:
+        diagnosed = False
+    cause = first.cause or (diagnosed and _FROM_POISON not in first.headline)
     if len(mismatches) > 1:
         others = [
             f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
@@ -288,7 +289,7 @@ def values(ctx: CaseContext) -> Problem | None:
         picture["unwritten"] = first.unwritten
     if first.ratio is not None:
         picture["ratio"] = first.ratio.float()
-    return Problem(message, details, picture, cause=cause)
+    return Problem(message, details, picture, cause=cause, diagnosed=diagnosed)
 
 
 def keys_past_seq_lens(ctx: CaseContext) -> str:

@@ -21,6 +21,7 @@ class Problem:
     picture: dict[str, Any] | None = None  # the data of a picture drawn from the problem (rules.pictures)
     rule: str = ""  # the rulebook's name of the rule that found it, filled in by the rulebook
     cause: bool = False  # the details name the cause (a scale left out, an overflow...): no case split beside it
+    diagnosed: bool = False  # the message says why the values are wrong, beyond where (the merge, an overflow...)
 
 
 @dataclass
