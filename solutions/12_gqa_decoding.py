@@ -20,16 +20,17 @@ MIN_BLOCKS = 4  # key blocks per split, at least
 
 
 def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int]:
-    """(BLOCK_N, keys per split): enough splits to give every SM about two programs, but at least
-    MIN_BLOCKS key blocks per split, so that a split's work outweighs storing its partial result.
-    (Puzzle 11 gives each SM four: here a program already loads each tile for a whole group, and four
-    per SM measured 1-5% slower than two on an H100; bench/tuning.md, "The decoding keys".)"""
+    """(BLOCK_N, keys per split): enough splits to give every SM two programs where there are few heads (B * H_kv
+    at most a quarter of the SMs) and four where there are more, but at least MIN_BLOCKS key blocks per split, so
+    that a split's work outweighs storing its partial result. (Measured on an H200 over B in {1, 8}, 8 kv heads:
+    two per SM is the faster at B = 1, four at B = 8; bench/tuning.md, "The decoding keys".)"""
     if device.type == "cuda":
         block_n, sms = 64, torch.cuda.get_device_properties(device).multi_processor_count
     else:  # Triton's interpreter: smaller blocks, split as for an H100's 132 SMs
         block_n, sms = 16, 132
+    per_sm = 2 if 4 * heads <= sms else 4
     n_blocks = triton.cdiv(n_ctx, block_n)
-    splits = max(1, min(triton.cdiv(n_blocks, MIN_BLOCKS), triton.cdiv(2 * sms, heads)))
+    splits = max(1, min(triton.cdiv(n_blocks, MIN_BLOCKS), triton.cdiv(per_sm * sms, heads)))
     return block_n, triton.cdiv(n_blocks, splits) * block_n
 
 

@@ -48,6 +48,18 @@ def test_only_a_gpu_grading_process_keeps_autotuning_results(monkeypatch) -> Non
     assert "TRITON_CACHE_AUTOTUNING" not in spawn.grading_process_env(interpret=True)
 
 
+def test_an_interpreter_grading_process_gets_one_cpu_thread_unless_told_otherwise(monkeypatch):
+    from checks.engine.processes import spawn
+
+    for name in spawn.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    env = spawn.grading_process_env(interpret=True)
+    assert all(env[name] == "1" for name in spawn.THREAD_VARIABLES)
+    assert "OMP_NUM_THREADS" not in spawn.grading_process_env(interpret=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert spawn.grading_process_env(interpret=True)["OMP_NUM_THREADS"] == "4"
+
+
 @pytest.mark.slow
 def test_a_spare_is_taken_by_a_check_of_its_mode_and_dropped_by_another(monkeypatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # a CPU machine: the spare is an interpreter process

@@ -451,3 +451,28 @@ def test_a_plan_event_without_plans_is_a_forged_report(tmp_path):
     empty = CasePlan(index=0, plans=[], raised="", raised_where=[], stub=False, printed="", seconds=0.0)
     with pytest.raises(Tampered, match="without its plans"):
         stage.replay_of(empty, extract([]))
+
+
+def test_a_replay_stopped_after_its_last_case_with_no_timing_asked_keeps_the_cases_verdict(tmp_path):
+    """The replay prepares the timing (inputs, first calls, graphs) while the grader judges; a grader that asks for no
+    timing stops it there, and how it ended then says nothing. Asked to time, a replay that dies without its timings
+    is an unfinished report."""
+    from checks import verdict as V
+    from checks.engine.judging.stage import Stage
+    from checks.engine.processes.run import ProcessEnd
+    from checks.engine.protocol import Job
+
+    puzzle = get_puzzle(1)
+
+    def stage_with(asked_time: bool) -> Stage:
+        stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", tmp_path)
+        stage.results = [V.CaseResult(i, f"case {i}", passed=True) for i in range(len(stage.selection))]
+        stage.stream.observed, stage.stream.asked_time = True, asked_time
+        return stage
+
+    stopped = stage_with(asked_time=False)
+    verdict = stopped.verdict(ProcessEnd(stopped.stream, -9, False, 1.0, ""))
+    assert verdict.passed, verdict.summary
+    died = stage_with(asked_time=True)
+    verdict = died.verdict(ProcessEnd(died.stream, -11, False, 1.0, ""))
+    assert not verdict.passed and verdict.status == V.CRASHED, verdict.summary

@@ -262,16 +262,20 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         record_all(job, puzzle, events, machine, workdir)
         return 0
     replayed = replay_all(job, puzzle, events, machine, workdir)
-    if replayed is not None and sys.stdin.readline().strip() == TIME_COMMAND:
-        from checks.engine.grading_process.answer_key import replayed_answer_key
-        from checks.engine.grading_process.measure import measure
-        from checks.puzzles import spec_module
-        from checks.registry import get_puzzle
+    if replayed is None:
+        return 0
+    # while the grader judges the cases, the untimed half of the timing: inputs, a first call of each side,
+    # the graphs; the clock runs only if the grader asks (every case passed), and the grader does nothing beside it
+    from checks.engine.grading_process.answer_key import replayed_answer_key
+    from checks.engine.grading_process.measure import TimingRun
+    from checks.puzzles import spec_module
 
-        puzzle = get_puzzle(job.puzzle)
+    key = replayed_answer_key(puzzle, puzzle_parameters(puzzle), machine.device, workdir)
+    prepared = TimingRun(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir, key_fn=key)
+    mark("timing prepared")
+    if sys.stdin.readline().strip() == TIME_COMMAND:
         mark("timing asked")
-        key = replayed_answer_key(puzzle, puzzle_parameters(puzzle), machine.device, workdir)
-        raw = measure(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir, key_fn=key)
+        raw = prepared.rounds()
         mark("timed")
         events.emit("timings", **raw)
     return 0

@@ -178,74 +178,105 @@ def measure(
     compares them. `device` and `timer` exist for the tests,
     which run this on a CPU with a made-up clock.
     """
-    import torch
+    prepared = TimingRun(puzzle, spec, fn, solution_file, workdir, device, key_fn)
+    return prepared.rounds(timer, rounds_count)
 
-    from checks.engine.submission import load_module
-    from checks.memory import Arena
 
-    case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
-    if not case:
-        return {}
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    baseline = puzzle.bench.get("baseline", "torch")
-    gen = torch.Generator(device=device)
-    gen.seed()  # fresh random inputs, not the graded ones
-    inputs = spec.make_inputs(case, Arena(device, gen))
-    args = list(inputs.values())
-    raw: dict[str, Any] = {"case": case, "times": {}, "baseline": baseline, "problem": None}
+class TimingRun:
+    """A timing in two steps: `TimingRun(...)` draws the inputs, calls each side once (compiling, autotuning), saves
+    both outputs and captures the CUDA graphs, with no clock running; `rounds()` then times. The replay prepares
+    while the grader judges the cases it replayed, and times only when the grader asks (`measure` does both)."""
 
-    mark("timing inputs drawn")
-    try:
-        mine = fn(*args)  # also compiles and autotunes before the clock starts
-        sync()
-    except Exception as exc:  # noqa: BLE001 - the learner's code failing at a new size is a verdict
-        if isinstance(exc, torch.cuda.OutOfMemoryError):
-            return dict(raw, problem="it ran out of GPU memory")
-        return dict(raw, problem=f"it raised {type(exc).__name__}: {exc}")
-    key = None
-    if key_fn is not None or (solution_file and Path(solution_file).exists()):
+    def __init__(
+        self,
+        puzzle: Puzzle,
+        spec,
+        fn,
+        solution_file: str | None,
+        workdir: Path,
+        device: str = "cuda",
+        key_fn: Callable[..., Any] | None = None,
+    ) -> None:
+        import torch
+
+        from checks.engine.submission import load_module
+        from checks.memory import Arena
+
+        self.spec, self.device = spec, device
+        self.contenders: dict[str, Callable[[], Any]] = {}
+        case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
+        baseline = puzzle.bench.get("baseline", "torch")
+        self.raw: dict[str, Any] = {"case": case, "times": {}, "baseline": baseline, "problem": None}
+        if not case:
+            return
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        gen = torch.Generator(device=device)
+        gen.seed()  # fresh random inputs, not the graded ones
+        self.inputs = inputs = spec.make_inputs(case, Arena(device, gen))
+        args = list(inputs.values())
+        mark("timing inputs drawn")
         try:
-            key = key_fn or getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
-            theirs = key(*args)
-        except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
-            key = None
-        if key is not None:
-            yours, theirs, sampled = comparable(mine, theirs)
-            path = timing_outputs_path(workdir)
-            torch.save({"yours": yours, "answer key": theirs}, path)
-            del yours, theirs
-            raw.update(outputs_file=path.name)
-            if sampled:
-                raw["outputs_compared"] = sampled
-    del mine
-    sync()
-    mark("yours and the key called once, outputs saved")
+            mine = fn(*args)  # also compiles and autotunes before the clock starts
+            sync()
+        except Exception as exc:  # noqa: BLE001 - the learner's code failing at a new size is a verdict
+            if isinstance(exc, torch.cuda.OutOfMemoryError):
+                self.raw["problem"] = "it ran out of GPU memory"
+            else:
+                self.raw["problem"] = f"it raised {type(exc).__name__}: {exc}"
+            return
+        key = None
+        if key_fn is not None or (solution_file and Path(solution_file).exists()):
+            try:
+                key = key_fn or getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
+                theirs = key(*args)
+            except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
+                key = None
+            if key is not None:
+                yours, theirs, sampled = comparable(mine, theirs)
+                path = timing_outputs_path(workdir)
+                torch.save({"yours": yours, "answer key": theirs}, path)
+                del yours, theirs
+                self.raw.update(outputs_file=path.name)
+                if sampled:
+                    self.raw["outputs_compared"] = sampled
+        del mine
+        sync()
+        mark("yours and the key called once, outputs saved")
 
-    # fair timing (checks.engine.fair_timing): yours, the answer key and the baseline in interleaved rounds
-    contenders: dict[str, Callable[[], Any]] = {"yours": lambda: fn(*args)}
-    if key is not None:
-        contenders["answer key"] = lambda: key(*args)
-    contenders[baseline] = spec.baseline(inputs)
-    if device == "cuda":  # each as the replay of a CUDA graph where it can be captured: kernel time, not host time
-        graphed = {name: in_graph(call) for name, call in contenders.items()}
-        raw["graphs"] = sorted(name for name in contenders if graphed[name] is not contenders[name])
-        contenders = graphed
-        mark("graphs captured")
-    round_clock = timer or (lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS))
-    rounds = interleaved(contenders, round_clock, rounds_count, warmup=WARMUP_ROUNDS)
-    if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
-        rounds = steadier(rounds, interleaved(contenders, round_clock, rounds_count))
-    mark("rounds timed")
-    work = spec.work(inputs)
-    peaks = device_peaks() if device == "cuda" else None
-    return dict(
-        raw,
-        times=medians(rounds),
-        rounds=rounds,
-        nbytes=work.bytes,
-        flops=work.flops,
-        peaks=asdict(peaks) if peaks else None,
-    )
+        # fair timing (checks.engine.fair_timing): yours, the answer key and the baseline in interleaved rounds
+        contenders: dict[str, Callable[[], Any]] = {"yours": lambda: fn(*args)}
+        if key is not None:
+            contenders["answer key"] = lambda: key(*args)
+        contenders[baseline] = spec.baseline(inputs)
+        if device == "cuda":  # each as the replay of a CUDA graph where it can be captured: kernel time, not host time
+            graphed = {name: in_graph(call) for name, call in contenders.items()}
+            self.raw["graphs"] = sorted(name for name in contenders if graphed[name] is not contenders[name])
+            contenders = graphed
+            mark("graphs captured")
+        self.contenders = contenders
+
+    def rounds(
+        self, timer: Callable[[Callable[[], Any]], float] | None = None, rounds_count: int = ROUNDS
+    ) -> dict[str, Any]:
+        """The raw measurements: the interleaved rounds' times, the work done, the machine's peaks."""
+        if not self.contenders:  # nothing to time, or the learner's code failed at the timing size (raw says)
+            return {} if not self.raw["case"] else self.raw
+        contenders = self.contenders
+        round_clock = timer or (lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS))
+        rounds = interleaved(contenders, round_clock, rounds_count, warmup=WARMUP_ROUNDS)
+        if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
+            rounds = steadier(rounds, interleaved(contenders, round_clock, rounds_count))
+        mark("rounds timed")
+        work = self.spec.work(self.inputs)
+        peaks = device_peaks() if self.device == "cuda" else None
+        return dict(
+            self.raw,
+            times=medians(rounds),
+            rounds=rounds,
+            nbytes=work.bytes,
+            flops=work.flops,
+            peaks=asdict(peaks) if peaks else None,
+        )
 
 
 def in_graph(call: Callable[[], Any]) -> Callable[[], Any]:

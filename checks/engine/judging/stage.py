@@ -158,6 +158,8 @@ class Stage:
                 command = self.judge_event(event)
                 if isinstance(event, Observed):
                     process.answer(command)
+                    if command is None:  # no timing: nothing more is to come (end() stops what it prepared)
+                        break
         except BaseException:  # Ctrl-C, or the grader's own error
             process.end()
             raise
@@ -260,7 +262,9 @@ class Stage:
             ending_verdict(v, self.stream.ending)
         elif self.stopped_early:
             self.finished_verdict(v)
-        elif end.timed_out or not self.stream.complete or (end.returncode != 0 and not self.stream.timings):
+        elif end.timed_out or not self.stream.complete or (
+            end.returncode != 0 and self.stream.asked_time and not self.stream.timings
+        ):  # once every case is observed and no timing asked for, how the process ends says nothing
             unfinished_verdict(v, end, self.stream, self.timeout, self.file, self.job.names)
         else:
             self.finished_verdict(v)

@@ -47,16 +47,26 @@ def kill(proc: GradingProcessHandle) -> None:
 
 
 def grading_process_env(interpret: bool) -> dict[str, str]:
-    """The grading process's environment: the course on the path; on a GPU, autotuning results kept on disk.
+    """The grading process's environment: the course on the path; on a GPU, autotuning results kept on disk; in the
+    interpreter, one CPU thread for numpy and torch.
 
     Triton keys a kept autotuning result by the kernel's source, its configs and the sizes, so a second
     check of unchanged code skips the benchmarking of every config (seconds at the timing size).
+    The interpreter works on small blocks, where a pool of threads costs more than it saves, and on a GPU machine
+    several interpreter processes run beside the GPU stage, each with a pool as large as the machine
+    (measured in bench/check-latency-gpu.md).
     """
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
     env[MARK] = "1"  # sealing: what a grading process leaves behind is found by this mark
-    if not interpret:
+    if interpret:
+        for name in THREAD_VARIABLES:
+            env.setdefault(name, "1")
+    else:
         env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
     return env
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")  # read when numpy and torch load
 
 
 def start_grading_process(workdir: Path, interpret: bool, preload: bool, role: str = RECORD) -> GradingProcessHandle:
