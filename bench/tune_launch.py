@@ -290,7 +290,8 @@ def host_parts(keys: dict[str, Any]) -> list[dict[str, Any]]:
             same = bool(torch.allclose(got[0].float(), ref[0].float(), atol=2e-2)
                         and torch.allclose(got[1], ref[1], atol=1e-3))  # fmt: skip
             rows.append({"what": "one_launch (12, merge in the last split), B=1 N=4096",
-                         "host_us": host_us(lambda: one_launch(*args)), "graph_us": graph_us(lambda: one_launch(*args)),
+                         "host_us": host_us(functools.partial(one_launch, *args)),
+                         "graph_us": graph_us(functools.partial(one_launch, *args)),
                          "matches_key": same})  # fmt: skip
     for row in rows:
         print(f"  host: {row['what']:<58} {row.get('host_us', float('nan')):8.1f} µs"
@@ -307,21 +308,21 @@ def sweep(shape: dict[str, Any], key: Any, quick: bool) -> list[dict[str, Any]]:
     args = key_args(puzzle, inputs)
     fn = getattr(key, {"11": "flash_decoding", "12": "gqa_decoding", "13": "paged_decoding"}[puzzle])
     ref = fn(*args)
-    rows = [{**shape, "what": "key", "us": graph_us(lambda: fn(*args))}]
-    q, k, v = inputs["q"].unsqueeze(2), inputs["k"], inputs["v"]
+    rows = [{**shape, "what": "key", "us": graph_us(functools.partial(fn, *args))}]
+    q, k, v, scale = inputs["q"].unsqueeze(2), inputs["k"], inputs["v"], inputs["sm_scale"]
     gqa = q.shape[1] != k.shape[1]
     for backend, label in ((SDPBackend.CUDNN_ATTENTION, "sdpa cudnn"), (SDPBackend.FLASH_ATTENTION, "sdpa flash")):
 
         def sdpa(backend: Any = backend) -> Any:
             with sdpa_kernel(backend):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=inputs["sm_scale"], enable_gqa=gqa)
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
 
         try:
             rows.append({**shape, "what": label, "us": graph_us(sdpa)})
         except RuntimeError:
             pass
     if puzzle == "12":
-        rows.append({**shape, "what": "one_launch", "us": graph_us(lambda: one_launch(*args))})
+        rows.append({**shape, "what": "one_launch", "us": graph_us(functools.partial(one_launch, *args))})
     grid = [] if quick else itertools.product(PER_SM, BLOCKS_N, WARPS, STAGES)
     for per_sm, block_n, warps, stages in grid:
         label = f"{per_sm}/{block_n}/{warps}/{stages}"
@@ -332,7 +333,7 @@ def sweep(shape: dict[str, Any], key: Any, quick: bool) -> list[dict[str, Any]]:
             if not torch.allclose(out[0].float(), ref[0].float(), atol=2e-2, rtol=2e-2):
                 rows.append({**shape, "what": label, "us": None, "note": "WRONG"})
                 continue
-            rows.append({**shape, "what": label, "us": graph_us(lambda call=call: call(*args))})
+            rows.append({**shape, "what": label, "us": graph_us(functools.partial(call, *args))})
         except Exception as exc:  # noqa: BLE001 - a launch shape that does not compile is a row
             rows.append({**shape, "what": label, "us": None, "note": f"{type(exc).__name__}: {str(exc)[:100]}"})
     best_sdpa = min((r["us"] for r in rows if r["what"].startswith("sdpa") and r["us"]), default=None)

@@ -270,11 +270,17 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
     from checks.engine.grading_process.measure import TimingRun
     from checks.puzzles import spec_module
 
-    key = replayed_answer_key(puzzle, puzzle_parameters(puzzle), machine.device, workdir)
-    prepared = TimingRun(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir, key_fn=key)
+    try:
+        key = replayed_answer_key(puzzle, puzzle_parameters(puzzle), machine.device, workdir)
+        prepared: TimingRun | Exception = TimingRun(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir,
+                                                    key_fn=key)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - the grader's own error, reported only if the timing is asked for
+        prepared = exc
     mark("timing prepared")
     if sys.stdin.readline().strip() == TIME_COMMAND:
         mark("timing asked")
+        if isinstance(prepared, Exception):
+            raise prepared
         raw = prepared.rounds()
         mark("timed")
         events.emit("timings", **raw)
