@@ -262,8 +262,10 @@ class Stage:
             ending_verdict(v, self.stream.ending)
         elif self.stopped_early:
             self.finished_verdict(v)
-        elif end.timed_out or not self.stream.complete or (
-            end.returncode != 0 and self.stream.asked_time and not self.stream.timings
+        elif (
+            end.timed_out
+            or not self.stream.complete
+            or (end.returncode != 0 and self.stream.asked_time and not self.stream.timings)
         ):  # once every case is observed and no timing asked for, how the process ends says nothing
             unfinished_verdict(v, end, self.stream, self.timeout, self.file, self.job.names)
         else:
