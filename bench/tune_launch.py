@@ -300,7 +300,7 @@ def host_parts(keys: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def sweep(shape: dict[str, Any], key: Any, quick: bool) -> list[dict[str, Any]]:
+def sweep(shape: dict[str, Any], key: Any, quick: bool, grid: list[tuple[int, ...]]) -> list[dict[str, Any]]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     puzzle = shape["puzzle"]
@@ -323,8 +323,7 @@ def sweep(shape: dict[str, Any], key: Any, quick: bool) -> list[dict[str, Any]]:
             pass
     if puzzle == "12":
         rows.append({**shape, "what": "one_launch", "us": graph_us(functools.partial(one_launch, *args))})
-    grid = [] if quick else itertools.product(PER_SM, BLOCKS_N, WARPS, STAGES)
-    for per_sm, block_n, warps, stages in grid:
+    for per_sm, block_n, warps, stages in [] if quick else grid:
         label = f"{per_sm}/{block_n}/{warps}/{stages}"
         try:
             call = with_launch(key, puzzle, per_sm, block_n, warps, stages)
@@ -353,7 +352,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--puzzles", default="11,12,13")
     parser.add_argument("--quick", action="store_true", help="B = 1, N in {4096, 131072}, no launch-shape sweep")
     parser.add_argument("--no-sweep", action="store_true", help="host times only")
+    for name, default in (("per-sm", PER_SM), ("blocks", BLOCKS_N), ("warps", WARPS), ("stages", STAGES)):
+        parser.add_argument(f"--{name}", default=",".join(map(str, default)), help=f"default {default}")
     args = parser.parse_args(argv)
+    numbers = [[int(x) for x in text.split(",")] for text in (args.per_sm, args.blocks, args.warps, args.stages)]
+    grid = list(itertools.product(*numbers))
     puzzles = [p for p in args.puzzles.split(",") if p]
     keys = {p: load_module(ROOT / "solutions" / KEYS[p], f"key_{p}") for p in puzzles}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}", flush=True)
@@ -361,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                              "triton": triton.__version__, "host": host_parts(keys), "rows": []}  # fmt: skip
     if not args.no_sweep:
         for shape in shapes(puzzles, args.quick):
-            found["rows"] += sweep(shape, keys[shape["puzzle"]], args.quick)
+            found["rows"] += sweep(shape, keys[shape["puzzle"]], args.quick, grid)
             args.out.write_text(json.dumps(found, indent=1))
     args.out.write_text(json.dumps(found, indent=1))
     return 0
