@@ -389,3 +389,40 @@ def test_every_attack_file_is_tested():
 
     assert hardening <= {name for name, *_ in SUBMISSIONS}, hardening - {name for name, *_ in SUBMISSIONS}
     assert os.path.isdir(TAMPERING)
+
+
+def test_a_call_that_asks_for_more_operations_than_a_plan_holds_is_refused_where_it_asked(monkeypatch):
+    """A launch per element (an answer carried in scalars, or a slow design) is refused at OPS_LIMIT operations, with
+    the learner's line, even where the learner's code catches the error and goes on."""
+    import torch
+
+    from checks.engine.grading_process import plan_recorder as R
+
+    monkeypatch.setattr(R, "OPS_LIMIT", 8)
+    recorder = R.PlanRecorder({}, {__file__: "mine.py"})
+
+    def learner() -> None:
+        for _ in range(20):
+            try:
+                torch.empty(4)
+            except R.PlanTooLong:
+                pass
+
+    with recorder:
+        learner()
+    assert len(recorder.ops) == 8
+    assert recorder.too_long.startswith("mine.py, line ") and "torch.empty(4)" in recorder.too_long
+    assert "launch one kernel whose grid covers the whole output" in R.TOO_LONG
+
+
+@pytest.mark.slow
+def test_a_launch_per_element_is_refused_at_the_plan_limit_with_the_learners_line(monkeypatch):
+    from checks.engine.grade import grade
+    from checks.engine.processes import forking
+
+    monkeypatch.delenv(forking.ENV, raising=False)
+    verdict = grade(get_puzzle(1), TAMPERING / "answer_as_scalars.py", interpret=True, time_it=False)
+    too_long = [c for c in verdict.cases if "PlanTooLong" in c.problem]
+    assert too_long, V.format_verdict(verdict)  # the cases of more elements than a plan holds operations
+    assert "launch one kernel whose grid covers the whole output" in too_long[0].problem
+    assert any("answer_as_scalars.py, line" in line for line in too_long[0].details), too_long[0].details

@@ -37,6 +37,7 @@ from typing import Any
 # Launch options a plan may carry besides the kernel's own arguments (Triton's launch keywords).
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "launch_cooperative_grid", "launch_pdl")
 CONST_LIMIT = 1 << 16  # elements of a host-made tensor a plan may carry by value
+OPS_LIMIT = 1 << 14  # operations one call may ask for (launches, allocations, copies): no answer key needs 100
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 
 

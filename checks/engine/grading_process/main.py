@@ -92,7 +92,13 @@ def record_case(
     import time
 
     from checks.engine.grading_process.case_runner import captured, explain_exception, returned_kind
-    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.grading_process.plan_recorder import (
+        TOO_LONG,
+        PlanRecorder,
+        PlanTooLong,
+        launches_recorded,
+        recorded_globals,
+    )
     from checks.engine.inputs import RECORDING_DRAWS, draw
 
     found: dict[str, Any] = {
@@ -120,6 +126,10 @@ def record_case(
         finally:
             found["seconds"] = time.perf_counter() - start
             found["printed"] = printed.getvalue()[-3000:]
+        if recorder.too_long:  # refused even where the learner's code caught the error and went on
+            found["raised"] = f"{PlanTooLong.__name__}: {TOO_LONG}"
+            found["raised_where"] = [recorder.too_long] if recorder.too_long != "?" else []
+            break
         found["plans"].append(
             recorder.plan(returned, returned_kind(returned), recorded_globals(module, job.global_names))
         )

@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from checks.engine.grading_process.launches import kernel_classes
 from checks.engine.patching import replaced
-from checks.engine.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS
+from checks.engine.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS, OPS_LIMIT
 
 _FILLS = {
     "empty": "empty", "empty_like": "empty", "empty_strided": "empty", "empty_permuted": "empty",
@@ -38,6 +38,32 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+class PlanTooLong(Exception):
+    """A call that asked for more than OPS_LIMIT operations: one launch per element, say."""
+
+
+TOO_LONG = (
+    f"your function asked the GPU for more than {OPS_LIMIT} operations in one call (kernel launches, "
+    "allocations, copies), which is not graded: launch one kernel whose grid covers the whole output instead of a "
+    "launch per element or per row"
+)
+
+
+class _Ops(list):
+    """The plan's operations, refusing the one past OPS_LIMIT (the recorder keeps where that was asked for)."""
+
+    def __init__(self, recorder: PlanRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def append(self, op: dict[str, Any]) -> None:
+        if len(self) >= OPS_LIMIT:
+            if not self.recorder.too_long:
+                self.recorder.too_long = self.recorder.where() or "?"
+            raise PlanTooLong(TOO_LONG)
+        super().append(op)
+
+
 class PlanRecorder(TorchDispatchMode):
     """The plan of one call: enter it, call the learner's function inside `launches_recorded()`, then `plan()`."""
 
@@ -45,7 +71,8 @@ class PlanRecorder(TorchDispatchMode):
         """`own_files`: the learner's files (resolved paths) and how messages name them."""
         super().__init__()
         self.own_files = own_files
-        self.ops: list[dict[str, Any]] = []
+        self.ops: list[dict[str, Any]] = _Ops(self)
+        self.too_long = ""  # where the call asked for its operation past OPS_LIMIT (even if it caught the error)
         self.storages: dict[int, dict[str, Any]] = {}  # storage address -> what it is
         self._count = 0
         self._autotuning: dict[str, Any] | None = None
