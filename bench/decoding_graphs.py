@@ -191,9 +191,9 @@ def one_split(module: ModuleType, call: Callable[[], Any]) -> Callable[[], Any]:
     before split-KV: one program walks every key of its head)."""
     chosen = module.launch_shape
 
-    def whole(n_ctx: int, heads: int, device: Any) -> tuple[int, int]:
-        block_n, _ = chosen(n_ctx, heads, device)
-        return block_n, -(-n_ctx // block_n) * block_n
+    def whole(n_ctx: int, heads: int, device: Any) -> tuple[int, ...]:
+        block_n, _, *rest = chosen(n_ctx, heads, device)
+        return block_n, -(-n_ctx // block_n) * block_n, *rest
 
     def call_one() -> Any:
         module.launch_shape = whole

@@ -113,7 +113,10 @@ class Launched:
         self.kernel, self.warps, self.stages = kernel, warps, stages
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        return functools.partial(self.kernel[grid], num_warps=self.warps, num_stages=self.stages)
+        def launch(*args: Any, **kwargs: Any) -> Any:  # the sweep's options over the key's own
+            return self.kernel[grid](*args, **{**kwargs, "num_warps": self.warps, "num_stages": self.stages})
+
+        return launch
 
 
 def with_launch(key: Any, puzzle: str, per_sm: int, block_n: int, warps: int, stages: int) -> Callable[..., Any]:
@@ -121,12 +124,13 @@ def with_launch(key: Any, puzzle: str, per_sm: int, block_n: int, warps: int, st
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     split_kernel = key._attn_decode_split
 
-    def shape_of(n_ctx: int, heads: int, block: int) -> tuple[int, int]:
+    def shape_of(n_ctx: int, heads: int, block: int) -> tuple[int, ...]:
         n_blocks = triton.cdiv(n_ctx, block)
         splits = max(1, min(triton.cdiv(n_blocks, key.MIN_BLOCKS), triton.cdiv(per_sm * sms, heads)))
-        return block, triton.cdiv(n_blocks, splits) * block
+        shape = block, triton.cdiv(n_blocks, splits) * block
+        return shape if puzzle == "11" else (*shape, stages)  # 12 and 13 say their num_stages too
 
-    def launch_shape(*args: Any) -> tuple[int, int]:
+    def launch_shape(*args: Any) -> tuple[int, ...]:
         if puzzle == "13":
             max_len, page_size, heads, _ = args
             return shape_of(max_len, heads, max(block_n, page_size))

@@ -19,19 +19,19 @@ LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a
 MIN_BLOCKS = 4  # key blocks per split, at least
 
 
-def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int]:
-    """(BLOCK_N, keys per split): enough splits to give every SM two programs where there are few heads (B * H_kv
-    at most a quarter of the SMs) and four where there are more, but at least MIN_BLOCKS key blocks per split, so
-    that a split's work outweighs storing its partial result. (Measured on an H200 over B in {1, 8}, 8 kv heads:
-    two per SM is the faster at B = 1, four at B = 8; bench/tuning.md, "The decoding keys".)"""
+def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int, int]:
+    """(BLOCK_N, keys per split, num_stages): at least MIN_BLOCKS key blocks per split, so that a split's work
+    outweighs storing its partial result, and enough splits to give every SM two programs, with three loads in
+    flight each, where there are few heads (B * H_kv at most a quarter of the SMs), four with two loads where there
+    are more. (Measured on an H200 over B in {1, 8}, 8 kv heads: bench/tuning.md, "The decoding keys".)"""
     if device.type == "cuda":
         block_n, sms = 64, torch.cuda.get_device_properties(device).multi_processor_count
     else:  # Triton's interpreter: smaller blocks, split as for an H100's 132 SMs
         block_n, sms = 16, 132
-    per_sm = 2 if 4 * heads <= sms else 4
+    per_sm, num_stages = (2, 3) if 4 * heads <= sms else (4, 2)
     n_blocks = triton.cdiv(n_ctx, block_n)
     splits = max(1, min(triton.cdiv(n_blocks, MIN_BLOCKS), triton.cdiv(per_sm * sms, heads)))
-    return block_n, triton.cdiv(n_blocks, splits) * block_n
+    return block_n, triton.cdiv(n_blocks, splits) * block_n, num_stages
 
 
 @triton.jit
@@ -122,7 +122,7 @@ def gqa_decoding(
     B, H_kv, N, D = k.shape
     H_q = q.shape[1]
     group = H_q // H_kv
-    BLOCK_N, split_size = launch_shape(N, B * H_kv, q.device)
+    BLOCK_N, split_size, num_stages = launch_shape(N, B * H_kv, q.device)
     num_splits = triton.cdiv(N, split_size)
     o_part = torch.empty((B * H_q, num_splits, D), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((B * H_q, num_splits), dtype=torch.float32, device=q.device)
@@ -131,6 +131,7 @@ def gqa_decoding(
         *q.stride(), *k.stride(), *v.stride(),
         H_kv, N, split_size, num_splits,
         GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), HEAD_DIM=D, BLOCK_N=BLOCK_N,
+        num_stages=num_stages,
     )
     o = torch.empty((B, H_q, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H_q), dtype=torch.float32, device=q.device)

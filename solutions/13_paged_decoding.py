@@ -15,14 +15,14 @@ import triton.language as tl
 
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
 MIN_BLOCKS = 4  # key blocks per split, at least
-NUM_STAGES = 2  # loads in flight per loop: with the page numbers' load before each block's, two was the fastest
 
 
-def launch_shape(max_len: int, page_size: int, heads: int, device: torch.device) -> tuple[int, int]:
-    """(BLOCK_N, keys per split) for sequences of at most max_len keys: whole pages per block, at least MIN_BLOCKS
-    blocks per split. Few heads (B * H_kv at most a quarter of the SMs): blocks of 64 keys, four programs per SM;
-    more heads: blocks of 128 keys, eight per SM (measured on an H200, B in {1, 8}, 8 kv heads, pages of 16 and 64:
-    bench/tuning.md, "The decoding keys")."""
+def launch_shape(max_len: int, page_size: int, heads: int, device: torch.device) -> tuple[int, int, int]:
+    """(BLOCK_N, keys per split, num_stages) for sequences of at most max_len keys: whole pages per block, at least
+    MIN_BLOCKS blocks per split. Few heads (B * H_kv at most a quarter of the SMs): blocks of 64 keys, four
+    programs per SM; more heads: blocks of 128 keys, eight per SM; two loads in flight (with the page numbers'
+    load before each block's, two was the fastest). Measured on an H200, B in {1, 8}, 8 kv heads, pages of 16
+    and 64: bench/tuning.md, "The decoding keys"."""
     if device.type == "cuda":
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         few_heads = 4 * heads <= sms
@@ -31,7 +31,7 @@ def launch_shape(max_len: int, page_size: int, heads: int, device: torch.device)
         block_n, sms, per_sm = page_size, 132, 2
     n_blocks = triton.cdiv(max_len, block_n)
     splits = max(1, min(triton.cdiv(n_blocks, MIN_BLOCKS), triton.cdiv(per_sm * sms, heads)))
-    return block_n, triton.cdiv(n_blocks, splits) * block_n
+    return block_n, triton.cdiv(n_blocks, splits) * block_n, 2
 
 
 @triton.jit
@@ -137,7 +137,7 @@ def paged_decoding(
     _, page_size, H_kv, _ = k_cache.shape
     group = H_q // H_kv
     max_len = block_table.shape[1] * page_size  # no sequence is longer: the grid needs no seq_lens
-    BLOCK_N, split_size = launch_shape(max_len, page_size, B * H_kv, q.device)
+    BLOCK_N, split_size, num_stages = launch_shape(max_len, page_size, B * H_kv, q.device)
     max_splits = triton.cdiv(max_len, split_size)
     o = torch.empty((B, H_q, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H_q), dtype=torch.float32, device=q.device)
@@ -150,7 +150,7 @@ def paged_decoding(
         *q.stride(), *k_cache.stride(), *v_cache.stride(), block_table.stride(0),
         H_kv, split_size, max_splits,
         PAGE_SIZE=page_size, GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
-        BLOCK_N=BLOCK_N, num_stages=NUM_STAGES,
+        BLOCK_N=BLOCK_N, num_stages=num_stages,
     )
     _attn_decode_merge[(B * H_q,)](
         o_part, lse_part, seq_lens, o, lse, *o.stride(), H_q, split_size, max_splits,
