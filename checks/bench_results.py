@@ -16,8 +16,9 @@ from checks.engine.judging.timing import gbps, speed_ratio, tflops
 ANSWER_KEY = "answer key"  # the baseline of a variant's rows
 CSV_COLUMNS = (  # results.csv: Row's fields and properties by name
     "puzzle slug variant series size x status key_ms baseline baseline_ms ratio metric key_rate baseline_rate "
-    "roofline bytes flops check other_baselines"
+    "roofline bytes flops check other_baselines call_ms"
 ).split()
+HASHED = CSV_COLUMNS[: CSV_COLUMNS.index("other_baselines")]  # what a figure made from a row depends on
 DIGITS = {"ratio": 4, "key_rate": 5, "baseline_rate": 5, "roofline": 3}  # significant digits of a number; else 6
 _csv_cell = lambda value, digits=6: "" if value is None else value if isinstance(value, str) else f"{value:.{digits}g}"
 
@@ -41,6 +42,7 @@ class Row:
     roofline: float | None = None  # the answer key's share of the roofline, 0..1
     others: dict[str, float] = field(default_factory=dict)  # the spec's other baselines: name -> ms
     variant: str = ""  # "" for the answer key; else the label of the variant timed in its place
+    call_ms: float | None = None  # where key_ms is a CUDA graph's replay (bench.sweep.graphs): the Python call's
 
     ok = property(lambda self: self.status == "ok" and self.key_ms is not None)
     metric = property(lambda self: "TFLOPS" if self.flops else "GB/s")
@@ -59,8 +61,8 @@ class Row:
 
 
 def csv_record(r: Row) -> dict[str, str]:
-    """A row of results.csv but its last column (what checks.authoring.figures hashes to know a figure is stale)."""
-    return {column: _csv_cell(getattr(r, column), DIGITS.get(column, 6)) for column in CSV_COLUMNS[:-1]}
+    """A row of results.csv but its last columns (what checks.authoring.figures hashes to know a figure is stale)."""
+    return {column: _csv_cell(getattr(r, column), DIGITS.get(column, 6)) for column in HASHED}
 
 
 def read_csv(path: Path) -> list[Row]:
@@ -76,6 +78,7 @@ def write_data(rows: list[Row], meta: dict[str, Any], out: Path) -> Path:
     """bench/results.csv and bench/meta.json: everything --render needs to redraw the plots and the report."""
     (out / "bench").mkdir(parents=True, exist_ok=True)
     with open(out / "bench" / "results.csv", "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([CSV_COLUMNS] + [[*csv_record(r).values(), r.other_baselines] for r in rows])
+        rest = lambda r: [r.other_baselines, _csv_cell(r.call_ms)]  # the columns after HASHED
+        csv.writer(f).writerows([CSV_COLUMNS] + [[*csv_record(r).values(), *rest(r)] for r in rows])
     (out / "bench" / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return out / "bench" / "results.csv"

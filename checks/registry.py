@@ -198,6 +198,7 @@ class Sweep:
     cap_s: float | None = None
     variants: dict[str, str] | None = None
     targets: list[Target] | None = None
+    graphs: bool | None = None
 
 
 @dataclass(frozen=True)

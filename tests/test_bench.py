@@ -342,7 +342,7 @@ def test_markdown_report():
     assert "| Vector add, fp32, n=2^28 | >= 0.95x | 2928.4 GB/s | 0.91x torch.add | missed |" in text
     assert "| FlashAttention-2 forward, D=128 causal, N=16384 | >= 1.5x sdpa flash | - | - | not measured |" in text
     assert "2 of 27 targets met." in text  # the speed bar and FA2 D=64 against SDPA flash
-    failed = "| 4 | matmul_fast | fp16 | 1024x1024x1024 | - | - | - | - | - | - | - | - | - | failed: out of memory |"
+    failed = "| 4 | matmul_fast | fp16 | 1024x1024x1024 |" + " - |" * 10 + " failed: out of memory |"
     assert failed in text and "sdpa cudnn 0.75x" in text
     variant = "| 10 | flash_attention_v2_bwd, variant: atomic dQ | D=64 causal | N=4096 | 1.6000 | answer key |"
     assert variant + " 2.0000 | 1.25x |" in text
@@ -529,3 +529,19 @@ def test_a_series_has_one_colour_in_every_panel_of_a_plot(tmp_path, monkeypatch)
     bench.write_outputs(fake_rows(), META, tmp_path, [])
     assert drawn and all(len(colours) == 1 for colours in drawn.values()), drawn
     assert len(drawn) > 4  # several series, some of them in some panels only (8's line is not in the causal ones)
+
+
+def test_the_decoding_sweeps_time_graph_replays_and_keep_the_python_call_beside_them(tmp_path):
+    """bench.sweep.graphs: on a GPU, every call a CUDA graph's replay (kernel time) and the key's Python call in
+    call_ms; results.csv carries call_ms back, and the figures' hash of a row does not depend on it."""
+    from checks.bench_results import csv_record
+
+    assert all(get_puzzle(p).sweep.get("graphs") for p in ("11", "12", "13"))
+    assert not get_puzzle("9").sweep.get("graphs")
+    timed = Row("12", "gqa_decoding", "B=1", "N=4096", 4096.0, key_ms=0.015, baseline="sdpa", baseline_ms=0.017,
+                call_ms=0.105)  # fmt: skip
+    plain = Row("12", "gqa_decoding", "B=1", "N=4096", 4096.0, key_ms=0.015, baseline="sdpa", baseline_ms=0.017)
+    assert csv_record(timed) == csv_record(plain)
+    path = write_data([timed, plain], {}, tmp_path)
+    back = read_csv(path)
+    assert back[0].call_ms == pytest.approx(0.105) and back[1].call_ms is None
