@@ -476,3 +476,45 @@ def test_a_replay_stopped_after_its_last_case_with_no_timing_asked_keeps_the_cas
     died = stage_with(asked_time=True)
     verdict = died.verdict(ProcessEnd(died.stream, -11, False, 1.0, ""))
     assert not verdict.passed and verdict.status == V.CRASHED, verdict.summary
+
+
+def test_the_host_time_stops_at_its_budget_so_a_call_that_slows_does_not_hold_the_check(monkeypatch):
+    import time
+    from types import SimpleNamespace
+
+    import torch
+
+    from checks.engine.grading_process import main
+    from checks.engine.protocol import Job
+    from checks.puzzles import spec_module
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    puzzle = get_puzzle(1)
+    made = []
+
+    def slower_each_time(*args):  # a hook added per call, say: the n-th call does n times the work
+        made.append(1)
+        time.sleep(0.05 * len(made))
+
+    machine = SimpleNamespace(device="cpu")
+    case, job = puzzle.cases["cpu"][0], Job(puzzle.number, "x.py", {}, 1)
+    seconds = main.host_seconds(slower_each_time, spec_module(puzzle), case, job, machine, calls=10, budget=0.2)
+    assert len(made) == 3  # the first call, then 0.10 s (inside 0.2 s: one more) and 0.15 s (past it: stop)
+    assert seconds == pytest.approx((0.10 + 0.15) / 2, rel=0.3)
+
+
+def test_a_recording_that_runs_out_of_time_after_every_case_says_it_was_at_the_timing_size(tmp_path):
+    from checks import verdict as V
+    from checks.engine.judging.wording import unfinished_verdict
+    from checks.engine.processes.run import ProcessEnd
+    from checks.engine.protocol import Machine, Stream
+
+    stream = Stream([0, 1])
+    stream.machine = Machine(mode="gpu", device="H100", torch="2", triton="3", numpy="2")
+    stream.at_timing_size = True
+    verdict = V.Verdict(1, V.FAILED, "")
+    unfinished_verdict(verdict, ProcessEnd(stream, None, True, 120.0, ""), stream, 120.0)
+    assert verdict.status == V.TIMEOUT and "running your function at the timing size" in verdict.summary
+    stream.at_timing_size = False
+    unfinished_verdict(verdict, ProcessEnd(stream, None, True, 120.0, ""), stream, 120.0)
+    assert "while loading your code" in verdict.summary

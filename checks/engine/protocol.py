@@ -313,6 +313,7 @@ class Stream(CheckedLines):
     ending: Ending | None = None  # environment, load_error or missing
     cases: list[CaseObservation] = field(default_factory=list)
     started: int | None = None  # index of the case in progress
+    at_timing_size: bool = False  # the recording had every case and was at the timing size when it stopped
     observed: bool = False
     timings: Timings | None = None
     asked_time: bool = False

@@ -177,6 +177,7 @@ class Stage:
         if end.timed_out or not recording.complete or end.returncode != 0:
             done = len(recording.plans)
             self.stream.started = self.selection[done] if done < len(self.selection) else None
+            self.stream.at_timing_size = done == len(self.selection) and self.time_it
             return False
         return True
 

@@ -55,11 +55,12 @@ def unfinished_verdict(
 ) -> None:
     """The grading process ran out of time, died, or exited before its report was complete."""
     current = stream.started
-    where = (
-        f" during case {current + 1}"
-        if current is not None
-        else (" while loading your code" if stream.machine else " while starting")
-    )
+    if current is not None:
+        where = f" during case {current + 1}"
+    elif stream.at_timing_size:  # every case recorded: the call at the timing size, or its host time, was running
+        where = " running your function at the timing size, after every case"
+    else:
+        where = " while loading your code" if stream.machine else " while starting"
     if end.timed_out:
         v.status = V.TIMEOUT
         v.summary = (
