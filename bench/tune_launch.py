@@ -44,8 +44,13 @@ WARPS = (4, 8)
 STAGES = (2, 3, 4)
 
 
-def shapes(puzzles: list[str], quick: bool) -> list[dict[str, Any]]:
-    batches, lengths = ((1,), (4096, 131072)) if quick else ((1, 8), (4096, 16384, 65536, 131072))
+def shapes(
+    puzzles: list[str],
+    quick: bool,
+    batches: tuple[int, ...] = (1, 8),
+    lengths: tuple[int, ...] = (4096, 16384, 65536, 131072),
+) -> list[dict[str, Any]]:
+    batches, lengths = ((1,), (4096, 131072)) if quick else (batches, lengths)
     return [
         {"puzzle": p, "B": b, "H_kv": H_Q if p == "11" else 8, "N": n, "page_size": size}
         for p in puzzles
@@ -358,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sweep", action="store_true", help="host times only")
     for name, default in (("per-sm", PER_SM), ("blocks", BLOCKS_N), ("warps", WARPS), ("stages", STAGES)):
         parser.add_argument(f"--{name}", default=",".join(map(str, default)), help=f"default {default}")
+    parser.add_argument("--batches", default="1,8", help="B of the shapes (default 1,8)")
+    parser.add_argument("--lengths", default="4096,16384,65536,131072", help="N of the shapes")
     args = parser.parse_args(argv)
     numbers = [[int(x) for x in text.split(",")] for text in (args.per_sm, args.blocks, args.warps, args.stages)]
     grid = list(itertools.product(*numbers))
@@ -367,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     found: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                              "triton": triton.__version__, "host": host_parts(keys), "rows": []}  # fmt: skip
     if not args.no_sweep:
-        for shape in shapes(puzzles, args.quick):
+        batches, lengths = (tuple(int(x) for x in text.split(",")) for text in (args.batches, args.lengths))
+        for shape in shapes(puzzles, args.quick, batches, lengths):
             found["rows"] += sweep(shape, keys[shape["puzzle"]], args.quick, grid)
             args.out.write_text(json.dumps(found, indent=1))
     args.out.write_text(json.dumps(found, indent=1))
