@@ -34,6 +34,7 @@ import triton.language as tl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.decoding_graphs import graph_us  # noqa: E402 - one call in a CUDA graph, its replay's median in µs
 from checks.engine.submission import load_module  # noqa: E402
 
 KEYS = {"11": "11_flash_decoding.py", "12": "12_gqa_decoding.py", "13": "13_paged_decoding.py"}
@@ -84,16 +85,6 @@ def draw(shape: dict[str, Any]) -> dict[str, Any]:
 def key_args(puzzle: str, inputs: dict[str, Any]) -> list[Any]:
     names = ["q", "k_cache", "v_cache", "block_table", "seq_lens"] if puzzle == "13" else ["q", "k", "v"]
     return [inputs[name] for name in names] + [inputs["sm_scale"]]
-
-
-def graph_us(fn: Callable[[], Any]) -> float:
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    torch.cuda.synchronize()
-    return 1e3 * float(triton.testing.do_bench(graph.replay, warmup=25, rep=100, return_mode="median"))
 
 
 def host_us(fn: Callable[[], Any], calls: int = 200) -> float:
