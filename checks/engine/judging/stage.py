@@ -158,7 +158,7 @@ class Stage:
                 command = self.judge_event(event)
                 if isinstance(event, Observed):
                     process.answer(command)
-                    if command is None:  # no timing: nothing more is to come (end() stops what it prepared)
+                    if command is None and timing_plan is not None:  # it prepares a timing not wanted: stop it
                         break
         except BaseException:  # Ctrl-C, or the grader's own error
             process.end()
