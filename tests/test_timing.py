@@ -11,7 +11,7 @@ import torch
 
 from checks.engine import fair_timing
 from checks.engine.fair_timing import ROUNDS, WARMUP_ROUNDS
-from checks.engine.grading_process.measure import cached_peaks, measure, remember_peaks
+from checks.engine.grading_process.measure import TimingRun, cached_peaks, remember_peaks
 from checks.engine.judging.judge import load_timing_outputs
 from checks.engine.judging.timing import (
     Peaks,
@@ -202,9 +202,9 @@ def on_the_wire(raw: dict) -> Timings:
     return build(Timings, json.loads(json.dumps(raw)), "timings")
 
 
-def timed(puzzle, spec, fn, key, workdir, **kwargs):
+def timed(puzzle, spec, fn, key, workdir, device, timer):
     """Measure in-process (as the grading process does) and judge (as the grader does, from the sealed outputs)."""
-    raw = on_the_wire(measure(puzzle, spec, fn, key, workdir, **kwargs))
+    raw = on_the_wire(TimingRun(puzzle, spec, fn, key, workdir, device).rounds(timer))
     return from_measurement(puzzle, raw, load_timing_outputs(workdir, raw))
 
 
@@ -226,7 +226,7 @@ def test_timing_passes_a_fast_right_answer(small_matmul, tmp_path):
 def test_rounds_interleave_yours_the_key_and_the_baseline(small_matmul, tmp_path):
     puzzle, spec, key = small_matmul
     clock = FakeClock(1.0)
-    raw = measure(puzzle, spec, right, key, tmp_path, device="cpu", timer=clock, rounds_count=3)
+    raw = TimingRun(puzzle, spec, right, key, tmp_path, device="cpu").rounds(timer=clock, rounds_count=3)
     order = {id(fn): None for fn in clock.timed}  # the three contenders, in the order first timed
     assert len(order) == 3 and [id(fn) for fn in clock.timed] == list(order) * (3 + WARMUP_ROUNDS)
     assert {name: len(ms) for name, ms in raw["rounds"].items()} == {"yours": 3, "answer key": 3, "torch.matmul": 3}
@@ -363,7 +363,7 @@ def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_
     from checks.engine.protocol import timing_outputs_path
 
     puzzle, spec, key = small_matmul
-    raw = measure(puzzle, spec, wrong_last_row, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
+    raw = TimingRun(puzzle, spec, wrong_last_row, key, tmp_path, device="cpu").rounds(timer=FakeClock(1.0, 1.0, 1.0))
     assert raw["problem"] is None  # the grading process only observes
     saved = timing_outputs_path(tmp_path)
     assert raw["outputs_file"] == saved.name
@@ -389,7 +389,7 @@ def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_p
     from checks.engine.protocol import Machine, Stream
 
     puzzle, spec, key = small_matmul
-    raw = measure(puzzle, spec, right, key, tmp_path, device="cpu", timer=FakeClock(1.0, 1.0, 1.0))
+    raw = TimingRun(puzzle, spec, right, key, tmp_path, device="cpu").rounds(timer=FakeClock(1.0, 1.0, 1.0))
     gpu = Machine(mode="gpu", device="GPU", torch="2.11", triton="3.6", numpy="2.3")
     good = Stream([0], machine=gpu, observed=True, asked_time=True, token="t")
     assert good.feed_line(json.dumps({"event": "timings", **raw, "token": "t"})) is not None and not good.tampered

@@ -162,8 +162,8 @@ class Observed:
 
 @dataclass
 class Timings:
-    """timings: `checks.engine.grading_process.measure.measure`'s raw measurements at the timing size (all of them
-    absent for a puzzle without a timing case); `checks.engine.judging.timing.from_measurement` judges them."""
+    """timings: `checks.engine.grading_process.measure.TimingRun.rounds`'s raw measurements at the timing size (all
+    of them absent for a puzzle without a timing case); `checks.engine.judging.timing.from_measurement` judges them."""
 
     case: dict[str, Any] = field(default_factory=dict)  # the timing size
     times: dict[str, float] = field(default_factory=dict)  # contender -> median milliseconds

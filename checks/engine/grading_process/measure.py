@@ -157,35 +157,18 @@ def comparable(yours: Any, theirs: Any) -> tuple[list[Any], list[Any], str]:
     return mine, key, sampled
 
 
-def measure(
-    puzzle: Puzzle,
-    spec,
-    fn,
-    solution_file: str | None,
-    workdir: Path,
-    device: str = "cuda",
-    timer: Callable[[Callable[[], Any]], float] | None = None,
-    rounds_count: int = ROUNDS,
-    key_fn: Callable[..., Any] | None = None,
-) -> dict[str, Any]:
-    """Time the submission's replayed plan, the answer key (`key_fn`, its replayed plan too, else the key's
-    function) and the baseline on the bench case, in interleaved rounds (checks.engine.fair_timing); on a GPU each
-    as the replay of a CUDA graph of one call where it can be captured (as serving engines run decoding), so that
-    the ratios compare kernel time, not the Python that launches them (`graphs` names those captured).
-
-    Returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict. Both
-    outputs at the timing size go, on the CPU, to the file `timing_outputs_path(workdir)` names: the grader
-    compares them. `device` and `timer` exist for the tests,
-    which run this on a CPU with a made-up clock.
-    """
-    prepared = TimingRun(puzzle, spec, fn, solution_file, workdir, device, key_fn)
-    return prepared.rounds(timer, rounds_count)
-
-
 class TimingRun:
-    """A timing in two steps: `TimingRun(...)` draws the inputs, calls each side once (compiling, autotuning), saves
-    both outputs and captures the CUDA graphs, with no clock running; `rounds()` then times. The replay prepares
-    while the grader judges the cases it replayed, and times only when the grader asks (`measure` does both)."""
+    """The timing of the submission's replayed plan, the answer key (`key_fn`, its replayed plan too, else the key's
+    function) and the baseline on the bench case, in two steps. `TimingRun(...)` draws the inputs, calls each side
+    once (compiling, autotuning), saves both outputs and, on a GPU, captures each call in a CUDA graph where it can
+    be (as serving engines run decoding), with no clock running; `rounds()` then times them in interleaved rounds
+    (checks.engine.fair_timing), so that the ratios compare kernel time, not the Python that launches them (`graphs`
+    names those captured). The replay prepares while the grader judges the cases, and times only when asked.
+
+    `rounds()` returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict. Both
+    outputs at the timing size go, on the CPU, to the file `timing_outputs_path(workdir)` names: the grader compares
+    them. `device` and `rounds(timer=...)` exist for the tests, which run this on a CPU with a made-up clock.
+    """
 
     def __init__(
         self,
