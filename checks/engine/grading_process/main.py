@@ -126,9 +126,9 @@ def record_case(
         finally:
             found["seconds"] = time.perf_counter() - start
             found["printed"] = printed.getvalue()[-3000:]
-        if recorder.too_long:  # refused even where the learner's code caught the error and went on
+        if recorder.too_long is not None:  # refused even where the learner's code caught the error and went on
             found["raised"] = f"{PlanTooLong.__name__}: {TOO_LONG}"
-            found["raised_where"] = [recorder.too_long] if recorder.too_long != "?" else []
+            found["raised_where"] = [recorder.too_long] if recorder.too_long else []
             break
         found["plans"].append(
             recorder.plan(returned, returned_kind(returned), recorded_globals(module, job.global_names))

@@ -58,8 +58,8 @@ class _Ops(list):
 
     def append(self, op: dict[str, Any]) -> None:
         if len(self) >= OPS_LIMIT:
-            if not self.recorder.too_long:
-                self.recorder.too_long = self.recorder.where() or "?"
+            if self.recorder.too_long is None:
+                self.recorder.too_long = self.recorder.where()
             raise PlanTooLong(TOO_LONG)
         super().append(op)
 
@@ -72,7 +72,7 @@ class PlanRecorder(TorchDispatchMode):
         super().__init__()
         self.own_files = own_files
         self.ops: list[dict[str, Any]] = _Ops(self)
-        self.too_long = ""  # where the call asked for its operation past OPS_LIMIT (even if it caught the error)
+        self.too_long: str | None = None  # where the call asked past OPS_LIMIT ("" if not in the learner's files)
         self.storages: dict[int, dict[str, Any]] = {}  # storage address -> what it is
         self._count = 0
         self._autotuning: dict[str, Any] | None = None

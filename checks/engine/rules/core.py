@@ -254,8 +254,9 @@ def values(ctx: CaseContext) -> Problem | None:
     exp, first = wrong[0]
     details = list(first.lines)
     message = first.headline
+    unwritten = _FROM_POISON in first.headline
     diagnosed = True  # unless none of the causes below is found: then only where the values are wrong is said
-    if _FROM_POISON in first.headline:
+    if unwritten:
         pass  # the headline names the cause: memory no kernel wrote
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
@@ -267,7 +268,7 @@ def values(ctx: CaseContext) -> Problem | None:
         message = f"{first.headline}: {merge}"
     else:
         diagnosed = False
-    cause = first.cause or (diagnosed and _FROM_POISON not in first.headline)
+    cause = first.cause or (diagnosed and not unwritten)  # a poisoned output keeps its pattern over the cases
     if len(mismatches) > 1:
         others = [
             f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
