@@ -43,6 +43,7 @@ PER_SM = (2, 4, 8)
 BLOCKS_N = (64, 128)
 WARPS = (4, 8)
 STAGES = (2, 3, 4)
+MIN_BLOCKS = (4,)
 
 
 def shapes(
@@ -115,14 +116,16 @@ class Launched:
         return launch
 
 
-def with_launch(key: Any, puzzle: str, per_sm: int, block_n: int, warps: int, stages: int) -> Callable[..., Any]:
+def with_launch(
+    key: Any, puzzle: str, per_sm: int, block_n: int, warps: int, stages: int, min_blocks: int = 4
+) -> Callable[..., Any]:
     """The key's host function at another launch shape (its own arithmetic for the splits, other numbers)."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     split_kernel = key._attn_decode_split
 
     def shape_of(n_ctx: int, heads: int, block: int) -> tuple[int, ...]:
         n_blocks = triton.cdiv(n_ctx, block)
-        splits = max(1, min(triton.cdiv(n_blocks, key.MIN_BLOCKS), triton.cdiv(per_sm * sms, heads)))
+        splits = max(1, min(triton.cdiv(n_blocks, min_blocks), triton.cdiv(per_sm * sms, heads)))
         shape = block, triton.cdiv(n_blocks, splits) * block
         return shape if puzzle == "11" else (*shape, stages)  # 12 and 13 say their num_stages too
 
@@ -323,10 +326,10 @@ def sweep(shape: dict[str, Any], key: Any, quick: bool, grid: list[tuple[int, ..
             pass
     if puzzle == "12":
         rows.append({**shape, "what": "one_launch", "us": graph_us(functools.partial(one_launch, *args))})
-    for per_sm, block_n, warps, stages in [] if quick else grid:
-        label = f"{per_sm}/{block_n}/{warps}/{stages}"
+    for per_sm, block_n, warps, stages, min_blocks in [] if quick else grid:
+        label = f"{per_sm}/{block_n}/{warps}/{stages}" + (f"/min{min_blocks}" if min_blocks != 4 else "")
         try:
-            call = with_launch(key, puzzle, per_sm, block_n, warps, stages)
+            call = with_launch(key, puzzle, per_sm, block_n, warps, stages, min_blocks)
             out = call(*args)
             torch.cuda.synchronize()
             if not torch.allclose(out[0].float(), ref[0].float(), atol=2e-2, rtol=2e-2):
@@ -352,18 +355,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--puzzles", default="11,12,13")
     parser.add_argument("--quick", action="store_true", help="B = 1, N in {4096, 131072}, no launch-shape sweep")
     parser.add_argument("--no-sweep", action="store_true", help="host times only")
-    for name, default in (("per-sm", PER_SM), ("blocks", BLOCKS_N), ("warps", WARPS), ("stages", STAGES)):
+    parser.add_argument("--no-host", action="store_true", help="the launch shapes only")
+    for name, default in (("per-sm", PER_SM), ("blocks", BLOCKS_N), ("warps", WARPS), ("stages", STAGES),
+                          ("min-blocks", MIN_BLOCKS)):  # fmt: skip
         parser.add_argument(f"--{name}", default=",".join(map(str, default)), help=f"default {default}")
     parser.add_argument("--batches", default="1,8", help="B of the shapes (default 1,8)")
     parser.add_argument("--lengths", default="4096,16384,65536,131072", help="N of the shapes")
     args = parser.parse_args(argv)
-    numbers = [[int(x) for x in text.split(",")] for text in (args.per_sm, args.blocks, args.warps, args.stages)]
+    texts = (args.per_sm, args.blocks, args.warps, args.stages, args.min_blocks)
+    numbers = [[int(x) for x in text.split(",")] for text in texts]
     grid = list(itertools.product(*numbers))
     puzzles = [p for p in args.puzzles.split(",") if p]
     keys = {p: load_module(ROOT / "solutions" / KEYS[p], f"key_{p}") for p in puzzles}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}", flush=True)
+    host = [] if args.no_host else host_parts(keys)
     found: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                             "triton": triton.__version__, "host": host_parts(keys), "rows": []}  # fmt: skip
+                             "triton": triton.__version__, "host": host, "rows": []}  # fmt: skip
     if not args.no_sweep:
         batches, lengths = (tuple(int(x) for x in text.split(",")) for text in (args.batches, args.lengths))
         for shape in shapes(puzzles, args.quick, batches, lengths):

@@ -14,6 +14,8 @@ bench/tuning.md, "The decoding keys", has both forms measured.
 Run the grader on it with `python -m checks 11 --solution`.
 """
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -24,16 +26,33 @@ MIN_BLOCKS = 4  # key blocks per split, at least
 PROGRAMS_PER_SM = 8  # loads in flight from several programs per SM keep the memory bus busy
 
 
+@functools.cache
+def sm_count(device: torch.device) -> int:
+    """The GPU's number of SMs, read once: torch.cuda.get_device_properties costs microseconds a call."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def cdiv(a: int, b: int) -> int:
+    """⌈a / b⌉ in plain Python. (In Triton 3.6, triton.cdiv and triton.next_power_of_2 are constexpr functions,
+    made for kernels: a call from the host takes a few microseconds, which a decoding step's host time notices.)"""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The least power of two >= n, in plain Python (see cdiv)."""
+    return 1 << (n - 1).bit_length()
+
+
 def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int]:
     """(BLOCK_N, keys per split): enough splits to give every SM about PROGRAMS_PER_SM programs, but at
     least MIN_BLOCKS key blocks per split, so that a split's work outweighs storing its partial result."""
     if device.type == "cuda":  # 128 keys of 128 dims: 32 KiB of K in flight per load
-        block_n, sms = 128, torch.cuda.get_device_properties(device).multi_processor_count
+        block_n, sms = 128, sm_count(device)
     else:  # Triton's interpreter: smaller blocks, split as for an H100's 132 SMs
         block_n, sms = 16, 132
-    n_blocks = triton.cdiv(n_ctx, block_n)
-    splits = max(1, min(triton.cdiv(n_blocks, MIN_BLOCKS), triton.cdiv(PROGRAMS_PER_SM * sms, heads)))
-    return block_n, triton.cdiv(n_blocks, splits) * block_n
+    n_blocks = cdiv(n_ctx, block_n)
+    splits = max(1, min(cdiv(n_blocks, MIN_BLOCKS), cdiv(PROGRAMS_PER_SM * sms, heads)))
+    return block_n, cdiv(n_blocks, splits) * block_n
 
 
 @triton.jit
@@ -123,7 +142,7 @@ def flash_decoding(
     """(o, lse) for q (B, H, D) and k, v (B, H, N, D), float16, any strides: one query per head."""
     B, H, N, D = k.shape
     BLOCK_N, split_size = launch_shape(N, B * H, q.device)
-    num_splits = triton.cdiv(N, split_size)
+    num_splits = cdiv(N, split_size)
     o = torch.empty((B, H, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H), dtype=torch.float32, device=q.device)
     ### BEGIN SOLUTION
@@ -136,7 +155,7 @@ def flash_decoding(
     )
     _attn_decode_merge[(B * H,)](
         o_part, lse_part, o, lse, *o.stride(), H, num_splits,
-        HEAD_DIM=D, SPLITS_POW2=triton.next_power_of_2(num_splits),
+        HEAD_DIM=D, SPLITS_POW2=next_power_of_2(num_splits),
     )
     ### END SOLUTION
     return o, lse

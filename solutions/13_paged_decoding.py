@@ -9,6 +9,8 @@ end returns at once; the merge combines only the splits that hold keys.
 Run the grader on it with `python -m checks 13 --solution`.
 """
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -17,21 +19,40 @@ LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a
 MIN_BLOCKS = 4  # key blocks per split, at least
 
 
+@functools.cache
+def sm_count(device: torch.device) -> int:
+    """The GPU's number of SMs, read once: torch.cuda.get_device_properties costs microseconds a call."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def cdiv(a: int, b: int) -> int:
+    """⌈a / b⌉ in plain Python. (In Triton 3.6, triton.cdiv and triton.next_power_of_2 are constexpr functions,
+    made for kernels: a call from the host takes a few microseconds, which a decoding step's host time notices.)"""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The least power of two >= n, in plain Python (see cdiv)."""
+    return 1 << (n - 1).bit_length()
+
+
 def launch_shape(max_len: int, page_size: int, heads: int, device: torch.device) -> tuple[int, int, int]:
-    """(BLOCK_N, keys per split, num_stages) for sequences of at most max_len keys: whole pages per block, at least
-    MIN_BLOCKS blocks per split. Few heads (B * H_kv at most a quarter of the SMs): blocks of 64 keys, four
-    programs per SM; more heads: blocks of 128 keys, eight per SM; two loads in flight (with the page numbers'
-    load before each block's, two was the fastest). Measured on an H200, B in {1, 8}, 8 kv heads, pages of 16
-    and 64: bench/tuning.md, "The decoding keys"."""
+    """(BLOCK_N, keys per split, num_stages) for sequences of at most max_len keys: whole pages per block. Few heads
+    (B * H_kv at most a quarter of the SMs): blocks of 64 keys, four programs per SM, and splits as short as one
+    block (each block waits for its page numbers before its keys, so short sequences want many short splits);
+    more heads: blocks of 128 keys, eight per SM, at least MIN_BLOCKS blocks per split. Two loads in flight.
+    Measured on an H100 and an H200, B in {1, 8}, 8 kv heads, pages of 16 and 64: bench/tuning.md, "The
+    decoding keys"."""
     if device.type == "cuda":
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        sms = sm_count(device)
         few_heads = 4 * heads <= sms
-        block_n, per_sm = max(64 if few_heads else 128, page_size), 4 if few_heads else 8
+        block_n = max(64 if few_heads else 128, page_size)
+        per_sm, min_blocks = (4, 1) if few_heads else (8, MIN_BLOCKS)
     else:  # Triton's interpreter: a page per block, split as for an H100's 132 SMs
-        block_n, sms, per_sm = page_size, 132, 2
-    n_blocks = triton.cdiv(max_len, block_n)
-    splits = max(1, min(triton.cdiv(n_blocks, MIN_BLOCKS), triton.cdiv(per_sm * sms, heads)))
-    return block_n, triton.cdiv(n_blocks, splits) * block_n, 2
+        block_n, sms, per_sm, min_blocks = page_size, 132, 2, MIN_BLOCKS
+    n_blocks = cdiv(max_len, block_n)
+    splits = max(1, min(cdiv(n_blocks, min_blocks), cdiv(per_sm * sms, heads)))
+    return block_n, cdiv(n_blocks, splits) * block_n, 2
 
 
 @triton.jit
@@ -138,7 +159,7 @@ def paged_decoding(
     group = H_q // H_kv
     max_len = block_table.shape[1] * page_size  # no sequence is longer: the grid needs no seq_lens
     BLOCK_N, split_size, num_stages = launch_shape(max_len, page_size, B * H_kv, q.device)
-    max_splits = triton.cdiv(max_len, split_size)
+    max_splits = cdiv(max_len, split_size)
     o = torch.empty((B, H_q, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H_q), dtype=torch.float32, device=q.device)
     ### BEGIN SOLUTION
@@ -149,12 +170,12 @@ def paged_decoding(
         sm_scale * 1.4426950408889634,  # qk_scale: sm_scale * log2(e)
         *q.stride(), *k_cache.stride(), *v_cache.stride(), block_table.stride(0),
         H_kv, split_size, max_splits,
-        PAGE_SIZE=page_size, GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), HEAD_DIM=D,
+        PAGE_SIZE=page_size, GROUP=group, BLOCK_G=max(16, next_power_of_2(group)), HEAD_DIM=D,
         BLOCK_N=BLOCK_N, num_stages=num_stages,
     )
     _attn_decode_merge[(B * H_q,)](
         o_part, lse_part, seq_lens, o, lse, *o.stride(), H_q, split_size, max_splits,
-        HEAD_DIM=D, SPLITS_POW2=triton.next_power_of_2(max_splits),
+        HEAD_DIM=D, SPLITS_POW2=next_power_of_2(max_splits),
     )
     ### END SOLUTION
     return o, lse

@@ -1,0 +1,368 @@
+"""Where a decoding key's Python call spends its time, and what one launch would save.
+
+GPU only: `python3 bench/host_time.py --out host-time.json`. Two parts, fresh random inputs, D = 128, 32 query heads:
+
+1. Host µs per call of each step of a key's call (a Triton launch, `torch.empty`, `torch.zeros`, reading the SM
+   count), of the keys 11, 12 and 13 whole and without their launches, of SDPA, and of puzzle 12's key in one
+   launch (bench/candidates/12_one_launch.py, counters made zero by each call or kept between calls), at B = 1,
+   N = 4096, where the GPU's work is shorter than the host's: the least of ten loops of 200 calls queued without
+   waiting for the GPU.
+2. Kernel µs under CUDA graph replay (`decoding_graphs.graph_us`) of the key and the one-launch form, at puzzle
+   11's and 12's shapes of `decoding_graphs`, beside SDPA's best backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import decoding_graphs as dg
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def host_us(fn: Callable[[], Any], calls: int = 200, loops: int = 10) -> float:
+    """Python's µs per call, the launches queued and not waited for: the least of `loops` loops."""
+    import torch
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(loops):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, time.perf_counter() - start)
+        torch.cuda.synchronize()
+    return 1e6 * best / calls
+
+
+class NoLaunch:
+    """A kernel whose launches do nothing: what the rest of the call costs."""
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def without_launches(module: ModuleType, call: Callable[[], Any]) -> Callable[[], Any]:
+    names = [n for n in ("_attn_decode_split", "_attn_decode_merge") if hasattr(module, n)]
+    saved = {n: getattr(module, n) for n in names}
+
+    def run() -> Any:
+        for n in names:
+            setattr(module, n, NoLaunch())
+        try:
+            return call()
+        finally:
+            for n, kernel in saved.items():
+                setattr(module, n, kernel)
+
+    return run
+
+
+def lean_12(key: ModuleType) -> Callable[..., Any]:
+    """Key 12's kernels, called with the device read once and the SM count cached."""
+    import torch
+    import triton
+
+    sms: dict[Any, int] = {}
+
+    def call(q: Any, k: Any, v: Any, sm_scale: float) -> Any:
+        B, H_kv, N, D = k.shape
+        H_q = q.shape[1]
+        device = q.device
+        count = sms.get(device) or sms.setdefault(
+            device, torch.cuda.get_device_properties(device).multi_processor_count
+        )
+        per_sm, num_stages = (2, 3) if 4 * B * H_kv <= count else (4, 2)
+        n_blocks = triton.cdiv(N, 64)
+        splits = max(1, min(triton.cdiv(n_blocks, 4), triton.cdiv(per_sm * count, B * H_kv)))
+        split_size = triton.cdiv(n_blocks, splits) * 64
+        num_splits = triton.cdiv(N, split_size)
+        o_part = torch.empty((B * H_q, num_splits, D), dtype=torch.float32, device=device)
+        lse_part = torch.empty((B * H_q, num_splits), dtype=torch.float32, device=device)
+        key._attn_decode_split[(num_splits, B * H_kv)](
+            q, k, v, o_part, lse_part, sm_scale * 1.4426950408889634, *q.stride(), *k.stride(), *v.stride(),
+            H_kv, N, split_size, num_splits, GROUP=H_q // H_kv, BLOCK_G=16, HEAD_DIM=D, BLOCK_N=64,
+            num_stages=num_stages,
+        )  # fmt: skip
+        o = torch.empty((B, H_q, D), dtype=q.dtype, device=device)
+        lse = torch.empty((B, H_q), dtype=torch.float32, device=device)
+        key._attn_decode_merge[(B * H_q,)](o_part, lse_part, o, lse, *o.stride(), H_q, num_splits, HEAD_DIM=D,
+                                           SPLITS_POW2=triton.next_power_of_2(num_splits))  # fmt: skip
+        return o, lse
+
+    return call
+
+
+def part_host(keys: dict[str, ModuleType], one: ModuleType) -> list[dict[str, Any]]:
+    import torch
+    import triton
+    import triton.language as tl
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    @triton.jit
+    def few(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    @triton.jit
+    def many(x_ptr, y_ptr, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+             a20, n, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+        offs = tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    x = torch.randn(1024, device="cuda")
+    y = torch.empty_like(x)
+    props: dict[Any, int] = {}
+    steps: dict[str, Callable[[], Any]] = {
+        "a Triton launch, 3 arguments": lambda: few[(1,)](x, y, 1000, BLOCK=1024),
+        "a Triton launch, 23 arguments and 4 constexprs": lambda: many[(1,)](
+            x, y, *range(3, 23), 1000, A=1, B=2, C=3, BLOCK=1024
+        ),
+        "the same with num_stages=2": lambda: many[(1,)](
+            x, y, *range(3, 23), 1000, A=1, B=2, C=3, BLOCK=1024, num_stages=2
+        ),  # fmt: skip
+        "torch.empty (4096 floats)": lambda: torch.empty((32, 128), dtype=torch.float32, device=x.device),
+        "torch.zeros (8 ints)": lambda: torch.zeros((8,), dtype=torch.int32, device=x.device),
+        "torch.cuda.get_device_properties(...).multi_processor_count": lambda: (
+            torch.cuda.get_device_properties(x.device).multi_processor_count
+        ),
+        "the SM count from a dict": lambda: props.get(x.device) or props.setdefault(x.device, 132),
+    }
+    rows = [{"what": name, "host_us": host_us(step)} for name, step in steps.items()]
+    for puzzle, key in keys.items():
+        shape = {"puzzle": puzzle, "B": 1, "H_kv": dg.H_Q if puzzle == "11" else 8, "N": 4096,
+                 "page_size": 16 if puzzle == "13" else 0}  # fmt: skip
+        inputs = dg.draw(shape)
+        if puzzle == "13":
+            args = [inputs[n] for n in ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale")]
+            call = lambda key=key, args=args: key.paged_decoding(*args)
+        else:
+            args = [inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]]
+            fn = key.flash_decoding if puzzle == "11" else key.gqa_decoding
+            call = lambda fn=fn, args=args: fn(*args)
+        rows.append({"what": f"key {puzzle}", "host_us": host_us(call)})
+        rows.append({"what": f"key {puzzle} without its two launches", "host_us": host_us(without_launches(key, call))})
+        if puzzle == "12":
+            lean = lean_12(key)
+            rows.append({"what": "key 12's kernels, device read once, SM count cached",
+                         "host_us": host_us(lambda args=args, lean=lean: lean(*args))})  # fmt: skip
+        if puzzle in ("11", "12"):
+            for mode in ("zeros", "kept"):
+                one.COUNTERS = mode
+                rows.append({"what": f"one launch, counters {mode}, as {puzzle}",
+                             "host_us": host_us(lambda args=args: one.gqa_decoding(*args))})  # fmt: skip
+        q, k, v = inputs["q"].unsqueeze(2), inputs["k"], inputs["v"]
+        gqa = q.shape[1] != k.shape[1]
+        for backend, label in ((SDPBackend.CUDNN_ATTENTION, "cudnn"), (SDPBackend.FLASH_ATTENTION, "flash")):
+            sdpa = lambda q=q, k=k, v=v, gqa=gqa: torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, enable_gqa=gqa)  # fmt: skip
+            try:
+                with sdpa_kernel(backend):
+                    rows.append({"what": f"SDPA {label} as {puzzle}", "host_us": host_us(sdpa)})
+                rows.append({"what": f"SDPA {label} as {puzzle}, sdpa_kernel entered in each call",
+                             "host_us": host_us(dg.sdpa_call(inputs, backend))})  # fmt: skip
+            except RuntimeError as exc:
+                rows.append({"what": f"SDPA {label} as {puzzle}", "note": dg.why(exc)})
+    for row in rows:
+        print(f"  {row['what']:<62} {row.get('host_us', float('nan')):7.1f} µs  {row.get('note', '')}", flush=True)
+    return rows
+
+
+def part_kernels(keys: dict[str, ModuleType], one: ModuleType, quick: bool) -> list[dict[str, Any]]:
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    rows = []
+    for shape in dg.shapes([p for p in ("11", "12") if p in keys], quick):
+        inputs = dg.draw(shape)
+        args = [inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]]
+        fn = keys["11"].flash_decoding if shape["puzzle"] == "11" else keys["12"].gqa_decoding
+        row: dict[str, Any] = {k: shape[k] for k in ("puzzle", "B", "H_kv", "N")}
+        row["key_us"] = dg.graph_us(lambda fn=fn, args=args: fn(*args))
+        ref = fn(*args)
+        for mode in ("zeros", "kept"):
+            one.COUNTERS = mode
+            row[f"one_{mode}_us"] = dg.graph_us(lambda args=args: one.gqa_decoding(*args))
+            got = one.gqa_decoding(*args)
+            row[f"one_{mode}_err"] = float((got[0].float() - ref[0].float()).abs().max())
+        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            try:
+                row[f"sdpa_{name}_us"] = dg.graph_us(dg.sdpa_call(inputs, backend))
+            except RuntimeError as exc:
+                row[f"sdpa_{name}_note"] = dg.why(exc)
+        best = min(row.get("sdpa_flash_us", float("inf")), row.get("sdpa_cudnn_us", float("inf")))
+        row["best_sdpa_us"] = best
+        zeros = row["one_zeros_us"]
+        print(f"  {shape['puzzle']}: B={shape['B']} H_kv={shape['H_kv']} N={shape['N']:<7} key {row['key_us']:7.1f}"
+              f" ({best / row['key_us']:.2f}x)  one/zeros {zeros:7.1f} ({best / zeros:.2f}x)"
+              f"  one/kept {row['one_kept_us']:7.1f} ({best / row['one_kept_us']:.2f}x)  best SDPA {best:7.1f}"
+              f"  err {row['one_kept_err']:.1e}", flush=True)  # fmt: skip
+        rows.append(row)
+        del inputs
+        torch.cuda.empty_cache()
+    return rows
+
+
+def part_profile(keys: dict[str, ModuleType]) -> list[dict[str, Any]]:
+    """Each statement of key 12's call alone (host µs), then cProfile's top functions over 200 calls of each key."""
+    import cProfile
+    import io
+    import pstats
+
+    import torch
+    import triton
+
+    key = keys["12"]
+    inputs = dg.draw({"puzzle": "12", "B": 1, "H_kv": 8, "N": 4096, "page_size": 0})
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    B, H_kv, N, D = k.shape
+    H_q = q.shape[1]
+    block_n, split_size, _ = key.launch_shape(N, B * H_kv, q.device)
+    num_splits = triton.cdiv(N, split_size)
+
+    def four_empties() -> Any:
+        return (torch.empty((B * H_q, num_splits, D), dtype=torch.float32, device=q.device),
+                torch.empty((B * H_q, num_splits), dtype=torch.float32, device=q.device),
+                torch.empty((B, H_q, D), dtype=q.dtype, device=q.device),
+                torch.empty((B, H_q), dtype=torch.float32, device=q.device))  # fmt: skip
+
+    steps: dict[str, Callable[[], Any]] = {
+        "k.shape, q.shape[1]": lambda: (k.shape, q.shape[1]),
+        "q.device": lambda: q.device,
+        "launch_shape(N, B * H_kv, q.device)": lambda: key.launch_shape(N, B * H_kv, q.device),
+        "four torch.empty of the key's shapes": four_empties,
+        "*q.stride(), *k.stride(), *v.stride()": lambda: (*q.stride(), *k.stride(), *v.stride()),
+        "triton.cdiv and next_power_of_2": lambda: (triton.cdiv(N, split_size), triton.next_power_of_2(num_splits)),
+    }
+    rows = [{"what": f"12's step: {name}", "host_us": host_us(step)} for name, step in steps.items()]
+    for row in rows:
+        print(f"  {row['what']:<62} {row['host_us']:7.1f} µs", flush=True)
+    for puzzle in ("11", "12", "13"):
+        shape = {"puzzle": puzzle, "B": 1, "H_kv": dg.H_Q if puzzle == "11" else 8, "N": 4096,
+                 "page_size": 16 if puzzle == "13" else 0}  # fmt: skip
+        got = dg.draw(shape)
+        if puzzle == "13":
+            args = [got[n] for n in ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale")]
+            fn = keys["13"].paged_decoding
+        else:
+            args = [got["q"], got["k"], got["v"], got["sm_scale"]]
+            fn = keys["11"].flash_decoding if puzzle == "11" else keys["12"].gqa_decoding
+        for _ in range(5):
+            fn(*args)
+        torch.cuda.synchronize()
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(200):
+            fn(*args)
+        profile.disable()
+        torch.cuda.synchronize()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(22)
+        print(f"--- cProfile, key {puzzle}, 200 calls", text.getvalue(), sep="\n", flush=True)
+        rows.append({"what": f"cProfile key {puzzle}", "text": text.getvalue()})
+    return rows
+
+
+def part_compare(keys: dict[str, ModuleType], before: dict[str, ModuleType], rounds: int = 30) -> list[dict[str, Any]]:
+    """Host µs per call of each key before and after, and of SDPA, in alternating rounds of 100 queued calls
+    (the host's speed drifts: alternating gives each side the same drift); the least and the median round."""
+    import statistics
+
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rows = []
+    for puzzle in ("11", "12", "13"):
+        shape = {"puzzle": puzzle, "B": 1, "H_kv": dg.H_Q if puzzle == "11" else 8, "N": 4096,
+                 "page_size": 16 if puzzle == "13" else 0}  # fmt: skip
+        inputs = dg.draw(shape)
+        names = ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale") if puzzle == "13" else (
+            "q", "k", "v", "sm_scale")  # fmt: skip
+        args = [inputs[n] for n in names]
+        attr = {"11": "flash_decoding", "12": "gqa_decoding", "13": "paged_decoding"}[puzzle]
+        q, k, v = inputs["q"].unsqueeze(2), inputs["k"], inputs["v"]
+        gqa = q.shape[1] != k.shape[1]
+        sides: dict[str, Callable[[], Any]] = {
+            "before": functools.partial(getattr(before[puzzle], attr), *args),
+            "after": functools.partial(getattr(keys[puzzle], attr), *args),
+            "sdpa": functools.partial(torch.nn.functional.scaled_dot_product_attention, q, k, v, enable_gqa=gqa),
+        }
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            for fn in sides.values():
+                for _ in range(3):
+                    fn()
+            torch.cuda.synchronize()
+            for _ in range(rounds):
+                for name, fn in sides.items():
+                    start = time.perf_counter()
+                    for _ in range(100):
+                        fn()
+                    times[name].append(1e4 * (time.perf_counter() - start))
+                    torch.cuda.synchronize()
+        for name, found in times.items():
+            row = {"puzzle": puzzle, "what": name, "least_us": min(found), "median_us": statistics.median(found)}
+            rows.append(row)
+            print(
+                f"  {puzzle} {name:<7} least {row['least_us']:6.1f} µs  median {row['median_us']:6.1f} µs", flush=True
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/host_time.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="write every row here (JSON)")
+    parser.add_argument("--quick", action="store_true", help="kernel part at B = 1, N in {4096, 16384} only")
+    parser.add_argument("--no-kernels", action="store_true", help="the host part only")
+    parser.add_argument("--keys", type=Path, help="load the keys 11-13 from this folder instead of solutions/")
+    parser.add_argument("--compare", type=Path, help="time the keys in this folder against --keys, alternating")
+    parser.add_argument("--profile", action="store_true", help="also time key 12's statements and cProfile each key")
+    args = parser.parse_args(argv)
+    import torch
+    import triton
+
+    if not torch.cuda.is_available():
+        print("bench/host_time.py needs a CUDA GPU.", file=sys.stderr)
+        return 2
+    folder = args.keys or ROOT / "solutions"
+    keys = {p: load(folder / name, f"key_{p}") for p, name in dg.KEYS.items()}
+    one = load(ROOT / "bench" / "candidates" / "12_one_launch.py", "one_launch_12")
+    meta = {"keys": str(folder), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": triton.__version__,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    print(meta, flush=True)
+    if args.compare:
+        before = {p: load(args.compare / name, f"before_{p}") for p, name in dg.KEYS.items()}
+        result: dict[str, Any] = {"meta": meta, "compare": part_compare(keys, before)}
+        args.out.write_text(json.dumps(result, indent=1))
+        return 0
+    result = {"meta": meta, "host": part_host(keys, one)}
+    if args.profile:
+        result["profile"] = part_profile(keys)
+    if not args.no_kernels:
+        result["kernels"] = part_kernels(keys, one, args.quick)
+    args.out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
