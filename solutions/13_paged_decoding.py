@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
-MIN_BLOCKS = 4  # key blocks per split, at least
+MIN_BLOCKS = 4  # key blocks per split, at least, in Triton's interpreter
 
 
 @functools.cache
@@ -38,17 +38,15 @@ def next_power_of_2(n: int) -> int:
 
 def launch_shape(max_len: int, page_size: int, heads: int, device: torch.device) -> tuple[int, int, int]:
     """(BLOCK_N, keys per split, num_stages) for sequences of at most max_len keys: whole pages per block. Few heads
-    (B * H_kv at most a quarter of the SMs): blocks of 64 keys, four programs per SM, and splits as short as one
-    block (each block waits for its page numbers before its keys, so short sequences want many short splits);
-    more heads: blocks of 128 keys, eight per SM, at least MIN_BLOCKS blocks per split. Two loads in flight.
-    Measured on an H100 and an H200, B in {1, 8}, 8 kv heads, pages of 16 and 64: bench/tuning.md, "The
-    decoding keys"."""
+    (B * H_kv at most a quarter of the SMs): blocks of 64 keys, four programs per SM; more heads: blocks of 128
+    keys, eight per SM; two loads in flight. On a GPU a split may be as short as one block: each block waits for
+    its page numbers before its keys, so short sequences want many short splits. Measured on an H100, B in {1, 8},
+    8 kv heads, pages of 16 and 64: bench/tuning.md, "The decoding keys"."""
     if device.type == "cuda":
         sms = sm_count(device)
         few_heads = 4 * heads <= sms
-        block_n = max(64 if few_heads else 128, page_size)
-        per_sm, min_blocks = (4, 1) if few_heads else (8, MIN_BLOCKS)
-    else:  # Triton's interpreter: a page per block, split as for an H100's 132 SMs
+        block_n, per_sm, min_blocks = max(64 if few_heads else 128, page_size), 4 if few_heads else 8, 1
+    else:  # Triton's interpreter: a page per block, at least MIN_BLOCKS per split, as for an H100's 132 SMs
         block_n, sms, per_sm, min_blocks = page_size, 132, 2, MIN_BLOCKS
     n_blocks = cdiv(max_len, block_n)
     splits = max(1, min(cdiv(n_blocks, min_blocks), cdiv(per_sm * sms, heads)))
