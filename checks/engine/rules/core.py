@@ -190,8 +190,10 @@ def compare_all(ctx: CaseContext, outputs: list[Any]) -> list[tuple[Any, Mismatc
 
 
 def overflowed(ctx: CaseContext, exp: Any) -> bool:
-    """Whether the learner's output holds NaN or inf where the reference is finite while every input is finite
-    (no -inf in the inputs made them): the mark of an exp that overflowed."""
+    """Whether the learner's output holds NaN or inf where the reference is finite while every input element the
+    kernels could have used is finite (no -inf or NaN in the inputs made them): the mark of an exp that overflowed.
+    With an access log (the interpreter) that is every element they loaded, so the NaN the grader puts in the
+    slots of a paged cache that hold no key (13) does not count unless it was read; on a GPU, every element."""
     index = next(i for i, e in enumerate(ctx.expected) if e is exp)
     out = ctx.outputs[index]
     if not isinstance(out, torch.Tensor) or not out.is_floating_point():
@@ -199,8 +201,16 @@ def overflowed(ctx: CaseContext, exp: Any) -> bool:
     y, e = out.detach().cpu(), exp.value.detach().cpu()
     if y.shape != e.shape or not bool((~torch.isfinite(y) & torch.isfinite(e) & ~is_poison(y)).any()):
         return False
-    floats = [t for t in ctx.inputs.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
-    return all(bool(torch.isfinite(t).all()) for t in floats)
+    log = AccessLog.from_dict(ctx.obs.access) if ctx.obs.access else None
+    for name, t in ctx.inputs.items():
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            continue
+        bad = ~torch.isfinite(t.detach().cpu())
+        if log is not None and log.index(name) >= 0:
+            bad &= log.element_counts(name, "load") > 0
+        if bool(bad.any()):
+            return False
+    return True
 
 
 def misscaled(ctx: CaseContext, exp: Any) -> str:
