@@ -15,7 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.decoding_graphs import load_key  # noqa: E402
+from bench.decoding_graphs import load_key
 
 
 def main() -> int:
