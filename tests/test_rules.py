@@ -284,3 +284,26 @@ def test_a_cases_own_atol_and_rtol_loosen_the_puzzles_for_that_case_only():
     for loosened in ({"atol": 0.1}, {"rtol": 0.1}):
         ctx = dataclasses.replace(strict, case={**strict.case, **loosened})
         assert compare_all(ctx, ctx.outputs)[0][1] is None, loosened
+
+
+def test_nan_beside_unwritten_scratch_is_only_a_lead_without_an_access_log():
+    """On a GPU (no access log) NaN in the output while a scratch buffer still holds poison does not say the kernels
+    read it: the report says 'if', the case is not diagnosed, and the interpreter's cause is taken instead; with the
+    interpreter's log showing the loads, the poison is the cause."""
+    nan = torch.full((10,), float("nan"))
+    scratch = BufferObs("a (10,) float32 tensor you allocated", "allocated", 10, 4, poisoned=4)
+    ctx = vector_ctx(nan, buffers=[scratch])
+    slots = dataclasses.replace(ctx, inputs={**ctx.inputs, "unused": torch.tensor([float("nan")])})  # as 13's cache
+    gpu = rulebook.first_problem(slots)
+    assert gpu is not None and gpu.rule == "values"
+    assert "if your kernels read it there" in gpu.message and "computed from memory no kernel wrote" not in gpu.message
+    assert not gpu.diagnosed and not gpu.cause
+    finite = rulebook.first_problem(ctx)  # every input finite: the overflow is found behind the lead
+    assert finite is not None and finite.diagnosed and any("overflow" in line for line in finite.details)
+    regions = (("x", "input"), ("y", "input"), ("out", "allocated"), (scratch.label, "allocated"))
+    log = AccessLog.from_dict(access(loaded={"x": 10, "y": 10, scratch.label: 10}, regions=regions))
+    log.reads = [torch.ones(10, dtype=torch.int32) for _ in regions]  # the scratch read everywhere, written nowhere
+    log.writes = [torch.zeros(10, dtype=torch.int32) for _ in regions]
+    interpreter = rulebook.first_problem(vector_ctx(nan, buffers=[scratch], access=log.to_dict()))
+    assert interpreter is not None and "computed from memory no kernel wrote" in interpreter.message
+    assert interpreter.diagnosed and interpreter.cause

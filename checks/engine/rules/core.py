@@ -264,8 +264,8 @@ def values(ctx: CaseContext) -> Problem | None:
     exp, first = wrong[0]
     details = list(first.lines)
     message = first.headline
-    unwritten = _FROM_POISON in first.headline
-    diagnosed = True  # unless none of the causes below is found: then only where the values are wrong is said
+    unwritten = _FROM_POISON in first.headline  # seen in the access log; on a GPU only a lead, and the causes
+    diagnosed = True  # below are still looked for; if none is found, only where the values are wrong is said
     if unwritten:
         pass  # the headline names the cause: memory no kernel wrote
     elif past_the_sequence := keys_past_seq_lens(ctx):
@@ -327,6 +327,7 @@ def merge_of_splits(ctx: CaseContext, mismatch: Mismatch) -> str | None:
 
 
 _FROM_POISON = "were computed from memory no kernel wrote"
+_MAYBE_POISON = "are NaN"  # on a GPU: a scratch tensor held poison, but whether the kernels read it is not known
 
 
 def poisoned_sources(ctx: CaseContext) -> list[tuple[str, str]]:
@@ -366,16 +367,24 @@ def from_poison(ctx: CaseContext, exp: Any, m: Mismatch, sources: list[tuple[str
         return m
     label, kernel = sources[0]
     read_by = f" (read by `{kernel}`)" if kernel else ""
-    headline = (
-        f"{exp.name}: {int(computed.sum())} of {m.bad.numel()} elements {_FROM_POISON} (the first at "
-        f"{list(first_bad(computed))}): your kernels read {label}{read_by} where no kernel had stored anything, so "
-        "it still held the grader's poison value (NaN) there; read only the parts of it that a kernel wrote"
-    )
+    first = f"{int(computed.sum())} of {m.bad.numel()} elements"
+    if ctx.obs.access:  # the access log shows the loads of unwritten memory
+        headline = (
+            f"{exp.name}: {first} {_FROM_POISON} (the first at {list(first_bad(computed))}): your kernels read "
+            f"{label}{read_by} where no kernel had stored anything, so it still held the grader's poison value (NaN) "
+            "there; read only the parts of it that a kernel wrote"
+        )
+    else:  # a GPU keeps no access log: which elements the kernels read is not known, so this is a lead, no more
+        headline = (
+            f"{exp.name}: {first} {_MAYBE_POISON} (the first NaN at {list(first_bad(computed))}) while {label} still "
+            "held the grader's poison value (NaN) where no kernel had stored anything: if your kernels read it "
+            "there, read only the parts of it that a kernel wrote"
+        )
     lines = locate(computed, exp.dims)
     rest = unwritten & ~stored
     if bool(rest.any()):
         lines.append(f"{int(rest.sum())} more elements were never written, first at {list(first_bad(rest))}.")
-    return replace(m, headline=headline, lines=lines, unwritten=rest, cause=True)
+    return replace(m, headline=headline, lines=lines, unwritten=rest, cause=bool(ctx.obs.access))
 
 
 def _stored(ctx: CaseContext, name: str, like: torch.Tensor) -> torch.Tensor:
