@@ -139,6 +139,19 @@ def test_two_draws_must_give_the_same_plan_and_the_difference_is_named():
     assert "computed from the data" in first_difference(const_a, const_b)
 
 
+def test_a_tensor_kept_from_an_earlier_call_is_told_apart_from_one_allocated_in_the_call():
+    kept = copy.deepcopy(plan())  # the same shape and dtype, but carried by value: made before this call
+    kept["ops"][1]["alternatives"][0]["args"]["out_ptr"] = {"tensor": ref("c7", [4])}
+    said = first_difference(plan(), kept)
+    assert "(allocated in this call; strides (1,), offset 0)" in said, said
+    assert "made before this call or outside torch" in said
+    assert "make the tensors your launches use in each call" in said
+    sliced = copy.deepcopy(plan())  # a view at another offset of the same allocation: no advice about kept tensors
+    sliced["ops"][1]["alternatives"][0]["args"]["out_ptr"]["tensor"]["offset"] = 2
+    said = first_difference(plan(), sliced)
+    assert "offset 0) on one draw" in said and "offset 2) on the other" in said and "each call" not in said
+
+
 # -- recording and performing, in this process -------------------------------------------------------------
 @pytest.fixture
 def interpreter(monkeypatch):

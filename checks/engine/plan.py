@@ -184,6 +184,19 @@ def describe_value(value: dict[str, Any]) -> str:
     return f"{kind} {body}"
 
 
+def tensor_origin(body: dict[str, Any]) -> str:
+    """Where a plan's tensor comes from, and where in it a view starts, in words."""
+    storage = str(body.get("storage", ""))
+    if storage.startswith("input:"):
+        origin = f"viewing the input `{storage.removeprefix('input:')}`"
+    elif storage.startswith("c"):
+        origin = "made before this call or outside torch (kept from an earlier call, say), carried by value"
+    else:
+        origin = "allocated in this call"
+    offset, strides = body.get("offset", 0), tuple(body.get("strides", ()))
+    return f"({origin}; strides {strides}, offset {offset})"
+
+
 def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
     """Where two plans of one case (drawn with different data values) differ, in words; None when equal."""
     launches_a = [op for op in a["ops"] if op.get("op") == "launch"]
@@ -205,8 +218,20 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
                 if va is None or vb is None or not _same(va, vb):
                     shown_a = describe_value(va) if va else "nothing"
                     shown_b = describe_value(vb) if vb else "nothing"
+                    if shown_a == shown_b and "tensor" in va and "tensor" in vb:  # alike in shape: say what differs
+                        shown_a = f"{shown_a} {tensor_origin(va['tensor'])}"
+                        shown_b = f"{shown_b} {tensor_origin(vb['tensor'])}"
+                    tensors = [v["tensor"] for v in (va, vb) if v and "tensor" in v]
+                    kept = [str(t.get("storage", "")).startswith("c") for t in tensors]
+                    advice = (
+                        " (a tensor kept between calls makes each call's plan depend on the calls before it: make the "
+                        "tensors your launches use in each call)"
+                        if len(kept) == 2 and kept[0] != kept[1]
+                        else ""
+                    )
                     return (
-                        f"argument `{arg}` of launch {n} (`{name}`) is {shown_a} on one draw and {shown_b} on the other"
+                        f"argument `{arg}` of launch {n} (`{name}`) is {shown_a} on one draw and {shown_b} on the "
+                        f"other{advice}"
                     )
             if not _same(alt_a["options"], alt_b["options"]):
                 return f"the launch options of launch {n} (`{name}`) differ between the draws"
