@@ -102,6 +102,17 @@ def _started_a_case(base: Path, earlier: frozenset[Path] = frozenset()) -> bool:
     return False
 
 
+def _one_socket(folder: Path, run: subprocess.CompletedProcess) -> Path:
+    """The one warm grader's socket in `folder`; failing, what the folder holds, its logs and what the check said."""
+    socks = list(folder.glob("*.sock"))
+    if len(socks) != 1:
+        logs = {log.name: log.read_text(errors="replace")[-2000:] for log in folder.glob("*.log")}
+        files = sorted(p.name for p in folder.iterdir()) if folder.exists() else "no folder"
+        raise AssertionError(f"{len(socks)} sockets; the folder holds {files}; logs {logs}; the check said "
+                             f"{run.stdout[-1500:]!r} {run.stderr[-1500:]!r}")  # fmt: skip
+    return socks[0]
+
+
 def _served(folder: Path) -> list[str]:
     return [line for log in folder.glob("*.log") for line in log.read_text().splitlines() if "served" in line]
 
@@ -184,8 +195,9 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
 @pytest.mark.slow
 def test_a_grader_for_other_settings_retires_the_old_one_and_a_stopped_one_cleans_up(warm_env) -> None:
     env, folder = warm_env
-    assert _check(env, "1", "--solution").returncode == 0
-    (old,) = folder.glob("*.sock")
+    first = _check(env, "1", "--solution")
+    assert first.returncode == 0
+    old = _one_socket(folder, first)
     assert _check(dict(env, CHECKS_SOME_SETTING="x"), "1", "--solution").returncode == 0
     for _ in range(100):
         if not old.exists():
