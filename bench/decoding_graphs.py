@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import importlib.util
 import math
 import sys
@@ -31,6 +32,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = {"11": "11_flash_decoding.py", "12": "12_gqa_decoding.py", "13": "13_paged_decoding.py"}
+FUNCTIONS = {"11": "flash_decoding", "12": "gqa_decoding", "13": "paged_decoding"}
 D, H_Q = 128, 32
 FIELDS = ["puzzle", "B", "H_q", "H_kv", "N", "D", "page_size", "key_us", "sdpa_flash_us", "sdpa_cudnn_us",
           "best_sdpa", "best_sdpa_us", "ratio", "p12_key_us", "one_split_us", "key_host_us", "sdpa_host_us",
@@ -72,6 +74,17 @@ def load_key(puzzle: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def key_args(puzzle: str, inputs: dict[str, Any]) -> list[Any]:
+    """The arguments of puzzle's answer key, in order, from inputs drawn by `draw`."""
+    names = ["q", "k_cache", "v_cache", "block_table", "seq_lens"] if puzzle == "13" else ["q", "k", "v"]
+    return [inputs[name] for name in names] + [inputs["sm_scale"]]
+
+
+def key_call(key: ModuleType, puzzle: str, inputs: dict[str, Any]) -> Callable[[], Any]:
+    """One call of `key`, puzzle's answer key (or a module with the same function), on inputs drawn by `draw`."""
+    return functools.partial(getattr(key, FUNCTIONS[puzzle]), *key_args(puzzle, inputs))
 
 
 def graph_us(fn: Callable[[], Any]) -> float:
@@ -156,17 +169,14 @@ def measure(shape: dict[str, Any], keys: dict[str, ModuleType], calls: int) -> d
             return None
 
     inputs = draw(shape)
-    if shape["puzzle"] == "13":
-        args = [inputs[n] for n in ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale")]
-        key = lambda: keys["13"].paged_decoding(*args)
-        twelve = lambda: keys["12"].gqa_decoding(inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"])
+    puzzle = shape["puzzle"]
+    key = key_call(keys[puzzle], puzzle, inputs)
+    if puzzle == "13":  # the same keys, contiguous, through puzzle 12's key
+        twelve = key_call(keys["12"], "12", inputs)
         row["p12_key_us"] = attempt("puzzle 12's key", lambda: graph_us(twelve))
-    else:
-        fn = keys[shape["puzzle"]].flash_decoding if shape["puzzle"] == "11" else keys["12"].gqa_decoding
-        key = lambda: fn(inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"])
     row["key_us"] = attempt("key", lambda: graph_us(key))
-    if shape["puzzle"] in ("11", "12"):  # the same kernels, one program per head: no split of the keys
-        row["one_split_us"] = attempt("one split", lambda: graph_us(one_split(keys[shape["puzzle"]], key)))
+    if puzzle in ("11", "12"):  # the same kernels, one program per head: no split of the keys
+        row["one_split_us"] = attempt("one split", lambda: graph_us(one_split(keys[puzzle], key)))
     row["key_host_us"] = attempt("key host", lambda: host_us(key, calls))
     sdpa = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     for name, backend in sdpa.items():

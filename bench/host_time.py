@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import json
 import sys
 import time
@@ -24,17 +23,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import decoding_graphs as dg
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
+from bench import decoding_graphs as dg  # noqa: E402
+from checks.engine.submission import load_module  # noqa: E402
 
-def load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+ONE_LAUNCH = load_module(ROOT / "bench" / "candidates" / "12_one_launch.py", "one_launch_12")
 
 
 def host_us(fn: Callable[[], Any], calls: int = 200, loops: int = 10) -> float:
@@ -52,6 +47,12 @@ def host_us(fn: Callable[[], Any], calls: int = 200, loops: int = 10) -> float:
         best = min(best, time.perf_counter() - start)
         torch.cuda.synchronize()
     return 1e6 * best / calls
+
+
+def short_step(puzzle: str) -> dict[str, Any]:
+    """Fresh inputs of `puzzle` at B = 1, N = 4096, where the GPU's work is shorter than the host's."""
+    h_kv, page_size = dg.H_Q if puzzle == "11" else 8, 16 if puzzle == "13" else 0
+    return dg.draw({"puzzle": puzzle, "B": 1, "H_kv": h_kv, "N": 4096, "page_size": page_size})
 
 
 class NoLaunch:
@@ -77,42 +78,9 @@ def without_launches(module: ModuleType, call: Callable[[], Any]) -> Callable[[]
     return run
 
 
-def lean_12(key: ModuleType) -> Callable[..., Any]:
-    """Key 12's kernels, called with the device read once and the SM count cached."""
-    import torch
-    import triton
-
-    sms: dict[Any, int] = {}
-
-    def call(q: Any, k: Any, v: Any, sm_scale: float) -> Any:
-        B, H_kv, N, D = k.shape
-        H_q = q.shape[1]
-        device = q.device
-        count = sms.get(device) or sms.setdefault(
-            device, torch.cuda.get_device_properties(device).multi_processor_count
-        )
-        per_sm, num_stages = (2, 3) if 4 * B * H_kv <= count else (4, 2)
-        n_blocks = triton.cdiv(N, 64)
-        splits = max(1, min(triton.cdiv(n_blocks, 4), triton.cdiv(per_sm * count, B * H_kv)))
-        split_size = triton.cdiv(n_blocks, splits) * 64
-        num_splits = triton.cdiv(N, split_size)
-        o_part = torch.empty((B * H_q, num_splits, D), dtype=torch.float32, device=device)
-        lse_part = torch.empty((B * H_q, num_splits), dtype=torch.float32, device=device)
-        key._attn_decode_split[(num_splits, B * H_kv)](
-            q, k, v, o_part, lse_part, sm_scale * 1.4426950408889634, *q.stride(), *k.stride(), *v.stride(),
-            H_kv, N, split_size, num_splits, GROUP=H_q // H_kv, BLOCK_G=16, HEAD_DIM=D, BLOCK_N=64,
-            num_stages=num_stages,
-        )  # fmt: skip
-        o = torch.empty((B, H_q, D), dtype=q.dtype, device=device)
-        lse = torch.empty((B, H_q), dtype=torch.float32, device=device)
-        key._attn_decode_merge[(B * H_q,)](o_part, lse_part, o, lse, *o.stride(), H_q, num_splits, HEAD_DIM=D,
-                                           SPLITS_POW2=triton.next_power_of_2(num_splits))  # fmt: skip
-        return o, lse
-
-    return call
-
-
-def part_host(keys: dict[str, ModuleType], one: ModuleType) -> list[dict[str, Any]]:
+def part_host(keys: dict[str, ModuleType]) -> list[dict[str, Any]]:
+    """Host µs per call of each step of a key's call, of each key whole and without its launches, of SDPA and of
+    the one-launch candidate, at B = 1, N = 4096 (the GPU's work is short)."""
     import torch
     import triton
     import triton.language as tl
@@ -149,27 +117,14 @@ def part_host(keys: dict[str, ModuleType], one: ModuleType) -> list[dict[str, An
     }
     rows = [{"what": name, "host_us": host_us(step)} for name, step in steps.items()]
     for puzzle, key in keys.items():
-        shape = {"puzzle": puzzle, "B": 1, "H_kv": dg.H_Q if puzzle == "11" else 8, "N": 4096,
-                 "page_size": 16 if puzzle == "13" else 0}  # fmt: skip
-        inputs = dg.draw(shape)
-        if puzzle == "13":
-            args = [inputs[n] for n in ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale")]
-            call = lambda key=key, args=args: key.paged_decoding(*args)
-        else:
-            args = [inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]]
-            fn = key.flash_decoding if puzzle == "11" else key.gqa_decoding
-            call = lambda fn=fn, args=args: fn(*args)
+        inputs = short_step(puzzle)
+        args, call = dg.key_args(puzzle, inputs), dg.key_call(key, puzzle, inputs)
         rows.append({"what": f"key {puzzle}", "host_us": host_us(call)})
         rows.append({"what": f"key {puzzle} without its two launches", "host_us": host_us(without_launches(key, call))})
-        if puzzle == "12":
-            lean = lean_12(key)
-            rows.append({"what": "key 12's kernels, device read once, SM count cached",
-                         "host_us": host_us(lambda args=args, lean=lean: lean(*args))})  # fmt: skip
         if puzzle in ("11", "12"):
             for mode in ("zeros", "kept"):
-                one.COUNTERS = mode
-                rows.append({"what": f"one launch, counters {mode}, as {puzzle}",
-                             "host_us": host_us(lambda args=args: one.gqa_decoding(*args))})  # fmt: skip
+                one = functools.partial(ONE_LAUNCH.gqa_decoding, *args, counters=mode)
+                rows.append({"what": f"one launch, counters {mode}, as {puzzle}", "host_us": host_us(one)})
         q, k, v = inputs["q"].unsqueeze(2), inputs["k"], inputs["v"]
         gqa = q.shape[1] != k.shape[1]
         for backend, label in ((SDPBackend.CUDNN_ATTENTION, "cudnn"), (SDPBackend.FLASH_ATTENTION, "flash")):
@@ -187,22 +142,21 @@ def part_host(keys: dict[str, ModuleType], one: ModuleType) -> list[dict[str, An
     return rows
 
 
-def part_kernels(keys: dict[str, ModuleType], one: ModuleType, quick: bool) -> list[dict[str, Any]]:
+def part_kernels(keys: dict[str, ModuleType], quick: bool) -> list[dict[str, Any]]:
     import torch
     from torch.nn.attention import SDPBackend
 
     rows = []
     for shape in dg.shapes([p for p in ("11", "12") if p in keys], quick):
         inputs = dg.draw(shape)
-        args = [inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]]
-        fn = keys["11"].flash_decoding if shape["puzzle"] == "11" else keys["12"].gqa_decoding
+        args, call = dg.key_args(shape["puzzle"], inputs), dg.key_call(keys[shape["puzzle"]], shape["puzzle"], inputs)
         row: dict[str, Any] = {k: shape[k] for k in ("puzzle", "B", "H_kv", "N")}
-        row["key_us"] = dg.graph_us(lambda fn=fn, args=args: fn(*args))
-        ref = fn(*args)
+        row["key_us"] = dg.graph_us(call)
+        ref = call()
         for mode in ("zeros", "kept"):
-            one.COUNTERS = mode
-            row[f"one_{mode}_us"] = dg.graph_us(lambda args=args: one.gqa_decoding(*args))
-            got = one.gqa_decoding(*args)
+            one = functools.partial(ONE_LAUNCH.gqa_decoding, *args, counters=mode)
+            row[f"one_{mode}_us"] = dg.graph_us(one)
+            got = one()
             row[f"one_{mode}_err"] = float((got[0].float() - ref[0].float()).abs().max())
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
@@ -257,22 +211,14 @@ def part_profile(keys: dict[str, ModuleType]) -> list[dict[str, Any]]:
     for row in rows:
         print(f"  {row['what']:<62} {row['host_us']:7.1f} µs", flush=True)
     for puzzle in ("11", "12", "13"):
-        shape = {"puzzle": puzzle, "B": 1, "H_kv": dg.H_Q if puzzle == "11" else 8, "N": 4096,
-                 "page_size": 16 if puzzle == "13" else 0}  # fmt: skip
-        got = dg.draw(shape)
-        if puzzle == "13":
-            args = [got[n] for n in ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale")]
-            fn = keys["13"].paged_decoding
-        else:
-            args = [got["q"], got["k"], got["v"], got["sm_scale"]]
-            fn = keys["11"].flash_decoding if puzzle == "11" else keys["12"].gqa_decoding
+        fn = dg.key_call(keys[puzzle], puzzle, short_step(puzzle))
         for _ in range(5):
-            fn(*args)
+            fn()
         torch.cuda.synchronize()
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(200):
-            fn(*args)
+            fn()
         profile.disable()
         torch.cuda.synchronize()
         text = io.StringIO()
@@ -292,18 +238,12 @@ def part_compare(keys: dict[str, ModuleType], before: dict[str, ModuleType], rou
 
     rows = []
     for puzzle in ("11", "12", "13"):
-        shape = {"puzzle": puzzle, "B": 1, "H_kv": dg.H_Q if puzzle == "11" else 8, "N": 4096,
-                 "page_size": 16 if puzzle == "13" else 0}  # fmt: skip
-        inputs = dg.draw(shape)
-        names = ("q", "k_cache", "v_cache", "block_table", "seq_lens", "sm_scale") if puzzle == "13" else (
-            "q", "k", "v", "sm_scale")  # fmt: skip
-        args = [inputs[n] for n in names]
-        attr = {"11": "flash_decoding", "12": "gqa_decoding", "13": "paged_decoding"}[puzzle]
+        inputs = short_step(puzzle)
         q, k, v = inputs["q"].unsqueeze(2), inputs["k"], inputs["v"]
         gqa = q.shape[1] != k.shape[1]
         sides: dict[str, Callable[[], Any]] = {
-            "before": functools.partial(getattr(before[puzzle], attr), *args),
-            "after": functools.partial(getattr(keys[puzzle], attr), *args),
+            "before": dg.key_call(before[puzzle], puzzle, inputs),
+            "after": dg.key_call(keys[puzzle], puzzle, inputs),
             "sdpa": functools.partial(torch.nn.functional.scaled_dot_product_attention, q, k, v, enable_gqa=gqa),
         }
         times: dict[str, list[float]] = {name: [] for name in sides}
@@ -344,22 +284,21 @@ def main(argv: list[str] | None = None) -> int:
         print("bench/host_time.py needs a CUDA GPU.", file=sys.stderr)
         return 2
     folder = args.keys or ROOT / "solutions"
-    keys = {p: load(folder / name, f"key_{p}") for p, name in dg.KEYS.items()}
-    one = load(ROOT / "bench" / "candidates" / "12_one_launch.py", "one_launch_12")
+    keys = {p: load_module(folder / name, f"key_{p}") for p, name in dg.KEYS.items()}
     meta = {"keys": str(folder), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "triton": triton.__version__,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
     print(meta, flush=True)
     if args.compare:
-        before = {p: load(args.compare / name, f"before_{p}") for p, name in dg.KEYS.items()}
+        before = {p: load_module(args.compare / name, f"before_{p}") for p, name in dg.KEYS.items()}
         result: dict[str, Any] = {"meta": meta, "compare": part_compare(keys, before)}
         args.out.write_text(json.dumps(result, indent=1))
         return 0
-    result = {"meta": meta, "host": part_host(keys, one)}
+    result = {"meta": meta, "host": part_host(keys)}
     if args.profile:
         result["profile"] = part_profile(keys)
     if not args.no_kernels:
-        result["kernels"] = part_kernels(keys, one, args.quick)
+        result["kernels"] = part_kernels(keys, args.quick)
     args.out.write_text(json.dumps(result, indent=1))
     return 0
 

@@ -141,7 +141,8 @@ def test_two_draws_must_give_the_same_plan_and_the_difference_is_named():
 
 def test_a_tensor_kept_from_an_earlier_call_is_told_apart_from_one_allocated_in_the_call():
     kept = copy.deepcopy(plan())  # the same shape and dtype, but carried by value: made before this call
-    kept["ops"][1]["alternatives"][0]["args"]["out_ptr"] = {"tensor": ref("c7", [4])}
+    kept["ops"].insert(0, {"op": "const", "id": "c7", "dtype": "float32", "values": [0.0] * 4, "where": ""})
+    kept["ops"][2]["alternatives"][0]["args"]["out_ptr"] = {"tensor": ref("c7", [4])}
     said = first_difference(plan(), kept)
     assert "(allocated in this call; strides (1,), offset 0)" in said, said
     assert "made before this call or outside torch" in said

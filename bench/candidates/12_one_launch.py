@@ -1,51 +1,41 @@
 """Puzzle 12's answer key in one launch: the last split of each (batch, kv head) to finish merges them all.
 
-A candidate measured against the key (bench/host_time.py). The split kernel is the key's; after storing its
-partials, each program adds one to its head's counter (`tl.atomic_add`, acquire-release), and the program that
-sees the count reach NUM_SPLITS - 1 reads every split's partials and writes the output, then sets the counter back
-to zero. The counters live between calls (COUNTERS = "kept"), so a call makes no fill launch, or are made
-zero in each call with torch.zeros (COUNTERS = "zeros").
+A candidate measured against the key (bench/host_time.py, bench/tune_launch.py). Its kernel runs the key's own
+`_attn_decode_split` (imported from solutions/12_gqa_decoding.py, at the key's `launch_shape`); after storing its
+partials, each program adds one to its head's counter (`tl.atomic_add`, acquire-release), and the program that sees
+the count reach NUM_SPLITS - 1 reads every split's partials and writes the output, then sets the counter back to
+zero. The counters live between calls (counters="kept"), so a call makes no fill launch, or are made zero in each
+call with torch.zeros (counters="zeros"). Since its kernel calls one from another file, the grader (which takes
+the kernels from a submission's own source) does not grade this file as it stands.
 """
+
+import sys
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from checks.engine.submission import load_module  # noqa: E402
+
+key = load_module(ROOT / "solutions" / "12_gqa_decoding.py", "key_12_of_one_launch")
+_attn_decode_split = key._attn_decode_split  # a global of this module, so that the kernel below can call it
 LN2 = tl.constexpr(0.6931471805599453)
-MIN_BLOCKS = 4
-COUNTERS = "kept"
 _kept: dict[torch.device, torch.Tensor] = {}
 
 
-def sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-SM_COUNT: dict[torch.device, int] = {}
-
-
-def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int, int]:
-    if device.type == "cuda":
-        sms = SM_COUNT.get(device)
-        if sms is None:
-            sms = SM_COUNT[device] = sm_count(device)
-        block_n = 64
-    else:
-        block_n, sms = 16, 132
-    per_sm, num_stages = (2, 3) if 4 * heads <= sms else (4, 2)
-    n_blocks = triton.cdiv(n_ctx, block_n)
-    splits = max(1, min(triton.cdiv(n_blocks, MIN_BLOCKS), triton.cdiv(per_sm * sms, heads)))
-    return block_n, triton.cdiv(n_blocks, splits) * block_n, num_stages
-
-
-def split_counters(n: int, device: torch.device) -> torch.Tensor:
-    """n int32 counters at zero; each launch leaves them at zero again."""
-    if COUNTERS == "zeros":
+def split_counters(n: int, device: torch.device, counters: str) -> torch.Tensor:
+    """n int32 counters at zero: made by torch.zeros ("zeros"), or kept between calls ("kept"), since each launch
+    leaves them at zero again."""
+    if counters == "zeros":
         return torch.zeros((n,), dtype=torch.int32, device=device)
-    counters = _kept.get(device)
-    if counters is None or counters.numel() < n:
-        counters = _kept[device] = torch.zeros((max(n, 1024),), dtype=torch.int32, device=device)
-    return counters
+    kept = _kept.get(device)
+    if kept is None or kept.numel() < n:
+        kept = _kept[device] = torch.zeros((max(n, 1024),), dtype=torch.int32, device=device)
+    return kept
 
 
 @triton.jit
@@ -59,39 +49,16 @@ def _attn_decode(
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
     SPLITS_POW2: tl.constexpr,
 ):  # fmt: skip
-    split = tl.program_id(0)
+    _attn_decode_split(
+        q_ptr, k_ptr, v_ptr, o_part_ptr, lse_part_ptr, qk_scale,
+        stride_qz, stride_qh, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk,
+        stride_vz, stride_vh, stride_vn, stride_vk, H_KV, N_CTX, SPLIT_SIZE, NUM_SPLITS,
+        GROUP=GROUP, BLOCK_G=BLOCK_G, HEAD_DIM=HEAD_DIM, BLOCK_N=BLOCK_N,
+    )  # fmt: skip
     off_hz = tl.program_id(1)
     off_z = off_hz // H_KV
     off_h = off_hz % H_KV
-    offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, HEAD_DIM)
-    mask_g = offs_g < GROUP
-    q = tl.load(q_ptr + off_z * stride_qz + (off_h * GROUP + offs_g)[:, None] * stride_qh + offs_d[None, :] * stride_qk,
-                mask=mask_g[:, None], other=0.0)  # fmt: skip
-    k_base = k_ptr + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
-    v_base = v_ptr + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
-    m_i = tl.full((BLOCK_G,), float("-inf"), tl.float32)
-    l_i = tl.zeros((BLOCK_G,), tl.float32)
-    acc = tl.zeros((BLOCK_G, HEAD_DIM), tl.float32)
-    lo = split * SPLIT_SIZE
-    hi = tl.minimum(lo + SPLIT_SIZE, N_CTX)
-    for start_n in range(lo, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        mask_n = offs_n < hi
-        k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk, mask=mask_n[:, None], other=0.0)
-        qk = tl.dot(q, tl.trans(k)) * qk_scale
-        qk = tl.where(mask_n[None, :], qk, float("-inf"))
-        m_ij = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_ij[:, None])
-        alpha = tl.math.exp2(m_i - m_ij)
-        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk, mask=mask_n[:, None], other=0.0)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        m_i = m_ij
-    heads = off_z * H_KV * GROUP + off_h * GROUP + offs_g
-    parts = heads * NUM_SPLITS + split
-    tl.store(o_part_ptr + parts[:, None] * HEAD_DIM + offs_d[None, :], acc / l_i[:, None], mask=mask_g[:, None])
-    tl.store(lse_part_ptr + parts, m_i + tl.math.log2(l_i), mask=mask_g)
     tl.debug_barrier()  # every thread's stores are issued before the count says this split is done
     if tl.atomic_add(count_ptr + off_hz, 1, sem="acq_rel") == NUM_SPLITS - 1:  # the last split: merge them all
         offs_s = tl.arange(0, SPLITS_POW2)
@@ -113,21 +80,21 @@ def _attn_decode(
 
 
 def gqa_decoding(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, counters: str = "kept"
 ) -> tuple[torch.Tensor, torch.Tensor]:
     B, H_kv, N, D = k.shape
     H_q = q.shape[1]
     group = H_q // H_kv
-    BLOCK_N, split_size, num_stages = launch_shape(N, B * H_kv, q.device)
-    num_splits = triton.cdiv(N, split_size)
+    BLOCK_N, split_size, num_stages = key.launch_shape(N, B * H_kv, q.device)
+    num_splits = key.cdiv(N, split_size)
     o_part = torch.empty((B * H_q, num_splits, D), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((B * H_q, num_splits), dtype=torch.float32, device=q.device)
     o = torch.empty((B, H_q, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H_q), dtype=torch.float32, device=q.device)
     _attn_decode[(num_splits, B * H_kv)](
-        q, k, v, o_part, lse_part, split_counters(B * H_kv, q.device), o, lse, sm_scale * 1.4426950408889634,
+        q, k, v, o_part, lse_part, split_counters(B * H_kv, q.device, counters), o, lse, sm_scale * 1.4426950408889634,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(), H_kv, N, split_size, num_splits,
-        GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), HEAD_DIM=D, BLOCK_N=BLOCK_N,
-        SPLITS_POW2=triton.next_power_of_2(num_splits), num_stages=num_stages,
+        GROUP=group, BLOCK_G=max(16, key.next_power_of_2(group)), HEAD_DIM=D, BLOCK_N=BLOCK_N,
+        SPLITS_POW2=key.next_power_of_2(num_splits), num_stages=num_stages,
     )  # fmt: skip
     return o, lse

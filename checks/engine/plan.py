@@ -184,12 +184,18 @@ def describe_value(value: dict[str, Any]) -> str:
     return f"{kind} {body}"
 
 
-def tensor_origin(body: dict[str, Any]) -> str:
-    """Where a plan's tensor comes from, and where in it a view starts, in words."""
+def carried(plan: dict[str, Any]) -> set[str]:
+    """The storages a plan carries by value (its `const` operations: made before the call, or outside torch)."""
+    return {op["id"] for op in plan["ops"] if op.get("op") == "const"}
+
+
+def tensor_origin(body: dict[str, Any], consts: set[str]) -> str:
+    """Where a plan's tensor comes from (`consts`: the plan's storages carried by value), and where in it a view
+    starts, in words."""
     storage = str(body.get("storage", ""))
     if storage.startswith("input:"):
         origin = f"viewing the input `{storage.removeprefix('input:')}`"
-    elif storage.startswith("c"):
+    elif storage in consts:
         origin = "made before this call or outside torch (kept from an earlier call, say), carried by value"
     else:
         origin = "allocated in this call"
@@ -218,17 +224,17 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
                 if va is None or vb is None or not _same(va, vb):
                     shown_a = describe_value(va) if va else "nothing"
                     shown_b = describe_value(vb) if vb else "nothing"
-                    if shown_a == shown_b and "tensor" in va and "tensor" in vb:  # alike in shape: say what differs
-                        shown_a = f"{shown_a} {tensor_origin(va['tensor'])}"
-                        shown_b = f"{shown_b} {tensor_origin(vb['tensor'])}"
-                    tensors = [v["tensor"] for v in (va, vb) if v and "tensor" in v]
-                    kept = [str(t.get("storage", "")).startswith("c") for t in tensors]
-                    advice = (
-                        " (a tensor kept between calls makes each call's plan depend on the calls before it: make the "
-                        "tensors your launches use in each call)"
-                        if len(kept) == 2 and kept[0] != kept[1]
-                        else ""
-                    )
+                    advice = ""
+                    if va and vb and "tensor" in va and "tensor" in vb:
+                        consts_a, consts_b = carried(a), carried(b)
+                        if shown_a == shown_b:  # alike in shape and dtype: say what differs
+                            shown_a = f"{shown_a} {tensor_origin(va['tensor'], consts_a)}"
+                            shown_b = f"{shown_b} {tensor_origin(vb['tensor'], consts_b)}"
+                        if (va["tensor"].get("storage") in consts_a) != (vb["tensor"].get("storage") in consts_b):
+                            advice = (
+                                " (a tensor kept between calls makes each call's plan depend on the calls before it: "
+                                "make the tensors your launches use in each call)"
+                            )
                     return (
                         f"argument `{arg}` of launch {n} (`{name}`) is {shown_a} on one draw and {shown_b} on the "
                         f"other{advice}"
