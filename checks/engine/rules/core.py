@@ -14,6 +14,7 @@ import torch
 
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
+from checks.engine.access.queries import log_of
 from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
 from checks.engine.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
@@ -201,7 +202,7 @@ def overflowed(ctx: CaseContext, exp: Any) -> bool:
     y, e = out.detach().cpu(), exp.value.detach().cpu()
     if y.shape != e.shape or not bool((~torch.isfinite(y) & torch.isfinite(e) & ~is_poison(y)).any()):
         return False
-    log = AccessLog.from_dict(ctx.obs.access) if ctx.obs.access else None
+    log = log_of(ctx)
     for name, t in ctx.inputs.items():
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
             continue
