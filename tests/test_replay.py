@@ -140,13 +140,18 @@ def test_two_draws_must_give_the_same_plan_and_the_difference_is_named():
 
 
 def test_a_tensor_kept_from_an_earlier_call_is_told_apart_from_one_allocated_in_the_call():
-    kept = copy.deepcopy(plan())  # the same shape and dtype, but carried by value: made before this call
-    kept["ops"].insert(0, {"op": "const", "id": "c7", "dtype": "float32", "values": [0.0] * 4, "where": ""})
-    kept["ops"][2]["alternatives"][0]["args"]["out_ptr"] = {"tensor": ref("c7", [4])}
+    kept = copy.deepcopy(plan())  # the same shape and dtype, but kept between calls: made before this call
+    kept["ops"].insert(0, {"op": "const", "id": "kept7", "kept": True, "dtype": "float32", "values": [0.0] * 4})
+    kept["ops"][2]["alternatives"][0]["args"]["out_ptr"] = {"tensor": ref("kept7", [4])}
     said = first_difference(plan(), kept)
     assert "(allocated in this call; strides (1,), offset 0)" in said, said
-    assert "made before this call or outside torch" in said
+    assert "kept between calls: made before this call" in said
     assert "make the tensors your launches use in each call" in said
+    made = copy.deepcopy(plan())  # made from Python values in this call: said so
+    made["ops"].insert(0, {"op": "const", "id": "c7", "dtype": "float32", "values": [0.0] * 4, "where": ""})
+    made["ops"][2]["alternatives"][0]["args"]["out_ptr"] = {"tensor": ref("c7", [4])}
+    said = first_difference(plan(), made)
+    assert "made outside torch in this call" in said and "kept between calls" not in said
     sliced = copy.deepcopy(plan())  # a view at another offset of the same allocation: no advice about kept tensors
     sliced["ops"][1]["alternatives"][0]["args"]["out_ptr"]["tensor"]["offset"] = 2
     said = first_difference(plan(), sliced)
@@ -193,6 +198,41 @@ def test_what_the_host_computes_from_the_data_is_marked_where_it_was_computed(tm
     found = record(tmp_path, ADD.replace("return out", "return x + y"), torch.randn(300), torch.randn(300))
     (returned,) = found["returned"]
     assert "host" in returned and returned["host"]["what"] == "aten.add" and "sub.py, line" in returned["host"]["where"]
+
+
+KEPT = ROOT / "tests" / "submissions" / "right" / "01_kept_counter.py"  # zero_ on the host, then two launches
+
+
+def test_a_kept_tensor_is_carried_once_per_call_under_one_name_with_what_the_host_did_to_it(tmp_path, interpreter):
+    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded
+    from checks.engine.replay.perform import KeptState, Performer
+    from checks.engine.submission import load_module
+
+    module = load_module(KEPT, "kept_counter_recorded")
+    x, y = torch.randn(300), torch.randn(300)
+    plans = []
+    for _ in range(2):
+        recorder = PlanRecorder({"x": x, "y": y}, {str(KEPT.resolve()): KEPT.name})
+        with recorder, launches_recorded(recorder):
+            returned = module.vector_add(x, y)
+        plans.append(check(recorder.plan(returned, "tensor", {})))
+    kinds = [op["op"] for op in plans[0]["ops"]]
+    assert kinds == ["const", "fill", "alloc", "launch", "launch"], kinds  # the host's zero_ comes before the launches
+    kept = plans[0]["ops"][0]
+    assert kept["kept"] and kept["id"].startswith("kept") and kept["values"] == [0.0]
+    assert plans[1]["ops"][0]["id"] == kept["id"] and first_difference(plans[0], plans[1]) is None
+    storages = {op["alternatives"][0]["args"]["calls_ptr"]["tensor"]["storage"] for op in plans[0]["ops"][3:]}
+    assert storages == {kept["id"]}  # both launches see the one tensor
+    from checks.engine.replay.kernels import build
+
+    kernels, _ = build(extract([(str(KEPT), KEPT.name, KEPT.read_text())]), {}, tmp_path)
+    state = KeptState()
+    for n in range(3):  # the counter goes from call to call, and the host's zero_ puts it back each time
+        performer = Performer(plans[0], kernels, {"x": x, "y": y}, None, "cpu", True, None, state)
+        (out,) = performer.run()
+        assert torch.equal(out, x + y), n
+        assert performer.kept_changed == [], n  # what the first launch saw is the first state again
+        assert state.tensors[kept["id"]][0].item() == 1.0
 
 
 def test_a_replayed_view_must_stay_inside_its_tensor():

@@ -37,6 +37,12 @@ def vector_ctx(out: torch.Tensor | None = None, **obs_fields) -> CaseContext:
     return CaseContext(get_puzzle(1), {"n": 10}, {"x": x, "y": y}, expected, outputs, obs)
 
 
+def kept_ctx(out: torch.Tensor, fresh: torch.Tensor | None) -> CaseContext:
+    """A puzzle-1 call on a kept tensor that earlier calls changed; `fresh`: what it returns from its first state."""
+    ctx = vector_ctx(out=out, kept_changed=["a (1,) float32 tensor"], fresh_outputs=fresh is not None)
+    return dataclasses.replace(ctx, fresh_outputs=None if fresh is None else [fresh])
+
+
 def access(
     loaded: dict[str, int] | None = None,
     outside: dict[str, int] | None = None,
@@ -84,6 +90,7 @@ RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "inputs_unchanged": lambda: vector_ctx(buffers=[input_buffer(changed=4)]),
     "no_load_outside": lambda: vector_ctx(access=access(outside={"x": 6})),
     "output_form": lambda: vector_ctx(out=torch.zeros(10, dtype=torch.float64)),
+    "kept_state": lambda: kept_ctx(torch.arange(10, dtype=torch.float32), fresh=torch.arange(10) + 1.0),
     "values": lambda: vector_ctx(out=torch.arange(10, dtype=torch.float32)),
     "limits": lambda: with_rules(
         vector_ctx(access=access(loaded={"x": 30})),
@@ -103,6 +110,16 @@ def test_the_answer_keys_call_keeps_every_rule():
 @pytest.mark.parametrize("name", sorted(RULE_CASES))
 def test_each_rule_fires_on_its_own_call(name):
     assert problem_of(RULE_CASES[name]()) == name
+
+
+def test_kept_state_blames_the_kept_tensor_only_when_the_call_is_right_from_its_first_state():
+    right = torch.arange(10, dtype=torch.float32) + 1.0
+    assert problem_of(kept_ctx(right, fresh=right)) == ""  # changed state, right outputs: nothing to say
+    wrong = torch.arange(10, dtype=torch.float32)
+    assert problem_of(kept_ctx(wrong, fresh=wrong)) == "values"  # wrong from the first state too: another bug
+    assert problem_of(kept_ctx(wrong, fresh=None)) == "values"  # no second run to tell: the values rule judges
+    problem = rulebook.first_problem(kept_ctx(wrong, fresh=right))
+    assert problem.rule == "kept_state" and "as the calls before it left it" in problem.message
 
 
 def test_every_rule_every_call_applies_has_a_case():

@@ -59,6 +59,8 @@ class CaseObservation:
     access: dict[str, Any] | None = None  # the interpreter's access log (engine.access.log), or None on a GPU
     printed: str = ""  # what the learner's code printed during this call
     plan_problem: dict[str, Any] | None = None  # what the grader found wrong in the plan (checks.engine.judging.plans)
+    kept_changed: list[str] = field(default_factory=list)  # tensors kept between calls that earlier calls changed
+    fresh_outputs: bool = False  # also run from its kept tensors' first state (protocol.fresh_outputs_path)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -14,6 +14,10 @@ A plan is JSON. Its parts:
             "fill": "empty" | 0.0 | ...}
            {"op": "const", "id": "c1", "dtype": "int32", "values": [...]}     a small tensor made on the host from
                                                                               no data (a page count, offsets)
+           {"op": "const", "id": "kept1", "kept": true, "dtype": ..., "values": [...] | "numel": n, "fill": x}
+                                   a tensor kept between calls (made at import, or by an earlier call): its whole
+                                   storage, once per call, under a name that stays the same from call to call; the
+                                   replay keeps its state from one replayed call to the next
            {"op": "fill", "dst": ref, "value": number}
            {"op": "copy", "dst": ref, "src": ref}                             a layout or dtype copy
            {"op": "host_write", "dst": ref, "what": "aten.add_", "where": "..."}   not replayed: the message says so
@@ -105,6 +109,12 @@ def check(plan: Any) -> dict[str, Any]:
                 raise PlanError(f"{where}: an allocation filled with something other than a number")
         elif kind == "const":
             values = op.get("values")
+            if not isinstance(op.get("kept", False), bool):
+                raise PlanError(f"{where}: a tensor kept between calls marked with something other than true")
+            if op.get("kept") and "fill" in op and "values" not in op:  # a kept tensor of one value throughout
+                if op.get("dtype") not in DTYPES or not _is_number(op.get("numel")) or not _is_number(op["fill"]):
+                    raise PlanError(f"{where}: a kept tensor the plan cannot carry")
+                continue
             if "digest" in op and "values" not in op:  # too large to carry; judged, never performed
                 if (
                     op.get("dtype") not in DTYPES
@@ -189,14 +199,22 @@ def carried(plan: dict[str, Any]) -> set[str]:
     return {op["id"] for op in plan["ops"] if op.get("op") == "const"}
 
 
+def kept(body: dict[str, Any], consts: set[str]) -> bool:
+    """Whether a plan's tensor is one kept between calls (a `const` operation marked `kept`)."""
+    storage = str(body.get("storage", ""))
+    return storage in consts and storage.startswith("kept")
+
+
 def tensor_origin(body: dict[str, Any], consts: set[str]) -> str:
     """Where a plan's tensor comes from (`consts`: the plan's storages carried by value), and where in it a view
     starts, in words."""
     storage = str(body.get("storage", ""))
     if storage.startswith("input:"):
         origin = f"viewing the input `{storage.removeprefix('input:')}`"
+    elif kept(body, consts):
+        origin = "kept between calls: made before this call, at import or by an earlier call"
     elif storage in consts:
-        origin = "made before this call or outside torch (kept from an earlier call, say), carried by value"
+        origin = "made outside torch in this call (from numpy or Python values), carried by value"
     else:
         origin = "allocated in this call"
     offset, strides = body.get("offset", 0), tuple(body.get("strides", ()))
@@ -230,7 +248,7 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
                         if shown_a == shown_b:  # alike in shape and dtype: say what differs
                             shown_a = f"{shown_a} {tensor_origin(va['tensor'], consts_a)}"
                             shown_b = f"{shown_b} {tensor_origin(vb['tensor'], consts_b)}"
-                        if (va["tensor"].get("storage") in consts_a) != (vb["tensor"].get("storage") in consts_b):
+                        if kept(va["tensor"], consts_a) != kept(vb["tensor"], consts_b):
                             advice = (
                                 " (a tensor kept between calls makes each call's plan depend on the calls before it: "
                                 "make the tensors your launches use in each call)"
@@ -246,7 +264,9 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
             return f"the module-level value `{name}` your kernels use differs between the draws"
     for op_a, op_b in zip(a["ops"], b["ops"], strict=False):
         if op_a.get("op") == op_b.get("op") == "const" and not (
-            _same(op_a.get("values"), op_b.get("values")) and op_a.get("digest") == op_b.get("digest")
+            _same(op_a.get("values"), op_b.get("values"))
+            and op_a.get("digest") == op_b.get("digest")
+            and _same(op_a.get("fill"), op_b.get("fill"))
         ):
             made = op_a.get("where") or "from numpy or Python values"
             return (

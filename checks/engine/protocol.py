@@ -78,6 +78,12 @@ def outputs_path(workdir: Path, index: int) -> Path:
     return workdir / f"case_{index}.pt"
 
 
+def fresh_outputs_path(workdir: Path, index: int) -> Path:
+    """Where the replay saves what case `index` returns when run again from the state its kept tensors were made in
+    (only for a call that found them changed by the calls before it)."""
+    return workdir / f"case_{index}_fresh.pt"
+
+
 def timing_outputs_path(workdir: Path) -> Path:
     """Where the grading process saves the submission's and the answer key's outputs at the timing size."""
     return workdir / "timing_outputs.pt"

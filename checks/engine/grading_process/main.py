@@ -23,7 +23,7 @@ import checks
 from checks.engine.grading_process.hardening import event_writer, harden
 from checks.engine.grading_process.machine import autotune_without_benchmarks, detect
 from checks.engine.phases import mark
-from checks.engine.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, outputs_path
+from checks.engine.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, fresh_outputs_path, outputs_path
 from checks.registry import Puzzle
 
 
@@ -173,7 +173,7 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     from checks.engine.kernel_source import KernelSource
     from checks.engine.observations import CaseObservation
     from checks.engine.replay.kernels import build
-    from checks.engine.replay.perform import Performer, returned_as
+    from checks.engine.replay.perform import KeptState, Performer, returned_as
     from checks.puzzles import spec_module
 
     spec = spec_module(puzzle)
@@ -186,17 +186,23 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     interpret = machine.mode == "interpreter"
     cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]
     selection = job.cases if job.cases is not None else list(range(len(cases)))
+    kept = KeptState()  # what the submission keeps between calls goes from each replayed call to the next
     for index, replay in zip(selection, job.replays, strict=False):
         events.emit("case_start", index=index)
         if "plan" in replay:
             plan = replay["plan"]
+            performed: list[Performer] = []
 
-            def perform(inputs: dict, arena: Any, on_copy: Any, plan: dict = plan) -> list[Any]:
-                return Performer(plan, kernels, inputs, arena, machine.device, interpret, on_copy).run()
+            def perform(inputs: dict, arena: Any, on_copy: Any, plan: dict = plan, performed: list = performed) -> Any:
+                performed.append(Performer(plan, kernels, inputs, arena, machine.device, interpret, on_copy, kept))
+                return performed[-1].run()
 
             obs = observer.observe(
                 perform, spec, cases[index], job.seed, index, outputs_path(workdir, index), job.data_seed + index
             )
+            obs.kept_changed = performed[-1].kept_changed if performed else []
+            if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
+                obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
             obs.returned = plan.get("kind", "")
             obs.printed = str(replay.get("printed", ""))[-3000:]  # what the learner's code printed, recording
         else:
@@ -215,6 +221,29 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
         return returned_as(timing_plan, Performer(timing_plan, kernels, inputs, None, machine.device, False).run())
 
     return replayed
+
+
+def rerun_fresh(
+    plan: dict, kernels: dict, spec: Any, case: dict, job: Job, index: int, machine: Any, workdir: Path
+) -> bool:
+    """Perform a case's plan again on the same inputs, its kept tensors as they were made (a new `KeptState`), and
+    save what it returns; whether that went through. The grader compares the two: a call right from there and wrong
+    from where the earlier calls left its kept tensors is wrong because of them."""
+    import torch
+
+    from checks.engine.inputs import draw
+    from checks.engine.replay.perform import KeptState, Performer
+
+    try:
+        _, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
+        interpret = machine.mode == "interpreter"
+        outputs = Performer(plan, kernels, inputs, None, machine.device, interpret, None, KeptState()).run()
+        if machine.device == "cuda":
+            torch.cuda.synchronize()
+        torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], fresh_outputs_path(workdir, index))
+        return True
+    except Exception:  # noqa: BLE001 - without the second run the values rule judges the call alone
+        return False
 
 
 def puzzle_parameters(puzzle: Any) -> list[str]:

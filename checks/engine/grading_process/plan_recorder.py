@@ -34,6 +34,11 @@ _COPIES = ("clone", "_to_copy", "lift_fresh_copy", "contiguous")
 _NO_DATA = ("_local_scalar_dense", "lift_fresh", "detach", "alias", "is_nonzero", "sym_size", "sym_stride")
 
 
+# A tensor that a call uses but neither made nor was given is kept between calls (made at import, or by an earlier
+# call): one name per storage for the whole recording process, so that the replay carries its state from call to call.
+_KEPT_NAMES: dict[tuple[int, int], str] = {}
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -77,6 +82,7 @@ class PlanRecorder(TorchDispatchMode):
         self._count = 0
         self._autotuning: dict[str, Any] | None = None
         self._busy = False
+        self.fresh: set[int] = set()  # storages made in this call from numpy or Python values (and their copies)
         for name, t in inputs.items():
             if isinstance(t, torch.Tensor):
                 data = t.dtype.is_floating_point  # integer inputs are metadata (a page table); floats are data
@@ -111,6 +117,8 @@ class PlanRecorder(TorchDispatchMode):
 
     def _note(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         name = func.overloadpacket.__name__
+        if name == "lift_fresh" and isinstance(out, torch.Tensor):  # torch.tensor, torch.as_tensor, from_numpy
+            self.fresh.add(_address(out))
         if name in _NO_DATA:
             return
         if name in _FILLS and isinstance(out, torch.Tensor):
@@ -121,6 +129,10 @@ class PlanRecorder(TorchDispatchMode):
             self._alloc(out, fill)
             return
         tensors_in = [a for a in _flat(args) + _flat(list(kwargs.values())) if isinstance(a, torch.Tensor)]
+        for t in tensors_in:  # a tensor kept between calls, written here first: into the plan before the write
+            unseen = _address(t) not in self.storages and _address(t) not in self.fresh
+            if unseen and _writes(func) and _is_written(func, t, args, kwargs):
+                self._kept(t)
         if isinstance(out, torch.Tensor) and any(_address(out) == _address(t) for t in tensors_in):
             if name not in ("copy_", "fill_", "zero_"):
                 if _writes(func):
@@ -131,7 +143,8 @@ class PlanRecorder(TorchDispatchMode):
                 self._alloc(out, "empty")
                 self.ops.append({"op": "copy", "dst": self.ref(out), "src": self.ref(args[0])})
             elif _address(args[0]) not in self.storages:
-                return  # a copy of a tensor made outside torch (`.to(device)`): made outside torch too, as on a CPU
+                self.fresh.add(_address(out))  # a copy of a tensor made outside torch (`.to(device)`): the same
+                return
             else:
                 self._host(out, f"aten.{name}", self._data(args[0]))
             return
@@ -233,6 +246,8 @@ class PlanRecorder(TorchDispatchMode):
             entry = self.storages.get(_address(v))
             if entry is not None and entry["kind"] != "host":
                 return {"tensor": self.ref(v)}
+            if entry is None and _address(v) not in self.fresh:
+                return self._kept(v)
             foreign = entry is None  # made from numpy or Python values: by value, and the two draws must agree
             if foreign:
                 entry = {
@@ -281,6 +296,28 @@ class PlanRecorder(TorchDispatchMode):
         except ImportError:
             pass
         return {"unsupported": type(v).__name__}
+
+    def _kept(self, v: torch.Tensor) -> dict[str, Any]:
+        """A tensor this call neither made nor was given: kept between calls. The plan carries its whole storage
+        by value once per call, under a name that stays the same from call to call (the replay keeps its state
+        between the calls it replays, as the learner's process would); every use in the call is a view of it."""
+        storage = v.untyped_storage()
+        size = v.element_size()
+        key = (storage.data_ptr(), storage.nbytes())
+        ident = _KEPT_NAMES.setdefault(key, f"kept{len(_KEPT_NAMES) + 1}")
+        numel = storage.nbytes() // size
+        whole = torch.empty(0, dtype=v.dtype, device=v.device).set_(storage, 0, (numel,), (1,))
+        const = {"op": "const", "id": ident, "kept": True, "dtype": dtype_name(v.dtype), "where": self.where()}
+        flat = whole.detach().cpu()
+        if numel > CONST_LIMIT and numel and bool((flat == flat[0]).all()):  # one value throughout: carried so
+            const.update(numel=numel, fill=flat[0].item())
+        elif numel > CONST_LIMIT:  # too large to carry: its digest (the plan rules refuse it, saying how large)
+            const.update(numel=numel, digest=hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest())
+        else:
+            const["values"] = flat.tolist()
+        self.ops.append(const)
+        self.storages[_address(v)] = {"id": ident, "base": storage.data_ptr(), "kind": "kept", "data": False}
+        return {"tensor": self.ref(v)}
 
     # -- launches ----------------------------------------------------------------------------------------------
     def launch(self, kernel: Any, args: tuple, kwargs: dict, grid: Any) -> None:

@@ -17,7 +17,14 @@ from checks import verdict as V
 from checks.engine.access.log import AccessLog
 from checks.engine.inputs import draw
 from checks.engine.observations import CaseObservation
-from checks.engine.protocol import Tampered, Timings, access_path, outputs_path, timing_outputs_path
+from checks.engine.protocol import (
+    Tampered,
+    Timings,
+    access_path,
+    fresh_outputs_path,
+    outputs_path,
+    timing_outputs_path,
+)
 from checks.engine.rules.problem import CaseContext, Problem
 from checks.engine.rules.rulebook import first_problem
 from checks.memory import describe_tensor
@@ -126,11 +133,13 @@ class Judge:
         outputs: list[Any] = []
         if not obs.raised and not obs.plan_problem:  # a plan the grader refused was never replayed
             outputs = load_outputs(outputs_path(self.workdir, obs.index))
+        fresh = load_outputs(fresh_outputs_path(self.workdir, obs.index)) if obs.fresh_outputs and outputs else None
         if obs.access is not None:
             obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected])
             if obs.index == 0:
                 self.first_access = obs.access
-        return CaseContext(self.puzzle, case, inputs, expected, outputs, obs), describe_case(case, inputs)
+        ctx = CaseContext(self.puzzle, case, inputs, expected, outputs, obs, fresh_outputs=fresh)
+        return ctx, describe_case(case, inputs)
 
     def case_result(self, obs: CaseObservation) -> V.CaseResult:
         """The verdict on one observed call."""

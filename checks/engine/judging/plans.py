@@ -124,7 +124,15 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
                 "the values of the data: compute with the data only inside your kernels.",
             )
     for op in plan["ops"]:
-        if op["op"] == "const" and "values" not in op:
+        if op["op"] == "const" and op.get("kept") and "values" not in op and "fill" not in op:
+            return _found(
+                torch_free.name,
+                f"A tensor your function keeps between calls (made before this call, first used at "
+                f"{op.get('where') or 'a launch'}) holds {op['numel']} elements that are not all one value, more "
+                f"than the {CONST_LIMIT} the grader carries by value into the replay. Make it in each call with "
+                "torch.empty or torch.zeros, or keep it filled with one value (torch.zeros) when it is made.",
+            )
+        if op["op"] == "const" and "values" not in op and "fill" not in op:
             return _found(
                 torch_free.name,
                 f"A tensor your code made outside torch ({op.get('where') or 'from numpy or Python values'}) holds "

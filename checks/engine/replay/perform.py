@@ -23,11 +23,16 @@ class Performer:
     """One replay of one plan on one case's inputs."""
 
     def __init__(self, plan: dict[str, Any], kernels: dict[str, Any], inputs: dict[str, Any], arena: Arena | None,
-                 device: str, interpret: bool, on_copy: Any = None) -> None:  # fmt: skip
-        """`on_copy(source, copy)`: told of each copy the plan makes (a copy of an input is read as that input)."""
+                 device: str, interpret: bool, on_copy: Any = None, kept: KeptState | None = None) -> None:  # fmt: skip
+        """`on_copy(source, copy)`: told of each copy the plan makes (a copy of an input is read as that input).
+        `kept`: the tensors kept between calls, as the calls replayed before this one left them (None: each call
+        starts from the values recorded)."""
         self.plan, self.kernels, self.device, self.interpret = plan, kernels, device, interpret
         self.on_copy = on_copy
         self.arena = arena
+        self.kept = kept
+        self.kept_changed: list[str] = []  # kept tensors whose first launch here found them changed by earlier calls
+        self._unchecked: list[dict[str, Any]] = []  # kept tensors not yet compared with their first values
         self.storages: dict[str, tuple[torch.Tensor, int]] = {}  # id -> (a tensor over the storage, base byte offset)
         for name, t in inputs.items():
             if isinstance(t, torch.Tensor):
@@ -98,7 +103,12 @@ class Performer:
 
     def _const(self, op: dict[str, Any]) -> None:
         dtype = getattr(torch, op["dtype"])
-        t = torch.tensor(op["values"], dtype=dtype, device=self.device)
+        if op.get("kept") and (self.kept is not None or "values" not in op):
+            self.kept = self.kept or KeptState()
+            t = self.kept.take(op, dtype, self.device)
+            self._unchecked.append(op)
+        else:
+            t = torch.tensor(op["values"], dtype=dtype, device=self.device)
         self.storages[op["id"]] = (t, 0)
 
     def _fill(self, op: dict[str, Any]) -> None:
@@ -114,6 +124,12 @@ class Performer:
         return None  # what the host computed is not replayed: the outputs show it
 
     def _launch(self, op: dict[str, Any]) -> None:
+        for kept in self._unchecked:  # what this call's kernels first see of a kept tensor (after any host fill)
+            if self.kept is not None and self.kept.changed(kept["id"]):
+                where = f", first used at {kept['where']}" if kept.get("where") else ""
+                numel = self.kept.tensors[kept["id"]][0].numel()
+                self.kept_changed.append(f"a ({numel},) {kept['dtype']} tensor{where}")
+        self._unchecked.clear()
         if op["kernel"] not in self.kernels:
             raise PlanError(f"the kernel `{op['kernel']}`, which is not in your code")
         kernel = self.kernels[op["kernel"]]
@@ -159,6 +175,38 @@ class Performer:
                 t.copy_(s)
         _chosen[key] = min(range(len(times)), key=times.__getitem__)
         return _chosen[key]
+
+
+class KeptState:
+    """The tensors a submission keeps between calls (made at import, or by an earlier call), as the calls replayed
+    so far in this process left them: the first call that uses one gets the values the recording saw, and every
+    later call what the calls before it left there, as in the learner's own process."""
+
+    def __init__(self) -> None:
+        self.tensors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # name -> (the tensor, its first values)
+
+    def take(self, op: dict[str, Any], dtype: torch.dtype, device: str) -> torch.Tensor:
+        """The kept tensor `op` names: as the calls before left it, or made from the recorded values."""
+        held = self.tensors.get(op["id"])
+        numel = len(op["values"]) if "values" in op else int(op["numel"])
+        if held is None or held[0].dtype != dtype or held[0].numel() != numel:
+            if "values" in op:
+                t = torch.tensor(op["values"], dtype=dtype, device=device)
+            else:
+                t = torch.full((numel,), op["fill"], dtype=dtype, device=device)
+            self.tensors[op["id"]] = (t, t.clone())
+            return t
+        return held[0]
+
+    def changed(self, name: str) -> bool:
+        """Whether the kept tensor `name` differs from its first values (bit for bit)."""
+        t, first = self.tensors[name]
+        return not torch.equal(bits_of(t), bits_of(first))
+
+
+def bits_of(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes (NaN equals NaN, -0.0 differs from 0.0)."""
+    return t.contiguous().view(torch.uint8)
 
 
 def _label(shape: tuple[int, ...], dtype: str) -> str:

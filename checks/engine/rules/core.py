@@ -244,6 +244,39 @@ def misscaled(ctx: CaseContext, exp: Any) -> str:
 
 @rule(
     EVERY_CALL,
+    checks=(
+        "a tensor your function keeps between calls (made at import) leaves every call right, not only the first: "
+        "the calls are replayed one after another with what they keep"
+    ),
+    message=(
+        "Make that tensor in each call, or have your kernels leave it as the next call needs it (counters set back "
+        "to zero, say)."
+    ),
+    taught_in="11",
+)
+def kept_state(ctx: CaseContext) -> Problem | None:
+    """A call whose outputs are wrong from the state in which earlier calls left the tensors it keeps between calls,
+    and right when run again from the state they were made in (the replay runs it twice then)."""
+    if not ctx.obs.kept_changed or ctx.fresh_outputs is None:
+        return None
+    wrong = [(exp, m) for exp, m in compare_all(ctx, ctx.outputs) if m is not None]
+    if not wrong or any(m is not None for _, m in compare_all(ctx, ctx.fresh_outputs)):
+        return None  # right, or wrong from the first state too: the values rule says where
+    exp, first = wrong[0]
+    kept = "; ".join(ctx.obs.kept_changed)
+    return Problem(
+        f"{first.headline}. This call ran on a tensor your function keeps between calls ({kept}) as the calls "
+        "before it left it, and the same call is right from the state that tensor was made in (the grader replays "
+        "the calls one after another, as your own process runs them): make that tensor in each call, or have your "
+        "kernels leave it as the next call needs it (counters set back to zero, say).",
+        details=list(first.lines),
+        cause=True,
+        diagnosed=True,
+    )
+
+
+@rule(
+    EVERY_CALL,
     checks="every output matches the torch reference within the tolerance; the report says where it does not",
     message=(
         "Look at where the output is wrong (the report names the elements, rows and blocks, and the shape of the "

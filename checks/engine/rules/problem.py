@@ -34,6 +34,7 @@ class CaseContext:
     expected: list[Any]  # checks.puzzles.Expected, computed in the parent
     outputs: list[Any]  # what the learner's function returned, loaded from the observation
     obs: CaseObservation
+    fresh_outputs: list[Any] | None = None  # the same call from its kept tensors' first state (obs.fresh_outputs)
 
 
 def say(message: str | None, default: str, measured: str) -> str:

@@ -42,6 +42,7 @@ ORDER: tuple[str, ...] = (
     "inputs_unchanged",
     "no_load_outside",
     "output_form",
+    "kept_state",
     "values",
 )
 
