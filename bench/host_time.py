@@ -9,6 +9,12 @@ GPU only: `python3 bench/host_time.py --out host-time.json`. Two parts, fresh ra
    waiting for the GPU.
 2. Kernel µs under CUDA graph replay (`decoding_graphs.graph_us`) of the key and the one-launch form, at puzzle
    11's and 12's shapes of `decoding_graphs`, beside SDPA's best backend.
+
+`--compare FOLDER` (keys of an earlier commit) and `--floor` instead time, in alternating rounds, each key against
+those keys, against the one-launch floor (two `torch.empty` and one Triton launch of as many arguments as a key's,
+nothing else: the least any key in one launch that returns new tensors can cost) and against SDPA. `--profile`
+adds key 12's call taken apart in alternating rounds (its two launches with their arguments ready, each launch, its
+four allocations, the rest of its Python) beside the floor and SDPA, and `cProfile` of each key's call.
 """
 
 from __future__ import annotations
@@ -91,12 +97,7 @@ def part_host(keys: dict[str, ModuleType]) -> list[dict[str, Any]]:
         offs = tl.arange(0, BLOCK)
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
-    @triton.jit
-    def many(x_ptr, y_ptr, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
-             a20, n, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
-        offs = tl.arange(0, BLOCK)
-        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
-
+    many = _launch_of_23()
     x = torch.randn(1024, device="cuda")
     y = torch.empty_like(x)
     props: dict[Any, int] = {}
@@ -176,40 +177,101 @@ def part_kernels(keys: dict[str, ModuleType], quick: bool) -> list[dict[str, Any
     return rows
 
 
+def alternate(sides: dict[str, Callable[[], Any]], rounds: int = 30) -> dict[str, list[float]]:
+    """µs per call of each side in `rounds` alternating rounds of 100 queued calls (the host's speed drifts:
+    alternating gives each side the same drift)."""
+    import torch
+
+    for fn in sides.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            start = time.perf_counter()
+            for _ in range(100):
+                fn()
+            times[name].append(1e4 * (time.perf_counter() - start))
+            torch.cuda.synchronize()
+    return times
+
+
+def least_and_median(puzzle: str, times: dict[str, list[float]]) -> list[dict[str, Any]]:
+    import statistics
+
+    rows = []
+    for name, found in times.items():
+        row = {"puzzle": puzzle, "what": name, "least_us": min(found), "median_us": statistics.median(found)}
+        rows.append(row)
+        print(f"  {puzzle} {name:<44} least {row['least_us']:6.1f} µs  median {row['median_us']:6.1f} µs", flush=True)
+    return rows
+
+
+def key_12_parts(key: ModuleType, inputs: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    """Key 12's call and each of its parts alone: its two launches with their arguments ready, each launch, its
+    four allocations, the rest of its Python; beside them the one-launch floor and SDPA."""
+    import torch
+
+    q, k, v, sm_scale = inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]
+    B, H_kv, N, D = k.shape
+    H_q = q.shape[1]
+    block_n, split_size, num_stages = key.launch_shape(N, B * H_kv, q.device)
+    splits = key.cdiv(N, split_size)
+    shapes = [((B * H_q, splits, D), torch.float32), ((B * H_q, splits), torch.float32), ((B, H_q, D), q.dtype),
+              ((B, H_q), torch.float32)]  # fmt: skip
+    o_part, lse_part, o, lse = (torch.empty(shape, dtype=dtype, device=q.device) for shape, dtype in shapes)
+    split_args = (q, k, v, o_part, lse_part, sm_scale * 1.4426950408889634, *q.stride(), *k.stride(), *v.stride(),
+                  H_kv, N, split_size, splits)  # fmt: skip
+    split_options = {"GROUP": H_q // H_kv, "BLOCK_G": max(16, key.next_power_of_2(H_q // H_kv)), "HEAD_DIM": D,
+                     "BLOCK_N": block_n, "num_stages": num_stages}  # fmt: skip
+    merge_args = (o_part, lse_part, o, lse, *o.stride(), H_q, splits)
+    merge_options = {"HEAD_DIM": D, "SPLITS_POW2": key.next_power_of_2(splits)}
+
+    def split_launch() -> None:
+        key._attn_decode_split[(splits, B * H_kv)](*split_args, **split_options)
+
+    def merge_launch() -> None:
+        key._attn_decode_merge[(B * H_q,)](*merge_args, **merge_options)
+
+    def both_launches() -> None:
+        split_launch()
+        merge_launch()
+
+    def python_between() -> Any:  # the key's statements other than its launches and allocations
+        b, h_kv, n, d = k.shape
+        h_q = q.shape[1]
+        block, size, stages = key.launch_shape(n, b * h_kv, q.device)
+        count = key.cdiv(n, size)
+        strides = (*q.stride(), *k.stride(), *v.stride())
+        return max(16, key.next_power_of_2(h_q // h_kv)), key.next_power_of_2(count), strides, stages, block, d
+
+    call = dg.key_call(key, "12", inputs)
+    return {
+        "key 12": call,
+        "key 12 without its launches": without_launches(key, call),
+        "its two launches, arguments ready": both_launches,
+        "its split launch alone": split_launch,
+        "its merge launch alone": merge_launch,
+        "its four torch.empty": lambda: [torch.empty(shape, dtype=dtype, device=q.device) for shape, dtype in shapes],
+        "its Python apart from launches and allocations": python_between,
+        "floor: two torch.empty and one launch": one_launch_floor(inputs),
+        "SDPA (flash)": functools.partial(
+            torch.nn.functional.scaled_dot_product_attention, q.unsqueeze(2), k, v, enable_gqa=True
+        ),  # fmt: skip
+    }
+
+
 def part_profile(keys: dict[str, ModuleType]) -> list[dict[str, Any]]:
-    """Each statement of key 12's call alone (host µs), then cProfile's top functions over 200 calls of each key."""
+    """Key 12's call and each of its parts alone, in alternating rounds; then cProfile's top functions over 200
+    calls of each key."""
     import cProfile
     import io
     import pstats
 
     import torch
-    import triton
 
-    key = keys["12"]
-    inputs = dg.draw({"puzzle": "12", "B": 1, "H_kv": 8, "N": 4096, "page_size": 0})
-    q, k, v = inputs["q"], inputs["k"], inputs["v"]
-    B, H_kv, N, D = k.shape
-    H_q = q.shape[1]
-    block_n, split_size, _ = key.launch_shape(N, B * H_kv, q.device)
-    num_splits = triton.cdiv(N, split_size)
-
-    def four_empties() -> Any:
-        return (torch.empty((B * H_q, num_splits, D), dtype=torch.float32, device=q.device),
-                torch.empty((B * H_q, num_splits), dtype=torch.float32, device=q.device),
-                torch.empty((B, H_q, D), dtype=q.dtype, device=q.device),
-                torch.empty((B, H_q), dtype=torch.float32, device=q.device))  # fmt: skip
-
-    steps: dict[str, Callable[[], Any]] = {
-        "k.shape, q.shape[1]": lambda: (k.shape, q.shape[1]),
-        "q.device": lambda: q.device,
-        "launch_shape(N, B * H_kv, q.device)": lambda: key.launch_shape(N, B * H_kv, q.device),
-        "four torch.empty of the key's shapes": four_empties,
-        "*q.stride(), *k.stride(), *v.stride()": lambda: (*q.stride(), *k.stride(), *v.stride()),
-        "triton.cdiv and next_power_of_2": lambda: (triton.cdiv(N, split_size), triton.next_power_of_2(num_splits)),
-    }
-    rows = [{"what": f"12's step: {name}", "host_us": host_us(step)} for name, step in steps.items()]
-    for row in rows:
-        print(f"  {row['what']:<62} {row['host_us']:7.1f} µs", flush=True)
+    rows = least_and_median("12", alternate(key_12_parts(keys["12"], short_step("12"))))
     for puzzle in ("11", "12", "13"):
         fn = dg.key_call(keys[puzzle], puzzle, short_step(puzzle))
         for _ in range(5):
@@ -228,11 +290,44 @@ def part_profile(keys: dict[str, ModuleType]) -> list[dict[str, Any]]:
     return rows
 
 
-def part_compare(keys: dict[str, ModuleType], before: dict[str, ModuleType], rounds: int = 30) -> list[dict[str, Any]]:
-    """Host µs per call of each key before and after, and of SDPA, in alternating rounds of 100 queued calls
-    (the host's speed drifts: alternating gives each side the same drift); the least and the median round."""
-    import statistics
+@functools.cache
+def _launch_of_23() -> Any:
+    """A kernel of 23 arguments and 4 constexprs, as many as a decoding key's split launch, that copies a few
+    floats: what a Triton launch costs the host apart from what the kernel does."""
+    import triton
+    import triton.language as tl
 
+    @triton.jit
+    def many(x_ptr, y_ptr, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+             a20, n, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+        offs = tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    return many
+
+
+def one_launch_floor(inputs: dict[str, Any]) -> Callable[[], Any]:
+    """The least a key in one launch that returns new tensors can cost the host: the two outputs' torch.empty
+    and one launch of as many arguments as the key's (its kernel copies 32 floats), nothing else."""
+    import torch
+
+    q = inputs["q"]
+    B, H_q, D = q.shape
+    many = _launch_of_23()
+    scratch = torch.randn(32, device=q.device)
+
+    def call() -> Any:
+        o = torch.empty((B, H_q, D), dtype=q.dtype, device=q.device)
+        lse = torch.empty((B, H_q), dtype=torch.float32, device=q.device)
+        many[(1,)](scratch, lse, *range(3, 23), 32, A=1, B=2, C=3, BLOCK=32)
+        return o, lse
+
+    return call
+
+
+def part_compare(keys: dict[str, ModuleType], before: dict[str, ModuleType] | None) -> list[dict[str, Any]]:
+    """Host µs per call of each key (and of the keys in `before`, if given), of the one-launch floor and of SDPA,
+    in alternating rounds; the least and the median round."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -241,30 +336,14 @@ def part_compare(keys: dict[str, ModuleType], before: dict[str, ModuleType], rou
         inputs = short_step(puzzle)
         q, k, v = inputs["q"].unsqueeze(2), inputs["k"], inputs["v"]
         gqa = q.shape[1] != k.shape[1]
-        sides: dict[str, Callable[[], Any]] = {
-            "before": dg.key_call(before[puzzle], puzzle, inputs),
-            "after": dg.key_call(keys[puzzle], puzzle, inputs),
-            "sdpa": functools.partial(torch.nn.functional.scaled_dot_product_attention, q, k, v, enable_gqa=gqa),
-        }
-        times: dict[str, list[float]] = {name: [] for name in sides}
+        sides: dict[str, Callable[[], Any]] = {}
+        if before is not None:
+            sides["before"] = dg.key_call(before[puzzle], puzzle, inputs)
+        sides["key"] = dg.key_call(keys[puzzle], puzzle, inputs)
+        sides["floor"] = one_launch_floor(inputs)
+        sides["sdpa"] = functools.partial(torch.nn.functional.scaled_dot_product_attention, q, k, v, enable_gqa=gqa)
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            for fn in sides.values():
-                for _ in range(3):
-                    fn()
-            torch.cuda.synchronize()
-            for _ in range(rounds):
-                for name, fn in sides.items():
-                    start = time.perf_counter()
-                    for _ in range(100):
-                        fn()
-                    times[name].append(1e4 * (time.perf_counter() - start))
-                    torch.cuda.synchronize()
-        for name, found in times.items():
-            row = {"puzzle": puzzle, "what": name, "least_us": min(found), "median_us": statistics.median(found)}
-            rows.append(row)
-            print(
-                f"  {puzzle} {name:<7} least {row['least_us']:6.1f} µs  median {row['median_us']:6.1f} µs", flush=True
-            )
+            rows += least_and_median(puzzle, alternate(sides))
     return rows
 
 
@@ -275,7 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-kernels", action="store_true", help="the host part only")
     parser.add_argument("--keys", type=Path, help="load the keys 11-13 from this folder instead of solutions/")
     parser.add_argument("--compare", type=Path, help="time the keys in this folder against --keys, alternating")
-    parser.add_argument("--profile", action="store_true", help="also time key 12's statements and cProfile each key")
+    parser.add_argument(
+        "--floor", action="store_true", help="time the keys against the one-launch floor and SDPA, alternating"
+    )
+    parser.add_argument("--profile", action="store_true", help="also time key 12's parts and cProfile each key")
     args = parser.parse_args(argv)
     import torch
     import triton
@@ -289,8 +371,10 @@ def main(argv: list[str] | None = None) -> int:
             "triton": triton.__version__,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
     print(meta, flush=True)
-    if args.compare:
-        before = {p: load_module(args.compare / name, f"before_{p}") for p, name in dg.KEYS.items()}
+    if args.compare or args.floor:
+        before = None
+        if args.compare:
+            before = {p: load_module(args.compare / name, f"before_{p}") for p, name in dg.KEYS.items()}
         result: dict[str, Any] = {"meta": meta, "compare": part_compare(keys, before)}
         args.out.write_text(json.dumps(result, indent=1))
         return 0

@@ -156,12 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{name}", default=",".join(map(str, default)), help=f"default {default}")
     parser.add_argument("--batches", default="1,8", help="B of the shapes (default 1,8)")
     parser.add_argument("--lengths", default="4096,16384,65536,131072", help="N of the shapes")
+    parser.add_argument("--keys", type=Path, default=ROOT / "solutions", help="load the keys from this folder")
     args = parser.parse_args(argv)
     texts = (args.per_sm, args.blocks, args.warps, args.stages, args.min_blocks)
     numbers = [[int(x) for x in text.split(",")] for text in texts]
     grid = list(itertools.product(*numbers))
     puzzles = [p for p in args.puzzles.split(",") if p]
-    keys = {p: load_module(ROOT / "solutions" / KEYS[p], f"key_{p}") for p in puzzles}
+    keys = {p: load_module(args.keys / KEYS[p], f"key_{p}") for p in puzzles}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}", flush=True)
     host = [] if args.no_host else part_host(keys)
     found: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
