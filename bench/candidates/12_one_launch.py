@@ -5,8 +5,10 @@ A candidate measured against the key (bench/host_time.py, bench/tune_launch.py).
 partials, each program adds one to its head's counter (`tl.atomic_add`, acquire-release), and the program that sees
 the count reach NUM_SPLITS - 1 reads every split's partials and writes the output, then sets the counter back to
 zero. The counters live between calls (counters="kept"), so a call makes no fill launch, or are made zero in each
-call with torch.zeros (counters="zeros"). Since its kernel calls one from another file, the grader (which takes
-the kernels from a submission's own source) does not grade this file as it stands.
+call with torch.zeros (counters="zeros"); the partial results are allocated in each call (partials="each call") or
+kept between calls too, one set per shape (partials="kept"), so that a call allocates only its two outputs. Since
+its kernel calls one from another file, the grader (which takes the kernels from a submission's own source) does
+not grade this file as it stands.
 """
 
 import sys
@@ -25,6 +27,7 @@ key = load_module(ROOT / "solutions" / "12_gqa_decoding.py", "key_12_of_one_laun
 _attn_decode_split = key._attn_decode_split  # a global of this module, so that the kernel below can call it
 LN2 = tl.constexpr(0.6931471805599453)
 _kept: dict[torch.device, torch.Tensor] = {}
+_kept_partials: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def split_counters(n: int, device: torch.device, counters: str) -> torch.Tensor:
@@ -79,16 +82,31 @@ def _attn_decode(
         tl.store(count_ptr + off_hz, 0)  # ready for the next call
 
 
+def split_partials(rows: int, splits: int, d: int, device: torch.device, partials: str) -> tuple[torch.Tensor, ...]:
+    """(o_part, lse_part): made in each call ("each call"), or kept between calls, one pair per shape ("kept")."""
+    if partials == "kept" and (rows, splits, d, device) in _kept_partials:
+        return _kept_partials[rows, splits, d, device]
+    pair = (torch.empty((rows, splits, d), dtype=torch.float32, device=device),
+            torch.empty((rows, splits), dtype=torch.float32, device=device))  # fmt: skip
+    if partials == "kept":
+        _kept_partials[rows, splits, d, device] = pair
+    return pair
+
+
 def gqa_decoding(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, counters: str = "kept"
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    sm_scale: float,
+    counters: str = "kept",
+    partials: str = "each call",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     B, H_kv, N, D = k.shape
     H_q = q.shape[1]
     group = H_q // H_kv
     BLOCK_N, split_size, num_stages = key.launch_shape(N, B * H_kv, q.device)
     num_splits = key.cdiv(N, split_size)
-    o_part = torch.empty((B * H_q, num_splits, D), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((B * H_q, num_splits), dtype=torch.float32, device=q.device)
+    o_part, lse_part = split_partials(B * H_q, num_splits, D, q.device, partials)
     o = torch.empty((B, H_q, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H_q), dtype=torch.float32, device=q.device)
     _attn_decode[(num_splits, B * H_kv)](
