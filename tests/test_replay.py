@@ -235,6 +235,18 @@ def test_a_kept_tensor_is_carried_once_per_call_under_one_name_with_what_the_hos
         assert state.tensors[kept["id"]][0].item() == 1.0
 
 
+def test_a_constant_is_replayed_on_the_device_it_was_made_on():
+    """A CPU tensor passed to a GPU kernel fails in the replay as it fails in the learner's process."""
+    from checks.engine.replay.perform import Performer
+
+    op = {"op": "const", "id": "c1", "dtype": "int32", "values": [1, 2], "device": "cpu"}
+    for kept in (False, True):
+        performer = Performer(plan(), {}, {}, None, "cuda", False)
+        performer._const({**op, "id": "kept1", "kept": True} if kept else op)
+        ((t, _),) = performer.storages.values()
+        assert t.device.type == "cpu" and t.tolist() == [1, 2]
+
+
 def test_a_replayed_view_must_stay_inside_its_tensor():
     from checks.engine.replay.perform import Performer
 

@@ -12,8 +12,9 @@ A plan is JSON. Its parts:
 
     op     {"op": "alloc", "id": "a3", "dtype": "float16", "numel": 120, "shape": [...], "strides": [...],
             "fill": "empty" | 0.0 | ...}
-           {"op": "const", "id": "c1", "dtype": "int32", "values": [...]}     a small tensor made on the host from
-                                                                              no data (a page count, offsets)
+           {"op": "const", "id": "c1", "dtype": "int32", "values": [...], "device": "cuda" | "cpu"}
+                                   a small tensor made on the host from no data (a page count, offsets), replayed on
+                                   the device it was on
            {"op": "const", "id": "kept1", "kept": true, "dtype": ..., "values": [...] | "numel": n, "fill": x}
                                    a tensor kept between calls (made at import, or by an earlier call): its whole
                                    storage, once per call, under a name that stays the same from call to call; the

@@ -259,6 +259,7 @@ class PlanRecorder(TorchDispatchMode):
                 return {"host": {"what": entry["what"], "where": entry["where"]}}
             ident = self._new_id("c")
             const = {"op": "const", "id": ident, "dtype": dtype_name(v.dtype), "where": self.where()}
+            const["device"] = v.device.type  # a CPU tensor passed to a GPU kernel fails in the replay as it would
             flat = v.detach().contiguous().cpu().flatten()
             if v.numel() > CONST_LIMIT:  # too large to carry: its digest, so that the two draws can be compared
                 digest = hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()  # any dtype's bytes
@@ -308,6 +309,7 @@ class PlanRecorder(TorchDispatchMode):
         numel = storage.nbytes() // size
         whole = torch.empty(0, dtype=v.dtype, device=v.device).set_(storage, 0, (numel,), (1,))
         const = {"op": "const", "id": ident, "kept": True, "dtype": dtype_name(v.dtype), "where": self.where()}
+        const["device"] = v.device.type
         flat = whole.detach().cpu()
         if numel > CONST_LIMIT and numel and bool((flat == flat[0]).all()):  # one value throughout: carried so
             const.update(numel=numel, fill=flat[0].item())

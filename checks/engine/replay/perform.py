@@ -103,12 +103,14 @@ class Performer:
 
     def _const(self, op: dict[str, Any]) -> None:
         dtype = getattr(torch, op["dtype"])
+        recorded = op.get("device", "cuda")
+        device = self.device if recorded == "cuda" else recorded  # a host tensor stays on the host, as it was
         if op.get("kept") and (self.kept is not None or "values" not in op):
             self.kept = self.kept or KeptState()
-            t = self.kept.take(op, dtype, self.device)
+            t = self.kept.take(op, dtype, device)
             self._unchecked.append(op)
         else:
-            t = torch.tensor(op["values"], dtype=dtype, device=self.device)
+            t = torch.tensor(op["values"], dtype=dtype, device=device)
         self.storages[op["id"]] = (t, 0)
 
     def _fill(self, op: dict[str, Any]) -> None:
