@@ -37,6 +37,7 @@ BROKEN = [
     ("syntax_error", V.ERROR, "did not load"),
     ("wrong_name", V.ERROR, "does not define vector_add"),
     ("kernel_raises", V.ERROR, "kernel_raises.py, line 11"),
+    ("host_raises", V.ERROR, "Your code raised TypeError: multiple values for argument 'BLOCK'"),
     ("aborts", V.CRASHED, "SIGABRT"),
     ("exits_quietly", V.CRASHED, "remove any exit()"),
     ("returns_tuple", V.FAILED, "must return 1 tensor"),

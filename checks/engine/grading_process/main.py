@@ -66,14 +66,16 @@ def record_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     fn = getattr(module, puzzle.name)
     cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]
     selection = job.cases if job.cases is not None else list(range(len(cases)))
+    raised = False
     for index in selection:
         recorded = record_case(fn, module, spec, cases[index], job, index, machine, names)
         events.emit("plan", index=index, **recorded)
         mark(f"case {index} recorded")
-        if recorded["stub"] or recorded["raised"]:
-            break  # the stub says nothing more; the error is the verdict
+        if recorded["stub"]:
+            break  # the stub says nothing more
+        raised = raised or bool(recorded["raised"])  # the other cases still say which shapes raise
     else:
-        if job.time_plan and puzzle.bench:
+        if job.time_plan and puzzle.bench and not raised:
             case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
             recorded = record_case(fn, module, spec, case, job, 0, machine, names, draws=1)
             mark("timing plan recorded")
