@@ -518,3 +518,43 @@ def test_a_recording_that_runs_out_of_time_after_every_case_says_it_was_at_the_t
     stream.at_timing_size = False
     unfinished_verdict(verdict, ProcessEnd(stream, None, True, 120.0, ""), stream, 120.0)
     assert "while loading your code" in verdict.summary
+
+
+# -- every timed call starts from the same memory ------------------------------------------------------------------
+def scratch_plan() -> dict:
+    """A plan that allocates a (4,) float32 tensor with torch.empty and returns it, launching nothing."""
+    view = {"storage": "a1", "dtype": "float32", "offset": 0, "shape": [4], "strides": [1]}
+    return {
+        "ops": [{"op": "alloc", "id": "a1", "dtype": "float32", "numel": 4, "shape": [4], "strides": [1],
+                 "fill": "empty", "device": "cpu"}],
+        "returned": [{"tensor": view}],
+        "kind": "tensor",
+    }  # fmt: skip
+
+
+def all_reset_bytes(t: torch.Tensor) -> bool:
+    from checks.engine.replay.perform import RESET_BYTE
+
+    return bool((t.view(torch.uint8) == RESET_BYTE).all())
+
+
+def test_a_timed_call_finds_its_empty_memory_filled_not_what_an_earlier_call_left():
+    """A kernel that leaves a flag ("done") or its result in reused memory finds the fill instead, every call."""
+    from checks.engine.replay.perform import TimedReplay
+
+    timed = TimedReplay(scratch_plan(), {}, [], "cpu")
+    first = timed()
+    assert all_reset_bytes(first)
+    first.fill_(7.0)  # what a kernel might leave behind
+    assert all_reset_bytes(timed())
+
+
+def test_a_captured_call_fills_nothing_and_reset_fills_its_memory_before_each_timed_replay():
+    from checks.engine.replay.perform import TimedReplay
+
+    timed = TimedReplay(scratch_plan(), {}, [], "cpu")
+    captured = timed.capture()  # the call a CUDA graph records: a fill there would be timed with it
+    captured.fill_(7.0)
+    assert not all_reset_bytes(captured)
+    timed.reset()  # before each replay, outside the clock: the graph's own memory
+    assert all_reset_bytes(captured) and timed.returned is captured

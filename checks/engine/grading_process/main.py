@@ -175,7 +175,7 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     from checks.engine.kernel_source import KernelSource
     from checks.engine.observations import CaseObservation
     from checks.engine.replay.kernels import build
-    from checks.engine.replay.perform import KeptState, Performer, returned_as
+    from checks.engine.replay.perform import KeptState, Performer, TimedReplay
     from checks.puzzles import spec_module
 
     spec = spec_module(puzzle)
@@ -216,13 +216,7 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     events.emit("observed")
     if job.timing_plan is None:
         return None
-    timing_plan, parameters = job.timing_plan, puzzle_parameters(puzzle)
-
-    def replayed(*args: Any) -> Any:
-        inputs = dict(zip(parameters, args, strict=True))
-        return returned_as(timing_plan, Performer(timing_plan, kernels, inputs, None, machine.device, False).run())
-
-    return replayed
+    return TimedReplay(job.timing_plan, kernels, puzzle_parameters(puzzle), machine.device)
 
 
 def rerun_fresh(

@@ -17,17 +17,21 @@ from checks.engine.plan import PlanError
 from checks.memory import Arena, poisonable, span
 
 _chosen: dict[tuple, int] = {}  # (kernel, sizes of its scalar arguments) -> the config the GPU found fastest
+RESET_BYTE = 0xFF  # what a timed call's `torch.empty` memory holds when it starts (NaN in floats, -1 in integers)
 
 
 class Performer:
     """One replay of one plan on one case's inputs."""
 
     def __init__(self, plan: dict[str, Any], kernels: dict[str, Any], inputs: dict[str, Any], arena: Arena | None,
-                 device: str, interpret: bool, on_copy: Any = None, kept: KeptState | None = None) -> None:  # fmt: skip
+                 device: str, interpret: bool, on_copy: Any = None, kept: KeptState | None = None,
+                 fill_empty: bool = False) -> None:  # fmt: skip
         """`on_copy(source, copy)`: told of each copy the plan makes (a copy of an input is read as that input).
         `kept`: the tensors kept between calls, as the calls replayed before this one left them (None: each call
-        starts from the values recorded)."""
+        starts from the values recorded). `fill_empty`: fill each `torch.empty` allocation made without the arena with
+        RESET_BYTE (a timed call: nothing an earlier call left in reused memory reaches it)."""
         self.plan, self.kernels, self.device, self.interpret = plan, kernels, device, interpret
+        self.fill_empty = fill_empty
         self.on_copy = on_copy
         self.arena = arena
         self.kept = kept
@@ -97,6 +101,8 @@ class Performer:
             self.arena.buffers[-1].label = _label(shape, op["dtype"])
         else:
             t = torch.empty(op["numel"], dtype=dtype, device=device)
+            if empty and self.fill_empty:
+                t.view(torch.uint8).fill_(RESET_BYTE)
         if not empty:
             t.fill_(op["fill"])
         self.storages[op["id"]] = (t, t.storage_offset() * t.element_size())
@@ -213,6 +219,42 @@ def bits_of(t: torch.Tensor) -> torch.Tensor:
 
 def _label(shape: tuple[int, ...], dtype: str) -> str:
     return f"a {tuple(shape)} {dtype} tensor you allocated"
+
+
+class TimedReplay:
+    """A plan performed for the clock (the submission's at the timing size, or the answer key's), so that every
+    timed call starts from the same memory: no call can find what an earlier one left there (a flag that says
+    "done", a result) and skip its work. Called, it fills its `torch.empty` allocations with RESET_BYTE as it makes
+    them; the call a CUDA graph captures (`capture`) fills nothing, and `reset()` fills that graph's allocations
+    before each timed replay, outside the clock. `returned`: what the last call returned (for a graph, the memory
+    its replays write)."""
+
+    def __init__(
+        self, plan: dict[str, Any] | None, kernels: dict[str, Any], parameters: list[str], device: str
+    ) -> None:
+        self.plan, self.kernels, self.parameters, self.device = plan, kernels, parameters, device
+        self.last: Performer | None = None
+        self.returned: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        return self.perform(args, fill=True)
+
+    def capture(self, *args: Any) -> Any:
+        return self.perform(args, fill=False)
+
+    def perform(self, args: tuple, fill: bool) -> Any:
+        assert self.plan is not None
+        inputs = dict(zip(self.parameters, args, strict=True))
+        self.last = Performer(self.plan, self.kernels, inputs, None, self.device, False, fill_empty=fill)
+        self.returned = returned_as(self.plan, self.last.run())
+        return self.returned
+
+    def reset(self) -> None:
+        """Fill the last call's `torch.empty` allocations (a captured graph's) as a called replay's are filled."""
+        assert self.plan is not None and self.last is not None
+        for op in self.plan["ops"]:
+            if op["op"] == "alloc" and op["fill"] == "empty" and op["id"] in self.last.storages:
+                self.last.storages[op["id"]][0].view(torch.uint8).fill_(RESET_BYTE)
 
 
 def returned_as(plan: dict[str, Any], outputs: list[Any]) -> Any:
