@@ -195,6 +195,12 @@ def describe_value(value: dict[str, Any]) -> str:
     return f"{kind} {body}"
 
 
+KEPT_ADVICE = (
+    " (a tensor kept between calls makes each call's plan depend on the calls before it: make the tensors your "
+    "launches use in each call, or once, when your module is imported)"
+)
+
+
 def carried(plan: dict[str, Any]) -> set[str]:
     """The storages a plan carries by value (its `const` operations: made before the call, or outside torch)."""
     return {op["id"] for op in plan["ops"] if op.get("op") == "const"}
@@ -250,10 +256,7 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
                             shown_a = f"{shown_a} {tensor_origin(va['tensor'], consts_a)}"
                             shown_b = f"{shown_b} {tensor_origin(vb['tensor'], consts_b)}"
                         if kept(va["tensor"], consts_a) != kept(vb["tensor"], consts_b):
-                            advice = (
-                                " (a tensor kept between calls makes each call's plan depend on the calls before it: "
-                                "make the tensors your launches use in each call)"
-                            )
+                            advice = KEPT_ADVICE
                     return (
                         f"argument `{arg}` of launch {n} (`{name}`) is {shown_a} on one draw and {shown_b} on the "
                         f"other{advice}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from checks.engine.kernel_source import BUILTINS, KernelSource
-from checks.engine.plan import CONST_LIMIT, PlanError, check, first_difference
+from checks.engine.plan import CONST_LIMIT, KEPT_ADVICE, PlanError, check, first_difference
 from checks.engine.protocol import Tampered
 from checks.engine.rules.plan_rules import kernel_calls, kernels_from_source, plan_from_shapes, torch_free
 
@@ -116,6 +116,13 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
             )
     if len(plans) > 1:
         difference = first_difference(plans[0], plans[1])
+        if difference and difference.endswith(KEPT_ADVICE):  # the draws differ in what the first call kept
+            return _found(
+                plan_from_shapes.name,
+                f"What your function asks of the GPU changed from one call to the next: {difference}. A launch may "
+                "depend on shapes, strides, dtypes, scalar inputs and integer inputs (a page table), never on the "
+                "calls before it.",
+            )
         if difference:
             return _found(
                 plan_from_shapes.name,
