@@ -159,16 +159,18 @@ def device_peaks() -> Peaks | None:
 
 
 COMPARED = 2**22  # elements of an output the grader compares at the timing size: all of a smaller one
-TAIL = 2**16  # and, of a larger one, every k-th element and the last TAIL (where a partial block lies)
+TAIL = 2**16  # and, of a larger one, every k-th element, TAIL more drawn at random and the last TAIL
 
 
 def comparable(yours: Any, theirs: Any) -> tuple[list[Any], list[Any], str]:
     """Both functions' outputs, on the CPU in their own dtype, for the grader to compare; and which elements.
 
     An output of at most COMPARED elements goes whole. Of a larger one (hundreds of MB at the timing size),
-    the same elements of both: every k-th in row-major order, so that any wrong run of k or more shows,
-    and the last TAIL. Outputs of different shapes go as tensors with no data (torch's meta device) of those
-    shapes, so that the grader can name them.
+    the same elements of both: every k-th in row-major order from an offset drawn at random, so that any wrong
+    run of k or more shows, TAIL elements drawn at random, and the last TAIL. The draws are made here, after
+    the kernels ran, from a generator seeded by the operating system: a kernel that computes only the elements
+    a fixed pattern would compare is caught. Outputs of different shapes go as tensors with no data (torch's
+    meta device) of those shapes, so that the grader can name them.
     """
     import torch
 
@@ -190,11 +192,15 @@ def comparable(yours: Any, theirs: Any) -> tuple[list[Any], list[Any], str]:
             key.append(b.detach().cpu())
         else:
             step = -(-a.numel() // COMPARED)
-            picked = torch.cat([torch.arange(0, a.numel(), step), torch.arange(a.numel() - TAIL, a.numel())])
-            picked = picked.to(a.device)
+            draw = torch.Generator()
+            draw.seed()  # from the operating system, after the kernels ran
+            offset = int(torch.randint(step, (1,), generator=draw))
+            anywhere = torch.randint(a.numel(), (TAIL,), generator=draw)
+            tail = torch.arange(a.numel() - TAIL, a.numel())
+            picked = torch.cat([torch.arange(offset, a.numel(), step), anywhere, tail]).to(a.device)
             mine.append(a.detach().reshape(-1)[picked].cpu())
             key.append(b.detach().reshape(-1)[picked].cpu())
-            sampled = f"every {step}th element and the last {TAIL}"
+            sampled = f"every {step}th element from a random offset, {TAIL} drawn at random and the last {TAIL}"
     return mine, key, sampled
 
 
