@@ -280,7 +280,6 @@ class TimingRun:
             contenders["answer key"] = lambda: key(*args)
             self.replays["answer key"] = key
         contenders[baseline] = spec.baseline(inputs)
-        self.args = args
         self.resets: dict[Any, Callable[[], Any]] = {}  # a captured graph's replay -> what fills its memory first
         if device == "cuda":  # each as the replay of a CUDA graph where it can be captured: kernel time, not host time
             graphed = {}
