@@ -102,7 +102,7 @@ class Performer:
         else:
             t = torch.empty(op["numel"], dtype=dtype, device=device)
             if empty and self.fill_empty:
-                t.view(torch.uint8).fill_(RESET_BYTE)
+                fill_reset(t)
         if not empty:
             t.fill_(op["fill"])
         self.storages[op["id"]] = (t, t.storage_offset() * t.element_size())
@@ -111,7 +111,7 @@ class Performer:
         dtype = getattr(torch, op["dtype"])
         recorded = op.get("device", "cuda")
         device = self.device if recorded == "cuda" else recorded  # a host tensor stays on the host, as it was
-        if op.get("kept") and (self.kept is not None or "values" not in op):
+        if op.get("kept"):  # with no state given, this call's own: the values recorded
             self.kept = self.kept or KeptState()
             t = self.kept.take(op, dtype, device)
             self._unchecked.append(op)
@@ -254,7 +254,12 @@ class TimedReplay:
         assert self.plan is not None and self.last is not None
         for op in self.plan["ops"]:
             if op["op"] == "alloc" and op["fill"] == "empty" and op["id"] in self.last.storages:
-                self.last.storages[op["id"]][0].view(torch.uint8).fill_(RESET_BYTE)
+                fill_reset(self.last.storages[op["id"]][0])
+
+
+def fill_reset(t: torch.Tensor) -> None:
+    """Every byte of an allocation (a contiguous tensor over its whole storage) to RESET_BYTE."""
+    t.view(torch.uint8).fill_(RESET_BYTE)
 
 
 def returned_as(plan: dict[str, Any], outputs: list[Any]) -> Any:
