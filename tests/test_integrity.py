@@ -135,11 +135,11 @@ def record(lines: list[str], selection: list[int] | None = None) -> RecordStream
 
 
 def test_an_honest_recording_is_accepted():
-    stream = record([machine("gpu"), plan(0), plan(1), timing_plan(host_seconds=2e-05), line("observed")])
+    stream = record([machine("gpu"), plan(0), plan(1), timing_plan(seconds=2e-05), line("observed")])
     assert not stream.tampered and stream.complete and [p.index for p in stream.plans] == [0, 1]
     assert stream.machine is not None and stream.machine.mode == "gpu"
     assert stream.plans[0].plans == [{"ops": []}, {"ops": []}]  # the plan itself stays JSON: checks.engine.plan
-    assert stream.timing_plan is not None and stream.timing_plan.host_seconds == 2e-05
+    assert stream.timing_plan is not None and stream.timing_plan.seconds == 2e-05
     stub = record([machine(), plan(0, raised="NotImplementedError (fill me in)", stub=True), line("observed")])
     assert not stub.tampered and stub.complete
     missing = record([machine(), line("missing", names=["vector_add"])])
@@ -164,8 +164,8 @@ FORGED_RECORDINGS = {
         "a malformed event (plan lacks its field 'stub')",
     ),
     "a timing plan of the wrong type": (
-        [machine(), plan(0), plan(1), timing_plan(host_seconds="fast")],
-        "a malformed event (timing_plan.host_seconds is text, not a number)",
+        [machine(), plan(0), plan(1), timing_plan(seconds="fast")],
+        "a malformed event (timing_plan.seconds is text, not a number)",
     ),
     "a plan out of order": ([machine(), plan(1)], "a plan for case 1 out of order"),
     "a plan without the token": ([machine(), plan(0, token="guess")], "a plan event the grading process did not write"),
@@ -260,17 +260,24 @@ SUBMISSIONS = [
     ("traces_the_grader", 1, V.TAMPERED),
     ("uses_ctypes", 1, V.TAMPERED),
     ("reads_its_own_memory", 1, V.TAMPERED),
+    ("plants_a_kernel_file", 1, V.TAMPERED),
+    ("detaches_through_a_library", 1, V.TAMPERED),
+    ("writes_the_progress_record", 1, V.TAMPERED),
 ]
 # what the report must name, for the submissions the audit hook stops (checks.engine.grading_process.hardening)
 REASONS = {
     "emits_through_gc": "gc.get_objects",
     "walks_the_stack": "sys._getframe",
     "forks_a_lingering_process": "os.fork",
-    "leaves_a_process_through_a_library": "outlived the grading process",  # sealing, not the audit hook
+    "leaves_a_process_through_a_library": "starting or signalling a process (subprocess)",  # sealed, whoever asks
     "traces_the_grader": "sys.settrace",
     "uses_ctypes": "ctypes",
     "appends_verdict": "events.jsonl",
     "reads_its_own_memory": "own memory or open files",
+    # the recording process is sealed: it writes only in its own folder and starts no process, whoever asks
+    "plants_a_kernel_file": "writing outside the grading process's own folder",
+    "detaches_through_a_library": "starting or signalling a process (subprocess)",
+    "writes_the_progress_record": "writing outside the grading process's own folder",
 }
 
 

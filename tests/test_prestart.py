@@ -9,7 +9,7 @@ import pytest
 
 from checks import verdict as V
 from checks.engine.grade import grade
-from checks.engine.processes import prestart, spawn
+from checks.engine.processes import forking, prestart, spawn
 from checks.engine.protocol import RECORD, REPLAY
 from checks.registry import get_puzzle
 
@@ -105,3 +105,33 @@ def test_a_notebook_check_starts_the_next_checks_grading_processes() -> None:
     assert not spare.exists()  # and its folder removed; a new spare waits for the check after
     prestart.stop_all()
     prestart.drop_spare()
+
+
+def test_the_interpreter_stage_beside_a_gpu_stage_records_as_the_gpu_stage_does(monkeypatch, tmp_path) -> None:
+    """The recording process of the interpreter stage on a GPU machine starts with the GPU stage's command line and
+    environment (the check's folder comes with the job): the learner's code cannot tell the stages apart, so the
+    method the interpreter judges is the one the GPU runs. Its replay stays the interpreter's."""
+    started: list[tuple[str, tuple[str, ...], dict[str, str]]] = []
+
+    class Started:
+        pid = -1
+
+        def poll(self) -> int:
+            return 0
+
+    def start_module(module: str, *args: str, env: dict[str, str], stdout, text: bool = False):
+        started.append((module, args, env))
+        return Started()
+
+    monkeypatch.setattr(spawn, "start_module", start_module)
+    monkeypatch.setenv(forking.ENV, "0")  # started, not forked by the fork server
+    for folder in ("gpu", "interpreter"):
+        (tmp_path / folder).mkdir()
+    spawn.start_grading_process(tmp_path / "gpu", interpret=False, preload=True, role=RECORD)
+    spawn.start_grading_process(tmp_path / "interpreter", interpret=True, preload=True, role=RECORD, record_on_gpu=True)
+    spawn.start_grading_process(tmp_path / "interpreter", interpret=True, preload=True, role=REPLAY, record_on_gpu=True)
+    spawn.started[:] = [p for p in spawn.started if not isinstance(p, Started)]
+    (gpu, gpu_args, gpu_env), (interpreter, interpreter_args, interpreter_env), replay = started
+    assert (gpu, gpu_args, gpu_env) == (interpreter, interpreter_args, interpreter_env)
+    assert not any(str(tmp_path) in arg for arg in gpu_args)  # no folder on the command line
+    assert "interpreter" in replay[1] and replay[2]["CHECKS_ROLE"] == "replay-interpreter"

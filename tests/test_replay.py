@@ -65,10 +65,32 @@ def test_the_kernels_keep_their_lines_and_nothing_else_of_the_file():
         ("x = ().__class__", "`__class__`"),
         ("m = tl", "`tl` itself as a value"),
         ("y = tl.core.os", "tl.core.os"),
-        ("z = triton.runtime", "only triton.language"),
+        ("z = triton.runtime", "`triton.runtime`, which is not in the kernel language"),
         ("w = [i for i in range(3)]", "ListComp"),
         ("v = open('f')", "`open`"),
         ("tl.store.fn = 1", "assignment to an attribute"),
+        # chains that leave triton.language through the modules it imports
+        ("tl.core.builtins.exec('x = 1')", "`tl.core.builtins.exec`, which is not in the kernel language"),
+        ("f = tl.core.inspect.currentframe()", "`tl.core.inspect.currentframe`"),
+        ("s = tl.extra.pkgutil.sys", "`tl.extra.pkgutil.sys`"),
+        ("t = tl.core.typing", "`tl.core.typing`"),
+        ("i = tl.inline_asm_elementwise", "`tl.inline_asm_elementwise`"),
+        # a local or a value's attribute reaches nothing outside the language
+        ("f = tl.load; f(x_ptr)", "a call of the local name `f`"),
+        ("n = x_ptr.handle", "the attribute `.handle`"),
+        ("g = k.fn", "`k.fn`: a kernel of yours is called, never looked into"),
+        ("h = x_ptr.to(tl.float32).fn", "the attribute `.fn`"),
+        ("tl.load(x_ptr)(1)", "a call of something that is not a name"),
+        # strings stand only as messages and keyword values
+        ("x_ptr + 1; 'a string that is not the docstring'", "a string where a kernel takes none"),
+        ("z = float('x')", "a string where a kernel takes none"),
+        ("d = {'a': 1}", "`Dict`"),
+        ("e = f'{x_ptr}'", "`JoinedStr`"),
+        ("b = b'bytes'", "a bytes constant"),
+        ("exec('x = 1')", "a call of `exec`"),
+        ("eval('1')", "a call of `eval`"),
+        ("__import__('os')", "a call of `__import__`"),
+        ("getattr(tl, 'load')", "a call of `getattr`"),
     ],
 )
 def test_a_kernel_body_may_use_only_the_kernel_language(line, said):
@@ -431,6 +453,22 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
     "patched_timers": ("torch_free", "computed on the host from the data (aten.add"),
     "forges_the_plan": ("values", "elements are wrong"),
     "kernel_calls_os": ("kernel_calls", "a call of `os.system`"),
+    # the kernel language is a table: chains out of triton.language, names the plan cannot record, defaults
+    "kernel_execs_through_tl_core": ("kernel_calls", "`tl.core.builtins.exec`, which is not in the kernel language"),
+    "kernel_reads_frames_through_inspect": ("kernel_calls", "the attribute `.f_back`"),
+    "builtin_name_left_unrecorded": ("kernel_calls", "a call of `eval`, a module-level name"),
+    "module_function_as_kernel_value": ("kernel_calls", "reads the module-level name `RUN`"),
+    "default_runs_python": ("kernel_calls", "a default value that is not a literal constant"),
+    "default_takes_a_frame": ("kernel_calls", "a default value that is not a literal constant"),
+    "kernel_calls_the_reference": ("kernel_calls", "`tl.core.inspect.sys.modules.get`"),
+    "kernel_patches_the_replayer": ("kernel_calls", "`tl.core.builtins.setattr`"),
+    # one kernel text: what the interpreter and the compiler read is what was checked
+    "second_def_in_a_string": ("kernel_calls", "a second line that starts with `def`"),
+    "second_def_in_the_docstring": ("kernel_calls", "a second line that starts with `def`"),
+    # a method rule judges the loads of a copy of an input as loads of that input
+    "three_passes_through_a_clone": ("limits", "read each element of x", "7"),
+    # a method rule judges the kernels' own stores: an output copied on the host leaves it nothing, and fails
+    "stores_through_a_host_copy": ("outputs_stored", "were not stored by your kernels", "9"),
 }
 
 
@@ -441,15 +479,41 @@ def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, m
     from checks.engine.processes import forking
 
     monkeypatch.delenv(forking.ENV, raising=False)  # a grading process started as in production
-    verdict = grade(get_puzzle(1), TAMPERING / f"{name}.py", interpret=True, time_it=False, first_failure=True)
-    rule, words = ATTACKS[name]
+    rule, words, *puzzle = ATTACKS[name]
+    number = puzzle[0] if puzzle else 1
+    verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", interpret=True, time_it=False, first_failure=True)
     report = V.format_verdict(verdict)
     assert not verdict.passed and verdict.rule == rule, report
     assert words in report, report
 
 
+# Attacks only a machine with a GPU can run: there the interpreter stage records on the GPU as the GPU stage does, so
+# a method chosen by the device is judged. On a machine without one, the method that runs is the one judged: right.
+GPU_ATTACKS = {
+    "method_by_device": ("limits", "read each element of x 3.00 times", "7"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(GPU_ATTACKS))
+def test_a_method_chosen_by_the_device_is_judged_where_it_runs(name, monkeypatch):
+    import torch
+
+    from checks.engine.grade import grade
+    from checks.engine.processes import forking
+
+    monkeypatch.delenv(forking.ENV, raising=False)
+    rule, words, number = GPU_ATTACKS[name]
+    verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", time_it=False, first_failure=True)
+    report = V.format_verdict(verdict)
+    if torch.cuda.is_available():  # the GPU stage and the interpreter stage, both recorded on the GPU
+        assert not verdict.passed and verdict.rule == rule and words in report, report
+    else:  # the interpreter alone, on CPU tensors: the two-pass method runs, and is judged
+        assert verdict.passed, report
+
+
 def test_every_attack_file_is_tested():
-    replayed = set(ATTACKS)
+    replayed = set(ATTACKS) | set(GPU_ATTACKS)
     hardening = {p.stem for p in TAMPERING.glob("*.py")} - replayed
     from tests.test_integrity import SUBMISSIONS
 

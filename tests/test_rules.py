@@ -48,13 +48,17 @@ def access(
     outside: dict[str, int] | None = None,
     widest: int = 16,
     regions: tuple[tuple[str, str], ...] = (("x", "input"), ("y", "input"), ("out", "allocated")),
+    unstored: int = 0,
 ) -> dict:
-    """An access log of a puzzle-1 call: lanes loaded per region, lanes loaded from each region's guard bands."""
+    """An access log of a puzzle-1 call: lanes loaded per region, lanes loaded from each region's guard bands; every
+    element of out stored once but the last `unstored`."""
     loaded, outside = loaded or {}, outside or {}
     rows = [{"name": n, "label": n, "role": role, "numel": 10, "shape": [10], "strides": [1], "offset": 0,
              "size": 10, "element_size": 4} for n, role in regions]  # fmt: skip
+    stored = torch.tensor([1] * (10 - unstored) + [0] * unstored, dtype=torch.int32)
+    writes = [stored if n == "out" else torch.zeros(0, dtype=torch.int32) for n, _ in regions]
     log = AccessLog(regions=rows, loaded=[loaded.get(n, 0) for n, _ in regions],
-                    outside_loads=[outside.get(n, 0) for n, _ in regions], widest=widest)  # fmt: skip
+                    outside_loads=[outside.get(n, 0) for n, _ in regions], widest=widest, writes=writes)  # fmt: skip
     return log.to_dict()
 
 
@@ -92,6 +96,9 @@ RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "output_form": lambda: vector_ctx(out=torch.zeros(10, dtype=torch.float64)),
     "kept_state": lambda: kept_ctx(torch.arange(10, dtype=torch.float32), fresh=torch.arange(10) + 1.0),
     "values": lambda: vector_ctx(out=torch.arange(10, dtype=torch.float32)),
+    "outputs_stored": lambda: with_rules(
+        vector_ctx(access=access(loaded={"x": 10, "y": 10}, unstored=3)), limits={"reads_per_element": {"x": 1}}
+    ),
     "limits": lambda: with_rules(
         vector_ctx(access=access(loaded={"x": 30})),
         limits={"reads_per_element": {"x": 2}, "why": "two passes."},

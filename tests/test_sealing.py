@@ -10,6 +10,7 @@ import time
 import pytest
 
 from checks import verdict as V
+from checks.engine import process_table
 from checks.engine.judging.stage import Stage
 from checks.engine.processes import forking, spawn
 from checks.engine.protocol import Job
@@ -23,12 +24,18 @@ def mine(proc: subprocess.Popen) -> set[int]:
     return {proc.pid} | spawn.own_processes()
 
 
-# A grading process stand-in: it starts a grandchild (in its own session with `escape`) that sleeps, and exits.
+# A grading process stand-in: it starts a grandchild (in its own session with `escape`; with `detached`, twice
+# forked, in its own session and with an emptied environment, so that nothing of the grading process is left on it)
+# that sleeps, and exits.
 PARENT = """
 import os, sys, time
 if os.fork() == 0:
-    if sys.argv[1] == "escape":
+    if sys.argv[1] in ("escape", "detached"):
         os.setsid()
+    if sys.argv[1] == "detached":
+        if os.fork() == 0:
+            os.execve("/bin/sleep", ["sleep", "60"], {})
+        os._exit(0)
     time.sleep(60)
     os._exit(0)
 time.sleep(0.2)
@@ -36,16 +43,21 @@ time.sleep(0.2)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("how", ["stays", "escape"])
+@pytest.mark.parametrize("how", ["stays", "escape", "detached"])
 def test_a_process_that_outlives_the_grading_process_is_found_and_killed(how):
     assert adopt_orphans()  # a setsid'd orphan comes back to this process
     env = {**os.environ, MARK: "1"}  # as every grading process has it
     proc = subprocess.Popen([sys.executable, "-c", PARENT, how], start_new_session=True, env=env)
+    started = process_table.lookup(proc.pid).started
     proc.wait(timeout=30)
-    time.sleep(0.1)
-    found = left_behind(proc.pid, mine(proc))
+    time.sleep(0.3)
+    survivors = [p for p in process_table.processes() if p.parent == os.getpid() and p.started >= started]
+    if how == "detached":  # it came back to this process with no mark of the grading process on it
+        assert survivors and all(f"{MARK}=1" not in process_table.environment(p.pid) for p in survivors)
+    found = left_behind(proc.pid, mine(proc), since=started)
     assert len(found) == 1 and "process" in found[0], found
-    assert left_behind(proc.pid, mine(proc)) == []  # killed and reaped: the session is empty now
+    assert all(process_table.lookup(p.pid) is None or process_table.lookup(p.pid).ended for p in survivors)
+    assert left_behind(proc.pid, mine(proc), since=started) == []  # killed and reaped: the session is empty now
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -75,15 +87,19 @@ LEAVES_ONE_BEHIND = """
 import os, sys, time
 sys.stdin.readline()
 if os.fork() == 0:
-    if sys.argv[1] == "escape":
+    if sys.argv[1] in ("escape", "detached"):
         os.setsid()
+    if sys.argv[1] == "detached":
+        if os.fork() == 0:
+            os.execve("/bin/sleep", ["sleep", "60"], {})
+        os._exit(0)
     time.sleep(60)
     os._exit(0)
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("how", ["stays", "escape"])
+@pytest.mark.parametrize("how", ["stays", "escape", "detached"])
 def test_a_grading_process_that_leaves_a_process_behind_has_tampered(how, tmp_path, monkeypatch):
     def stand_in(module, *args, env, stdout, text=False):
         command = [sys.executable, "-c", LEAVES_ONE_BEHIND, how]

@@ -145,7 +145,9 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     parts = []
     for index, subset in enumerate(subsets):
         (folder := part_workdir(workdir, index)).mkdir(exist_ok=True)
-        job = replace(gpu_stage.job, interpret=True, cases=subset if len(subsets) > 1 else None)
+        # recorded on the GPU as the GPU stage records (the same environment: the method judged here is the one the
+        # GPU runs), replayed in the interpreter
+        job = replace(gpu_stage.job, interpret=True, record_on_gpu=True, cases=subset if len(subsets) > 1 else None)
         parts.append(
             Stage(
                 gpu_stage.puzzle, job, "interpreter", folder, first_failure=gpu_stage.first_failure, file=gpu_stage.file

@@ -3,30 +3,42 @@
 The grader reads the submission's source before any of the learner's code runs, and keeps of it only the
 `@triton.jit` functions (their decorators left out: the plan says which configurations were tried) at the
 lines where the learner wrote them, so that every message and access log names the learner's own lines.
-Every other line is left blank. A kernel body may call only `triton.language` (`tl.*`), the submission's
-other `@triton.jit` functions and a few builtins: what Triton's GPU compiler accepts anyway. Anything else is
-a problem named with its line, and no kernel of that submission runs.
+Every other line is left blank. Every name a kernel body, a default or an annotation uses must resolve to the
+kernel language (`checks.engine.kernel_language`: a table of `triton.language`, tensor attributes by name, a few
+builtins), to a parameter or local, to one of the submission's `@triton.jit` functions, or to a module-level
+value the plan records (a number, a string, a dtype); defaults are literal constants, strings stand only where a
+call takes a message or a keyword, and a kernel's text holds one `def` line, its own. Anything else is a problem
+named with its line, and no kernel of that submission runs.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Builtins a kernel body may call or name (Triton's compiler handles these itself).
-BUILTINS = frozenset(
-    {"range", "min", "max", "len", "int", "float", "bool", "print", "abs", "zip", "enumerate", "isinstance",
-     "tuple", "True", "False", "None"}
+from checks.engine.kernel_language import (
+    ATTRIBUTES,
+    BUILTINS,
+    FLOAT_WORDS,
+    FUNCTION,
+    MESSAGE_CALLS,
+    TYPE,
+    lookup,
+)
+
+# Statements and expressions a kernel body may hold: the rest (imports, classes, lambdas, comprehensions, f-strings,
+# dicts, try, with, ...) has no meaning in Triton's kernel language.
+ALLOWED_NODES = (
+    ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.If, ast.For, ast.While, ast.Return, ast.Pass, ast.Break,
+    ast.Continue, ast.Assert, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call, ast.Attribute, ast.Subscript,
+    ast.Slice, ast.Name, ast.Constant, ast.Tuple, ast.List, ast.IfExp, ast.Starred, ast.keyword, ast.expr_context,
+    ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
 )  # fmt: skip
-# Statements and expressions a kernel has no use for, which would let Python escape the kernel's language.
-FORBIDDEN = (
-    ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef,
-    ast.Lambda, ast.Try, ast.With, ast.AsyncWith, ast.Raise, ast.Delete, ast.Yield, ast.YieldFrom, ast.Await,
-    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
-)  # fmt: skip
-if hasattr(ast, "TryStar"):
-    FORBIDDEN = (*FORBIDDEN, ast.TryStar)
+# Characters Python's str.splitlines() breaks a line at, besides "\n": Triton reads a kernel's lines with one rule
+# and Python's parser with another, so a kernel holds none of them.
+ODD_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 JIT_DECORATORS = ("jit", "autotune", "heuristics")
 
 
@@ -48,6 +60,7 @@ class KernelSource:
     kernels: list[str] = field(default_factory=list)
     language_aliases: dict[str, str] = field(default_factory=dict)  # name -> "triton.language[.sub]" or "triton"
     global_names: list[str] = field(default_factory=list)  # module-level names the kernels read (values recorded)
+    global_reads: dict[str, str] = field(default_factory=dict)  # such a name -> "label, line N, in kernel `k`"
     problems: list[str] = field(default_factory=list)  # "label, line N: what" for each forbidden use
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,124 +124,234 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return found
 
 
-def _locals(fn: ast.FunctionDef) -> set[str]:
+def _parameters(fn: ast.FunctionDef) -> set[str]:
     names = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
     for extra in (fn.args.vararg, fn.args.kwarg):
         if extra is not None:
             names.add(extra.arg)
+    return names
+
+
+def _locals(fn: ast.FunctionDef) -> set[str]:
+    names = _parameters(fn)
     for node in ast.walk(fn):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
     return names
 
 
-def _problems(
-    fn: ast.FunctionDef, kernels: set[str], aliases: dict[str, str], module_names: set[str]
-) -> tuple[list[tuple[int, str]], set[str]]:
-    """What in this kernel's body is not the kernel language, by line; and the module-level names it reads."""
-    local = _locals(fn)
-    found: list[tuple[int, str]] = []
-    globals_read: set[str] = set()
-    parents: dict[int, ast.AST] = {}
-    for node in ast.walk(fn):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-    nodes = [*fn.body, *fn.args.defaults, *fn.args.kw_defaults]
-    for top in nodes:
-        if top is None:
-            continue
-        for node in ast.walk(top):
-            line = getattr(node, "lineno", fn.lineno)
-            if isinstance(node, FORBIDDEN):
-                found.append((line, f"a `{type(node).__name__}` statement or expression, which a kernel cannot hold"))
-            elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                found.append((line, f"the attribute `{node.attr}`, which a kernel has no use for"))
-            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
-                found.append((line, "an assignment to an attribute, which a kernel cannot make"))
-            elif isinstance(node, ast.Attribute) and not isinstance(parents.get(id(node)), ast.Attribute):
-                dotted = _dotted(node)
-                root = dotted.split(".")[0] if dotted else ""
-                if root in aliases and root not in local:
-                    problem = chain_problem(dotted, aliases[root])
-                    if problem:
-                        found.append((line, problem))
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                name = node.id
-                if name in local or name in kernels or name in BUILTINS:
-                    continue
-                if name in aliases:
-                    if not isinstance(parents.get(id(node)), ast.Attribute):
-                        found.append((line, f"`{name}` itself as a value: a kernel uses its functions, not the module"))
-                    continue  # the chain it starts is checked where it ends (chain_problem)
-                if name in module_names:
-                    globals_read.add(name)
-                    continue
-                found.append(
-                    (line, f"the name `{name}`, which is neither the kernel language nor defined in your code")
-                )
-            elif isinstance(node, ast.Call):
-                problem = _call_problem(node.func, local, kernels, aliases, module_names)
-                if problem:
-                    found.append((line, problem))
-    for node in ast.walk(fn):  # annotations: tl.constexpr and friends
-        if isinstance(node, ast.arg) and node.annotation is not None:
-            for sub in ast.walk(node.annotation):
-                if isinstance(sub, ast.Attribute) and sub.attr.startswith("_"):
-                    found.append((node.lineno, f"the attribute `{sub.attr}`, which a kernel has no use for"))
-    return found, globals_read
-
-
-def _call_problem(
-    func: ast.AST, local: set[str], kernels: set[str], aliases: dict[str, str], module_names: set[str]
-) -> str | None:
-    if isinstance(func, ast.Name):
-        if func.id in kernels or func.id in BUILTINS or func.id in local:
-            return None
-        if aliases.get(func.id, "").startswith("triton.language"):
-            return None
-        return f"a call of `{func.id}`, which is not the kernel language"
-    dotted = _dotted(func)
-    if dotted is None:
-        return None if isinstance(func, (ast.Attribute, ast.Subscript)) else "a call of something that is not a name"
-    root, *rest = dotted.split(".")
-    if root in local:
-        return None  # a method of a tensor (x.to, x.trans, ...)
-    if root in aliases:
-        return None  # checked as an attribute chain (chain_problem)
-    if root in module_names or root in kernels:
-        return None
-    return f"a call of `{dotted}`, which is not the kernel language"
-
-
-def chain_problem(dotted: str, target: str) -> str | None:
-    """Whether `a.b.c` (its root an alias of `target`) names a function, class or constant of triton.language.
-
-    Every module on the way must be triton.language or one of its submodules, and the end must not be a module:
-    a kernel reaches nothing else through the language's namespace.
-    """
-    import importlib
-    import types
-
+def language_path(dotted: str, target: str) -> str | None:
+    """The path inside triton.language that `a.b.c` names when its root `a` is an alias of `target` ("triton",
+    "triton.language" or "triton.language.math"); None when the chain leaves triton.language."""
     _, *rest = dotted.split(".")
     if target == "triton":
         if rest[:1] != ["language"]:
-            return f"`{dotted}`: inside a kernel only triton.language (tl.*) is available"
+            return None
         target, rest = "triton.language", rest[1:]
-    try:
-        obj: Any = importlib.import_module(target)
-    except ImportError:
-        return f"`{dotted}`: {target} cannot be imported here"
-    for part in rest:
-        if not isinstance(obj, types.ModuleType) or not obj.__name__.startswith("triton.language"):
-            return None  # an attribute of a language object (tl.float16.primitive_bitwidth): plain data
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return f"`{dotted}`: triton.language has no such name"
-    if isinstance(obj, types.ModuleType):
-        if not obj.__name__.startswith("triton.language"):
-            return f"`{dotted}`: a module outside triton.language, which a kernel cannot use"
-        return f"`{dotted}`: a module, where a kernel needs one of its functions"
-    return None
+    if target != "triton.language" and not target.startswith("triton.language."):
+        return None
+    return ".".join([*target.split(".")[2:], *rest])
+
+
+def _is_literal(node: ast.AST) -> bool:
+    """A default a kernel's parameter may have: a number, a string, True, False or None, written out."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+        return (
+            isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+        )
+    return isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (bool, int, float, str)))
+
+
+class _Kernel:
+    """One kernel's names, resolved: what in its body, defaults and annotations is outside the language, by line,
+    and the module-level names it reads (with the line of the first read)."""
+
+    def __init__(self, fn: ast.FunctionDef, kernels: set[str], aliases: dict[str, str], module_names: set[str]):
+        self.fn, self.kernels, self.aliases, self.module_names = fn, kernels, aliases, module_names
+        self.parameters, self.local = _parameters(fn), _locals(fn)
+        self.found: list[tuple[int, str]] = []
+        self.globals_read: dict[str, int] = {}
+        self.parents: dict[int, ast.AST] = {}
+        for node in ast.walk(fn):
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
+
+    def problem(self, node: ast.AST, what: str) -> None:
+        located: ast.AST | None = node
+        while located is not None and not hasattr(located, "lineno"):  # a comprehension, an operator
+            located = self.parents.get(id(located))
+        self.found.append((getattr(located, "lineno", self.fn.lineno), what))
+
+    def check(self) -> None:
+        args = self.fn.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if arg is not None and arg.annotation is not None:
+                self.annotation(arg.annotation, arg.arg)
+        if self.fn.returns is not None:
+            self.problem(self.fn.returns, "a return annotation, which a kernel has no use for")
+        for default in [*args.defaults, *args.kw_defaults]:
+            if default is not None and not _is_literal(default):
+                self.problem(default, "a default value that is not a literal constant (a number, a string, True, "
+                             "False or None)")  # fmt: skip
+        docstring = self.fn.body[0] if self.fn.body and _is_string(self.fn.body[0]) else None
+        for statement in self.fn.body:
+            if statement is docstring:
+                continue
+            for node in ast.walk(statement):
+                self.node(node)
+
+    def annotation(self, node: ast.AST, name: str) -> None:
+        if isinstance(node, ast.Constant) and node.value in ("tl.constexpr", "constexpr", "triton.language.constexpr"):
+            return
+        dotted = _dotted(node)
+        root = dotted.split(".")[0] if dotted else ""
+        kind = None
+        if root in self.aliases and root not in self.local:
+            path = language_path(dotted, self.aliases[root])
+            kind = lookup(path) if path is not None else None
+        if kind != TYPE:
+            self.problem(node, f"the annotation of `{name}`, which may only be tl.constexpr or tl.tensor")
+
+    def node(self, node: ast.AST) -> None:
+        if not isinstance(node, ALLOWED_NODES):
+            self.problem(node, f"a `{type(node).__name__}` statement or expression, which a kernel cannot hold")
+        elif isinstance(node, ast.Constant):
+            self.constant(node)
+        elif isinstance(node, ast.Attribute):
+            self.attribute(node)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            self.name(node)
+        elif isinstance(node, ast.Call):
+            self.call(node)
+
+    def constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, bytes):
+            self.problem(node, "a bytes constant, which a kernel has no use for")
+        if not isinstance(node.value, str):
+            return
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.keyword) or (isinstance(parent, ast.Assert) and parent.msg is node):
+            return  # a keyword's value (cache_modifier="...", padding_option="zero"), an assert's message
+        if isinstance(parent, ast.Call) and node in parent.args:
+            callee = self.callee_name(parent.func)
+            if callee in MESSAGE_CALLS or (callee == "float" and node.value.strip().lower() in FLOAT_WORDS):
+                return
+        self.problem(node, "a string where a kernel takes none (strings stand only as a message, a keyword's value "
+                     "or float(\"inf\"))")  # fmt: skip
+
+    def callee_name(self, func: ast.AST) -> str:
+        """The last name of what a call calls: `print`, `static_assert` of tl.static_assert, `float`."""
+        dotted = _dotted(func) or ""
+        return dotted.split(".")[-1]
+
+    def attribute(self, node: ast.Attribute) -> None:
+        if node.attr.startswith("_"):
+            self.problem(node, f"the attribute `{node.attr}`, which a kernel has no use for")
+            return
+        if not isinstance(node.ctx, ast.Load):
+            self.problem(node, "an assignment to an attribute, which a kernel cannot make")
+            return
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return  # the chain is judged whole, where it ends
+        dotted = _dotted(node)
+        root = dotted.split(".")[0] if dotted else ""
+        if root in self.aliases and root not in self.local:
+            path = language_path(dotted, self.aliases[root])
+            if path is None or lookup(path) is None:
+                self.problem(node, f"`{dotted}`, which is not in the kernel language (the tl.* functions, dtypes and "
+                             "types a kernel may use)")  # fmt: skip
+            return
+        if root in self.kernels and root not in self.local:
+            self.problem(node, f"`{dotted}`: a kernel of yours is called, never looked into")
+            return
+        if root and root not in self.local and root not in self.module_names:
+            return  # a name outside the language (`os.system`): judged as a name, or as a call
+        chain: list[str] = []
+        current: ast.AST = node
+        while isinstance(current, ast.Attribute):
+            chain.append(current.attr)
+            current = current.value
+        for attr in reversed(chain):
+            if attr not in ATTRIBUTES:
+                self.problem(node, f"the attribute `.{attr}`, which is not one a kernel's values have (a tensor's "
+                             "methods, .dtype, .shape, .element_ty)")  # fmt: skip
+                return
+
+    def name(self, node: ast.Name) -> None:
+        name = node.id
+        if name in self.local or name in self.kernels:
+            return
+        if name in self.aliases:
+            parent = self.parents.get(id(node))
+            if isinstance(parent, ast.Attribute) and parent.value is node:
+                return  # the chain it starts is judged where it ends
+            path = language_path(name, self.aliases[name])
+            if path is None or lookup(path) is None:
+                self.problem(node, f"`{name}` itself as a value: a kernel uses its functions, not the module")
+            return
+        if name in self.module_names:
+            self.globals_read.setdefault(name, node.lineno)
+            return
+        if name in BUILTINS:
+            return
+        self.problem(node, f"the name `{name}`, which is neither the kernel language nor defined in your code")
+
+    def call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name):
+            name = func.id
+            if name in self.local and name not in self.parameters:
+                self.problem(node, f"a call of the local name `{name}`: a kernel calls tl.* functions, your kernels "
+                             "and a few builtins by their own names")  # fmt: skip
+            elif name in self.aliases and name not in self.local:
+                path = language_path(name, self.aliases[name])
+                if path is None or lookup(path) != FUNCTION:
+                    self.problem(node, f"a call of `{name}`, which is not the kernel language")
+            elif name in self.module_names and name not in self.local and name not in self.kernels:
+                self.problem(node, f"a call of `{name}`, a module-level name: a kernel calls tl.* functions, your "
+                             "kernels and a few builtins")  # fmt: skip
+            elif name not in self.local and name not in self.kernels and name not in BUILTINS:
+                self.problem(node, f"a call of `{name}`, which is not the kernel language")
+            return
+        if isinstance(func, ast.Attribute):
+            dotted = _dotted(func)
+            root = dotted.split(".")[0] if dotted else ""
+            if dotted and root in self.aliases and root not in self.local:
+                path = language_path(dotted, self.aliases[root])
+                kind = lookup(path) if path is not None else None
+                if kind is not None and kind != FUNCTION and path != "constexpr":
+                    self.problem(node, f"a call of `{dotted}`, which is not a function of the kernel language")
+            elif dotted and root not in self.local and root not in self.module_names:
+                self.problem(node, f"a call of `{dotted}`, which is not the kernel language")
+            return  # a method (x.to(...)): its name is judged as an attribute
+        self.problem(node, "a call of something that is not a name (a kernel calls tl.* functions, your kernels, a "
+                     "tensor's methods and a few builtins)")  # fmt: skip
+
+
+def _is_string(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+def text_problems(fn: ast.FunctionDef, lines: list[str]) -> list[tuple[int, str]]:
+    """What in a kernel's text would let Triton read another body than the one checked: a second line that starts
+    with `def` (Triton's interpreter runs from the last such line of a kernel's source, its compiler from the
+    first), or a character that breaks a line for some readers and not for others."""
+    found = []
+    for number in range(fn.lineno, (fn.end_lineno or fn.lineno) + 1):
+        line = lines[number - 1]
+        if number > fn.lineno and re.match(r"def\W", line.strip() + " "):
+            found.append((number, "a second line that starts with `def` inside the kernel (in a string or not): a "
+                          "kernel's text holds one `def` line, its own"))  # fmt: skip
+        if any(c in line for c in ODD_LINE_BREAKS):
+            found.append((number, "a carriage return, form feed or other line break besides a newline, which a "
+                          "kernel's text cannot hold"))  # fmt: skip
+    return found
 
 
 def module_level_names(tree: ast.Module) -> set[str]:
@@ -263,9 +386,8 @@ def extract(sources: list[tuple[str, str, str]]) -> KernelSource:
     module_names = set().union(*(module_level_names(tree) for *_, tree in parsed)) if parsed else set()
     module_names -= kernels
     result.kernels = sorted(kernels)
-    globals_read: set[str] = set()
     for path, label, text, tree in parsed:
-        lines = text.splitlines()
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # the lines Python's parser numbers
         keep = [""] * len(lines)
         options: dict[str, dict[str, Any]] = {}
         for node in tree.body:
@@ -275,13 +397,16 @@ def extract(sources: list[tuple[str, str, str]]) -> KernelSource:
             for i in range(first, node.end_lineno or first + 1):
                 keep[i] = lines[i]
             options[node.name] = _jit_options(node)
-            found, names = _problems(node, kernels, result.language_aliases, module_names)
-            globals_read |= names
+            kernel = _Kernel(node, kernels, result.language_aliases, module_names)
+            kernel.check()
+            found = kernel.found + text_problems(node, lines)
+            for name, line in kernel.globals_read.items():
+                result.global_reads.setdefault(name, f"{label}, line {line}, in kernel `{node.name}`")
             first_per_line = {line: what for line, what in reversed(found)}
             result.problems += [
                 f"{label}, line {line}, in kernel `{node.name}`: {what}"
                 for line, what in sorted(first_per_line.items())
             ]
-        result.files.append(SourceFile(path, label, "\n".join(keep) + "\n", options))
-    result.global_names = sorted(globals_read)
+        result.files.append(SourceFile(path, label, "\n".join(keep).rstrip("\n") + "\n", options))
+    result.global_names = sorted(result.global_reads)
     return result

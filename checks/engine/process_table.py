@@ -28,6 +28,7 @@ class ProcessEntry:
     parent: int
     group: int  # its process group
     session: int
+    started: int = 0  # when it started, in clock ticks since the machine booted (no process can change it)
 
     @property
     def ended(self) -> bool:
@@ -41,7 +42,7 @@ def lookup(pid: int) -> ProcessEntry | None:
         text = (PROC / str(pid) / "stat").read_text()
         # "PID (COMMAND) STATE PPID PGRP SESSION ...": the command may hold spaces and parentheses
         fields = text[text.rindex(")") + 2 :].split()
-        return ProcessEntry(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]))
+        return ProcessEntry(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
     except (OSError, ValueError, IndexError):
         return None
 

@@ -57,6 +57,10 @@ class Job:
     role: str = RECORD  # RECORD: run the learner's function, write down its plans; REPLAY: perform them
     global_names: list[str] = field(default_factory=list)  # module-level names the kernels read (recorded)
     time_plan: bool = False  # record a plan at the timing size too (a GPU check that will be timed)
+    workdir: str = ""  # the check's folder (events, outputs), on the pipe rather than the command line
+    scratch: str = ""  # the recording process's own folder, the one place it may write
+    # the interpreter stage beside a GPU stage: record on the GPU, as the GPU stage does, and replay in the interpreter
+    record_on_gpu: bool = False
     # the replay's job, written only after the recording process is gone:
     data_seed: int = 0  # the secret the data values of the replayed inputs are drawn with
     kernel_source: dict[str, Any] | None = None  # checks.engine.kernel_source.KernelSource, read before any code ran
@@ -143,7 +147,7 @@ class CasePlan:
 
 @dataclass
 class TimingPlan:
-    """timing_plan: the plan at the timing size (one draw), and the host's seconds per call when it recorded."""
+    """timing_plan: the plan at the timing size (one draw)."""
 
     plans: list[dict[str, Any]]
     raised: str
@@ -151,7 +155,6 @@ class TimingPlan:
     stub: bool
     printed: str
     seconds: float
-    host_seconds: float | None = None
 
 
 @dataclass

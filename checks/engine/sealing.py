@@ -2,8 +2,10 @@
 
 Before any result counts, every process the grading process started must be gone: `left_behind` lists the
 processes of its session and process group, and (the grader being a child subreaper on Linux, so that an
-orphan comes back to it even from a new session) every orphan it adopted that descends from a grading
-process (the mark in its environment); it kills them all. A grading process forked by the fork server
+orphan comes back to it however it detached: a new session, a double fork, an emptied environment) every
+orphan it adopted that is none of its own grading processes and started after the grading process did (or
+carries the grading processes' mark in its environment), with everything that descends from those; it kills
+them all, again until none is left. A grading process forked by the fork server
 (`checks.engine.processes.forking`) leaves its orphans to the server, a child subreaper too: those are
 looked for there. `checks.engine.processes.run` calls it once the grading process ended or was killed. A
 process that outlived the grading process is tampering.
@@ -51,17 +53,30 @@ def _marked(pid: int) -> bool:
     return f"{MARK}=1" in process_table.environment(pid)
 
 
-def _alive(session: int, known: Callable[[], Collection[int]], adopters: Collection[int]) -> list[int]:
+def _alive(
+    session: int, known: Callable[[], Collection[int]], adopters: Collection[int], since: int | None
+) -> list[int]:
     me = os.getpid()
     with starting:
         found, mine = process_table.processes(), known()
-    alive = []
+    alive: list[int] = []
     for process in found:
         if process.ended or process.pid == me or process.pid in mine:
             continue
         adopted = process.parent == me or process.parent in adopters
-        if process.group == session or process.session == session or (adopted and _marked(process.pid)):  # orphan
+        # an orphan that came back to this process: started since the grading process was, or marked as its
+        orphan = adopted and ((since is not None and process.started >= since) or _marked(process.pid))
+        if process.group == session or process.session == session or orphan:
             alive.append(process.pid)
+    children: dict[int, list[int]] = {}
+    for process in found:
+        children.setdefault(process.parent, []).append(process.pid)
+    stack = list(alive)
+    while stack:  # and all that descends from them, wherever it moved
+        for child in children.get(stack.pop(), []):
+            if child not in alive and child != me and child not in mine:
+                alive.append(child)
+                stack.append(child)
     return alive
 
 
@@ -71,24 +86,33 @@ def _describe(pid: int) -> str:
 
 
 def left_behind(
-    session: int, known: Collection[int] | Callable[[], Collection[int]], adopters: Collection[int] = ()
+    session: int,
+    known: Collection[int] | Callable[[], Collection[int]],
+    adopters: Collection[int] = (),
+    since: int | None = None,
 ) -> list[str]:
     """The processes of a grading process's session (its id is `session`) still alive after it ended, and the
     orphans this process or one of `adopters` (the fork server, a subreaper too) adopted that are none of its own
-    `known` children (the grading processes it started, asked for while `starting` is held when a callable);
-    each is killed and reaped (an adopter reaps its own)."""
+    `known` children (the grading processes it started, asked for while `starting` is held when a callable) and
+    started at or after `since` (the grading process's start, `process_table.ProcessEntry.started`), with their
+    descendants; each is killed and reaped (an adopter reaps its own), until none is left."""
     mine = known if callable(known) else lambda: known
-    alive = _alive(session, mine, adopters)
+    alive = _alive(session, mine, adopters, since)
     if alive:
         time.sleep(GRACE)  # a process on its way out is not a survivor
-        alive = _alive(session, mine, adopters)
-    described = [_describe(pid) for pid in alive]
-    for pid in alive:
+        alive = _alive(session, mine, adopters, since)
+    described: list[str] = []
+    rounds = 0
+    while alive and rounds < 50:  # a process that forks as it is killed: its children come back here too
+        described += [_describe(pid) for pid in alive if len(described) < 20]
+        for pid in alive:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        os.killpg(session, signal.SIGKILL)
-    for pid in alive:
-        with contextlib.suppress(OSError):
-            os.waitpid(pid, 0)  # an adopted orphan is this process's child now
+            os.killpg(session, signal.SIGKILL)
+        for pid in alive:
+            with contextlib.suppress(OSError, ChildProcessError):
+                os.waitpid(pid, 0)  # an adopted orphan is this process's child now
+        rounds += 1
+        alive = _alive(session, mine, adopters, since)
     return described

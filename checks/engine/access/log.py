@@ -114,7 +114,8 @@ class AccessLog:
         """How many times each element of the tensor was loaded (or stored), in its own index space."""
         i = self.index(name)
         region = self.regions[i]
-        counts = (self.reads if kind == "load" else self.writes)[i]
+        per_region = self.reads if kind == "load" else self.writes
+        counts = per_region[i] if i < len(per_region) else torch.zeros(0, dtype=torch.int32)
         if counts.numel() == 0:
             counts = torch.zeros(region["size"], dtype=torch.int32)
         return counts.as_strided(region["shape"], region["strides"], region["offset"])

@@ -111,7 +111,13 @@ class Guard:
     """The hook's state: what counts as library code and which files are the grader's."""
 
     def __init__(
-        self, protected: list[Path], refuse: Callable[[str], None], read_only: list[Path], own: list[str]
+        self,
+        protected: list[Path],
+        refuse: Callable[[str], None],
+        read_only: list[Path],
+        own: list[str],
+        writable: list[Path] | None = None,
+        learner_writes: bool = True,
     ) -> None:
         paths = sysconfig.get_paths()
         self.stdlib = _prefixes([paths["stdlib"], paths["platstdlib"]])
@@ -126,6 +132,10 @@ class Guard:
         self.read_only = _prefixes([str(p) for p in read_only])
         self.own = {os.path.realpath(p) for p in own}
         self.own_process = _prefixes(["/proc/self", "/proc/thread-self", f"/proc/{os.getpid()}", "/dev/fd"])
+        # sealed (the recording process): writes only inside these folders, and no process started, whoever asks
+        self.sealed = writable is not None
+        self.writable = _prefixes([str(p) for p in writable or []])
+        self.learner_writes = learner_writes  # False in the replay: its only learner code, the kernels, writes nothing
         self.refuse = refuse
         self.kinds: dict[str, int] = {}
         self.local = threading.local()  # `busy` while the hook itself looks at frames (which raises events)
@@ -177,6 +187,21 @@ class Guard:
         self.local.asking = ""
         return True
 
+    def name_learner_line(self) -> None:
+        """For a refusal whoever asked: name the innermost line of the learner's code on the stack, if any."""
+        if getattr(self.local, "busy", False):
+            return
+        self.local.busy = True
+        try:
+            frame, self.local.asking = sys._getframe(1), ""
+            while frame is not None:
+                if self.kind(frame.f_code.co_filename) == LEARNER and frame.f_code.co_filename != _THIS_FILE:
+                    self.local.asking = f"{os.path.basename(frame.f_code.co_filename)}, line {frame.f_lineno}"
+                    return
+                frame = frame.f_back
+        finally:
+            self.local.busy = False
+
     def refuse_asked(self, reason: str) -> None:
         """Refuse, naming the line of the code that asked (the innermost frame learner_asks found)."""
         where = getattr(self.local, "asking", "")
@@ -186,7 +211,13 @@ class Guard:
         """Whether a path (absolute, and with its links resolved) names something of this process under /proc."""
         return full.startswith(self.own_process) or real.startswith(self.own_process)
 
+    def writable_path(self, full: str, real: str) -> bool:
+        """Whether a sealed process may write here: inside its own folders (its links resolved), or /dev/null."""
+        return real == os.devnull or (full.startswith(self.writable) and real.startswith(self.writable))
+
     def protected_path(self, full: str, real: str, writes: bool) -> bool:
+        if self.writable_path(full, real):
+            return False  # the process's own folder, inside the check's
         prefixes = self.protected + self.read_only if writes else self.protected
         if not writes and real in self.own:
             return False  # the learner may read its own files
@@ -201,6 +232,12 @@ class Guard:
             else:
                 writes, paths = True, args[:2]
             named = [n for n in map(_full_and_real, paths) if n is not None]  # each realpath once: a hot path
+            if self.sealed and writes and any(not self.writable_path(full, real) for full, real in named):
+                self.name_learner_line()
+                name = os.fsdecode(paths[0])
+                self.refuse_asked(f"writing outside the grading process's own folder ({name})")
+            if writes and not self.learner_writes and self.learner_asks():
+                self.refuse_asked(f"writing a file ({os.fsdecode(paths[0])}) from a kernel")
             if any(self.protected_path(full, real, writes) for full, real in named) and self.learner_asks():
                 name = os.path.basename(os.fsdecode(paths[0]))  # the same in every folder a check runs in
                 self.refuse_asked(f"opening or changing the grader's file {name}")
@@ -210,7 +247,10 @@ class Guard:
             return
         what = PROCESS.get(event)
         if what is not None:
-            if self.learner_asks():
+            if self.sealed:  # the recording process compiles and runs nothing: it starts no process at all
+                self.name_learner_line()
+                self.refuse_asked(f"starting or signalling a process ({what})")
+            elif self.learner_asks():
                 self.refuse_asked(f"starting or signalling a process ({what})")
             return
         if event == "object.__getattr__":
@@ -265,10 +305,14 @@ def harden(
     read_only: list[Path] | None = None,
     own: list[str] | None = None,
     exit_now: Callable[[int], None] = os._exit,
+    writable: list[Path] | None = None,
+    learner_writes: bool = True,
 ) -> Guard:
     """Add the audit hook. `protected`: folders the learner may not open; `read_only`: folders the learner may
-    read but not change; `own`: the learner's files, which it may read. `write(reason)` reports a refusal
-    (an event); then the process ends with REFUSED_EXIT.
+    read but not change; `own`: the learner's files, which it may read. `writable`, for a sealed process (the
+    recording one): the only folders it may write in, whichever code asks, and it starts no process at all.
+    `learner_writes=False` (the replay): the learner's code writes no file at all.
+    `write(reason)` reports a refusal (an event); then the process ends with REFUSED_EXIT.
 
     Everything the refusal needs is bound here, before the learner's code runs, so that patching a module
     afterwards changes nothing.
@@ -284,7 +328,7 @@ def harden(
                 exit_now(REFUSED_EXIT)
         raise PermissionError(f"The grader refuses this: {reason}.")
 
-    guard = Guard(protected, refuse, read_only or [], own or [])
+    guard = Guard(protected, refuse, read_only or [], own or [], writable, learner_writes)
     sys.dont_write_bytecode = True  # the import system writes no bytecode beside the grader's modules now
     watched, check = WATCHED, guard.__call__
 

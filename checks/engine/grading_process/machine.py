@@ -94,7 +94,8 @@ def warm_up_gpu() -> None:
 
     torch.empty(1, device="cuda")
     torch.cuda.synchronize()
-    triton.runtime.driver.active.get_current_stream()
+    driver = triton.runtime.driver.active
+    driver.get_current_stream(driver.get_current_device())
 
 
 def autotune_without_benchmarks() -> None:

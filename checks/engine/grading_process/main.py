@@ -64,7 +64,7 @@ def record_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
         events.emit("missing", names=missing)
         return
     fn = getattr(module, puzzle.name)
-    cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]
+    cases = puzzle.cases["cpu" if job.interpret else "gpu"]  # the stage's; on a GPU machine both record on the GPU
     selection = job.cases if job.cases is not None else list(range(len(cases)))
     raised = False
     for index in selection:
@@ -79,9 +79,6 @@ def record_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
             case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
             recorded = record_case(fn, module, spec, case, job, 0, machine, names, draws=1)
             mark("timing plan recorded")
-            if recorded["plans"]:
-                recorded["host_seconds"] = host_seconds(fn, spec, case, job, machine)
-                mark("host seconds measured")
             events.emit("timing_plan", **recorded)
     events.emit("observed")
 
@@ -138,37 +135,7 @@ def record_case(
     return found
 
 
-def host_seconds(
-    fn: Any, spec: Any, case: dict, job: Job, machine: Any, calls: int = 10, budget: float = 0.5
-) -> float | None:
-    """Seconds of the learner's whole Python call (allocations, launches), the kernels queued but not waited for:
-    what a host pays per call, over `calls` calls after a first one, or as many as `budget` seconds hold (a call
-    that gets slower each time, or a slow one, does not hold the check up). Shown beside the kernel times; only the
-    replay's times make a verdict."""
-    import time
-
-    import torch
-
-    from checks.engine.grading_process.machine import autotune_without_benchmarks
-    from checks.engine.inputs import RECORDING_DRAWS, draw
-
-    autotune_without_benchmarks()  # the launch costs the same whichever config runs
-    try:
-        _, inputs = draw(spec, case, job.seed, 0, machine.device, job.seed + RECORDING_DRAWS[1])
-        args = list(inputs.values())
-        fn(*args)  # compiles, or loads the compiled kernels
-        torch.cuda.synchronize()
-        start, made = time.perf_counter(), 0
-        while made < calls and (made == 0 or time.perf_counter() - start <= budget):
-            fn(*args)
-            made += 1
-        seconds = (time.perf_counter() - start) / made  # the GPU's queue is not waited for: the process ends
-    except Exception:  # noqa: BLE001 - the replay says what is wrong with the code; this is only a figure
-        return None
-    return seconds
-
-
-def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: Path) -> Any:
+def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: Path, token: str = "") -> Any:
     """Perform each case's plan with the kernels built from the submission's source, on inputs drawn here with
     values no other process knows; report each as an observation. The function that replays the timing plan."""
     from checks.engine.grading_process.case_runner import Observer
@@ -182,8 +149,12 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     source = KernelSource.from_dict(job.kernel_source or {})
     plans = [r["plan"] for r in job.replays if "plan" in r] + ([job.timing_plan] if job.timing_plan else [])
     mark("replay job read")
-    kernels, kernel_files = build(source, plans[0].get("globals", {}) if plans else {}, workdir)
+    # a submission none of whose plans the grader accepted has nothing to build: each case reports why
+    kernels, kernel_files = build(source, plans[0].get("globals", {}), workdir) if plans else ({}, {})
     mark("kernels built")
+    # no Python of the submission runs here but its kernels, checked against the language; should one step out of
+    # it, the audit hook refuses what it would need (processes, frames, ctypes, the grader's files, writes elsewhere)
+    harden([], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], learner_writes=False)
     observer = Observer(machine, {**job.names, **kernel_files}, workdir)
     interpret = machine.mode == "interpreter"
     cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]
@@ -242,6 +213,17 @@ def rerun_fresh(
         return False
 
 
+def own_folder(folder: Path) -> Path:
+    """The recording process's own folder (the grader's scratch folder for it), where alone it may write; its
+    temporary files go there too."""
+    import tempfile
+
+    folder.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None  # tempfile reads TMPDIR again
+    return folder
+
+
 def puzzle_parameters(puzzle: Any) -> list[str]:
     """The names of the graded function's parameters, read from the answer key's source (never run here)."""
     import ast
@@ -258,18 +240,22 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()  # a crash prints where each frame was, so the verdict can name the learner's line
     private()  # first: a process started ahead of its job waits with nothing of it reachable
     machine = None
-    if len(args) >= 4 and args[2] == PRELOAD_FLAG:  # started early: import torch and Triton while the job is written
-        machine = detect(force_interpreter=args[3] == "interpreter")
-        preload_role(args[4] if len(args) > 4 else RECORD, machine)
+    at = args.index(PRELOAD_FLAG) if PRELOAD_FLAG in args else -1
+    if 0 <= at < len(args) - 1:  # started early: import torch and Triton while the job is written
+        machine = detect(force_interpreter=args[at + 1] == "interpreter")
+        preload_role(args[at + 2] if len(args) > at + 2 else RECORD, machine)
         mark("preloaded")
     token = sys.stdin.readline().strip()  # before any of the learner's code runs
     if not token:
         return 0  # started ahead of a check that never came (the grader left): nothing to do
     job = Job.from_json(sys.stdin.readline())  # on the pipe only the grader holds, never in a file
     mark("job taken")
-    events = Events(str(Path(args[1]).parent / f"events-{job.role}.jsonl"), token)
+    # the check's folder comes with the job, not on the command line: a recording process of the interpreter stage
+    # and one of the GPU stage start alike, and nothing but the sizes of their cases tells them apart
+    workdir = Path(job.workdir) if job.workdir else Path(args[0]).parent
+    events = Events(str(workdir / f"events-{job.role}.jsonl"), token)
     try:
-        return observe_job(job, events, machine, Path(args[0]).parent, token)
+        return observe_job(job, events, machine, workdir, token)
     except Exception:  # noqa: BLE001 - the grader's own code raised (the learner's calls are caught where made)
         events.emit("grader_error", text=traceback.format_exc())
         return 1
@@ -278,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
 def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: str) -> int:
     """Everything after the token: the machine, the audit hook, the submission's cases and its timing."""
     if machine is None:  # the grader hands a prestarted process only a job of the mode it was started for
-        machine = detect(force_interpreter=job.interpret)
+        machine = detect(force_interpreter=job.interpret and not (job.role == RECORD and job.record_on_gpu))
     events.emit(
         "machine",
         mode=machine.mode,
@@ -296,12 +282,21 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
 
     puzzle = get_puzzle(job.puzzle)  # the one place a grading process turns the job's puzzle id into the puzzle
     if job.role == RECORD:
-        # hardening (checks.engine.grading_process.hardening): the learner's code runs here; keep it off the grader's
-        # files, processes and the replay that follows
-        harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], own=list(job.names))
+        # hardening (checks.engine.grading_process.hardening): the learner's code runs here, sealed: it writes only in
+        # a folder of its own, starts no process, and stays off the grader's files and the replay that follows
+        own = own_folder(Path(job.scratch) if job.scratch else workdir / f"recording-{os.getpid()}")
+        if machine.mode == "gpu":
+            from checks.engine.grading_process.machine import warm_up_gpu
+
+            try:
+                warm_up_gpu()  # the CUDA context and Triton's launch helpers, made before the seal
+            except Exception:  # noqa: BLE001 - the learner's calls meet any real problem with the GPU themselves
+                pass
+        harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent],
+               own=list(job.names), writable=[own])  # fmt: skip
         record_all(job, puzzle, events, machine, workdir)
         return 0
-    replayed = replay_all(job, puzzle, events, machine, workdir)
+    replayed = replay_all(job, puzzle, events, machine, workdir, token)
     if replayed is None:
         return 0
     # while the grader judges the cases, the untimed half of the timing: inputs, a first call of each side,

@@ -58,6 +58,15 @@ def plan_problem(plans: list[dict[str, Any]], source: KernelSource) -> dict[str,
     if found or not plans:
         return found
     plan = plans[0]
+    for name in source.global_names:
+        if name not in plan.get("globals", {}):
+            return _found(
+                kernel_calls.name,
+                f"A kernel reads the module-level name `{name}` ({source.global_reads.get(name, 'in a kernel')}), "
+                "which holds something a kernel cannot take from the module (a function, a module, a tensor, or "
+                "nothing yet when your function runs); none of your kernels ran. A kernel may read a module-level "
+                "number, string, dtype or tl.constexpr of one: pass anything else as an argument.",
+            )
     kernels = set(source.kernels)
     launches = [op for op in plan["ops"] if op["op"] == "launch"]
     for n, op in enumerate(launches, start=1):

@@ -87,7 +87,6 @@ class Stage:
         self.tampered = ""
         self.rule_failed = ""  # a rule that raised: the grader's own error
         self.timeout = 0.0
-        self.host_seconds: float | None = None  # one Python call of the learner's, measured where it recorded
         self.timing_problem = ""  # why the timing size has no plan to replay (the learner's code raised there)
         self.replayed = False  # the replay process took its job
         self._stop = threading.Event()
@@ -145,7 +144,6 @@ class Stage:
         self.judge.data_seed = data_seed
         recorded = recording.timing_plan  # None unless asked for (time_it)
         timing_plan = self.timing_plan_of(recorded, source) if self.time_it and recorded is not None else None
-        self.host_seconds = recorded.host_seconds if recorded is not None else None
         replay_job = replace(
             record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
             timing_plan=timing_plan,
@@ -336,10 +334,6 @@ class Stage:
             v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
             if v.timings.get("summary") and timings.graphs:
                 v.timings["summary"] += f" Timed as CUDA graph replays: {', '.join(timings.graphs)}."
-            host = self.host_seconds
-            if host is not None and v.timings.get("summary"):
-                v.timings["host_seconds"] = float(host)
-                v.timings["summary"] += f" Your Python call takes {host * 1e6:.0f} µs on the host (not in the ratio)."
         except Tampered as exc:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=str(exc))
             return

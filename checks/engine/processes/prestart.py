@@ -21,14 +21,15 @@ from checks.engine.protocol import RECORD, REPLAY
 _prestarted: dict[tuple[str, bool, str], GradingProcessHandle] = {}
 
 
-def prestart(workdir: Path, interpret: bool) -> None:
+def prestart(workdir: Path, interpret: bool, record_on_gpu: bool = False) -> None:
     """Start the grading processes for `workdir` now, the recording one and the replay one: they import torch and
     Triton while the grader does the same, then wait for their token and job (the replay's comes only once the
-    recording process is gone). A `GradingProcess` for the same workdir, mode and role takes each over."""
+    recording process is gone). A `GradingProcess` for the same workdir, mode and role takes each over.
+    `record_on_gpu`: the interpreter stage beside a GPU stage, whose recording process is started as the GPU's."""
     workdir.mkdir(parents=True, exist_ok=True)
     for role in (RECORD, REPLAY):
         _prestarted[(str(workdir), interpret, role)] = start_grading_process(
-            workdir, interpret, preload=True, role=role
+            workdir, interpret, preload=True, role=role, record_on_gpu=record_on_gpu
         )
 
 
@@ -55,7 +56,7 @@ def prestart_for(workdir: Path, interpret: bool) -> None:
     if likely_gpu(interpret):
         prestart(workdir, interpret=False)
         for part in range(part_count()):
-            prestart(part_workdir(workdir, part), interpret=True)
+            prestart(part_workdir(workdir, part), interpret=True, record_on_gpu=True)
     else:
         prestart(workdir, interpret=True)
 

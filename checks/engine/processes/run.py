@@ -8,15 +8,18 @@ makes the report tampered with.
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from checks.engine import process_table
 from checks.engine.processes.forking import server_pids
 from checks.engine.processes.prestart import take_prestarted
 from checks.engine.processes.spawn import GradingProcessHandle, kill, own_processes, start_grading_process
-from checks.engine.protocol import EXIT_COMMAND, Event, Job, Observed, RecordStream, Stream
+from checks.engine.protocol import EXIT_COMMAND, RECORD, Event, Job, Observed, RecordStream, Stream
 from checks.engine.sealing import adopt_orphans, left_behind
 
 
@@ -94,11 +97,16 @@ class GradingProcess:
         adopt_orphans()  # sealing: an orphan of the grading process comes back to this process, to be found
         if proc is None:
             proc = take_prestarted(workdir, job.interpret) or start_grading_process(
-                workdir, job.interpret, preload=False
+                workdir, job.interpret, preload=False, record_on_gpu=job.record_on_gpu
             )
         self.proc = proc
+        entry = process_table.lookup(proc.pid)  # its start: an orphan started since then is one of its own
+        self.started = entry.started if entry is not None else None
         self.reader = _Reader(events)
         stream.token = secrets.token_hex(16)
+        # a recording process writes only in a folder of its own, made here, removed when it has ended
+        self.scratch = tempfile.mkdtemp(prefix="checks-") if job.role == RECORD else ""
+        job = replace(job, workdir=str(workdir), scratch=self.scratch)
         _write(self.proc, stream.token)
         _write(self.proc, job.to_json())  # the job goes over the pipe only this process holds
         self.start = time.monotonic()
@@ -144,7 +152,9 @@ class GradingProcess:
         """How it ended; a process it started that outlived it (killed now) makes the report tampered with."""
         if self.proc.poll() is None:  # events() was left before the process ended
             kill(self.proc)
-        left = left_behind(self.proc.pid, own_processes, server_pids())  # sealing: nothing of it may outlive it
+        left = left_behind(self.proc.pid, own_processes, server_pids(), self.started)  # sealing: nothing outlives it
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         if left and not self.stream.tampered:
             self.stream.tampered = f"{left[0]}, started by your code, outlived the grading process"
         returncode = None if self.timed_out else self.proc.returncode

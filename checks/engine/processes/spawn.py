@@ -69,13 +69,19 @@ def grading_process_env(interpret: bool) -> dict[str, str]:
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")  # read when numpy and torch load
 
 
-def start_grading_process(workdir: Path, interpret: bool, preload: bool, role: str = RECORD) -> GradingProcessHandle:
+def start_grading_process(
+    workdir: Path, interpret: bool, preload: bool, role: str = RECORD, record_on_gpu: bool = False
+) -> GradingProcessHandle:
     """A grading process for `workdir`; with `preload`, it imports torch and Triton (and for the recording `role`,
     what recording needs) before it waits for its job.
 
-    In the interpreter, the fork server's (forked with torch and Triton imported) where it can be.
+    In the interpreter, the fork server's (forked with torch and Triton imported) where it can be. With
+    `record_on_gpu` (the interpreter stage beside a GPU stage), the recording process starts as the GPU stage's does:
+    the same command line and environment, so that the learner's code records the same way in both stages.
     """
-    args = [str(workdir / "job.json"), str(workdir / "events.jsonl")]
+    if role == RECORD and record_on_gpu:
+        interpret = False
+    args: list[str] = []  # the check's folder comes with the job
     env = {**grading_process_env(interpret), "CHECKS_ROLE": f"{role}-{'interpreter' if interpret else 'gpu'}"}
     with open(workdir / "output.log", "ab") as log, starting:  # sealing: started and known at once
         proc = (

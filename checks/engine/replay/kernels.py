@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import linecache
 from pathlib import Path
 from typing import Any
 
+from checks.engine.kernel_language import BUILTINS
 from checks.engine.kernel_source import KernelSource
+from checks.engine.plan import PlanError
 
 
 def global_value(recorded: dict[str, Any]) -> Any:
@@ -25,23 +28,41 @@ def global_value(recorded: dict[str, Any]) -> Any:
     raise ValueError(f"a module-level value of kind {kind}")
 
 
+def kernel_builtins() -> dict[str, Any]:
+    """The builtins a kernel's namespace holds: the language's few, nothing else (no open, exec or __import__)."""
+    import builtins
+
+    return {name: getattr(builtins, name) for name in BUILTINS if hasattr(builtins, name)}
+
+
+def remember_text(filename: str, text: str) -> None:
+    """Serve `text` as the source of `filename` from memory: Triton's interpreter and compiler read a kernel's lines
+    through linecache (inspect.getsourcelines), and an entry without a modification time is never read again from
+    a file, so both compile the text that was checked, whatever lies on the disk at that name."""
+    lines = [line + "\n" for line in text.split("\n")]
+    linecache.cache[filename] = (len(text), None, lines, filename)
+
+
 def build(source: KernelSource, globals_: dict[str, Any], workdir: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """(name -> kernel, file -> how messages name it): each file's kernels written out at their own lines and run
-    in one namespace that holds only triton.language, the recorded module-level values and the kernels."""
+    """(name -> kernel, file -> how messages name it): each file's kernels, as checked, compiled from memory at their
+    own lines (no file is written) in one namespace that holds only triton.language, the recorded module-level
+    values, the kernels and the language's builtins."""
     import triton
 
-    namespace: dict[str, Any] = {"__builtins__": __builtins__, "__name__": "submission_kernels"}
+    namespace: dict[str, Any] = {"__builtins__": kernel_builtins(), "__name__": "submission_kernels"}
     for alias, target in source.language_aliases.items():
         namespace[alias] = importlib.import_module(target)
     for name in source.global_names:
-        if name in globals_:
-            namespace[name] = global_value(globals_[name])
+        if name not in globals_:
+            where = source.global_reads.get(name, "a kernel")
+            raise PlanError(f"the module-level name `{name}` ({where}) has no value the plan recorded")
+        namespace[name] = global_value(globals_[name])
     names: dict[str, str] = {}
     for index, file in enumerate(source.files):
-        path = workdir / f"kernels_{index}_{Path(file.path).stem}.py"
-        path.write_text(file.text, encoding="utf-8")
-        names[str(path.resolve())] = file.label
-        exec(compile(file.text, str(path.resolve()), "exec"), namespace)
+        filename = str((workdir / f"kernels_{index}_{Path(file.path).stem}.py").resolve())
+        remember_text(filename, file.text)
+        names[filename] = file.label
+        exec(compile(file.text, filename, "exec"), namespace)
         for kernel, options in file.jit_options.items():
             namespace[kernel] = triton.jit(namespace[kernel], **options)
     return {name: namespace[name] for name in source.kernels if name in namespace}, names

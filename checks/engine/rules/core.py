@@ -18,7 +18,7 @@ from checks.engine.access.queries import log_of
 from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
 from checks.engine.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
-from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.rules.problem import CaseContext, Problem, plural
 from checks.memory import is_poison
 
 
@@ -433,6 +433,43 @@ def _stored(ctx: CaseContext, name: str, like: torch.Tensor) -> torch.Tensor:
 
 
 @rule(
+    EVERY_CALL,
+    checks=(
+        "where the puzzle judges the method (a rule of its own on the access log), every element of every output "
+        "was stored by your kernels in the call"
+    ),
+    message=(
+        "Store every element of each output from your kernels: the method rules judge how your kernels computed the "
+        "answer from what they store, and a copy your function makes into an output hides that."
+    ),
+    needs=(ACCESS_LOG,),
+    taught_in="4",
+)
+def outputs_stored(ctx: CaseContext) -> Problem | None:
+    """In the interpreter, for a puzzle with method rules: the kernels of this call stored every output element
+    (a store or an atomic), so that no method rule passes for want of stores to judge."""
+    if not ctx.obs.access or not ctx.puzzle.rules:
+        return None
+    log = AccessLog.from_dict(ctx.obs.access)
+    for exp, out in zip(ctx.expected, ctx.outputs, strict=False):
+        if not isinstance(out, torch.Tensor) or out.numel() == 0:
+            continue
+        if log.index(exp.name) < 0:
+            missing, total = out.numel(), out.numel()
+        else:
+            counts = log.element_counts(exp.name, "store")
+            missing, total = int((counts == 0).sum()), counts.numel()
+        if missing:
+            return Problem(
+                f"{plural(missing, 'element')} of {total} of {exp.name} {'was' if missing == 1 else 'were'} not "
+                "stored by your kernels in this call "
+                f"(a copy your function made, or memory it filled on the host): the puzzle's method rules judge how "
+                f"your kernels computed {exp.name} from their stores. Store every element of {exp.name} from a kernel.",
+            )
+    return None
+
+
+@rule(
     ON_REQUEST,
     checks=(
         "at most the passes over each tensor that `puzzles.yaml` allows (6: three over x, 7: two, 8: K and V once, "
@@ -469,6 +506,11 @@ def limits(
         )
     for name, most in (reads_per_element or {}).items():
         seen = passes(log, name, count_all)
+        if seen == 0 and log.index(name) >= 0 and int(log.regions[log.index(name)]["numel"]) > 0:
+            return Problem(
+                f"Your kernels never loaded {name} (nor a copy of it) in this call, so there are no passes over it "
+                f"to judge: compute from {name} inside your kernels. {why}".strip(),
+            )
         if seen > most + 1e-6:
             return Problem(
                 f"Your kernels read each element of {name} {_times(seen, most)} times on average; "

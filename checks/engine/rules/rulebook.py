@@ -44,6 +44,7 @@ ORDER: tuple[str, ...] = (
     "output_form",
     "kept_state",
     "values",
+    "outputs_stored",
 )
 
 # What a verdict may name besides a rule: reached by the grader itself, with no check function.

@@ -1,0 +1,51 @@
+"""Grade every submission under tests/submissions/tampering/ as a learner's check on this machine grades it (on a GPU:
+the GPU stage and the interpreter stage beside it) and print one line each: the file, the verdict, the rule and
+whether that is the verdict the tests expect; exit status 1 if any attack passed or was rejected for another reason.
+
+Usage: `PYTHONPATH=. python3 bench/tampering_on_gpu.py [NAME ...]` from the course folder.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from checks import verdict as V
+from checks.engine.grade import grade
+from checks.registry import get_puzzle
+from tests.test_integrity import SUBMISSIONS
+from tests.test_replay import ATTACKS, GPU_ATTACKS
+
+TAMPERING = Path(__file__).resolve().parent.parent / "tests" / "submissions" / "tampering"
+
+
+def expected() -> dict[str, tuple[str, str, str]]:
+    """name -> (puzzle, the status or rule expected, words the report holds)."""
+    found = {name: (str(number), status, "") for name, number, status in SUBMISSIONS}
+    for table in (ATTACKS, GPU_ATTACKS):
+        for name, (rule, words, *puzzle) in table.items():
+            found[name] = (puzzle[0] if puzzle else "1", rule, words)
+    return found
+
+
+def main(names: list[str]) -> int:
+    table = expected()
+    bad = 0
+    for name in names or sorted(table):
+        number, want, words = table[name]
+        start = time.perf_counter()
+        verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", time_it=False, first_failure=True, timeout=120)
+        report = V.format_verdict(verdict)
+        got = verdict.rule if verdict.status == V.FAILED else verdict.status
+        ok = not verdict.passed and got == want and words in report
+        bad += not ok
+        summary = verdict.summary.replace("\n", " ")[:300]
+        print(f"{name}\t{number}\t{verdict.mode}\t{got}\t{'as expected' if ok else 'NOT AS EXPECTED'}\t"
+              f"{time.perf_counter() - start:.1f}s\t{summary}", flush=True)  # fmt: skip
+    print(f"{len(names or table) - bad} of {len(names or table)} attacks rejected as expected")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
