@@ -42,7 +42,7 @@ class Row:
     roofline: float | None = None  # the answer key's share of the roofline, 0..1
     others: dict[str, float] = field(default_factory=dict)  # the spec's other baselines: name -> ms
     variant: str = ""  # "" for the answer key; else the label of the variant timed in its place
-    call_ms: float | None = None  # where key_ms is a CUDA graph's replay (bench.sweep.graphs): the Python call's
+    call_ms: float | None = None  # where key_ms is a CUDA graph's replay (bench.sweep.graphs): the call's without one
 
     ok = property(lambda self: self.status == "ok" and self.key_ms is not None)
     metric = property(lambda self: "TFLOPS" if self.flops else "GB/s")

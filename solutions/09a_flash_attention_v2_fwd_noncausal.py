@@ -59,11 +59,11 @@ def _attn_fwd_inner(
     v_offs = offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk  # (BLOCK_N, HEAD_DIM)
     k_block = k_base + lo * stride_kn  # K[b, h, lo, 0]: the first block this stage loads
     v_block = v_base + lo * stride_vn
-    ### BEGIN SOLUTION
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         # -- scores of this K block, in base-2 units: log2(e) * sm_scale * q k^T
         if MASKED:
+            ### BEGIN SOLUTION
             offs_kv = start_n + tl.arange(0, BLOCK_N)
             k = tl.load(k_block + k_offs, mask=offs_kv[:, None] < N_CTX, other=0.0)
             qk = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N)
@@ -71,11 +71,13 @@ def _attn_fwd_inner(
             qk = tl.where(keep, qk * qk_scale, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
             qk = qk - m_ij[:, None]
-        else:
+            ### END SOLUTION
+        else:  # a full block: no mask
             k = tl.load(k_block + k_offs)
             qk = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N)
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # scale after the max: one multiply per row
             qk = qk * qk_scale - m_ij[:, None]
+        ### BEGIN SOLUTION
         p = tl.math.exp2(qk)  # (BLOCK_M, BLOCK_N)
         # -- the running max moved from m_i to m_ij: rescale what was summed so far
         alpha = tl.math.exp2(m_i - m_ij)  # (BLOCK_M,)
@@ -88,10 +90,10 @@ def _attn_fwd_inner(
         acc = tl.dot(p.to(v.dtype), v, acc)  # fp16 operands, fp32 accumulator
         l_i = l_i * alpha + l_ij
         m_i = m_ij
+        ### END SOLUTION
         k_block += BLOCK_N * stride_kn  # the next block: one scalar add
         v_block += BLOCK_N * stride_vn
     return acc, l_i, m_i
-    ### END SOLUTION
 
 
 @triton.autotune(configs=CONFIGS, key=["N_CTX", "HEAD_DIM"], prune_configs_by={"early_config_prune": prune_configs})
@@ -123,12 +125,14 @@ def _attn_fwd(
     row_mask = offs_m < N_CTX
     q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk,
                 mask=row_mask[:, None], other=0.0)  # (BLOCK_M, HEAD_DIM)
+    ### END SOLUTION
 
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)  # running max, base-2 units
     l_i = tl.zeros((BLOCK_M,), tl.float32)  # running sum of exp2(score - m_i)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)  # running sum of p @ v
     qk_scale = sm_scale * LOG2E  # fold log2(e) into the scale, once
 
+    ### BEGIN SOLUTION
     # every full key block without a mask, then the partial last block (if any) with one
     keys_end = tl.full((BLOCK_M,), N_CTX, tl.int32)  # every row sees every key
     n_full = N_CTX - N_CTX % BLOCK_N

@@ -199,14 +199,11 @@ def flash_attention_v2_bwd_dkdv(
     causal: bool, sm_scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(dk, dv) of o = softmax(q k^T * sm_scale) v, given o, its logsumexp lse and dL/do."""
-    ### BEGIN SOLUTION
     B, H, N, D = q.shape
     dk = torch.empty_like(k)
     dv = torch.empty_like(v)
     delta = torch.empty((B * H, N), dtype=torch.float32, device=q.device)
     lse2 = torch.empty((B * H, N), dtype=torch.float32, device=q.device)
-    ### END SOLUTION
-
     PRE_BLOCK = 128  # delta and lse2 of every query row, before the walk
     _attn_bwd_preprocess[(triton.cdiv(N, PRE_BLOCK), B * H)](
         o, do, lse, delta, lse2,

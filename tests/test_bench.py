@@ -532,7 +532,7 @@ def test_a_series_has_one_colour_in_every_panel_of_a_plot(tmp_path, monkeypatch)
 
 
 def test_the_decoding_sweeps_time_graph_replays_and_keep_the_python_call_beside_them(tmp_path):
-    """bench.sweep.graphs: on a GPU, every call a CUDA graph's replay (kernel time) and the key's Python call in
+    """bench.sweep.graphs: on a GPU, every call a CUDA graph's replay (kernel time) and the key without a graph in
     call_ms; results.csv carries call_ms back, and the figures' hash of a row does not depend on it."""
     from checks.bench_results import csv_record
 

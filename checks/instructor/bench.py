@@ -110,7 +110,7 @@ def measure(
         row.check = output_difference(mine[: len(theirs)], theirs, atol, max(rtol, 4 * eps)) or "ok"  # fp16 rows too
         graphed = device == "cuda" and bool(puzzle.sweep.get("graphs"))  # kernel time, as serving engines replay
         if graphed:
-            row.call_ms = timer(lambda: key(*args))  # what a Python loop of calls pays per call
+            row.call_ms = timer(lambda: key(*args))  # no graph; not the host time per call (bench_report.INTRO)
         row.key_ms = timer(in_graph(lambda: key(*args)) if graphed else lambda: key(*args))
         row.others, short = {}, []
         for name, fn in calls.items():
