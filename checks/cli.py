@@ -42,8 +42,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--seed",
         type=int,
-        help="the same shapes, layouts and integer inputs as an earlier run (the data values are "
-        "drawn afresh each run, where your code cannot see them)",
+        help="a debugging run: the shapes of an earlier run (its report gives the seed), and data values drawn "
+        "from the seed too, so the same seed gives the same report; not recorded in `make progress` (without "
+        "--seed the data values are drawn afresh each run, where your code cannot see them)",
     )
     p.add_argument("--interpret", action="store_true", help="use Triton's CPU interpreter even on a GPU")
     p.add_argument("--no-time", action="store_true", help="on a GPU, skip the timing")

@@ -48,6 +48,7 @@ class Verdict:
     mode: str = ""  # "gpu" or "interpreter"
     device: str = ""
     seed: int | None = None
+    debugging: bool = False  # a debugging run (--seed): data values from the seed, the same each time; not a grade
     cases: list[CaseResult] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     timings: dict[str, Any] = field(default_factory=dict)
@@ -190,13 +191,32 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
         TAMPERED: "FAILED",
     }.get(v.status, "NOT GRADED")
     out.append(f"{word}: {v.summary}")
+    if v.debugging:
+        out.append(DEBUGGING_RUN.format(seed=v.seed))
     if v.seed is not None and not v.passed and v.cases:
         again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}", v.earlier)
         if v.file or v.earlier:  # check() in the notebook would grade the notebook's code, not these files
-            out.append(f"(inputs drawn with seed {v.seed}: to check again on the same shapes, run {again})")
+            out.append(f"({again_words(v)}, run {again})")
         else:
             out.append(
-                f"(inputs drawn with seed {v.seed}: to check again on the same shapes, run {again} in a "
-                f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
+                f"({again_words(v)}, run {again} in a terminal, or call "
+                f"check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
             )
     return "\n".join(out)
+
+
+DEBUGGING_RUN = (
+    "This was a debugging run (seed {seed}): the shapes and the data values all come from the seed, so the same "
+    "command gives this same report again; it is not recorded in `make progress`. Check without --seed to grade "
+    "your code on fresh data."
+)
+
+
+def again_words(v: Verdict) -> str:
+    """What the command that repeats a failed check's seed does: a debugging run on the same inputs."""
+    if v.debugging:
+        return "to run it again on the same inputs"
+    return (
+        f"shapes drawn with seed {v.seed}, data values drawn in secret: to debug on the same shapes, with data "
+        "values that stay the same from run to run"
+    )

@@ -16,7 +16,7 @@ def test_a_make_command_repeats_puzzle_and_file():
 
 def test_the_access_map_advice_carries_the_file():
     advice = wording.map_advice(9, 3, "p9.py")
-    assert "make map PUZZLE=9 FILE=p9.py ARGS='--case 3'" in advice and "show(" not in advice
+    assert "make map PUZZLE=9 FILE=p9.py ARGS='--case 4'" in advice and "show(" not in advice  # index 3: case 4
     notebook = wording.map_advice(9, 0)
     assert "make map PUZZLE=9," in notebook and "FILE" not in notebook and "show(9)" in notebook
 
@@ -237,7 +237,7 @@ def test_repeat_earlier_adds_the_earlier_file_to_every_suggested_command():
     commands = [line for line in report.splitlines() if "make " in line]
     assert len(commands) == 3 and all("ARGS='--earlier my_9a.py" in line for line in commands)
     assert "make check PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --timeout 300')." in report
-    assert "make map PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --case 3'," in report
+    assert "make map PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --case 4'," in report
 
 
 def test_a_check_of_files_does_not_suggest_the_notebook():

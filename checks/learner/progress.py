@@ -126,9 +126,10 @@ def record(verdict: V.Verdict, path: Path | None = None, source: str = "") -> bo
     `source` names the file graded when it was not the puzzle's notebook (`--file answer.py`);
     `make progress` shows it beside the verdict, so a check of another file is never mistaken
     for the notebook's. Verdicts that say nothing about the learner's code (not-ready,
-    environment, internal, tampered) are not recorded. Returns whether the verdict was recorded.
+    environment, internal, tampered) are not recorded, nor is a debugging run (`--seed`), whose data values the
+    learner can know. Returns whether the verdict was recorded.
     """
-    if verdict.status not in RECORDED:
+    if verdict.status not in RECORDED or verdict.debugging:
         return False
     data = load(path)
     e = entry(data, verdict.puzzle)

@@ -17,7 +17,7 @@ from typing import Any
 
 from checks import verdict as V
 from checks.engine.access.traffic import answer_key_log, traffic_lines
-from checks.engine.inputs import secret_data_seed
+from checks.engine.inputs import debugging_data_seed, secret_data_seed
 from checks.engine.judging.judge import Judge, load_timing_outputs
 from checks.engine.judging.plans import plan_problem
 from checks.engine.judging.timing import from_measurement
@@ -140,8 +140,12 @@ class Stage:
             self.stream.tampered = str(exc)
             return self.verdict(end)
         self.stream.machine = None
-        # the replay's data values: known to this process and the replay only
-        data_seed = secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
+        # the replay's data values: known to this process and the replay only, unless this is a debugging run
+        data_seed = (
+            debugging_data_seed(self.job.seed)
+            if self.job.debugging
+            else secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
+        )
         self.judge.data_seed = data_seed
         recorded = recording.timing_plan  # None unless asked for (time_it)
         timing_plan = self.timing_plan_of(recorded, source) if self.time_it and recorded is not None else None
@@ -248,6 +252,7 @@ class Stage:
             mode=machine.mode if machine else "",
             device=machine.device if machine else "",
             seed=self.job.seed,
+            debugging=self.job.debugging,
             cases=self.results,
             file=self.file,
             seconds=end.seconds,
@@ -316,7 +321,7 @@ class Stage:
                 v.details += failure_pattern(params, [r.passed for r in self.results], first.cause)
             if first.rule in rulebook.names(draws_map=True) and self.judge.device == "cpu":
                 v.map_case = first.index
-                v.details.append(map_advice(self.puzzle.number, first.index, self.file))
+                v.details.append(map_advice(self.puzzle.number, first.index, self.file, seed=self.job.seed))
             return
         v.status = V.PASSED
         v.summary = f"all {len(self.results)} cases match the reference."
