@@ -265,7 +265,7 @@ def show(number: int | str, file: str | None = None, case: int = 1, seed: int = 
 
 def hint(number: int | str) -> None:
     """Show the next hint for a puzzle (one more each call; `make hint PUZZLE=N` shares the count)."""
-    print("\n".join(hints.reveal(number)))
+    print("\n".join(hints.reveal(number, where=hints.NOTEBOOK)))
 
 
 def answer_key(number: int) -> ModuleType:
