@@ -73,6 +73,21 @@ class Verdict:
         return cls(cases=cases, **data)
 
 
+def plural(count: int, noun: str) -> str:
+    """A count with its noun: '1 element', '3 elements'."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def agree(count: int, one: str, many: str) -> str:
+    """The verb (or word) that agrees with a count: agree(1, 'is', 'are') is 'is'."""
+    return one if count == 1 else many
+
+
+def all_match(count: int) -> str:
+    """A passing verdict's summary: every case graded matches the reference."""
+    return "the one case graded matches the reference." if count == 1 else f"all {count} cases match the reference."
+
+
 def make_command(target: str, puzzle: int | str, file: str = "", args: str = "", earlier: str = "") -> str:
     """A make command that repeats the learner's own inputs: PUZZLE, FILE and the --earlier file, then `args`:
     `make check PUZZLE=9 FILE=p9.py ARGS='--earlier p9a.py --seed 7'`."""

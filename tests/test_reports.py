@@ -268,3 +268,20 @@ def test_no_case_split_beside_a_named_cause():
     passed = [False, True, False, True]
     assert wording.failure_pattern(params, passed)  # without a named cause, the split is said
     assert wording.failure_pattern(params, passed, cause=True) == []
+
+
+def test_counts_agree_with_their_nouns():
+    import torch
+
+    from checks.engine.rules.compare import compare
+
+    expected = torch.arange(10, dtype=torch.float64)
+    yours = expected.float().clone()
+    yours[3] = 100.0
+    assert "1 of 10 elements is wrong" in compare("out", yours, expected, 1e-6, 1e-6, ("elements",)).headline
+    yours[4] = 100.0
+    assert "2 of 10 elements are wrong" in compare("out", yours, expected, 1e-6, 1e-6, ("elements",)).headline
+    one = torch.ones(1, dtype=torch.float64)
+    assert "1 of 1 element is wrong" in compare("out", one.float() * 3, one, 1e-6, 1e-6, ("elements",)).headline
+    assert V.plural(1, "element") == "1 element" and V.plural(0, "case") == "0 cases"
+    assert V.all_match(1) == "the one case graded matches the reference." and V.all_match(9).startswith("all 9 cases")

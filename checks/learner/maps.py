@@ -33,6 +33,7 @@ import numpy as np
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
 from checks.engine.processes.access_recording import MapError, record_in_own_process
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
+from checks.verdict import plural
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION, DECODING = "elementwise", "softmax", "matmul", "attention", "decoding"
 QUERY_SIDE, KEY_SIDE = ("q", "do"), ("k", "v")
@@ -133,7 +134,7 @@ def _programs_panel(ax: Any, log: AccessLog, title: str) -> None:
     unwritten = int(np.isnan(owner).sum())
     note = f"; {unwritten} never written (grey)" if unwritten else ""
     ax.set_title(f"{title}: the program that wrote each element of {region['name']} {tuple(region['shape'])}\n"
-                 f"{programs} programs, labelled by program id{note}", fontsize=9)  # fmt: skip
+                 f"{plural(programs, 'program')}, labelled by program id{note}", fontsize=9)  # fmt: skip
     if len(region["shape"]) == 1:
         ax.set_xlabel(f"element % {image.shape[1]}")
         ax.set_ylabel(f"element // {image.shape[1]}")
@@ -334,7 +335,7 @@ def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, An
     top.imshow(coloured, cmap=ListedColormap(palette).with_extremes(bad="#f4f4f4"), norm=norm,
                interpolation="nearest", aspect="auto")  # fmt: skip
     top.set_title(f"{title}: the program that last loaded each key of K (grey: none)\n"
-                  f"{len(programs)} programs shown", fontsize=9)  # fmt: skip
+                  f"{plural(len(programs), 'program')} shown", fontsize=9)  # fmt: skip
     shown = bottom.imshow(reads, cmap=_cmap("viridis"), vmin=0, vmax=max(1.0, float(reads.max())),
                           interpolation="nearest", aspect="auto")  # fmt: skip
     bottom.figure.colorbar(shown, ax=bottom, fraction=0.04, label="times loaded")

@@ -293,7 +293,7 @@ class Stage:
             v.summary = earlier_stub_summary(self.puzzle.number, step, label, self.file)
             return
         if stubs:
-            v.status = V.ERROR
+            v.status, v.rule = V.ERROR, rulebook.outcome("stub")
             v.cases = []
             v.summary = (
                 f"Your code is still the stub: fill in the FILL ME IN parts of {next(iter(self.job.names.values()))} "
@@ -310,7 +310,7 @@ class Stage:
             v.status = V.ERROR if any(r.raised for r in self.results) else V.FAILED
             v.rule = first.rule or (rulebook.outcome("raised") if first.raised else "")
             v.summary = (
-                f"{len(failed)} of {len(self.results)} cases failed; start with case {first.index + 1} "
+                f"{len(failed)} of {V.plural(len(self.results), 'case')} failed; start with case {first.index + 1} "
                 f"({first.description}): {first.problem}"
             )
             if self.stopped_early:
@@ -324,7 +324,7 @@ class Stage:
                 v.details.append(map_advice(self.puzzle.number, first.index, self.file, seed=self.job.seed))
             return
         v.status = V.PASSED
-        v.summary = f"all {len(self.results)} cases match the reference."
+        v.summary = V.all_match(len(self.results))
         if self.judge.first_access is not None:
             key = answer_key_log(self.puzzle)
             v.details += ["Memory traffic of case 1 (bytes per tensor, as multiples of its size):"]
