@@ -327,7 +327,10 @@ class Stage:
         v.summary = V.all_match(len(self.results))
         if self.judge.first_access is not None:
             key = answer_key_log(self.puzzle)
-            v.details += ["Memory traffic of case 1 (bytes per tensor, as multiples of its size):"]
+            v.details += [
+                "Memory traffic of case 1: bytes read and written per tensor, as multiples of its size (1.0x: as many "
+                "bytes as the tensor has; the minimum is an input read once and an output written once):"
+            ]
             v.details += ["  " + line for line in traffic_lines(self.judge.first_access, key)]
         if self.time_it:
             self.apply_timings(v)
