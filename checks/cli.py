@@ -155,7 +155,7 @@ def _main(argv: list[str] | None = None) -> int:
         )
     if checked.recorded:
         note += ("\n" if note else "") + checked.recorded
-    print(verdict.to_json() if args.json else checked.report())
+    print(verdict.to_json() if args.json else checked.report(learners=learners))
     if note:
         print(note, file=sys.stderr if args.json else sys.stdout)
     return 0 if verdict.passed else 1

@@ -285,3 +285,23 @@ def test_counts_agree_with_their_nouns():
     assert "1 of 1 element is wrong" in compare("out", one.float() * 3, one, 1e-6, 1e-6, ("elements",)).headline
     assert V.plural(1, "element") == "1 element" and V.plural(0, "case") == "0 cases"
     assert V.all_match(1) == "the one case graded matches the reference." and V.all_match(9).startswith("all 9 cases")
+
+
+def test_a_pass_says_what_comes_next_in_the_order_of_puzzles_yaml():
+    from checks.learner.session import Checked, what_next
+    from checks.registry import load_puzzles
+
+    ready = [p for p in load_puzzles() if p.ready]
+    numbers = [p.number for p in ready]
+    after_7 = numbers[numbers.index("7") + 1]
+    assert what_next(7).startswith(f"Next: puzzle {after_7} (") and f"`make check PUZZLE={after_7}`" in what_next(7)
+    assert f"call check({ready[numbers.index(after_7)].literal}) there" in what_next(7, notebook=True)
+    assert "FILE=your_file.py" in what_next(7, file="p7.py")
+    assert "last puzzle" in what_next(numbers[-1])
+    passed = Checked(V.Verdict(1, V.PASSED, "all 9 cases match the reference.", mode="interpreter"), "Vector add")
+    assert f"Next: puzzle {numbers[1]}" in passed.report()
+    assert "Next:" not in passed.report(learners=False)  # the answer key, or a file under solutions/
+    passed.verdict.debugging = True
+    assert "Next:" not in passed.report()  # a debugging run is not a pass to move on from
+    failed = Checked(V.Verdict(1, V.FAILED, "1 of 9 cases failed", mode="interpreter"), "Vector add")
+    assert "Next:" not in failed.report()

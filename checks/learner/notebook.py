@@ -170,7 +170,7 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
     except KeyboardInterrupt:  # Kernel > Interrupt: the grading process was ended on the way out
         print(V.STOPPED)
         return
-    print(checked.report())
+    print(checked.report(notebook=True))
     if checked.had_picture:
         _show_picture(checked)
     if checked.verdict.map_case is not None:
