@@ -475,6 +475,18 @@ def make_map(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Draw the map; under `make map`, a failure ends with what make's own last line means (`checks.cli.make_note`)."""
+    from checks.cli import make_note
+
+    code = _main(argv)
+    note = make_note(code, target="map")
+    if note:
+        sys.stdout.flush()
+        print(note, file=sys.stderr)
+    return code
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m checks.learner.maps", description=__doc__.split("\n\n")[0])
     parser.add_argument("puzzle", help="the puzzle (1-13, 10a, 10b)")
