@@ -120,6 +120,23 @@ def repeat_earlier(v: Verdict, earlier: str) -> None:
     v.details = [_COMMAND.sub(again, line) for line in v.details]
 
 
+def repeat_seed(v: Verdict) -> None:
+    """In a debugging run, give every command `v` suggests the run's --seed (a command that has one keeps it), so
+    that it repeats the same inputs."""
+    if not v.debugging or v.seed is None:
+        return
+
+    def again(match: re.Match[str]) -> str:
+        given = match["args"] or ""
+        if "--seed" in given.split():
+            return match.group(0)
+        file = shlex.split(match["file"][6:])[0] if match["file"] else ""
+        return make_command(match["target"], match["puzzle"], file, f"{given} --seed {v.seed}".strip())
+
+    v.summary = _COMMAND.sub(again, v.summary)
+    v.details = [_COMMAND.sub(again, line) for line in v.details]
+
+
 def header(puzzle: int, title: str, mode: str, device: str) -> str:
     head = f"Puzzle {puzzle}" + (f" ({title})" if title else "")
     if mode == "gpu":

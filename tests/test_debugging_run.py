@@ -90,3 +90,16 @@ def test_the_same_seed_twice_gives_the_same_report(tmp_path, monkeypatch, capsys
     assert "This was a debugging run (seed 11)" in reports[0] and "FAILED" in reports[0]
     assert "Recorded in `make progress`" not in reports[0]
     assert not record.exists() or "05" not in record.read_text()
+
+
+def test_every_command_a_debugging_run_suggests_repeats_its_seed():
+    longer = V.make_command("check", 5, "p5.py", "--timeout 300")
+    mapped = wording.map_advice(5, 2, "p5.py", seed=11)
+    run = V.Verdict(5, V.TIMEOUT, f"give it longer ({longer}).", seed=11, debugging=True, details=[mapped])
+    V.repeat_seed(run)
+    V.repeat_earlier(run, "my_4.py")
+    assert "make check PUZZLE=5 FILE=p5.py ARGS='--earlier my_4.py --timeout 300 --seed 11')." in run.summary
+    assert run.details[0].count("--seed 11") == 1 and "--earlier my_4.py" in run.details[0]
+    graded = V.Verdict(5, V.TIMEOUT, f"give it longer ({longer}).", seed=11)
+    V.repeat_seed(graded)  # a graded check's seed was drawn for it: repeating it would make a debugging run
+    assert "--seed" not in graded.summary

@@ -90,6 +90,7 @@ def check_session(
     """
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
         verdict = grade_ahead(puzzle, interpret=interpret, spare=spare, artifacts=Path(pictures), **options)
+        V.repeat_seed(verdict)  # a debugging run's commands repeat its seed
         earlier = options.get("earlier")
         if isinstance(earlier, Path):  # every command the verdict suggests repeats it
             V.repeat_earlier(verdict, str(shown(earlier)))
