@@ -37,7 +37,8 @@ How a submission is graded:
           replay                 the replaying grading process (engine.grading_process.main, role replay, started
                                  beside the recording one, its job on a pipe): engine.replay builds the kernels
                                  from the source and performs each plan on inputs drawn with a secret data seed
-                                 (engine.inputs), under checks.memory's guard bands and poison and (in the
+                                 (a debugging run's, --seed, comes from its seed; engine.inputs), under
+                                 checks.memory's guard bands and poison and (in the
                                  interpreter) engine.access's recorder of every load and store;
                                  engine.grading_process.measure times the replays (GPU)
           engine.processes       start (spawn; on a CPU with $CHECKS_FORK_SERVER=1, forked by the fork server,
