@@ -224,7 +224,7 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     }.get(v.status, "NOT GRADED")
     out.append(f"{word}: {v.summary}")
     if v.debugging:
-        out.append(DEBUGGING_RUN.format(seed=v.seed))
+        out.append(DEBUGGING_RUN.format(seed=v.seed, aside=" (its timings aside)" if v.mode == "gpu" else ""))
     if v.seed is not None and not v.passed and v.cases:
         again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}", v.earlier)
         if v.file or v.earlier:  # check() in the notebook would grade the notebook's code, not these files
@@ -239,8 +239,8 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
 
 DEBUGGING_RUN = (
     "This was a debugging run (seed {seed}): the shapes and the data values all come from the seed, so the same "
-    "command gives this same report again; it is not recorded in `make progress`. Check without --seed to grade "
-    "your code on fresh data."
+    "command gives this same report again{aside}; it is not recorded in `make progress`. Check without --seed to "
+    "grade your code on fresh data."
 )
 
 
