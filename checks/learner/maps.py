@@ -32,6 +32,7 @@ import numpy as np
 
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
 from checks.engine.processes.access_recording import MapError, record_in_own_process
+from checks.make_notes import make_note
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
 from checks.verdict import plural
 
@@ -475,9 +476,7 @@ def make_map(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Draw the map; under `make map`, a failure ends with what make's own last line means (`checks.cli.make_note`)."""
-    from checks.cli import make_note
-
+    """Draw the map; under `make map`, a failure ends with what make's own last line means (`make_note`)."""
     code = _main(argv)
     note = make_note(code, target="map")
     if note:
