@@ -45,7 +45,8 @@ $(VENV_PY):
 	@echo "[2/3] upgrading pip"
 	@.venv/bin/python -m pip install --quiet --upgrade pip
 	@echo "[3/3] installing requirements.txt (pip lists what it downloads and installs)"
-	@.venv/bin/python -m pip install --progress-bar on -r requirements.txt
+	@.venv/bin/python -m pip install --progress-bar on -r requirements.txt || { rm -rf .venv; \
+	  echo "The install failed (pip says why above); .venv is removed, so the next make starts it again."; exit 1; }
 	@echo ".venv is ready."
 
 .venv/.dev: requirements-dev.txt requirements.txt | $(VENV_PY)

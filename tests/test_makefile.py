@@ -80,6 +80,7 @@ def test_the_first_setup_shows_its_steps_and_how_long_it_takes():
     assert all(f"[{step}/3]" in out for step in (1, 2, 3)) and "1 to 1.5 minutes" in out
     install = next(line for line in out.splitlines() if "-r requirements.txt" in line)
     assert "--quiet" not in install  # pip's own lines show what it downloads
+    assert "rm -rf .venv" in install  # a failed install leaves no .venv that make would take for a finished one
     dev = dry_run("-B", ".venv/.dev")
     tools = next(line for line in dev.splitlines() if "-r requirements-dev.txt" in line)
     assert "--quiet" not in tools and "usually" in dev
