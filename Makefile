@@ -27,34 +27,46 @@ else
   DEV_PY := $(if $(HAVE_SYSTEM_DEV),python3,$(VENV_PY))
 endif
 
+# said before make's own "*** [Makefile:N: target] Error 2" line when a target is run without PUZZLE
+NO_PUZZLE = make's own line below, ending in Error 2, only repeats that no puzzle was given: the Makefile is fine.
+
 .PHONY: help check solutions notebooks test test-fast lint lab env env-dev hint progress grade grade-slurm doctor html bench map
 
 help: ## list the targets
 	@echo "Triton puzzles: make <target> [PUZZLE=N] [FILE=path]"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# The first target that needs .venv makes it, in steps that say what they do: pip's own lines show the downloads.
 $(VENV_PY):
-	@echo "Setting up .venv (CPU torch + Triton's interpreter; about a minute, once)..."
-	python3 -m venv .venv
-	.venv/bin/python -m pip install --quiet --upgrade pip
-	.venv/bin/python -m pip install --quiet -r requirements.txt
+	@echo "Setting up .venv, once: CPU torch, Triton's interpreter, numpy, pyyaml and matplotlib."
+	@echo "This usually takes 1 to 1.5 minutes (60-90 s in trials on 2 shared cores); the steps follow."
+	@echo "[1/3] making the virtual environment .venv"
+	@python3 -m venv .venv
+	@echo "[2/3] upgrading pip"
+	@.venv/bin/python -m pip install --quiet --upgrade pip
+	@echo "[3/3] installing requirements.txt (pip lists what it downloads and installs)"
+	@.venv/bin/python -m pip install --progress-bar on -r requirements.txt || { rm -rf .venv; \
+	  echo "The install failed (pip says why above); .venv is removed, so the next make starts it again."; exit 1; }
+	@echo ".venv is ready."
 
 .venv/.dev: requirements-dev.txt requirements.txt | $(VENV_PY)
-	@echo "Installing the development tools of requirements-dev.txt into .venv (once; a minute or so)..."
-	.venv/bin/python -m pip install --quiet -r requirements-dev.txt
-	touch $@
+	@echo "Installing the development tools of requirements-dev.txt into .venv, once (Jupyter's converters,"
+	@echo "pytest, ruff): usually about 20 s on 2 cores, longer on a slow network; pip lists what it installs."
+	@.venv/bin/python -m pip install --progress-bar on -r requirements-dev.txt
+	@touch $@
+	@echo "The development tools are installed."
 
 env: $(if $(filter $(VENV_PY),$(PY)),$(VENV_PY))
 
 env-dev: $(if $(filter $(VENV_PY),$(DEV_PY)),.venv/.dev)
 
 check: env ## grade one puzzle: make check PUZZLE=N [FILE=path.py|notebook.ipynb]
-	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make check PUZZLE=1 (see the table in README.md)."; exit 2; fi
+	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make check PUZZLE=1 (see the table in README.md). $(NO_PUZZLE)"; exit 2; fi
 	@CHECKS_MAKE_LEVEL=$(MAKELEVEL) $(PY) -m checks $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
 
 map: env ## draw where your kernel reads and writes, beside the answer key: make map PUZZLE=N [FILE=path]
-	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make map PUZZLE=9 (see the table in README.md)."; exit 2; fi
-	@$(PY) -m checks.learner.maps $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
+	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make map PUZZLE=9 (see the table in README.md). $(NO_PUZZLE)"; exit 2; fi
+	@CHECKS_MAKE_LEVEL=$(MAKELEVEL) $(PY) -m checks.learner.maps $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
 
 solutions: env ## grade every answer key (must pass) and known-wrong kernel (must fail)
 	@$(PY) -m checks.instructor.solutions $(ARGS)
@@ -86,7 +98,7 @@ lab: env ## open the notebooks in JupyterLab (installs JupyterLab alone into .ve
 	$(PY) -m jupyter lab notebooks/ $(LAB_ROOT) $(ARGS)
 
 hint: env ## show the next hint for a puzzle: make hint PUZZLE=N
-	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make hint PUZZLE=1."; exit 2; fi
+	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make hint PUZZLE=1. $(NO_PUZZLE)"; exit 2; fi
 	@$(PY) -m checks.learner.hints $(PUZZLE) $(ARGS)
 
 progress: env ## your table of puzzles: passed or not, best GPU ratio

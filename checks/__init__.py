@@ -19,7 +19,8 @@ How a submission is graded:
                                checks.warm_server, which imported torch once) that runs checks.cli
     checks.cli                 parse the command, then checks.learner.session.check_session (which a notebook's
                                check() runs too): engine.grade.grade() in grading processes started ahead, then
-                               the failure's picture and the verdict recorded for `make progress`
+                               the failure's picture and the verdict recorded for `make progress`; under make, a
+                               failure ends with what make's own last line means (checks.make_notes)
       engine.grade             prepare the code (engine.submission: a notebook's graded cell or a file, after the
                                code of the step it builds on, earlier_step: 9 on 9a, 10 on 10b) and run the
                                stage(s); on a GPU, engine.judging.interpreter_parts deals the interpreter
@@ -37,7 +38,8 @@ How a submission is graded:
           replay                 the replaying grading process (engine.grading_process.main, role replay, started
                                  beside the recording one, its job on a pipe): engine.replay builds the kernels
                                  from the source and performs each plan on inputs drawn with a secret data seed
-                                 (engine.inputs), under checks.memory's guard bands and poison and (in the
+                                 (a debugging run's, --seed, comes from its seed; engine.inputs), under
+                                 checks.memory's guard bands and poison and (in the
                                  interpreter) engine.access's recorder of every load and store;
                                  engine.grading_process.measure times the replays (GPU)
           engine.processes       start (spawn; on a CPU with $CHECKS_FORK_SERVER=1, forked by the fork server,

@@ -13,13 +13,13 @@ Every command a report suggests repeats the inputs this check used: FILE, --earl
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.submission import SubmissionError, check_submission_kind
 from checks.learner.session import check_session
+from checks.make_notes import make_note
 from checks.registry import ROOT, UnknownPuzzle, get_puzzle, load_puzzles, shown
 
 PICTURE = Path("build") / "pictures"  # --picture without a path: build/pictures/<the puzzle's stem>.png
@@ -42,8 +42,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--seed",
         type=int,
-        help="the same shapes, layouts and integer inputs as an earlier run (the data values are "
-        "drawn afresh each run, where your code cannot see them)",
+        help="a debugging run: the shapes of an earlier run (its report gives the seed), and data values drawn "
+        "from the seed too, so the same seed gives the same report; not recorded in `make progress` (without "
+        "--seed the data values are drawn afresh each run, where your code cannot see them)",
     )
     p.add_argument("--interpret", action="store_true", help="use Triton's CPU interpreter even on a GPU")
     p.add_argument("--no-time", action="store_true", help="on a GPU, skip the timing")
@@ -74,36 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # the verdict first; make's own line follows on stderr, as this note does
         print(note, file=sys.stderr)
     return code
-
-
-# GNU make reports every recipe that exits non-zero with a line of its own after the recipe's output, and
-# nothing in a Makefile turns that line off while keeping the exit status (.SILENT and -s silence only the
-# recipes' echo, and an ignored error makes make exit 0): the course says what the line means instead.
-UNDER_MAKE = "CHECKS_MAKE_LEVEL"  # set by the Makefile's check target to the make level running it
-
-
-def make_line(code: int, level: str = "0") -> str:
-    """The line GNU make (at MAKELEVEL `level`) prints after `make check` ran this and it exited with `code`."""
-    line = "…"
-    makefile = ROOT / "Makefile"
-    if makefile.exists():
-        numbers = [i for i, text in enumerate(makefile.read_text().splitlines(), 1) if "-m checks $(PUZZLE)" in text]
-        line = str(numbers[0]) if numbers else line
-    name = "make" if level in ("", "0") else f"make[{level}]"
-    return f"{name}: *** [Makefile:{line}: check] Error {code}"
-
-
-def make_note(code: int, environ: dict[str, str] | None = None) -> str:
-    """The course's last line when `make check` ran it and it did not pass: what make's own line below means."""
-    level = (environ if environ is not None else os.environ).get(UNDER_MAKE)
-    if code == 0 or level is None:
-        return ""
-    what = "the check did not pass" if code == 1 else "the command could not grade"
-    todo = "fix what the report above names" if code == 1 else "fix the command as the message above says"
-    return (
-        f"make adds one line of its own after this one, `{make_line(code, level)}`: it only repeats that {what} "
-        f"(exit status {code}), not that the Makefile is broken; {todo} and run the same command again."
-    )
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -154,7 +125,7 @@ def _main(argv: list[str] | None = None) -> int:
         )
     if checked.recorded:
         note += ("\n" if note else "") + checked.recorded
-    print(verdict.to_json() if args.json else checked.report())
+    print(verdict.to_json() if args.json else checked.report(learners=learners))
     if note:
         print(note, file=sys.stderr if args.json else sys.stdout)
     return 0 if verdict.passed else 1

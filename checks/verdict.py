@@ -48,6 +48,7 @@ class Verdict:
     mode: str = ""  # "gpu" or "interpreter"
     device: str = ""
     seed: int | None = None
+    debugging: bool = False  # a debugging run (--seed): data values from the seed, the same each time; not a grade
     cases: list[CaseResult] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     timings: dict[str, Any] = field(default_factory=dict)
@@ -70,6 +71,21 @@ class Verdict:
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         cases = [CaseResult(**c) for c in data.pop("cases", [])]
         return cls(cases=cases, **data)
+
+
+def plural(count: int, noun: str) -> str:
+    """A count with its noun: '1 element', '3 elements'."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def agree(count: int, one: str, many: str) -> str:
+    """The verb (or word) that agrees with a count: agree(1, 'is', 'are') is 'is'."""
+    return one if count == 1 else many
+
+
+def all_match(count: int) -> str:
+    """A passing verdict's summary: every case graded matches the reference."""
+    return "the one case graded matches the reference." if count == 1 else f"all {count} cases match the reference."
 
 
 def make_command(target: str, puzzle: int | str, file: str = "", args: str = "", earlier: str = "") -> str:
@@ -99,6 +115,23 @@ def repeat_earlier(v: Verdict, earlier: str) -> None:
     def again(match: re.Match[str]) -> str:
         file = shlex.split(match["file"][6:])[0] if match["file"] else ""
         return make_command(match["target"], match["puzzle"], file, match["args"] or "", earlier)
+
+    v.summary = _COMMAND.sub(again, v.summary)
+    v.details = [_COMMAND.sub(again, line) for line in v.details]
+
+
+def repeat_seed(v: Verdict) -> None:
+    """In a debugging run, give every command `v` suggests the run's --seed (a command that has one keeps it), so
+    that it repeats the same inputs."""
+    if not v.debugging or v.seed is None:
+        return
+
+    def again(match: re.Match[str]) -> str:
+        given = match["args"] or ""
+        if "--seed" in given.split():
+            return match.group(0)
+        file = shlex.split(match["file"][6:])[0] if match["file"] else ""
+        return make_command(match["target"], match["puzzle"], file, f"{given} --seed {v.seed}".strip())
 
     v.summary = _COMMAND.sub(again, v.summary)
     v.details = [_COMMAND.sub(again, line) for line in v.details]
@@ -190,13 +223,32 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
         TAMPERED: "FAILED",
     }.get(v.status, "NOT GRADED")
     out.append(f"{word}: {v.summary}")
+    if v.debugging:
+        out.append(DEBUGGING_RUN.format(seed=v.seed, aside=" (its timings aside)" if v.mode == "gpu" else ""))
     if v.seed is not None and not v.passed and v.cases:
         again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}", v.earlier)
         if v.file or v.earlier:  # check() in the notebook would grade the notebook's code, not these files
-            out.append(f"(inputs drawn with seed {v.seed}: to check again on the same shapes, run {again})")
+            out.append(f"({again_words(v)}, run {again})")
         else:
             out.append(
-                f"(inputs drawn with seed {v.seed}: to check again on the same shapes, run {again} in a "
-                f"terminal, or call check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
+                f"({again_words(v)}, run {again} in a terminal, or call "
+                f"check({puzzle_literal(v.puzzle)}, seed={v.seed}) in the notebook)"
             )
     return "\n".join(out)
+
+
+DEBUGGING_RUN = (
+    "This was a debugging run (seed {seed}): the shapes and the data values all come from the seed, so the same "
+    "command gives this same report again{aside}; it is not recorded in `make progress`. Check without --seed to "
+    "grade your code on fresh data."
+)
+
+
+def again_words(v: Verdict) -> str:
+    """What the command that repeats a failed check's seed does: a debugging run on the same inputs."""
+    if v.debugging:
+        return "to run it again on the same inputs"
+    return (
+        f"shapes drawn with seed {v.seed}, data values drawn in secret: to debug on the same shapes, with data "
+        "values that stay the same from run to run"
+    )

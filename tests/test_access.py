@@ -241,6 +241,11 @@ def test_traffic_lines_compare_with_the_answer_key(kernels):
     assert "out  written 1.0x — answer key 1.0x, minimum 1.0x" in lines
     assert lines[-1] == "programs: 4 in 1 launch — answer key 4 in 1 launch"
     assert traffic_lines(log)[0] == "x    read 1.0x — minimum 1.0x"
+    short = AccessLog.from_dict(log.to_dict())
+    short.stored = [lanes * 4 // 5 for lanes in short.stored]
+    assert "out  written 0.8x — answer key 1.0x, minimum 1.0x: below the minimum, so part of out is never written" in (
+        traffic_lines(short, log)
+    )
 
 
 def elementwise_log(n: int, block: int, written: int | None = None) -> dict:

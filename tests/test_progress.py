@@ -175,3 +175,15 @@ def test_an_interrupted_notebook_check_says_so_and_records_nothing(progress_file
     notebook.check(1)
     assert capsys.readouterr().out.strip() == "Stopped: no verdict was given or recorded."
     assert not progress_file.exists()
+
+
+def test_a_stub_shows_as_not_started(progress_file):
+    from checks.engine.rules import rulebook
+
+    stub = V.Verdict(1, V.ERROR, "Your code is still the stub", mode="interpreter", rule=rulebook.outcome("stub"))
+    assert progress.record(stub)
+    row = next(line for line in progress.table(progress.load()) if line.startswith("1 "))
+    assert "not started" in row and "error" not in row
+    assert progress.record(verdict(V.ERROR))  # an error of the learner's own code stays an error
+    row = next(line for line in progress.table(progress.load()) if line.startswith("1 "))
+    assert "error" in row and "not started" not in row

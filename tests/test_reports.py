@@ -16,7 +16,7 @@ def test_a_make_command_repeats_puzzle_and_file():
 
 def test_the_access_map_advice_carries_the_file():
     advice = wording.map_advice(9, 3, "p9.py")
-    assert "make map PUZZLE=9 FILE=p9.py ARGS='--case 3'" in advice and "show(" not in advice
+    assert "make map PUZZLE=9 FILE=p9.py ARGS='--case 4'" in advice and "show(" not in advice  # index 3: case 4
     notebook = wording.map_advice(9, 0)
     assert "make map PUZZLE=9," in notebook and "FILE" not in notebook and "show(9)" in notebook
 
@@ -237,7 +237,7 @@ def test_repeat_earlier_adds_the_earlier_file_to_every_suggested_command():
     commands = [line for line in report.splitlines() if "make " in line]
     assert len(commands) == 3 and all("ARGS='--earlier my_9a.py" in line for line in commands)
     assert "make check PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --timeout 300')." in report
-    assert "make map PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --case 3'," in report
+    assert "make map PUZZLE=9 FILE=p9.py ARGS='--earlier my_9a.py --case 4'," in report
 
 
 def test_a_check_of_files_does_not_suggest_the_notebook():
@@ -268,3 +268,40 @@ def test_no_case_split_beside_a_named_cause():
     passed = [False, True, False, True]
     assert wording.failure_pattern(params, passed)  # without a named cause, the split is said
     assert wording.failure_pattern(params, passed, cause=True) == []
+
+
+def test_counts_agree_with_their_nouns():
+    import torch
+
+    from checks.engine.rules.compare import compare
+
+    expected = torch.arange(10, dtype=torch.float64)
+    yours = expected.float().clone()
+    yours[3] = 100.0
+    assert "1 of 10 elements is wrong" in compare("out", yours, expected, 1e-6, 1e-6, ("elements",)).headline
+    yours[4] = 100.0
+    assert "2 of 10 elements are wrong" in compare("out", yours, expected, 1e-6, 1e-6, ("elements",)).headline
+    one = torch.ones(1, dtype=torch.float64)
+    assert "1 of 1 element is wrong" in compare("out", one.float() * 3, one, 1e-6, 1e-6, ("elements",)).headline
+    assert V.plural(1, "element") == "1 element" and V.plural(0, "case") == "0 cases"
+    assert V.all_match(1) == "the one case graded matches the reference." and V.all_match(9).startswith("all 9 cases")
+
+
+def test_a_pass_says_what_comes_next_in_the_order_of_puzzles_yaml():
+    from checks.learner.session import Checked, what_next
+    from checks.registry import load_puzzles
+
+    ready = [p for p in load_puzzles() if p.ready]
+    numbers = [p.number for p in ready]
+    after_7 = numbers[numbers.index("7") + 1]
+    assert what_next(7).startswith(f"Next: puzzle {after_7} (") and f"`make check PUZZLE={after_7}`" in what_next(7)
+    assert f"call check({ready[numbers.index(after_7)].literal}) there" in what_next(7, notebook=True)
+    assert "FILE=your_file.py" in what_next(7, file="p7.py")
+    assert "last puzzle" in what_next(numbers[-1])
+    passed = Checked(V.Verdict(1, V.PASSED, "all 9 cases match the reference.", mode="interpreter"), "Vector add")
+    assert f"Next: puzzle {numbers[1]}" in passed.report()
+    assert "Next:" not in passed.report(learners=False)  # the answer key, or a file under solutions/
+    passed.verdict.debugging = True
+    assert "Next:" not in passed.report()  # a debugging run is not a pass to move on from
+    failed = Checked(V.Verdict(1, V.FAILED, "1 of 9 cases failed", mode="interpreter"), "Vector add")
+    assert "Next:" not in failed.report()

@@ -104,6 +104,8 @@ def grade(
     `earlier` is the learner's code of the step this puzzle builds on (a file, or code and its name), where the
     submission uses it; without it, the graded cells of that step's notebook (checks.engine.submission.earlier_step).
     `shown_as` is the file as the commands a verdict suggests should name it, when `file` is a private copy.
+    A `seed` makes a debugging run: its data values come from the seed too (not from a secret), so the same seed
+    gives the same inputs and the same verdict, which says it is a debugging run (and is not recorded as a grade).
     """
     if not puzzle.ready:
         return V.Verdict(
@@ -114,6 +116,7 @@ def grade(
                 "in README.md shows which puzzles can be graded."
             ),
         )
+    debugging = seed is not None
     seed = random.randrange(1, 2**31) if seed is None else seed
     gpu = not interpret and os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
     if gpu:
@@ -122,7 +125,10 @@ def grade(
         workdir = Path(tmp)
         submission, names, before = prepare(puzzle, file, solution, workdir, source, earlier)
         key, after = str(puzzle.solution), str(before) if before else ""
-        job = Job(puzzle.number, str(submission), names, seed, not gpu, cases, solution_file=key, earlier=after)
+        job = Job(
+            puzzle.number, str(submission), names, seed, not gpu, cases=cases, debugging=debugging, solution_file=key,
+            earlier=after,
+        )  # fmt: skip
         limit = timeout or puzzle.timeout
         mode = "gpu" if gpu else "interpreter"
         shown_file = str(shown(file)) if file is not None and not solution else ""

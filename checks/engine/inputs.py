@@ -31,6 +31,14 @@ def draw(
 DATA_STREAM = 0x5EED_DA7A  # the data values come from a generator of their own, apart from the shapes'
 SEEDS = 1 << 32  # a CPU generator keeps 32 bits of its seed: data seeds are taken modulo this
 RECORDING_DRAWS = (0x1000_0000, 0x2000_0000)  # data seeds of the two draws a plan is recorded on, added to the seed
+DEBUGGING_DRAW = 0x3000_0000  # added to the seed: the replay's data seed in a debugging run (--seed)
+
+
+def debugging_data_seed(seed: int) -> int:
+    """The replay's data seed in a debugging run: fixed by the seed, so the same seed gives the same data values.
+
+    Case i's values come from it + i, which no recording draw of any case has (they differ by at least 2^28)."""
+    return (seed + DEBUGGING_DRAW) % SEEDS
 
 
 def secret_data_seed(seed: int, count: int) -> int:

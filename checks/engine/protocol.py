@@ -51,6 +51,7 @@ class Job:
     names: dict[str, str]  # resolved path -> how to name it in messages
     seed: int
     interpret: bool = False
+    debugging: bool = False  # a debugging run (--seed): the replay's data values come from the seed, not a secret
     cases: list[int] | None = None  # indices of the cases to run (None: all)
     solution_file: str = ""
     earlier: str = ""  # the code of the step this one builds on, loaded first (checks.engine.submission.earlier_step)

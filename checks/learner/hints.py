@@ -3,7 +3,9 @@
 Each puzzle keeps two or three hints in `puzzles.yaml`, from a nudge to nearly the whole idea
 (never the code itself). Every call reveals the next one and repeats those you have already
 seen; how many you have seen is kept in the progress file (see `checks.learner.progress`), so the
-terminal and `hint(N)` in a notebook share the count. `--reset` starts a puzzle's hints over.
+terminal and `hint(N)` in a notebook share the count. `--reset` starts a puzzle's hints over. After the last
+hint, the way to look further is the terminal's (`make map PUZZLE=N`) or the notebook's (`show(N)`), where the
+hints were asked for.
 
 Exit status: 0, or 2 for an unknown puzzle.
 """
@@ -17,15 +19,18 @@ from pathlib import Path
 from checks.learner import progress
 from checks.registry import UnknownPuzzle, get_puzzle
 
+TERMINAL, NOTEBOOK = "terminal", "notebook"  # where the hints are shown: `make hint`, or hint(N)
+MAP_COMMAND = {TERMINAL: "`make map PUZZLE={number}`", NOTEBOOK: "`show({literal})` in the notebook"}
 STILL_STUCK = (
-    "Still stuck? Run `show({literal})` in the notebook after a check: it draws which program read and wrote "
-    "what, beside the answer key's. The Debugging section of the reference page (notebooks/reference.ipynb) "
-    "shows how to print inside a kernel and what Triton's common error messages mean."
+    "Still stuck? Run {map} after a check: it draws which program read and wrote what, beside the answer key's. "
+    "The Debugging section of the reference page (notebooks/reference.ipynb) shows how to print inside a kernel "
+    "and what Triton's common error messages mean."
 )
 
 
-def reveal(number: int | str, path: Path | None = None) -> list[str]:
-    """Reveal one more hint of a puzzle (never more than it has) and return the lines to print.
+def reveal(number: int | str, path: Path | None = None, where: str = TERMINAL) -> list[str]:
+    """Reveal one more hint of a puzzle (never more than it has) and return the lines to print, for a terminal
+    or a notebook (`where`: which way to draw an access map the last lines point to).
 
     Raises UnknownPuzzle for a number the registry does not list.
     """
@@ -51,7 +56,8 @@ def reveal(number: int | str, path: Path | None = None) -> list[str]:
     else:
         lines.append(f"Ask again for hint {shown + 1} of {total} if you are still stuck.")
     if shown == total:
-        lines.append(STILL_STUCK.format(literal=puzzle.literal))
+        drawn = MAP_COMMAND[where].format(number=number, literal=puzzle.literal)
+        lines.append(STILL_STUCK.format(map=drawn))
     return lines
 
 

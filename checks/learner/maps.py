@@ -1,10 +1,11 @@
 """Access maps: which program touched what, for your kernel beside the answer key's.
 
-    python -m checks.learner.maps N [--file F | --solution] [--case I] [--out PNG]
-    make map PUZZLE=N [FILE=...]
+    python -m checks.learner.maps N [--file F | --solution] [--case K] [--seed S] [--out PNG]
+    make map PUZZLE=N [FILE=...] [ARGS="--case K --seed S"]
 
 runs the submission (by default your notebook's graded cell) and the answer key, each in a process of its
-own with the puzzle's time limit, on one CPU case in Triton's interpreter under the access
+own with the puzzle's time limit, on one CPU case in Triton's interpreter (case K as a check's report numbers it,
+from 1; on the shapes and integer inputs of seed S, as a check with that seed draws them) under the access
 recorder (`checks.engine.access.patches`), and draws one PNG:
 
 - puzzles 1, 2: the program that wrote each element of the output;
@@ -31,7 +32,9 @@ import numpy as np
 
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
 from checks.engine.processes.access_recording import MapError, record_in_own_process
+from checks.make_notes import make_note
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, shown
+from checks.verdict import plural
 
 ELEMENTWISE, SOFTMAX, MATMUL, ATTENTION, DECODING = "elementwise", "softmax", "matmul", "attention", "decoding"
 QUERY_SIDE, KEY_SIDE = ("q", "do"), ("k", "v")
@@ -132,7 +135,7 @@ def _programs_panel(ax: Any, log: AccessLog, title: str) -> None:
     unwritten = int(np.isnan(owner).sum())
     note = f"; {unwritten} never written (grey)" if unwritten else ""
     ax.set_title(f"{title}: the program that wrote each element of {region['name']} {tuple(region['shape'])}\n"
-                 f"{programs} programs, labelled by program id{note}", fontsize=9)  # fmt: skip
+                 f"{plural(programs, 'program')}, labelled by program id{note}", fontsize=9)  # fmt: skip
     if len(region["shape"]) == 1:
         ax.set_xlabel(f"element % {image.shape[1]}")
         ax.set_ylabel(f"element // {image.shape[1]}")
@@ -333,7 +336,7 @@ def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, An
     top.imshow(coloured, cmap=ListedColormap(palette).with_extremes(bad="#f4f4f4"), norm=norm,
                interpolation="nearest", aspect="auto")  # fmt: skip
     top.set_title(f"{title}: the program that last loaded each key of K (grey: none)\n"
-                  f"{len(programs)} programs shown", fontsize=9)  # fmt: skip
+                  f"{plural(len(programs), 'program')} shown", fontsize=9)  # fmt: skip
     shown = bottom.imshow(reads, cmap=_cmap("viridis"), vmin=0, vmax=max(1.0, float(reads.max())),
                           interpolation="nearest", aspect="auto")  # fmt: skip
     bottom.figure.colorbar(shown, ax=bottom, fraction=0.04, label="times loaded")
@@ -348,13 +351,13 @@ def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, An
             ax.plot([end - 0.5, end - 0.5], [row - 0.5, row + 0.5], color="red", linewidth=1.2)
 
 
-def _case_inputs(number: int | str, case: dict[str, Any]) -> dict[str, Any]:
+def _case_inputs(number: int | str, case: dict[str, Any], seed: int = 1) -> dict[str, Any]:
     """A recording's inputs, drawn again as the recorder drew them (the map needs a paged cache's block_table)."""
     from checks.engine.inputs import draw_case
 
     puzzle = get_puzzle(number)
     index = next((i for i, c in enumerate(puzzle.cases["cpu"]) if c == case), 0)
-    return draw_case(puzzle, index)[1]
+    return draw_case(puzzle, index, seed)[1]
 
 
 def _cmap(name: str) -> Any:
@@ -426,7 +429,7 @@ def figure(number: int | str, mine: dict[str, Any], key: dict[str, Any] | None) 
                 else:
                     axes[row][col].set_axis_off()
     elif kind == DECODING:
-        inputs = _case_inputs(number, mine.get("case", {}))
+        inputs = _case_inputs(number, mine.get("case", {}), mine.get("seed", 1))
         fig, axes = plt.subplots(2, len(sides), figsize=(6.2 * len(sides), 7.6), squeeze=False)
         for col, (title, log) in enumerate(sides):
             _safely(axes[0][col], _decoding_panels, axes[1][col], log, inputs, title)
@@ -454,8 +457,10 @@ def make_map(
     out: Path | None = None,
     source: tuple[str, str] | None = None,
     earlier: Path | None = None,
+    seed: int = 1,
 ) -> tuple[Path, list[str]]:
-    """Record the submission and the answer key, draw the map; (png, traffic lines).
+    """Record the submission and the answer key on CPU case index `case` drawn with `seed`, draw the map; (png,
+    traffic lines).
 
     `earlier` is the learner's code of the step the puzzle builds on (9a for 9), as `--earlier` gives it to a check."""
     from checks.engine.access.traffic import traffic_lines
@@ -463,14 +468,24 @@ def make_map(
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
         submission, _, earlier = prepare(puzzle, file, solution, Path(tmp), source, earlier)
-        mine = record_in_own_process(puzzle.number, submission, case, puzzle.timeout, earlier)
-    key = mine if solution else record_in_own_process(puzzle.number, puzzle.solution, case, puzzle.timeout)
+        mine = record_in_own_process(puzzle.number, submission, case, puzzle.timeout, earlier, seed)
+    key = mine if solution else record_in_own_process(puzzle.number, puzzle.solution, case, puzzle.timeout, seed=seed)
     png = out or ROOT / "build" / "maps" / f"{puzzle.stem}.png"
     draw(puzzle.number, mine, None if solution else key, png)
     return png, traffic_lines(mine["log"], None if solution else key["log"])
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Draw the map; under `make map`, a failure ends with what make's own last line means (`make_note`)."""
+    code = _main(argv)
+    note = make_note(code, target="map")
+    if note:
+        sys.stdout.flush()
+        print(note, file=sys.stderr)
+    return code
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m checks.learner.maps", description=__doc__.split("\n\n")[0])
     parser.add_argument("puzzle", help="the puzzle (1-13, 10a, 10b)")
@@ -479,16 +494,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--earlier", type=Path, help="your code of the step this puzzle builds on (9a for 9), as make check takes it"
     )
-    parser.add_argument("--case", type=int, default=0, help="which CPU case of puzzles.yaml (default: the first)")
+    parser.add_argument(
+        "--case", type=int, default=1, help="which case, numbered as a check's report numbers them (default: case 1)"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="draw the case as a check with this seed does (default 1)")
     parser.add_argument("--out", type=Path, help="where to write the PNG (default: build/maps/NN_slug.png)")
     args = parser.parse_args(argv)
     try:
         puzzle = get_puzzle(args.puzzle)
-        if not 0 <= args.case < len(puzzle.cases.get("cpu", [])):
-            raise MapError(f"Puzzle {puzzle.number} has {len(puzzle.cases.get('cpu', []))} CPU cases; pick 0 to "
-                           f"{len(puzzle.cases.get('cpu', [])) - 1} with --case.")  # fmt: skip
+        if not 1 <= args.case <= (count := len(puzzle.cases.get("cpu", []))):
+            raise MapError(f"Puzzle {puzzle.number} has {count} cases in the interpreter: pick 1 to {count}.")
         png, lines = make_map(
-            puzzle, args.file, solution=args.solution, case=args.case, out=args.out, earlier=args.earlier
+            puzzle,
+            args.file,
+            solution=args.solution,
+            case=args.case - 1,
+            out=args.out,
+            earlier=args.earlier,
+            seed=args.seed,
         )
     except (UnknownPuzzle, MapError) as exc:
         print(exc, file=sys.stderr)

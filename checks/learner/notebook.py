@@ -135,9 +135,9 @@ def parts_not_run(cells: list[str]) -> list[int]:
 def check(number: int | str, timeout: float | None = None, seed: int | None = None) -> None:
     """Grade puzzle `number` in a separate process and print the report.
 
-    `seed` draws the same shapes as an earlier run (the report of a failure gives it; the data values are drawn
-    afresh each run). The
-    verdict is recorded for `make progress`; when values are wrong or never written, a
+    `seed` makes a debugging run: the same shapes as an earlier run (the report of a failure gives the seed), and
+    data values drawn from the seed too, so the same seed gives the same report; it is not recorded. Without it the
+    verdict is recorded for `make progress`. When values are wrong or never written, a
     picture of where is drawn below the report (and saved in notebooks/.check_pictures/).
     """
     puzzle = get_puzzle(number)
@@ -170,11 +170,11 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
     except KeyboardInterrupt:  # Kernel > Interrupt: the grading process was ended on the way out
         print(V.STOPPED)
         return
-    print(checked.report())
+    print(checked.report(notebook=True))
     if checked.had_picture:
         _show_picture(checked)
     if checked.verdict.map_case is not None:
-        _show_map(puzzle, checked.verdict.map_case)
+        _show_map(puzzle, checked.verdict.map_case, checked.verdict.seed)
     if checked.recorded:
         print(checked.recorded)
 
@@ -207,12 +207,12 @@ def picture_folder(puzzle: Puzzle) -> Path:
     return puzzle.notebook.parent / ".check_pictures"
 
 
-def _show_map(puzzle: Puzzle, case: int) -> None:
-    """Under a failure of a rule on memory accesses: the access map of the failing case, beside the answer key's
-    (show(N, case=K), on the code that was just graded)."""
+def _show_map(puzzle: Puzzle, case: int, seed: int | None) -> None:
+    """Under a failure of a rule on memory accesses: the access map of the failing case (its index), beside the
+    answer key's (show(N, case=K, seed=S), on the code that was just graded)."""
     print(f"Drawing the access map of case {case + 1}, yours beside the answer key's (a few seconds)...")
     try:
-        show(puzzle.number, case=case)
+        show(puzzle.number, case=case + 1, seed=1 if seed is None else seed)
     except Exception as exc:  # noqa: BLE001 - a map must never hide the verdict
         print(f"Could not draw the access map ({type(exc).__name__}: {exc}); show({puzzle.literal}) tries again.")
 
@@ -239,16 +239,22 @@ def _show_picture(checked: Checked) -> None:
     _display(checked.picture, f"Where the output is wrong (saved as {shown(checked.picture)}):", checked.picture_note)
 
 
-def show(number: int | str, file: str | None = None, case: int = 0) -> Path | None:
-    """Draw the access map of your graded cell (as last run) beside the answer key's: which program touched what."""
+def show(number: int | str, file: str | None = None, case: int = 1, seed: int = 1) -> Path | None:
+    """Draw the access map of your graded cell (as last run) beside the answer key's: which program touched what.
+
+    `case` is numbered from 1, as a check's report numbers the cases; `seed` draws it as a check with that seed."""
     from checks.learner.maps import MapError, make_map  # matplotlib is imported only when a map is asked for
 
     puzzle = get_puzzle(number)
     cells = [] if file else _ran_cells(number)
     source = (as_module(cells), "your graded cell") if cells else None
     out = picture_folder(puzzle) / f"{puzzle.stem}_map.png"
+    count = len(puzzle.cases.get("cpu", []))
+    if not 1 <= case <= count:
+        print(f"Puzzle {puzzle.number} has {count} cases in the interpreter; pick case=1 to case={count}.")
+        return None
     try:
-        png, lines = make_map(puzzle, Path(file) if file else None, case=case, source=source, out=out)
+        png, lines = make_map(puzzle, Path(file) if file else None, case=case - 1, source=source, out=out, seed=seed)
     except MapError as exc:
         print(exc)
         return None
@@ -259,7 +265,7 @@ def show(number: int | str, file: str | None = None, case: int = 0) -> Path | No
 
 def hint(number: int | str) -> None:
     """Show the next hint for a puzzle (one more each call; `make hint PUZZLE=N` shares the count)."""
-    print("\n".join(hints.reveal(number)))
+    print("\n".join(hints.reveal(number, where=hints.NOTEBOOK)))
 
 
 def answer_key(number: int) -> ModuleType:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from checks.engine.rules.pictures import OVERHANG
+from checks.verdict import plural
 
 PAST_END, RIGHT, WRONG, UNWRITTEN, OUTSIDE, NONFINITE = 0, 1, 2, 3, 4, 5  # categories; a larger one wins when merged
 COLOURS = {
@@ -306,7 +307,7 @@ def _legend(data: dict[str, Any], layout: Layout, counts: dict[int, int]) -> lis
 
     if data.get("kind") == OVERHANG.name:
         return [
-            Patch(color=COLOURS[RIGHT], label=f"{data.get('name', 'the tensor')} ({counts[RIGHT]} elements)"),
+            Patch(color=COLOURS[RIGHT], label=f"{data.get('name', 'the tensor')} ({plural(counts[RIGHT], 'element')})"),
             Patch(color=COLOURS[OUTSIDE], label=f"written past its end ({counts[OUTSIDE]})"),
             Patch(facecolor=COLOURS[PAST_END], edgecolor="#999999", label="past its end, not written"),
         ]

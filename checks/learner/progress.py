@@ -32,6 +32,7 @@ ENV_FILE = "CHECKS_PROGRESS_FILE"
 VERSION = 1
 # The verdicts worth remembering: those about the learner's code, not about the machine or the course.
 RECORDED = (V.PASSED, V.FAILED, V.ERROR, V.TIMEOUT, V.CRASHED)
+NOT_STARTED = "not started"  # recorded instead of "error" when the code graded is still the stub
 
 _memory: dict[str, Any] = {}  # the store when there is no file (under pytest)
 _warned: set[tuple[str, str]] = set()  # (file, kind of problem) already reported in this process
@@ -126,14 +127,15 @@ def record(verdict: V.Verdict, path: Path | None = None, source: str = "") -> bo
     `source` names the file graded when it was not the puzzle's notebook (`--file answer.py`);
     `make progress` shows it beside the verdict, so a check of another file is never mistaken
     for the notebook's. Verdicts that say nothing about the learner's code (not-ready,
-    environment, internal, tampered) are not recorded. Returns whether the verdict was recorded.
+    environment, internal, tampered) are not recorded, nor is a debugging run (`--seed`), whose data values the
+    learner can know. Returns whether the verdict was recorded.
     """
-    if verdict.status not in RECORDED:
+    if verdict.status not in RECORDED or verdict.debugging:
         return False
     data = load(path)
     e = entry(data, verdict.puzzle)
     e.update(
-        status=verdict.status,
+        status=NOT_STARTED if verdict.rule == "stub" else verdict.status,
         time=now(),
         mode=verdict.mode,
         device=verdict.device,

@@ -18,7 +18,7 @@ from typing import Any
 from checks import verdict as V
 from checks.engine.processes.prestart import check_folder, prestart_spare
 from checks.learner import progress
-from checks.registry import Puzzle, shown
+from checks.registry import Puzzle, load_puzzles, shown
 
 
 @dataclass
@@ -32,9 +32,28 @@ class Checked:
     picture_note: str = ""  # where that PNG is, or why there is none (`checks.learner.picture.draw_verdict`)
     recorded: str = ""  # where the verdict was recorded from a file other than the puzzle's notebook, that file
 
-    def report(self) -> str:
-        """The verdict as the learner reads it."""
-        return V.format_verdict(self.verdict, self.title, cases_shown=bool(self.verdict.mode))
+    def report(self, notebook: bool = False, learners: bool = True) -> str:
+        """The verdict as the learner reads it; after a pass of the learner's own code (`learners`) that was not a
+        debugging run, what comes next, said the way of a terminal or of a `notebook`."""
+        text = V.format_verdict(self.verdict, self.title, cases_shown=bool(self.verdict.mode))
+        if self.verdict.passed and learners and not self.verdict.debugging:
+            text += "\n" + what_next(self.verdict.puzzle, notebook, self.verdict.file)
+        return text
+
+
+def what_next(number: int | str, notebook: bool = False, file: str = "") -> str:
+    """The sentence after a pass: the next puzzle in the course's order, and how to open and check it."""
+    ready = [p for p in load_puzzles() if p.ready]
+    at = next((i for i, p in enumerate(ready) if str(p.number) == str(number)), len(ready) - 1)
+    if at + 1 >= len(ready):
+        return "That was the last puzzle of the course: `make progress` shows every puzzle you have passed."
+    step = ready[at + 1]
+    if notebook:
+        how = f"open {step.notebook.name} and, once your code runs, call check({step.literal}) there"
+    else:
+        again = f"make check PUZZLE={step.number}" + (" FILE=your_file.py" if file else "")
+        how = f"open {shown(step.notebook)}, then `{again}`"
+    return f"Next: puzzle {step.number} ({step.title}): {how}."
 
 
 def grade_ahead(puzzle: Puzzle, interpret: bool = False, spare: bool = False, **options: Any) -> V.Verdict:
@@ -71,6 +90,7 @@ def check_session(
     """
     with tempfile.TemporaryDirectory(prefix="checks-picture-") as pictures:
         verdict = grade_ahead(puzzle, interpret=interpret, spare=spare, artifacts=Path(pictures), **options)
+        V.repeat_seed(verdict)  # a debugging run's commands repeat its seed
         earlier = options.get("earlier")
         if isinstance(earlier, Path):  # every command the verdict suggests repeats it
             V.repeat_earlier(verdict, str(shown(earlier)))

@@ -3,10 +3,11 @@
     traffic_lines(log, key=None) -> list[str]
 
 One line per tensor, beside the answer key's log of the same case and the minimum (an input read
-once, an output written once, a scratch buffer never touched), then the number of programs:
+once, an output written once, a scratch buffer never touched), then the number of programs. A figure below the
+minimum says in words what it means:
 
     k      read 32.0x — answer key 1.0x, minimum 1.0x
-    o      written 1.0x — answer key 1.0x, minimum 1.0x
+    o      written 0.8x — answer key 1.0x, minimum 1.0x: below the minimum, so part of o is never written
     programs: 16 in 1 launch — answer key 16 in 1 launch
 """
 
@@ -95,6 +96,10 @@ def traffic_lines(
                 text += f", minimum {low:.1f}x"
             else:
                 text += f" — minimum {low:.1f}x"
+            if value < low - 1e-9:
+                text += f": below the minimum, so part of {name} is never {verb}"
+                if their and their[index] < low - 1e-9:
+                    text += ", as in the answer key"
             lines.append(text)
     for name, (read, written, _) in ref.items():
         if name not in ours and (read or written):

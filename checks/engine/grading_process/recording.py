@@ -87,6 +87,7 @@ def record_file(
     return {
         "puzzle": number,
         "case": dict(puzzle.cases["cpu"][case_index]),
+        "seed": seed,
         "inputs": shapes,
         "scalars": scalars,
         "log": log,
@@ -94,10 +95,12 @@ def record_file(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Record FILE on CASE of puzzle NUMBER into OUT (a torch file), after EARLIER (the step it builds on) if given."""
-    number, path, case, out, *earlier = sys.argv[1:] if argv is None else argv
+    """Record FILE on CASE (drawn with SEED) of puzzle NUMBER into OUT (a torch file), after EARLIER (the step it builds
+    on) if given."""
+    number, path, case, out, seed, *earlier = sys.argv[1:] if argv is None else argv
     interpreter_setup()
-    torch.save(record_file(number, Path(path), int(case), earlier=Path(earlier[0]) if earlier else None), out)
+    before = Path(earlier[0]) if earlier else None
+    torch.save(record_file(number, Path(path), int(case), int(seed), earlier=before), out)
     return 0
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from checks import verdict as V
 from checks.engine.judging.wording import failure_pattern
 
-COUNT = re.compile(r"^\d+ of \d+ cases failed; ")  # how a part's summary counts its own cases
+COUNT = re.compile(r"^\d+ of \d+ cases? failed; ")  # how a part's summary counts its own cases
 
 
 def split_cases(n_cases: int, parts: int) -> list[list[int]]:
@@ -39,7 +39,7 @@ def merge_parts(parts: list[V.Verdict], params: list[dict[str, Any]]) -> V.Verdi
     cases = sorted((c for part in parts for c in part.cases), key=lambda c: c.index)
     failed = [part for part in parts if not part.passed]
     if not failed:
-        summary = f"all {len(cases)} cases match the reference."
+        summary = V.all_match(len(cases))
         return replace(parts[0], cases=cases, summary=summary, seconds=max(p.seconds for p in parts))
 
     def precedence(part: V.Verdict) -> tuple[bool, int]:
@@ -50,7 +50,7 @@ def merge_parts(parts: list[V.Verdict], params: list[dict[str, Any]]) -> V.Verdi
     merged = replace(worst, cases=cases, details=list(worst.details))
     failing = [c for c in cases if not c.passed]
     if failing and COUNT.match(worst.summary):
-        merged.summary = COUNT.sub(f"{len(failing)} of {len(cases)} cases failed; ", worst.summary)
+        merged.summary = COUNT.sub(f"{len(failing)} of {V.plural(len(cases), 'case')} failed; ", worst.summary)
         cause = failing[0].cause
         own = failure_pattern([params[c.index] for c in worst.cases], [c.passed for c in worst.cases], cause)
         merged.details = failure_pattern([params[c.index] for c in cases], [c.passed for c in cases], cause) + [

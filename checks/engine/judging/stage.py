@@ -17,7 +17,7 @@ from typing import Any
 
 from checks import verdict as V
 from checks.engine.access.traffic import answer_key_log, traffic_lines
-from checks.engine.inputs import secret_data_seed
+from checks.engine.inputs import debugging_data_seed, secret_data_seed
 from checks.engine.judging.judge import Judge, load_timing_outputs
 from checks.engine.judging.plans import plan_problem
 from checks.engine.judging.timing import from_measurement
@@ -139,8 +139,12 @@ class Stage:
             self.stream.tampered = str(exc)
             return self.verdict(end)
         self.stream.machine = None
-        # the replay's data values: known to this process and the replay only
-        data_seed = secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
+        # the replay's data values: known to this process and the replay only, unless this is a debugging run
+        data_seed = (
+            debugging_data_seed(self.job.seed)
+            if self.job.debugging
+            else secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
+        )
         self.judge.data_seed = data_seed
         recorded = recording.timing_plan  # None unless asked for (time_it)
         timing_plan = self.timing_plan_of(recorded, source) if self.time_it and recorded is not None else None
@@ -246,6 +250,7 @@ class Stage:
             mode=machine.mode if machine else "",
             device=machine.device if machine else "",
             seed=self.job.seed,
+            debugging=self.job.debugging,
             cases=self.results,
             file=self.file,
             seconds=end.seconds,
@@ -286,7 +291,7 @@ class Stage:
             v.summary = earlier_stub_summary(self.puzzle.number, step, label, self.file)
             return
         if stubs:
-            v.status = V.ERROR
+            v.status, v.rule = V.ERROR, rulebook.outcome("stub")
             v.cases = []
             v.summary = (
                 f"Your code is still the stub: fill in the FILL ME IN parts of {next(iter(self.job.names.values()))} "
@@ -303,7 +308,7 @@ class Stage:
             v.status = V.ERROR if any(r.raised for r in self.results) else V.FAILED
             v.rule = first.rule or (rulebook.outcome("raised") if first.raised else "")
             v.summary = (
-                f"{len(failed)} of {len(self.results)} cases failed; start with case {first.index + 1} "
+                f"{len(failed)} of {V.plural(len(self.results), 'case')} failed; start with case {first.index + 1} "
                 f"({first.description}): {first.problem}"
             )
             if self.stopped_early:
@@ -314,13 +319,16 @@ class Stage:
                 v.details += failure_pattern(params, [r.passed for r in self.results], first.cause)
             if first.rule in rulebook.names(draws_map=True) and self.judge.device == "cpu":
                 v.map_case = first.index
-                v.details.append(map_advice(self.puzzle.number, first.index, self.file))
+                v.details.append(map_advice(self.puzzle.number, first.index, self.file, seed=self.job.seed))
             return
         v.status = V.PASSED
-        v.summary = f"all {len(self.results)} cases match the reference."
+        v.summary = V.all_match(len(self.results))
         if self.judge.first_access is not None:
             key = answer_key_log(self.puzzle)
-            v.details += ["Memory traffic of case 1 (bytes per tensor, as multiples of its size):"]
+            v.details += [
+                "Memory traffic of case 1: bytes read and written per tensor, as multiples of its size (1.0x: as many "
+                "bytes as the tensor has; the minimum is an input read once and an output written once):"
+            ]
             v.details += ["  " + line for line in traffic_lines(self.judge.first_access, key)]
         if self.time_it:
             self.apply_timings(v)

@@ -22,6 +22,7 @@ from typing import Any
 from checks.engine.fair_timing import busy, busy_message, summarize
 from checks.engine.protocol import Timings
 from checks.registry import Puzzle
+from checks.verdict import agree
 
 MATMUL_SIDE = 8192  # the float16 torch.matmul that stands for the peak arithmetic rate
 OUTPUT_SLACK = 10.0  # the timing-size answer may differ from the answer key's by 10x the tolerance
@@ -126,7 +127,8 @@ def output_difference(
         if bad:
             shown = f"{largest:.4g}" if largest is not None else "nan"
             return (
-                f"{what}: {bad} of {flat_a.numel()} elements differ from the answer key's (largest difference {shown})"
+                f"{what}: {bad} of {flat_a.numel()} elements {agree(bad, 'differs', 'differ')} from the answer key's "
+                f"(largest difference {shown})"
             )
     return None
 

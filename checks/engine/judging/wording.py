@@ -135,9 +135,14 @@ RULE_FAILED_SUMMARY = (
 )
 
 
-def map_advice(number: int | str, case: int = 0, file: str = "", earlier: str = "") -> str:
-    command = V.make_command("map", number, file, f"--case {case}" if case else "", earlier)
-    notebook = f", or show({V.puzzle_literal(number)}{f', case={case}' if case else ''}) in the notebook"
+def map_advice(number: int | str, case: int = 0, file: str = "", earlier: str = "", seed: int | None = None) -> str:
+    """How to draw the access map of case index `case`: numbered from 1, as the report's case lines and
+    `make map`'s --case and show()'s case= number them, on the inputs of `seed`."""
+    case_flag, seed_flag = f"--case {case + 1}" if case else "", f"--seed {seed}" if seed is not None else ""
+    flags = " ".join(flag for flag in (case_flag, seed_flag) if flag)
+    command = V.make_command("map", number, file, flags, earlier)
+    given = "".join((f", case={case + 1}" if case else "", f", seed={seed}" if seed is not None else ""))
+    notebook = f", or show({V.puzzle_literal(number)}{given}) in the notebook"
     where = "" if file or earlier else notebook  # show() maps the notebook's code, not the files graded
     return (
         f"To see which program loaded what, draw the access map of case {case + 1}: {command}{where}, "

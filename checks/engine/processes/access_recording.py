@@ -17,9 +17,9 @@ class MapError(RuntimeError):
 
 
 def record_in_own_process(
-    number: int | str, path: Path, case: int, timeout: float, earlier: Path | None = None
+    number: int | str, path: Path, case: int, timeout: float, earlier: Path | None = None, seed: int = 1
 ) -> dict[str, Any]:
-    """Run `path` on one CPU case in a process of its own and return its recording (see
+    """Run `path` on one CPU case (its index; drawn with `seed`) in a process of its own and return its recording (see
     grading_process.recording.record_file); `earlier` is the code of the step the puzzle builds on, where the submission
     uses it (checks.engine.submission.earlier_step)."""
     import torch
@@ -34,6 +34,7 @@ def record_in_own_process(
             str(path),
             str(case),
             str(out),
+            str(seed),
         ]
         command += [str(earlier)] if earlier else []
         try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from checks.memory import is_poison
+from checks.verdict import agree, plural
 
 _MAX_RANGES = 6
 
@@ -84,8 +85,9 @@ def _unwritten_lines(
 ) -> tuple[str, list[str]]:
     """Headline and lines when some elements still hold the poison: where they are, then the other wrong ones."""
     where = first_bad(unwritten)
+    count = int(unwritten.sum())
     headline = (
-        f"{name}: {int(unwritten.sum())} of {bad.numel()} elements were never written "
+        f"{name}: {count} of {bad.numel()} elements {agree(count, 'was', 'were')} never written "
         f"(they still hold the grader's poison value; the first is at {list(where)})"
     )
     lines = locate(unwritten, dims)
@@ -117,7 +119,8 @@ def _wrong_lines(
     n_bad = int(bad.sum())
     total = bad.numel()
     where = first_bad(bad)
-    headline = f"{name}: {n_bad} of {total} elements are wrong ({100.0 * n_bad / total:.3g}%)"
+    share = f"{100.0 * n_bad / total:.3g}%"
+    headline = f"{name}: {n_bad} of {plural(total, 'element')} {agree(n_bad, 'is', 'are')} wrong ({share})"
     lines = [
         f"first at {list(where)}: yours {_fmt(float(y[where]))}, expected {_fmt(float(e[where]))} "
         f"(allowed error {_fmt(atol + rtol * abs(float(e[where])))})"

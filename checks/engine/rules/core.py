@@ -52,7 +52,11 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
     """Nothing was written into the guard bands around any tensor: inputs first, then allocations."""
     for buf in ctx.obs.buffers:
         if buf.role == "input" and (buf.before or buf.after):
-            where = f"{buf.after} elements past its end" if buf.after else f"{buf.before} elements before its start"
+            where = (
+                f"{V.plural(buf.after, 'element')} past its end"
+                if buf.after
+                else f"{V.plural(buf.before, 'element')} before its start"
+            )
             return Problem(
                 f"{_who_stored(ctx, buf)} wrote outside the input {buf.label} ({where}): "
                 "a store is missing its mask or uses the wrong offsets.",
@@ -65,11 +69,13 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
             label = f"the output {ctx.expected[buf.output].name} ({label})"
         if buf.after:
             start = (
-                "right after its last element" if buf.first_after == 0 else f"{buf.first_after} elements after its end"
+                "right after its last element"
+                if buf.first_after == 0
+                else f"{V.plural(buf.first_after, 'element')} after its end"
             )
-            where = f"{buf.after} elements past its end, starting {start}"
+            where = f"{V.plural(buf.after, 'element')} past its end, starting {start}"
         else:
-            where = f"{buf.before} elements before its start"
+            where = f"{V.plural(buf.before, 'element')} before its start"
         message = (
             f"{_who_stored(ctx, buf)} wrote outside {label}: {where}; "
             "give that store a mask, or offsets that stay inside the tensor."
@@ -109,7 +115,7 @@ def inputs_unchanged(ctx: CaseContext) -> Problem | None:
     for buf in ctx.obs.buffers:
         if buf.role == "input" and buf.changed and not (buf.before or buf.after):
             return Problem(
-                f"Your code changed its input {buf.label} ({buf.changed} elements): "
+                f"Your code changed its input {buf.label} ({V.plural(buf.changed, 'element')}): "
                 "write results to a new tensor, never into an input.",
             )
     return None
@@ -133,7 +139,8 @@ def no_load_outside(ctx: CaseContext) -> Problem | None:
         return None
     label, count = next(iter(outside.items()))
     return Problem(
-        f"Your kernel loaded {count} elements from outside {label} (from the grader's guard band around it): "
+        f"Your kernel loaded {V.plural(count, 'element')} from outside {label} (from the grader's guard "
+        "band around it): "
         "a load is missing its mask, or its offsets run past the tensor; on a GPU this reads garbage or faults.",
     )
 

@@ -26,7 +26,8 @@ from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of, program_name, rows_of
 from checks.engine.rules.declare import ACCESS_LOG, ON_REQUEST, rule
 from checks.engine.rules.pictures import ACCESS_MAP
-from checks.engine.rules.problem import CaseContext, Problem, plural, say
+from checks.engine.rules.problem import CaseContext, Problem, say
+from checks.verdict import plural
 
 _PAGED = "k_cache"  # the key input of puzzle 13; 11 and 12 call it k
 
@@ -128,7 +129,7 @@ def split_kv(ctx: CaseContext, min_n: int = 256, max_heads: int = 64, message: s
     measured = (
         f"This case has {plural(len(found), 'head')} of K and V (batch x kv head), too few to keep a GPU busy with "
         f"one program each, and the keys of {plural(len(alone), 'head')} with {min_n} or more keys were read by one "
-        f"program each (batch {z}, head {y}: {found[alone[0]]} keys, all read by "
+        f"program each (batch {z}, head {y}: {plural(found[alone[0]], 'key')}, all read by "
         f"{program_name(log, *min(readers[alone[0]]))})."
     )
     return Problem(say(message, split_kv.message, measured))

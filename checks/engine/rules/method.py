@@ -22,6 +22,7 @@ from checks.engine.access.queries import highs, log_of, lows, program_name, rows
 from checks.engine.rules.declare import ACCESS_LOG, ON_REQUEST, rule
 from checks.engine.rules.pictures import ACCESS_MAP
 from checks.engine.rules.problem import CaseContext, Problem, say
+from checks.verdict import plural
 
 _SEQ = 2  # the sequence dimension of a (B, H, N, D) tensor
 
@@ -121,7 +122,9 @@ def parallel_over_queries(
     tallest = int((highs(stores, _SEQ) - lows(stores, _SEQ)).max()) + 1  # query rows in one store of o
     if tallest >= n and n <= max_block_m:
         return None  # one query block holds the whole sequence: this case cannot tell
-    measured = f"Your kernel that writes {output} ran {programs} programs for B * H = {b * h} heads and N = {n}."
+    measured = (
+        f"Your kernel that writes {output} ran {plural(programs, 'program')} for B * H = {b * h} heads and N = {n}."
+    )
     if tallest >= n:
         measured += f" One store of {output} covers all {n} query rows: use query blocks of at most {max_block_m} rows."
     return Problem(say(message, parallel_over_queries.message, measured))

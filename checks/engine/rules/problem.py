@@ -41,7 +41,3 @@ def say(message: str | None, default: str, measured: str) -> str:
     """A rule's sentence: the puzzle's own message (puzzles.yaml) or the rule's declared one, then what was
     measured."""
     return f"{message or default} {measured}".strip()
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -51,6 +51,7 @@ ORDER: tuple[str, ...] = (
 OUTCOMES = {
     "raised": "the call raised an exception (an error verdict)",
     "speed_bar": "on a GPU, slower than the puzzle's bar (checks.engine.judging.timing)",
+    "stub": "the code is still the stub as handed out (an error verdict; `make progress` shows 'not started')",
 }
 # Statuses that may reject a known-wrong kernel besides a rule (its `expect:` line may name them).
 STATUSES = (V.TIMEOUT, V.CRASHED, V.ERROR, V.TAMPERED)
