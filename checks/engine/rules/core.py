@@ -18,8 +18,9 @@ from checks.engine.access.queries import log_of
 from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
 from checks.engine.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
-from checks.engine.rules.problem import CaseContext, Problem, plural
+from checks.engine.rules.problem import CaseContext, Problem
 from checks.memory import is_poison
+from checks.verdict import agree, plural
 
 
 @rule(
@@ -468,7 +469,7 @@ def outputs_stored(ctx: CaseContext) -> Problem | None:
             missing, total = int((counts == 0).sum()), counts.numel()
         if missing:
             return Problem(
-                f"{plural(missing, 'element')} of {total} of {exp.name} {'was' if missing == 1 else 'were'} not "
+                f"{plural(missing, 'element')} of {total} of {exp.name} {agree(missing, 'was', 'were')} not "
                 "stored by your kernels in this call "
                 f"(a copy your function made, or memory it filled on the host): the puzzle's method rules judge how "
                 f"your kernels computed {exp.name} from their stores. Store every element of {exp.name} from a kernel.",
