@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import tune_launch as tl_  # noqa: E402
 from bench.decoding_graphs import graph_us, load_key, sdpa_call  # noqa: E402
-from checks.engine.grading_process.measure import bench_ms, in_graph  # noqa: E402
+from checks.engine.timing import bench_ms, in_graph  # noqa: E402
 from checks.memory import Arena  # noqa: E402
 from checks.puzzles import spec_module  # noqa: E402
 from checks.registry import get_puzzle  # noqa: E402

@@ -31,8 +31,8 @@ import triton
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checks.engine.grading_process.measure import bench_ms  # noqa: E402 - after the path is set
 from checks.engine.submission import load_module  # noqa: E402
+from checks.engine.timing import bench_ms  # noqa: E402 - after the path is set
 from checks.instructor import tutorial as tut06  # noqa: E402
 from checks.puzzles import p09_flash_attention_v2_fwd as p09  # noqa: E402
 from checks.puzzles import p10_flash_attention_v2_bwd as p10  # noqa: E402

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from checks.engine.judging.timing import gbps, speed_ratio, tflops
+from checks.engine.timing import gbps, speed_ratio, tflops
 
 ANSWER_KEY = "answer key"  # the baseline of a variant's rows
 CSV_COLUMNS = (  # results.csv: Row's fields and properties by name

@@ -13,8 +13,8 @@ import pytest
 
 from checks.authoring.wrong import EDIT_SUFFIX, materialize
 from checks.bench_results import ANSWER_KEY, CSV_COLUMNS, Row, read_csv, write_data
-from checks.engine.judging.timing import Peaks, roofline_share
 from checks.engine.rules import rulebook
+from checks.engine.timing import Peaks, roofline_share
 from checks.instructor import bench
 from checks.instructor.bench import write_outputs
 from checks.instructor.bench_report import Target, evaluate, markdown_report

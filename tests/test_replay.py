@@ -467,8 +467,8 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
     "second_def_in_the_docstring": ("kernel_calls", "a second line that starts with `def`"),
     # a method rule judges the loads of a copy of an input as loads of that input
     "three_passes_through_a_clone": ("limits", "read each element of x", "7"),
-    # a method rule judges the kernels' own stores: an output copied on the host leaves it nothing, and fails
-    "stores_through_a_host_copy": ("outputs_stored", "were not stored by your kernels", "9"),
+    # a method rule sees the kernels' stores through the copy the host made into the output
+    "stores_through_a_host_copy": ("causal_skipping", "lie entirely on the masked side", "9"),
 }
 
 

@@ -9,26 +9,31 @@ import math
 import pytest
 import torch
 
-from checks.engine import fair_timing
-from checks.engine.fair_timing import ROUNDS, WARMUP_ROUNDS
-from checks.engine.grading_process.measure import TimingRun, cached_peaks, remember_peaks
+from checks.engine import timing as engine_timing
+from checks.engine.grading_process.measure import TimingRun
 from checks.engine.judging.judge import load_timing_outputs
 from checks.engine.judging.timing import (
-    Peaks,
     bar_message,
-    bound,
     from_measurement,
-    gbps,
     judge,
     loosest_tolerance,
     output_difference,
+    timing_table,
+)
+from checks.engine.protocol import Timings
+from checks.engine.timing import (
+    ROUNDS,
+    WARMUP_ROUNDS,
+    Peaks,
+    bound,
+    cached_peaks,
+    gbps,
+    remember_peaks,
     roofline_ms,
     roofline_share,
     speed_ratio,
     tflops,
-    timing_table,
 )
-from checks.engine.protocol import Timings
 from checks.engine.wire import build
 from checks.puzzles import spec_module
 from checks.registry import get_puzzle
@@ -253,33 +258,33 @@ def test_a_busy_gpu_gives_no_speed_verdict_after_a_second_set_of_rounds(small_ma
 def test_ratios_come_from_paired_rounds_not_from_medians_of_each():
     # the GPU slows down halfway: per-contender medians would compare different moments
     rounds = {"yours": [1.0, 1.0, 4.0, 4.0, 4.0], "torch": [2.0, 2.0, 8.0, 8.0, 8.0]}
-    summary = fair_timing.summarize(rounds)
+    summary = engine_timing.summarize(rounds)
     assert summary["torch"] == {"ratio": 2.0, "spread": 0.0}
-    assert fair_timing.paired_ratios(rounds, "torch") == [2.0] * 5
-    assert fair_timing.spread([0.9, 1.0, 1.1]) == pytest.approx(0.1)
-    assert not fair_timing.busy({"torch": {"ratio": 1.0, "spread": 0.1}})
-    assert fair_timing.busy({"torch": {"ratio": 1.0, "spread": 0.11}})
+    assert engine_timing.paired_ratios(rounds, "torch") == [2.0] * 5
+    assert engine_timing.spread([0.9, 1.0, 1.1]) == pytest.approx(0.1)
+    assert not engine_timing.busy({"torch": {"ratio": 1.0, "spread": 0.1}})
+    assert engine_timing.busy({"torch": {"ratio": 1.0, "spread": 0.11}})
 
 
 def test_one_stray_round_is_not_a_busy_gpu_and_two_are():
     # an idle GPU ramping its clocks, or one brief burst of another process: one round of seven far off
-    assert fair_timing.spread([1.0, 1.0, 1.02, 0.99, 1.0, 1.01, 1.8]) == pytest.approx(0.015)
-    assert fair_timing.spread([1.0, 1.0, 1.02, 0.99, 1.0, 1.8, 1.8]) > fair_timing.NOISE_LIMIT
-    assert fair_timing.spread([1.0, 1.8, 1.0]) > fair_timing.NOISE_LIMIT  # too few rounds to leave one out
+    assert engine_timing.spread([1.0, 1.0, 1.02, 0.99, 1.0, 1.01, 1.8]) == pytest.approx(0.015)
+    assert engine_timing.spread([1.0, 1.0, 1.02, 0.99, 1.0, 1.8, 1.8]) > engine_timing.NOISE_LIMIT
+    assert engine_timing.spread([1.0, 1.8, 1.0]) > engine_timing.NOISE_LIMIT  # too few rounds to leave one out
 
 
 def test_warmup_rounds_are_timed_and_left_out():
     clock = iter([5.0, 9.0, 1.0, 2.0, 1.0, 2.0])  # round 0 (left out), then two rounds
-    rounds = fair_timing.interleaved({"yours": lambda: None, "torch": lambda: None}, lambda fn: next(clock), 2, 1)
+    rounds = engine_timing.interleaved({"yours": lambda: None, "torch": lambda: None}, lambda fn: next(clock), 2, 1)
     assert rounds == {"yours": [1.0, 1.0], "torch": [2.0, 2.0]}
 
 
 def test_a_noisy_timing_of_a_barred_puzzle_is_not_a_pass_and_a_steady_one_is():
     noisy = {"yours": [1.0, 3.0, 1.0], "torch.matmul": [1.0, 1.0, 1.0]}
-    result = judge({"M": 1}, fair_timing.medians(noisy), "torch.matmul", 0.8, 1e6, 1e6, None, None, noisy)
+    result = judge({"M": 1}, engine_timing.medians(noisy), "torch.matmul", 0.8, 1e6, 1e6, None, None, noisy)
     assert "bar_failed" not in result and "noisy" in result
     steady = {"yours": [1.0, 1.02, 0.98], "torch.matmul": [0.5, 0.51, 0.49]}
-    result = judge({"M": 1}, fair_timing.medians(steady), "torch.matmul", 0.8, 1e6, 1e6, None, None, steady)
+    result = judge({"M": 1}, engine_timing.medians(steady), "torch.matmul", 0.8, 1e6, 1e6, None, None, steady)
     assert "noisy" not in result and "0.50x" in result["bar_failed"]
 
 
@@ -323,7 +328,7 @@ def noisy_stage(tmp_path, number: int):
     if number == 4:
         rounds["torch.matmul"] = rounds.pop("torch")
     baseline = "torch.matmul" if number == 4 else "torch"
-    stage.stream.timings = Timings(case={"n": 1}, times=fair_timing.medians(rounds), rounds=rounds,
+    stage.stream.timings = Timings(case={"n": 1}, times=engine_timing.medians(rounds), rounds=rounds,
                                    baseline=baseline, nbytes=1e6, flops=0.0)  # fmt: skip
     return stage
 

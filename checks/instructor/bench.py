@@ -25,10 +25,10 @@ import triton
 from checks.authoring.figures import Figure, Line, draw
 from checks.authoring.wrong import materialize
 from checks.bench_results import ANSWER_KEY, Row, read_csv, write_data
-from checks.engine.grading_process.measure import bench_ms, device_peaks, in_graph
-from checks.engine.judging.timing import loosest_tolerance, output_difference, roofline_share
+from checks.engine.judging.timing import loosest_tolerance, output_difference
 from checks.engine.processes.spawn import kill, start_module
 from checks.engine.submission import load_module
+from checks.engine.timing import bench_ms, device_peaks, in_graph, roofline_share
 from checks.instructor import tutorial as tut06
 from checks.instructor.bench_report import Target, evaluate, markdown_report
 from checks.memory import Arena

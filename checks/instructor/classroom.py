@@ -25,7 +25,7 @@ afresh each time, seconds more each). Every file is read before any is graded,
 and each is graded from a private folder that holds only its own copy: nothing a submission's code
 writes can change what another learner is graded on, and the learners' folder is never graded in
 place. `--jobs N` grades N at once, on a GPU too: speed is timed in interleaved rounds, and a timing
-the other jobs made noisy gives no speed verdict (`checks.engine.fair_timing`) rather than a wrong one.
+the other jobs made noisy gives no speed verdict (`checks.engine.timing`) rather than a wrong one.
 `--shard I/N` grades one slice of the class and `--merge PART...` combines the slices
 (`checks.instructor.shards`; `make grade-slurm` runs them on a Slurm cluster).
 

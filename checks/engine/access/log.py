@@ -46,6 +46,9 @@ class AccessLog:
     dropped: int = 0  # accesses past max_records (counted in the totals, without a record)
     # the first store into each region's guard bands: {"region", "kernel", "function", "line", "argument"}
     store_sites: list[dict[str, Any]] = field(default_factory=list)
+    # the plan's copies from one region into another, in order: {"shape", "src": {"region", "strides", "offset"},
+    # "dst": {...}}; an output copied from a buffer the kernels stored is seen through it (`stored_counts`, `sources`)
+    copies: list[dict[str, Any]] = field(default_factory=list)
     fields: list[str] = field(default_factory=lambda: list(FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +68,7 @@ class AccessLog:
             "records": self.records,
             "dropped": self.dropped,
             "store_sites": [dict(site) for site in self.store_sites],
+            "copies": [dict(copy) for copy in self.copies],
             "fields": list(self.fields),
         }
 
@@ -119,6 +123,47 @@ class AccessLog:
         if counts.numel() == 0:
             counts = torch.zeros(region["size"], dtype=torch.int32)
         return counts.as_strided(region["shape"], region["strides"], region["offset"])
+
+    def stored_counts(self, name: str) -> torch.Tensor:
+        """How many times each element of the tensor was stored by the kernels, directly or into the elements a copy
+        made it from (an output that is a copy of a buffer the kernels wrote), in its own index space."""
+        i = self.index(name)
+        marks = [self._storage_counts(r, STORE).clone() for r in range(len(self.regions))]
+        for copy in self.copies:  # in the order the plan made them: a copy of a copy sees the first
+            src, dst = copy["src"], copy["dst"]
+            shape = copy["shape"]
+            taken = marks[src["region"]].as_strided(shape, src["strides"], src["offset"])
+            into = marks[dst["region"]].as_strided(shape, dst["strides"], dst["offset"])
+            into.copy_(taken)
+        region = self.regions[i]
+        view = region.get("view") or region  # the view returned, where the output is part of its tensor
+        return marks[i].as_strided(view["shape"], view["strides"], view["offset"])
+
+    def copied(self, name: str) -> list[int]:
+        """The regions that stand for the tensor `name` through the plan's copies: of an input, the copies made of it
+        (their loads are loads of it); of anything else, an output say, the buffers it was copied from (their
+        stores are its stores); and theirs in turn."""
+        i = self.index(name)
+        if i < 0:
+            return []
+        ahead = self.regions[i].get("role") == "input"
+        near, far = ("src", "dst") if ahead else ("dst", "src")
+        found: list[int] = []
+        wanted = [i]
+        while wanted:
+            r = wanted.pop()
+            for copy in self.copies:
+                other = copy[far]["region"]
+                if copy[near]["region"] == r and other != i and other not in found:
+                    found.append(other)
+                    wanted.append(other)
+        return found
+
+    def _storage_counts(self, r: int, kind: int) -> torch.Tensor:
+        per_region = self.reads if kind == LOAD else self.writes
+        counts = per_region[r] if r < len(per_region) else torch.zeros(0, dtype=torch.int32)
+        size = int(self.regions[r]["size"])
+        return counts if counts.numel() == size else torch.zeros(size, dtype=torch.int32)
 
     def programs(self, launch: int | None = None) -> int:
         """Programs launched: in one launch, or in all of them."""

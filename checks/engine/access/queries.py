@@ -21,12 +21,14 @@ def log_of(ctx: Any) -> AccessLog | None:
 
 
 def rows_of(log: AccessLog, name: str, kinds: tuple[int, ...]) -> np.ndarray:
-    """The records of one named region with these kinds, as a numpy array (empty when none)."""
+    """The records of one named region with these kinds, as a numpy array (empty when none), with those of the regions
+    that stand for it through the plan's copies (`AccessLog.copied`)."""
     i = log.index(name)
     if i < 0 or log.records.numel() == 0:
         return np.zeros((0, len(log.fields)), dtype=np.int64)
     rows = log.records.numpy()
-    keep = (rows[:, F["region"]] == i) & np.isin(rows[:, F["kind"]], kinds)
+    regions = [i, *log.copied(name)]  # a copy of an input is read as it; an output copied from a buffer is stored as it
+    keep = np.isin(rows[:, F["region"]], regions) & np.isin(rows[:, F["kind"]], kinds)
     return rows[keep]
 
 

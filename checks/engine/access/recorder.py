@@ -51,6 +51,7 @@ class AccessRecorder(RegionMap):
         self.lanes: list[list[int]] = []  # [region][kind]
         self.outside: list[list[int]] = []  # [region][kind]: lanes in its guard bands
         self.store_sites: list[dict[str, Any]] = []  # the first store into each region's guard bands: who, where
+        self.copies: list[dict[str, Any]] = []  # the plan's copies between regions (note_copy)
         self._arguments: list[tuple[str, int]] = []  # the launch's tensor arguments: (parameter, storage address)
 
     def _add(self, region: Region) -> int:
@@ -125,6 +126,22 @@ class AccessRecorder(RegionMap):
             self.flush()
         self._record(kind, pid, r, offsets)
 
+    def note_copy(self, source: torch.Tensor, result: torch.Tensor) -> None:
+        """A copy the plan made from one region into another (`result.copy_(source)`): where each element of the
+        result came from, so that the judge sees the kernels' stores through it (an output copied from a buffer
+        the kernels wrote is theirs, and its rows are owned by the programs that stored the buffer's)."""
+        if source.shape != result.shape or source.numel() == 0:
+            return
+        ends = []
+        for t in (source, result):
+            r = self.region_at(t.data_ptr())
+            if r < 0:
+                return
+            region = self.regions[r]
+            offset = (t.data_ptr() - region.body) // region.element_size
+            ends.append({"region": r, "strides": list(t.stride()), "offset": int(offset)})
+        self.copies.append({"shape": list(source.shape), "src": ends[0], "dst": ends[1]})
+
     def _note_store_site(self, r: int) -> None:
         """Remember, once per region, which kernel line stored into its guard bands and through which argument."""
         if any(site["region"] == r for site in self.store_sites):
@@ -193,6 +210,7 @@ class AccessRecorder(RegionMap):
             records=torch.from_numpy(self._records[: self.n_records].copy()),
             dropped=self.dropped,
             store_sites=[dict(site) for site in self.store_sites],
+            copies=[dict(copy) for copy in self.copies],
         )
 
 

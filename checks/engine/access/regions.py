@@ -34,6 +34,8 @@ class Region:
     body: int = 0
     high: int = 0
     storage: int = 0
+    # of an output: the view the learner returned, when it is not the whole tensor ({"shape", "strides", "offset"})
+    view: dict[str, Any] | None = None
 
     def serial(self) -> dict[str, Any]:
         data = asdict(self)
@@ -164,3 +166,5 @@ class RegionMap:
                 for region in self.regions:
                     if region.storage == ptr and region.role != "input":
                         region.name = name
+                        offset = (out.data_ptr() - region.body) // region.element_size
+                        region.view = {"shape": list(out.shape), "strides": list(out.stride()), "offset": int(offset)}

@@ -1,7 +1,7 @@
-"""GPU measurements for the timing: do_bench medians, the roofline (cached per GPU and versions), a submission's times.
-
-Everything here needs CUDA (except `measure` with a made-up clock, for the tests); the arithmetic and
-the verdict on the times are in `checks.engine.judging.timing`.
+"""The replay's timing of a submission: its replayed plan, the answer key's and the baseline on fresh inputs of the
+bench size, prepared while the grader judges and timed in interleaved rounds when it asks; the outputs at that size
+saved for the grader to compare. The clock and the arithmetic are `checks.engine.timing`'s; the verdict on the times
+is the judge's (`checks.engine.judging.timing`).
 """
 
 from __future__ import annotations
@@ -11,152 +11,24 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from checks.engine.fair_timing import (
+from checks.engine.phases import mark
+from checks.engine.protocol import timing_outputs_path
+from checks.engine.replay.perform import TimedReplay
+from checks.engine.timing import (
     ROUND_REP_MS,
+    ROUND_WARMUP_MS,
     ROUNDS,
     WARMUP_ROUNDS,
+    bench_ms,
     busy,
+    device_peaks,
+    in_graph,
     interleaved,
     medians,
     steadier,
     summarize,
 )
-from checks.engine.judging.timing import MATMUL_SIDE, Peaks, gbps, tflops
-from checks.engine.phases import mark
-from checks.engine.protocol import timing_outputs_path
-from checks.engine.replay.perform import TimedReplay
 from checks.registry import Puzzle
-
-WARMUP_MS, REP_MS = 25, 100
-ROUND_WARMUP_MS = 5  # per round: the first round's compile and autotune happened before the clock
-COPY_ELEMENTS = 1 << 28  # float32 elements per copy buffer (1 GiB) for the bandwidth measurement
-
-
-def bench_ms(
-    fn: Callable[[], Any], warmup: int = WARMUP_MS, rep: int = REP_MS, before: Callable[[], Any] | None = None
-) -> float:
-    """Median milliseconds of fn() on the GPU (triton.testing.do_bench; it flushes L2 between runs). With `before`:
-    do_bench's own procedure (an estimate from five runs, warm-up and timed runs sized from it, L2 flushed before
-    each timed run, a pair of CUDA events around each), with before() run ahead of every run, outside the events."""
-    import statistics
-
-    import triton.testing
-
-    if before is None:
-        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
-    from triton import runtime
-
-    driver = runtime.driver.active
-    device = driver.get_device_interface()
-    cache = driver.get_empty_cache_for_benchmark()
-    before()
-    fn()
-    device.synchronize()
-    spent = 0.0
-    for _ in range(5):
-        before()
-        driver.clear_cache(cache)
-        start, end = device.Event(enable_timing=True), device.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        device.synchronize()
-        spent += start.elapsed_time(end)
-    estimate_ms = max(spent / 5, 1e-6)
-    for _ in range(max(1, int(warmup / estimate_ms))):
-        before()
-        fn()
-    runs = max(1, int(rep / estimate_ms))
-    starts = [device.Event(enable_timing=True) for _ in range(runs)]
-    ends = [device.Event(enable_timing=True) for _ in range(runs)]
-    for start, end in zip(starts, ends, strict=True):
-        before()
-        driver.clear_cache(cache)
-        start.record()
-        fn()
-        end.record()
-    device.synchronize()
-    return float(statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)))
-
-
-def _copy_gbps(n: int) -> float:
-    import torch
-
-    src = torch.randn(n, device="cuda")
-    dst = torch.empty_like(src)
-    return gbps(2 * n * 4, bench_ms(lambda: dst.copy_(src)))  # every byte is read once and written once
-
-
-def _matmul_tflops(side: int) -> float:
-    import torch
-
-    a = torch.randn(side, side, device="cuda", dtype=torch.float16)
-    b = torch.randn(side, side, device="cuda", dtype=torch.float16)
-    return tflops(2.0 * side**3, bench_ms(lambda: torch.matmul(a, b)))
-
-
-def measure_peaks(copy_elements: int = COPY_ELEMENTS, matmul_side: int = MATMUL_SIDE) -> Peaks:
-    """Copy bandwidth and float16 matmul rate of this GPU, on random data, scaled down on small GPUs."""
-    import torch
-
-    free, _ = torch.cuda.mem_get_info()
-    n = int(min(copy_elements, free // 16))  # two float32 buffers, at most half the free memory
-    side = matmul_side
-    while side > 1024 and 3 * side * side * 2 > free // 2:
-        side //= 2
-    peaks = Peaks(copy_gbps=_copy_gbps(n), matmul_tflops=_matmul_tflops(side), matmul_side=side)
-    torch.cuda.empty_cache()
-    return peaks
-
-
-_peaks: list[Peaks | None] = []
-PEAKS_CACHE = Path(__file__).resolve().parents[3] / "build" / "roofline.json"
-
-
-def _machine_key() -> str:
-    import torch
-    import triton
-
-    return f"{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}"
-
-
-def cached_peaks(key: str, path: Path = PEAKS_CACHE) -> Peaks | None:
-    """The roofline measured earlier on the machine `key` names (GPU and versions), if there is one."""
-    import json
-
-    try:
-        entry = json.loads(path.read_text(encoding="utf-8")).get(key)
-        return Peaks(**entry) if entry else None
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def remember_peaks(key: str, peaks: Peaks, path: Path = PEAKS_CACHE) -> None:
-    import json
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        data[key] = asdict(peaks)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    except (OSError, ValueError):
-        pass  # the roofline is only shown; measuring it again next time is the worst that happens
-
-
-def device_peaks() -> Peaks | None:
-    """The GPU's limits: cached per GPU and versions (build/roofline.json), else measured once, or None."""
-    if not _peaks:
-        key = _machine_key()
-        peaks = cached_peaks(key)
-        if peaks is None:
-            try:
-                peaks = measure_peaks()
-                remember_peaks(key, peaks)
-            except Exception:  # noqa: BLE001 - the timing still works without a roofline
-                peaks = None
-        _peaks.append(peaks)
-    return _peaks[0]
-
 
 COMPARED = 2**22  # elements of an output the grader compares at the timing size: all of a smaller one
 TAIL = 2**16  # and, of a larger one, every k-th element, TAIL more drawn at random and the last TAIL
@@ -209,7 +81,7 @@ class TimingRun:
     function) and the baseline on the bench case, in two steps. `TimingRun(...)` draws the inputs, calls each side
     once (compiling, autotuning), saves both outputs and, on a GPU, captures each call in a CUDA graph where it can
     be (as serving engines run decoding), with no clock running; `rounds()` then times them in interleaved rounds
-    (checks.engine.fair_timing), so that the ratios compare kernel time, not the Python that launches them (`graphs`
+    (checks.engine.timing), so that the ratios compare kernel time, not the Python that launches them (`graphs`
     names those captured). The replay prepares while the grader judges the cases, and times only when asked.
 
     `rounds()` returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict. Both
@@ -273,7 +145,7 @@ class TimingRun:
         sync()
         mark("yours and the key called once, outputs saved")
 
-        # fair timing (checks.engine.fair_timing): yours, the answer key and the baseline in interleaved rounds
+        # fair timing (checks.engine.timing): yours, the answer key and the baseline in interleaved rounds
         contenders: dict[str, Callable[[], Any]] = {"yours": lambda: fn(*args)}
         self.replays: dict[str, Any] = {"yours": fn}  # the sides that are replayed plans (TimedReplay)
         if key is not None:
@@ -346,26 +218,3 @@ class TimingRun:
             torch.cuda.synchronize()
         yours, theirs, _ = comparable(found["yours"], found["answer key"])
         torch.save({"yours": yours, "answer key": theirs}, timing_outputs_path(self.workdir))
-
-
-def in_graph(call: Callable[[], Any]) -> Callable[[], Any]:
-    """`call` captured once in a CUDA graph (after a warm-up on a side stream); the graph's replay, which is how a
-    serving engine runs a decoding step: the launches' host cost is paid once, at capture. `call` itself where it
-    cannot be captured (a host sync inside it)."""
-    import torch
-
-    call()
-    torch.cuda.synchronize()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    try:
-        with torch.cuda.stream(side):
-            call()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            call()
-    except Exception:  # noqa: BLE001 - not capturable: timed as it is
-        torch.cuda.synchronize()
-        return call
-    return graph.replay

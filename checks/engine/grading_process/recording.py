@@ -37,8 +37,6 @@ def record_call(
     module: Any, fn: Any, paths: list[Path], puzzle: Puzzle, case_index: int, seed: int
 ) -> tuple[dict[str, Any], list[Any]]:
     """Record fn's plan on the case (other data values), replay it under the access recorder; (log dict, outputs)."""
-    import tempfile
-
     from checks.engine.access.patches import record_access
     from checks.engine.grading_process.case_runner import copies_of_inputs, returned_kind
     from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
@@ -58,10 +56,9 @@ def record_call(
         returned = fn(*recorded_on.values())
     plan = recorder.plan(returned, returned_kind(returned), recorded_globals(module, source.global_names))
     arena, inputs, names = draw_case(puzzle, case_index, seed)
-    with tempfile.TemporaryDirectory(prefix="checks-map-kernels-") as folder:
-        kernels, _ = build(source, plan["globals"], Path(folder))
-        with record_access(arena, inputs) as log:
-            outputs = Performer(plan, kernels, inputs, arena, "cpu", True, copies_of_inputs(log, inputs)).run()
+    kernels, _ = build(source, plan["globals"], Path("map"))  # compiled from memory: the folder only names them
+    with record_access(arena, inputs) as log:
+        outputs = Performer(plan, kernels, inputs, arena, "cpu", True, copies_of_inputs(log, inputs)).run()
     log.name_outputs(outputs, names)
     return log.log().to_dict(), outputs
 
@@ -94,12 +91,25 @@ def record_file(
     }
 
 
+def seal(folder: Path, own: list[str]) -> None:
+    """The learner's code runs here as in a recording process: sealed, it writes only in `folder` (the log's) and
+    starts no process; a refusal ends the process, its reason on standard error."""
+    import checks
+    from checks.engine.grading_process.hardening import harden
+
+    def refused(reason: str) -> None:
+        print(f"The grader refuses this: {reason}.", file=sys.stderr, flush=True)
+
+    harden([], refused, read_only=[Path(checks.__file__).parent], own=own, writable=[folder])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Record FILE on CASE (drawn with SEED) of puzzle NUMBER into OUT (a torch file), after EARLIER (the step it builds
     on) if given."""
     number, path, case, out, seed, *earlier = sys.argv[1:] if argv is None else argv
     interpreter_setup()
     before = Path(earlier[0]) if earlier else None
+    seal(Path(out).parent, [path, *earlier])
     torch.save(record_file(number, Path(path), int(case), int(seed), earlier=before), out)
     return 0
 

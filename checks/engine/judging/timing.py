@@ -10,68 +10,25 @@ machine's roofline. The roofline comes from two measurements made once per proce
 of a large device-to-device copy (bytes read + written) and the rate of a large float16
 torch.matmul. A puzzle with a `speed_bar` fails when yours is slower than min_ratio x the baseline.
 
-The arithmetic is in small pure functions here (tested without a GPU in tests/test_timing.py); the
-measurements, which need CUDA, are in `checks.engine.grading_process.measure`. `checks.instructor.bench` reuses both.
+The arithmetic and the clock are `checks.engine.timing`'s, below both the replay and the bench; here is the verdict
+on the times the replay measured, and the comparison of the outputs at the timing size.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
-from checks.engine.fair_timing import busy, busy_message, summarize
 from checks.engine.protocol import Timings
+from checks.engine.timing import Peaks, bound, busy, busy_message, gbps, roofline_share, speed_ratio, summarize, tflops
 from checks.registry import Puzzle
 from checks.verdict import agree
 
-MATMUL_SIDE = 8192  # the float16 torch.matmul that stands for the peak arithmetic rate
 OUTPUT_SLACK = 10.0  # the timing-size answer may differ from the answer key's by 10x the tolerance
 COMPARE_CHUNK = 1 << 24  # elements compared at a time: 128 MiB per float64 copy
 
 
-@dataclass(frozen=True)
-class Peaks:
-    """What this GPU can do, measured with torch: the roof of the roofline."""
-
-    copy_gbps: float  # device-to-device copy, bytes read + written, in GB/s
-    matmul_tflops: float  # a large float16 torch.matmul, in TFLOPS
-    matmul_side: int = MATMUL_SIDE  # ... of this many rows and columns
-
-
 # -- pure arithmetic (no GPU) --------------------------------------------------------------------
-
-
-def gbps(nbytes: float, ms: float) -> float:
-    """Gigabytes per second for nbytes moved in ms milliseconds."""
-    return nbytes / ms / 1e6
-
-
-def tflops(flops: float, ms: float) -> float:
-    """Tera floating-point operations per second for flops done in ms milliseconds."""
-    return flops / ms / 1e9
-
-
-def roofline_ms(nbytes: float, flops: float, peaks: Peaks) -> float:
-    """The fastest possible time: moving the bytes at copy speed or doing the flops at matmul speed."""
-    memory = nbytes / (peaks.copy_gbps * 1e6)
-    compute = flops / (peaks.matmul_tflops * 1e9) if flops else 0.0
-    return max(memory, compute)
-
-
-def roofline_share(nbytes: float, flops: float, ms: float, peaks: Peaks) -> float:
-    """Fraction of the roofline reached: 1.0 means as fast as the machine's measured limits allow."""
-    return roofline_ms(nbytes, flops, peaks) / ms
-
-
-def bound(nbytes: float, flops: float, peaks: Peaks) -> str:
-    """Which roof limits this work: 'memory' or 'compute'."""
-    compute = flops / (peaks.matmul_tflops * 1e9) if flops else 0.0
-    return "compute" if compute > nbytes / (peaks.copy_gbps * 1e6) else "memory"
-
-
-def speed_ratio(baseline_ms: float, yours_ms: float) -> float:
-    """How many times faster than the baseline (2.0: twice as fast; 0.5: half as fast)."""
-    return baseline_ms / yours_ms
 
 
 def bar_message(ratio: float, min_ratio: float | None, baseline: str) -> str | None:

@@ -4,12 +4,14 @@ map or for the answer key's memory traffic: the learner's code never runs in the
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from checks.registry import ROOT
+from checks.engine import process_table
+from checks.engine.processes.forking import server_pids
+from checks.engine.processes.spawn import forget, kill, own_processes, start_map_recording
+from checks.engine.sealing import left_behind
 
 
 class MapError(RuntimeError):
@@ -25,24 +27,23 @@ def record_in_own_process(
     import torch
 
     with tempfile.TemporaryDirectory(prefix="checks-map-") as tmp:
-        out = Path(tmp) / "log.pt"
-        command = [
-            sys.executable,
-            "-m",
-            "checks.engine.grading_process.recording",
-            str(number),
-            str(path),
-            str(case),
-            str(out),
-            str(seed),
-        ]
-        command += [str(earlier)] if earlier else []
+        out, log = Path(tmp) / "log.pt", Path(tmp) / "output.log"
+        args = [str(number), str(path), str(case), str(out), str(seed)] + ([str(earlier)] if earlier else [])
+        proc = start_map_recording(args, log)  # the start path of every grading process: known, and sealed after
+        since = process_table.lookup(proc.pid)
         try:
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
+            kill(proc)
             raise MapError(f"{path.name} ran past the {timeout:g} s limit; fix it with `make check` first.") from exc
-        if done.returncode != 0 or not out.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        finally:
+            left = left_behind(proc.pid, own_processes, server_pids(), since.started if since else None)
+            forget(proc)
+        if left:
+            raise MapError(f"{path.name} started a process that outlived the recording ({left[0]}); remove it.")
+        if proc.returncode != 0 or not out.exists():
+            text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            tail = text.strip().splitlines()[-3:]
             if tail and tail[-1].startswith("NotImplementedError"):
                 raise MapError("Your code is still the stub: fill in the FILL ME IN parts, then draw the map.")
             raise MapError(f"{path.name} could not be recorded: " + " / ".join(tail))

@@ -5,6 +5,7 @@ In the interpreter, with $CHECKS_FORK_SERVER set to 1, a grading process is fork
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -92,6 +93,22 @@ def start_grading_process(
             proc = start_module("checks.engine.grading_process.main", *args, env=env, stdout=log)
         started.append(proc)
     return proc
+
+
+def start_map_recording(args: list[str], log_path: Path) -> subprocess.Popen:
+    """The process that records an access log for a map or the answer key's traffic
+    (`python -m checks.engine.grading_process.recording ARGS`), started as every grading process is: in its own
+    session, with the grading processes' environment, and known to the sealing while it runs."""
+    with open(log_path, "ab") as log, starting:
+        proc = start_module("checks.engine.grading_process.recording", *args, env=grading_process_env(True), stdout=log)
+        started.append(proc)
+    return proc
+
+
+def forget(proc: GradingProcessHandle) -> None:
+    """A process that has ended and been sealed: no longer one of this grader's."""
+    with contextlib.suppress(ValueError):
+        started.remove(proc)
 
 
 def own_processes() -> set[int]:

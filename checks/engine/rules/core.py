@@ -465,7 +465,7 @@ def outputs_stored(ctx: CaseContext) -> Problem | None:
         if log.index(exp.name) < 0:
             missing, total = out.numel(), out.numel()
         else:
-            counts = log.element_counts(exp.name, "store")
+            counts = log.stored_counts(exp.name)  # a copy of what the kernels stored counts as their store
             missing, total = int((counts == 0).sum()), counts.numel()
         if missing:
             return Problem(
@@ -552,9 +552,12 @@ def passes(log: AccessLog, name: str, count_all: bool) -> float:
     def copy_sized(region: dict[str, Any]) -> bool:
         return int(region["numel"]) >= numel and numel > rows
 
+    copies = set(log.copied(name))  # the copies the plan made of it, wherever they live
     counted = [
         n
-        for n, r in zip(log.loaded, log.regions, strict=True)
-        if r["name"] in (name, f"{name} copy") or (count_all and r["role"] != "input" and copy_sized(r))
+        for index, (n, r) in enumerate(zip(log.loaded, log.regions, strict=True))
+        if r["name"] in (name, f"{name} copy")
+        or index in copies
+        or (count_all and r["role"] != "input" and copy_sized(r))
     ]
     return sum(counted) / max(1, numel)

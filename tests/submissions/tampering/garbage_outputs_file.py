@@ -1,15 +1,22 @@
 """Overwrites the file its returned tensors go to with something that is not a list of tensors."""
 
+import glob
 import os
 import pickle
-import sys
+import tempfile
 
 import torch
+
+# the check's folder is on no command line: look for the newest events file of a check under the temporary folder
+EVENTS = max(
+    glob.glob(os.path.join(os.path.dirname(tempfile.gettempdir()), "checks-*", "**", "events-*.jsonl"), recursive=True),
+    key=os.path.getmtime,
+)
 
 
 def vector_add(x, y):
     out = x.clone()
-    folder = os.path.dirname(sys.argv[2])
+    folder = os.path.dirname(EVENTS)
 
     class Loud:
         def __reduce__(self):

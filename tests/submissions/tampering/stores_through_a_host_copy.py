@@ -1,6 +1,7 @@
 """Attack: puzzle 9 with causal=True walks every key block (no skipping), and its host function returns a copy of
-o made on the host: the kernels stored into a scratch tensor, not into the output, so a method rule that judges
-which program stored which rows of o had nothing to judge and passed."""
+o made on the host: the kernels stored into a scratch tensor, not into the output, so that a method rule that
+judges which program stored which rows of o would have nothing to judge. The grader reads the stores through the
+copy: the scratch tensor's rows are o's."""
 
 import os
 
