@@ -272,7 +272,7 @@ REASONS = {
     "leaves_a_process_through_a_library": "starting or signalling a process (subprocess)",  # sealed, whoever asks
     "traces_the_grader": "sys.settrace",
     "uses_ctypes": "ctypes",
-    "appends_verdict": "events.jsonl",
+    "appends_verdict": "events-record.jsonl",
     "reads_its_own_memory": "own memory or open files",
     # the recording process is sealed: it writes only in its own folder and starts no process, whoever asks
     "plants_a_kernel_file": "writing outside the grading process's own folder",
