@@ -13,6 +13,35 @@ The words the grader's code and text use, each for one thing:
   stage of its own by its own grading processes (`engine.judging.interpreter_parts` deals the cases and merges
   the parts' verdicts into the stage's).
 
+The rooms of checks/engine, one per role around the plan contract (pyproject.toml's import contracts check them):
+
+    engine.contract        what passes between the roles: the plan (contract.plan) and the kernel source
+                           (contract.kernel_source, checked against the kernel language's table,
+                           contract.kernel_language), the job and the events on the wire (contract.protocol, read by
+                           contract.wire), the observation of a replayed case (contract.observations). It imports no
+                           room.
+    engine.record          what runs beside the learner's host code in the recording process: the plan recorder
+                           (record.plan_recorder: launches, allocations, copies written down, never run) and the
+                           seal (record.hardening: an audit hook; writes only in its scratch folder, no process).
+    engine.replay          the replay process's work: build the kernels from the checked text (replay.kernels),
+                           perform a plan (replay.perform), observe a case (replay.case_runner, replay.launches),
+                           time it (replay.measure). Record and replay never import each other; the answer key's
+                           replay, which records the key's plan and performs it, stands beside both
+                           (engine.answer_key).
+    engine.judging         the judge, in the grader's own process: the stage that runs the two processes and judges
+                           what they report (judging.stage, judging.interpreter_parts), the plans' rules
+                           (judging.plans), the cases (judging.judge, with the rules of judging.rules: the rulebook,
+                           core, method, decoding, launch_order, compare), the timing verdict (judging.timing) and
+                           the wording (judging.wording). It imports neither process's room.
+    engine.grading_process only the processes' entry points: main (a grading process in one role), fork_server,
+                           recording (an access log for a map); nothing of the engine imports them.
+    engine.processes       starting, running and sealing processes (spawn, prestart, run, forking, sealing,
+                           process_table, access_recording).
+    engine.access          the interpreter's access log: recorded in the replay (recorder, patches, regions), read
+                           by the judge (log, queries, traffic).
+    below them             engine.timing (the timing's arithmetic and clock, below the replay and the bench),
+                           engine.inputs, engine.machine, engine.submission, engine.patching, engine.phases.
+
 How a submission is graded:
 
     checks.__main__            at a terminal, hand the command to a warm grader (checks.warm, the client;
@@ -24,40 +53,27 @@ How a submission is graded:
       engine.grade             prepare the code (engine.submission: a notebook's graded cell or a file, after the
                                code of the step it builds on, earlier_step: 9 on 9a, 10 on 10b) and run the
                                stage(s); on a GPU, engine.judging.interpreter_parts deals the interpreter
-                               stage's cases to its parts
-        engine.judging.stage   read the kernels from the source (engine.kernel_source) before any code runs; then
+                               stage's cases to its parts, recorded on the GPU as the GPU stage records
+        engine.judging.stage   read the kernels from the source (engine.contract.kernel_source) before any code runs;
+                               then
           record                 the recording grading process (engine.grading_process.main, role record: the
-                                 learner's code runs there, under engine.grading_process.hardening's audit hook):
-                                 engine.grading_process.plan_recorder writes down each case's plan (engine.plan)
-                                 on two draws with other data values;
-                                 engine.sealing: nothing it started may outlive it (the processes as /proc
-                                 shows them: engine.process_table)
+                                 learner's code runs there, sealed by engine.record.hardening):
+                                 engine.record.plan_recorder writes down each case's plan on two draws with other
+                                 data values; engine.processes.sealing: nothing it started may outlive it
           judge the plans        engine.judging.plans: kernels outside the language, kernels not in the source,
                                  host computations that reach a kernel or an output, a plan that changed with the
                                  data
           replay                 the replaying grading process (engine.grading_process.main, role replay, started
                                  beside the recording one, its job on a pipe): engine.replay builds the kernels
-                                 from the source and performs each plan on inputs drawn with a secret data seed
-                                 (a debugging run's, --seed, comes from its seed; engine.inputs), under
-                                 checks.memory's guard bands and poison and (in the
-                                 interpreter) engine.access's recorder of every load and store;
-                                 engine.grading_process.measure times the replays (GPU)
-          engine.processes       start (spawn; on a CPU with $CHECKS_FORK_SERVER=1, forked by the fork server,
-                                 engine.grading_process.fork_server: forking), prestart and run
-                                 (run.GradingProcess: time limit, the checked event stream) grading processes
-          engine.protocol        what each grading process may say, in which order: each event and the job a
-                                 dataclass, read from JSON by engine.wire, which checks every field's type
-          engine.judging.judge   (in the grader) re-derive inputs and reference, load the replay's outputs
-            engine.rules.rulebook  the rules' order and the outcomes; each rule is declared beside its function
-                                   (engine.rules.declare) in engine.rules.plan_rules, core, method and decoding
-                                   (from the access log, read with engine.access.queries), launch_order
+                                 from the checked text and performs each plan on inputs drawn with a secret data
+                                 seed (a debugging run's, --seed, comes from its seed; engine.inputs), under
+                                 checks.memory's guard bands and poison and (in the interpreter) engine.access's
+                                 recorder of every load and store; engine.replay.measure times the replays (GPU)
+          engine.judging.judge   (in the grader) re-derive inputs and reference, load the replay's outputs, apply
+                                 the rules in the order of engine.judging.rules.rulebook
           engine.judging.timing  the timing verdict on the GPU times, and the answer at the timing size
           engine.judging.wording the verdict when a grading process could not grade, or did not finish
       checks.verdict           the verdict as data and as text
-
-The judging side (engine.judging, engine.rules) never imports what runs in the grading processes
-(engine.grading_process), and the engine never imports the commands built on it; `make lint` checks both, and
-that no import goes in a circle (pyproject.toml, [tool.importlinter]).
 
 Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in `checks.puzzles.pNN_slug`, its
 inputs drawn in the guarded memory of `checks.memory` (which the engine judges too, and which imports nothing of
@@ -65,12 +81,12 @@ either). Commands for learners are in `checks.learner` (hints, progress, doctor,
 helpers, one check as `make check` and check(N) run it), for instructors in `checks.instructor` (solutions, class
 grading, bench, HTML), for course authors in `checks.authoring` (notebook build, learner stubs from the answer keys,
 known-wrong kernels, figures); the benchmark's results.csv, which the figures draw, is read and written by
-`checks.bench_results`. Triton is patched in one place per concern: `engine.grading_process.plan_recorder` (launches
-written down, not run, while the learner's function records), `engine.grading_process.launches` (the replay's launches),
-`engine.access.patches` (every access, for the access log), `engine.grading_process.machine` (the interpreter's
-autotuner and the numpy shim); what is patched for a block is put back after it by `engine.patching`. An access log for
-a map is recorded and replayed in a process of its own (`engine.processes.access_recording` runs
-`engine.grading_process.recording`).
+`checks.bench_results`. Triton is patched in one place per concern: `engine.record.plan_recorder` (launches
+written down, not run, while the learner's function records), `engine.replay.launches` (the replay's launches),
+`engine.access.patches` (every access, for the access log), `engine.machine` (the interpreter's autotuner and the
+numpy shim); what is patched for a block is put back after it by `engine.patching`. An access log for a map is
+recorded and replayed in a process of its own, started and sealed as every grading process is
+(`engine.processes.access_recording` runs `engine.grading_process.recording`).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.

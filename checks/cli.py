@@ -134,8 +134,8 @@ def _main(argv: list[str] | None = None) -> int:
 def picture_advice(verdict: V.Verdict, stem: str) -> str:
     """The sentence that tells a terminal user how to see the failure's picture: where the output is wrong, or
     which elements past a tensor's end a kernel wrote."""
-    from checks.engine.rules import rulebook
-    from checks.engine.rules.pictures import ERROR_MAP
+    from checks.engine.judging.rules import rulebook
+    from checks.engine.judging.rules.pictures import ERROR_MAP
 
     flags = (f"--seed {verdict.seed} " if verdict.seed is not None else "") + "--picture"
     command = V.make_command("check", verdict.puzzle, verdict.file, flags, verdict.earlier)

@@ -30,7 +30,7 @@ _POISON_BITS = {
     # integer inputs (a page table) get guard bands too; a kernel's integer allocations are not tracked
     torch.int32: (torch.int32, 0x7FC5A5A5, 0x7FC3C3C3),
 }
-# The grader's own allocations must not go through the patched torch.empty (checks.engine.grading_process.launches).
+# The grader's own allocations must not go through the patched torch.empty (checks.engine.replay.launches).
 _empty = torch.empty
 _MIN_GUARD = 1 << 16
 _MAX_GUARD = 1 << 22

@@ -7,7 +7,7 @@ misspelt, missing or mistyped key stops the load with the file, the line and the
 is stdlib dataclasses rather than pydantic or msgspec because the course runs on GPU machines that have neither
 and no network to install them. The reader hands on the data as `yaml.safe_load` gives it (the file's keys, in
 its order), so the records keep the file's mappings as they are; the names and parameters under `rules:` are
-checked by the rulebook (checks.engine.rules.rulebook) against the rules' functions.
+checked by the rulebook (checks.engine.judging.rules.rulebook) against the rules' functions.
 """
 
 from __future__ import annotations
@@ -158,8 +158,8 @@ class Case:
     page_size: int | None = None
     seq_lens: list[int] | None = None
     spare_pages: int | None = None
-    rtol: float | None = None  # loosens the puzzle's rtol for this case (checks.engine.rules.core)
-    atol: float | None = None  # loosens the puzzle's atol for this case (checks.engine.rules.core)
+    rtol: float | None = None  # loosens the puzzle's rtol for this case (checks.engine.judging.rules.core)
+    atol: float | None = None  # loosens the puzzle's atol for this case (checks.engine.judging.rules.core)
     note: str | None = None  # what the case is for, shown beside its result
 
 

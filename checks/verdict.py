@@ -33,7 +33,7 @@ class CaseResult:
     problem: str = ""  # one line: what is wrong
     raised: bool = False  # the learner's code raised an exception
     stub: bool = False  # ... and it was the stub's NotImplementedError
-    rule: str = ""  # the rule the case broke (checks/engine/rules/rulebook.py), when one did
+    rule: str = ""  # the rule the case broke (checks/engine/judging/rules/rulebook.py), when one did
     cause: bool = False  # its details name a cause, beside which no case parameter is said to separate the failures
     diagnosed: bool = False  # its problem says why the values are wrong (the merge of the splits, an overflow...)
     printed: str = ""  # what the learner's code printed (and the warnings it raised) during this case
@@ -55,7 +55,8 @@ class Verdict:
     output: str = ""  # the tail of what the submission printed, when it failed
     picture_data: str = ""  # a .pt file with the failing case's error map, when there is one
     seconds: float = 0.0
-    rule: str = ""  # what rejected it: a rule of checks/engine/rules/rulebook.py, "raised", "speed_bar", or the status
+    # what rejected it: a rule of checks/engine/judging/rules/rulebook.py, "raised", "speed_bar", or the status
+    rule: str = ""
     map_case: int | None = None  # the CPU case whose access map shows why a rule on memory accesses failed
     file: str = ""  # the file graded, as commands name it (FILE=...); "" for the puzzle's notebook
     earlier: str = ""  # the earlier step's code given with --earlier, as commands name it; "" when none was

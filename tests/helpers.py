@@ -45,7 +45,7 @@ def right_submissions() -> list[tuple[str, Path]]:
 
 def switch_off(monkeypatch: pytest.MonkeyPatch, rule: str) -> None:
     """The rulebook with `rule` finding nothing (for the test's duration): the mutation check."""
-    from checks.engine.rules import rulebook
+    from checks.engine.judging.rules import rulebook
 
     entry = rulebook.RULES[rule]
     monkeypatch.setitem(rulebook.RULES, rule, dataclasses.replace(entry, check=lambda ctx, **params: None))
@@ -53,7 +53,7 @@ def switch_off(monkeypatch: pytest.MonkeyPatch, rule: str) -> None:
 
 def run_rule(rule: str, ctx: Any, **params: Any) -> Any:
     """One rule on one call, through the rulebook (which names the problem after the rule)."""
-    from checks.engine.rules import rulebook
+    from checks.engine.judging.rules import rulebook
 
     return rulebook.apply(rulebook.RULES[rule], ctx, params)
 

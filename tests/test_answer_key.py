@@ -10,7 +10,7 @@ import pytest
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize
 from checks.engine.grade import grade
-from checks.engine.rules import rulebook
+from checks.engine.judging.rules import rulebook
 from checks.instructor.solutions import expectations, meets
 from checks.verdict import format_verdict
 from tests.helpers import READY, puzzle_params, switch_off, wrong_params

@@ -13,7 +13,7 @@ import pytest
 
 from checks.authoring.wrong import EDIT_SUFFIX, materialize
 from checks.bench_results import ANSWER_KEY, CSV_COLUMNS, Row, read_csv, write_data
-from checks.engine.rules import rulebook
+from checks.engine.judging.rules import rulebook
 from checks.engine.timing import Peaks, roofline_share
 from checks.instructor import bench
 from checks.instructor.bench import write_outputs

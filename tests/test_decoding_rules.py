@@ -1,4 +1,5 @@
-"""Method rules of the decoding puzzles (checks.engine.rules.decoding): hand-made access logs, then real kernels."""
+"""Method rules of the decoding puzzles (checks.engine.judging.rules.decoding): hand-made access logs, then real
+kernels."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import pytest
 import torch
 
 from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, AccessLog
-from checks.engine.observations import CaseObservation
-from checks.engine.rules import rulebook
-from checks.engine.rules.decoding import kv_once_per_group, page_owners, pages_in_table, split_kv
-from checks.engine.rules.problem import CaseContext
+from checks.engine.contract.observations import CaseObservation
+from checks.engine.judging.rules import rulebook
+from checks.engine.judging.rules.decoding import kv_once_per_group, page_owners, pages_in_table, split_kv
+from checks.engine.judging.rules.problem import CaseContext
 from checks.registry import get_puzzle
 from tests.helpers import run_rule
 
@@ -193,7 +194,7 @@ def test_the_split_key_reads_each_head_with_several_programs_and_no_split_does_n
 @pytest.mark.slow
 def test_the_paged_key_reads_only_live_slots_and_whole_blocks_do_not(tmp_path) -> None:
     from checks.engine.access.log import AccessLog
-    from checks.engine.rules.decoding import reader_image
+    from checks.engine.judging.rules.decoding import reader_image
     from checks.learner.maps import draw
     from tests.test_method_rules import _RECORDED, problems, recorded
 

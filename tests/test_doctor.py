@@ -100,7 +100,7 @@ def test_the_interpreters_int_of_an_array_note_is_filtered_where_it_is_made():
     import triton
     import triton.language as tl
 
-    from checks.engine.grading_process import machine as environment
+    from checks.engine import machine as environment
 
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("the note is made by Triton's CPU interpreter")

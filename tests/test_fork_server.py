@@ -17,10 +17,9 @@ import pytest
 
 from checks import verdict as V
 from checks.authoring.wrong import source_of
-from checks.engine import process_table, sealing
 from checks.engine.grade import grade
 from checks.engine.grading_process.fork_server import exit_code
-from checks.engine.processes import forking, spawn
+from checks.engine.processes import forking, process_table, sealing, spawn
 from checks.engine.processes.forking import ForkedProcess
 from checks.registry import ROOT, get_puzzle
 

@@ -11,8 +11,8 @@ import torch
 from checks import verdict as V
 from checks.cli import main
 from checks.engine.grade import grade
-from checks.engine.grading_process.machine import numpy_pitfall
-from checks.engine.rules.compare import compare, describe_indices
+from checks.engine.judging.rules.compare import compare, describe_indices
+from checks.engine.machine import numpy_pitfall
 from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
 from checks.memory import Arena, fill_poison, is_poison
@@ -328,7 +328,7 @@ def test_numpy_shim_turns_one_element_blocks_into_ints():
     import numpy as np
     import triton.runtime.interpreter as interpreter
 
-    from checks.engine.grading_process.machine import numpy_shim
+    from checks.engine.machine import numpy_shim
 
     class Scope:
         def __init__(self) -> None:

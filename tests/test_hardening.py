@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from checks.engine.grading_process.hardening import REFUSED_EXIT
+from checks.engine.record.hardening import REFUSED_EXIT
 from checks.registry import ROOT
 
 PRELUDE = """
 import os, sys
 from pathlib import Path
 import checks
-from checks.engine.grading_process.hardening import harden
+from checks.engine.record.hardening import harden
 folder = Path(sys.argv[1])
 harden([folder], lambda reason: print("REFUSED:", reason, flush=True), read_only=[Path(checks.__file__).parent])
 """
@@ -87,7 +87,7 @@ ALLOWED = {
     "a traceback is printed": "import traceback\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    traceback.print_exc()",
     "files of its own": "open(folder.parent / 'mine.txt', 'w').write('x')",
     "reading the grader's source": "open(Path(checks.__file__).parent / 'verdict.py').read()",
-    "the grader's own ctypes and frames": "from checks.engine.sealing import adopt_orphans; adopt_orphans()",
+    "the grader's own ctypes and frames": "from checks.engine.processes.sealing import adopt_orphans; adopt_orphans()",
     "threads": "import threading; t = threading.Thread(target=sum, args=([1],)); t.start(); t.join()",
     "exec of its own code": "exec(compile('x = 1', '<learner>', 'exec'))",
 }
@@ -135,7 +135,7 @@ def test_the_hook_costs_little_on_the_events_it_does_not_watch():
         """
         import sys, time
         from pathlib import Path
-        from checks.engine.grading_process.hardening import harden
+        from checks.engine.record.hardening import harden
 
         def cost():
             best = float("inf")

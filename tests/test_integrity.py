@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from checks import verdict as V
+from checks.engine.contract.protocol import Job, RecordStream, Stream
+from checks.engine.contract.wire import WireError
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, spawn
-from checks.engine.protocol import Job, RecordStream, Stream
-from checks.engine.wire import WireError
 from checks.registry import get_puzzle
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
@@ -80,7 +80,8 @@ def test_a_forged_report_is_refused(name):
     assert stream.tampered, name
 
 
-# a line whose fields do not fit its kind of event (checks.engine.wire), and how the tampered report names the field
+# a line whose fields do not fit its kind of event (checks.engine.contract.wire), and how the tampered report names
+# the field
 MISFIT = {
     "a field of the wrong type": (
         lambda h: [h[0], line("case_start", index="0"), *h[2:]],
@@ -138,7 +139,8 @@ def test_an_honest_recording_is_accepted():
     stream = record([machine("gpu"), plan(0), plan(1), timing_plan(seconds=2e-05), line("observed")])
     assert not stream.tampered and stream.complete and [p.index for p in stream.plans] == [0, 1]
     assert stream.machine is not None and stream.machine.mode == "gpu"
-    assert stream.plans[0].plans == [{"ops": []}, {"ops": []}]  # the plan itself stays JSON: checks.engine.plan
+    # the plan itself stays JSON: checks.engine.contract.plan
+    assert stream.plans[0].plans == [{"ops": []}, {"ops": []}]
     assert stream.timing_plan is not None and stream.timing_plan.seconds == 2e-05
     stub = record([machine(), plan(0, raised="NotImplementedError (fill me in)", stub=True), line("observed")])
     assert not stub.tampered and stub.complete
@@ -264,7 +266,7 @@ SUBMISSIONS = [
     ("detaches_through_a_library", 1, V.TAMPERED),
     ("writes_the_progress_record", 1, V.TAMPERED),
 ]
-# what the report must name, for the submissions the audit hook stops (checks.engine.grading_process.hardening)
+# what the report must name, for the submissions the audit hook stops (checks.engine.record.hardening)
 REASONS = {
     "emits_through_gc": "gc.get_objects",
     "walks_the_stack": "sys._getframe",
@@ -298,8 +300,8 @@ def test_tampering_submissions_never_pass(name, number, status, monkeypatch):
 def test_the_grading_process_reports_its_own_exception_as_a_grader_error(tmp_path, monkeypatch):
     import io
 
+    from checks.engine.contract.protocol import Job
     from checks.engine.grading_process import main as grading_main
-    from checks.engine.protocol import Job
 
     job = Job("1", str(tmp_path / "p1.py"), {}, seed=1)
     events = tmp_path / f"events-{job.role}.jsonl"

@@ -99,8 +99,8 @@ def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_
     """With_interpreter_stage on a CPU, its first stage standing in for the GPU's: the parts' verdict is merged."""
     from checks.authoring.wrong import materialize
     from checks.engine import grade as grading
+    from checks.engine.contract.protocol import Job
     from checks.engine.judging.stage import Stage
-    from checks.engine.protocol import Job
     from checks.registry import ROOT, get_puzzle
 
     monkeypatch.setattr(grading, "part_count", lambda: 3)

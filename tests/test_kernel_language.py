@@ -10,8 +10,8 @@ from pathlib import Path
 
 import triton.language as tl
 
-from checks.engine.kernel_language import LANGUAGE
-from checks.engine.kernel_source import extract
+from checks.engine.contract.kernel_language import LANGUAGE
+from checks.engine.contract.kernel_source import extract
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPTH = 3

@@ -1,4 +1,5 @@
-"""Method rules (checks.engine.rules.method): hand-made access logs, then real kernels recorded in a process of their
+"""Method rules (checks.engine.judging.rules.method): hand-made access logs, then real kernels recorded in a process
+of their
 own."""
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import pytest
 import torch
 
 from checks.engine.access.log import STORE
-from checks.engine.observations import CaseObservation
-from checks.engine.rules import rulebook
-from checks.engine.rules.launch_order import grouped_order
-from checks.engine.rules.method import causal_skipping, p_never_stored, parallel_over_queries
-from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.contract.observations import CaseObservation
+from checks.engine.judging.rules import rulebook
+from checks.engine.judging.rules.launch_order import grouped_order
+from checks.engine.judging.rules.method import causal_skipping, p_never_stored, parallel_over_queries
+from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.registry import get_puzzle
 from tests.helpers import Log, attention_log, matmul_log, region, run_rule
 

@@ -83,7 +83,7 @@ def test_a_merge_wrong_only_where_a_sequence_was_split_is_named(tmp_path, monkey
     assert verdict.rule == "values", report
     assert "only the heads whose keys several programs read are wrong" in report
     assert "every head that one program read whole (4) is right: the merge of the splits is wrong" in report
-    from checks.engine.rules import decoding
+    from checks.engine.judging.rules import decoding
 
     monkeypatch.setattr(decoding, "wrong_only_where_split", lambda ctx, mismatch: None)  # the mutation check
     (again := tmp_path / "again").mkdir()

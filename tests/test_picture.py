@@ -264,7 +264,7 @@ def test_a_wrong_normaliser_is_drawn_with_its_ratio(tmp_path):
     x = torch.rand(37, 45, dtype=torch.float64)
     expected = x / x.sum(dim=1, keepdim=True)
     yours = x / (x.sum(dim=1, keepdim=True) + 19.0)
-    from checks.engine.rules.compare import compare
+    from checks.engine.judging.rules.compare import compare
 
     mismatch = compare("out", yours, expected, 1e-9, 1e-4, ("rows", "columns"))
     assert mismatch is not None and mismatch.ratio is not None

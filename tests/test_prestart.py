@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from checks import verdict as V
+from checks.engine.contract.protocol import RECORD, REPLAY
 from checks.engine.grade import grade
 from checks.engine.processes import forking, prestart, spawn
-from checks.engine.protocol import RECORD, REPLAY
 from checks.registry import get_puzzle
 
 

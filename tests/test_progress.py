@@ -178,7 +178,7 @@ def test_an_interrupted_notebook_check_says_so_and_records_nothing(progress_file
 
 
 def test_a_stub_shows_as_not_started(progress_file):
-    from checks.engine.rules import rulebook
+    from checks.engine.judging.rules import rulebook
 
     stub = V.Verdict(1, V.ERROR, "Your code is still the stub", mode="interpreter", rule=rulebook.outcome("stub"))
     assert progress.record(stub)

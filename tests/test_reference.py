@@ -27,7 +27,7 @@ ENTRY = re.compile(r"^\*\*`([^`]+)`")  # an entry's first line: **`tl.load(point
 
 def grader_rule_names() -> set[str]:
     """Every rule name the grader can report (the one place this test asks the grader for them)."""
-    from checks.engine.rules import rulebook
+    from checks.engine.judging.rules import rulebook
 
     return set(rulebook.all_rules()) | {name for p in load_puzzles() for name in p.rules}
 
@@ -102,7 +102,7 @@ def test_every_rule_of_the_grader_is_in_the_index_with_a_puzzle():
 def test_the_rule_index_is_the_rulebooks_in_its_order():
     """The index between the page's `rules:begin` and `rules:end` lines is generated: a rule added, removed,
     moved or reworded in its declaration, without `make notebooks`, fails here (and `build --check`)."""
-    from checks.engine.rules import rulebook
+    from checks.engine.judging.rules import rulebook
 
     text = PAGE.read_text(encoding="utf-8")
     block = text[text.index(build.BEGIN_RULES) + len(build.BEGIN_RULES) : text.index(build.END_RULES)]
@@ -116,7 +116,7 @@ def test_the_rule_index_is_the_rulebooks_in_its_order():
 def test_a_reworded_rule_makes_the_page_stale(monkeypatch):
     import dataclasses
 
-    from checks.engine.rules import rulebook
+    from checks.engine.judging.rules import rulebook
 
     current = PAGE.read_text(encoding="utf-8")
     assert build.reference_text(current) == current
@@ -226,7 +226,7 @@ INTERPRETED = textwrap.dedent(
 @pytest.mark.slow
 def test_the_quoted_error_messages_are_the_ones_triton_gives(tmp_path):
     """Compiles for an H100 without one and runs the interpreter: the page quotes each message as printed."""
-    from checks.engine.grading_process.machine import NUMPY_PITFALL_TEXT
+    from checks.engine.machine import NUMPY_PITFALL_TEXT
 
     debugging = section(PAGE.read_text(encoding="utf-8"), "Debugging")
     quoted = quoted_messages(debugging)

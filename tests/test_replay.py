@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from checks import verdict as V
-from checks.engine.kernel_source import extract
-from checks.engine.plan import PlanError, check, first_difference
+from checks.engine.contract.kernel_source import extract
+from checks.engine.contract.plan import PlanError, check, first_difference
 from checks.registry import ROOT, get_puzzle
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
@@ -184,14 +184,14 @@ def test_a_tensor_kept_from_an_earlier_call_is_told_apart_from_one_allocated_in_
 @pytest.fixture
 def interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    from checks.engine.grading_process.machine import autotune_without_benchmarks, detect
+    from checks.engine.machine import autotune_without_benchmarks, detect
 
     detect(force_interpreter=True)
     autotune_without_benchmarks()
 
 
 def record(tmp_path: Path, code: str, x: torch.Tensor, y: torch.Tensor) -> dict:
-    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded
+    from checks.engine.record.plan_recorder import PlanRecorder, launches_recorded
     from checks.engine.submission import load_module
 
     path = tmp_path / "sub.py"
@@ -226,7 +226,7 @@ KEPT = ROOT / "tests" / "submissions" / "right" / "01_kept_counter.py"  # zero_ 
 
 
 def test_a_kept_tensor_is_carried_once_per_call_under_one_name_with_what_the_host_did_to_it(tmp_path, interpreter):
-    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded
+    from checks.engine.record.plan_recorder import PlanRecorder, launches_recorded
     from checks.engine.replay.perform import KeptState, Performer
     from checks.engine.submission import load_module
 
@@ -526,7 +526,7 @@ def test_a_call_that_asks_for_more_operations_than_a_plan_holds_is_refused_where
     the learner's line, even where the learner's code catches the error and goes on."""
     import torch
 
-    from checks.engine.grading_process import plan_recorder as R
+    from checks.engine.record import plan_recorder as R
 
     monkeypatch.setattr(R, "OPS_LIMIT", 8)
     recorder = R.PlanRecorder({}, {__file__: "mine.py"})

@@ -72,7 +72,7 @@ def test_failures_on_exactly_the_non_contiguous_cases_are_named():
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from checks.engine.rules.compare import compare, error_shapes  # noqa: E402
+from checks.engine.judging.rules.compare import compare, error_shapes  # noqa: E402
 
 ROWS = ("rows", "columns")
 
@@ -156,7 +156,7 @@ def test_a_crash_names_the_learners_own_line():
         "Current thread 0x00007f (most recent call first):\n"
         '  File "/usr/lib/python3.12/ctypes/__init__.py", line 530 in string_at\n'
         '  File "/home/me/p1_crash.py", line 17 in vector_add\n'
-        '  File "/course/checks/engine/grading_process/case_runner.py", line 120 in observe\n'
+        '  File "/course/checks/engine/replay/case_runner.py", line 120 in observe\n'
     )
     frame = wording.learner_frame(dump, {"/home/me/p1_crash.py": "p1_crash.py"})
     assert frame == " Your code was at p1_crash.py, line 17 (in vector_add) when it died."
@@ -273,7 +273,7 @@ def test_no_case_split_beside_a_named_cause():
 def test_counts_agree_with_their_nouns():
     import torch
 
-    from checks.engine.rules.compare import compare
+    from checks.engine.judging.rules.compare import compare
 
     expected = torch.arange(10, dtype=torch.float64)
     yours = expected.float().clone()

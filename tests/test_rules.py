@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from checks.engine.access.log import AccessLog
-from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
-from checks.engine.rules import rulebook
-from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG
-from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.contract.observations import BufferObs, CaseObservation, LaunchObs
+from checks.engine.judging.rules import rulebook
+from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG
+from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.instructor.solutions import reasons
 from checks.puzzles import Expected
 from checks.registry import get_puzzle
@@ -257,7 +257,7 @@ def test_a_rule_left_out_of_the_order_or_named_twice_or_unknown_stops_the_rulebo
     missing = tuple(name for name in rulebook.ORDER if name != "values")
     problems = rulebook.order_problems((*missing, "output_form", "no_such_rule", "split_kv"), declared)
     assert len(problems) == 4
-    assert "'values' (checks.engine.rules.core) applies to every call but is not in ORDER" in problems[0]
+    assert "'values' (checks.engine.judging.rules.core) applies to every call but is not in ORDER" in problems[0]
     assert "'output_form' twice" in problems[1] and "'no_such_rule', which no module" in problems[2]
     assert "'split_kv', a rule puzzles ask for: its declaration places it" in problems[3]
 
@@ -301,7 +301,7 @@ def test_a_rule_that_raises_gives_an_internal_error_verdict_not_a_traceback(monk
 
 def test_a_cases_own_atol_and_rtol_loosen_the_puzzles_for_that_case_only():
     """Puzzle 1 allows 1e-6: an output off by 0.05 everywhere fails, unless the case itself allows more."""
-    from checks.engine.rules.core import compare_all
+    from checks.engine.judging.rules.core import compare_all
 
     off = torch.arange(10, dtype=torch.float32) + 1 + 0.05
     strict = vector_ctx(off)

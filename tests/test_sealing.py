@@ -10,11 +10,10 @@ import time
 import pytest
 
 from checks import verdict as V
-from checks.engine import process_table
+from checks.engine.contract.protocol import Job
 from checks.engine.judging.stage import Stage
-from checks.engine.processes import forking, spawn
-from checks.engine.protocol import Job
-from checks.engine.sealing import MARK, adopt_orphans, left_behind
+from checks.engine.processes import forking, process_table, spawn
+from checks.engine.processes.sealing import MARK, adopt_orphans, left_behind
 from checks.registry import get_puzzle
 
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from checks.engine import timing as engine_timing
-from checks.engine.grading_process.measure import TimingRun
+from checks.engine.contract.protocol import Timings
+from checks.engine.contract.wire import build
 from checks.engine.judging.judge import load_timing_outputs
 from checks.engine.judging.timing import (
     bar_message,
@@ -20,7 +21,7 @@ from checks.engine.judging.timing import (
     output_difference,
     timing_table,
 )
-from checks.engine.protocol import Timings
+from checks.engine.replay.measure import TimingRun
 from checks.engine.timing import (
     ROUNDS,
     WARMUP_ROUNDS,
@@ -34,7 +35,6 @@ from checks.engine.timing import (
     speed_ratio,
     tflops,
 )
-from checks.engine.wire import build
 from checks.puzzles import spec_module
 from checks.registry import get_puzzle
 
@@ -318,8 +318,8 @@ def test_the_roofline_is_remembered_per_gpu_and_versions(tmp_path):
 
 
 def noisy_stage(tmp_path, number: int):
+    from checks.engine.contract.protocol import Job
     from checks.engine.judging.stage import Stage
-    from checks.engine.protocol import Job
 
     puzzle = get_puzzle(number)
     stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", tmp_path, time_it=True)
@@ -354,8 +354,8 @@ def wrong_last_row(a, b):
 
 def timing_stage(puzzle, workdir, timings):
     """A GPU stage whose cases all passed and whose grading process reported `timings`, as the grader sees it."""
+    from checks.engine.contract.protocol import Job
     from checks.engine.judging.stage import Stage
-    from checks.engine.protocol import Job
 
     stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", workdir, time_it=True)
     stage.results = [object()] * 3
@@ -365,7 +365,7 @@ def timing_stage(puzzle, workdir, timings):
 
 def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_saved(small_matmul, tmp_path):
     from checks import verdict as V
-    from checks.engine.protocol import timing_outputs_path
+    from checks.engine.contract.protocol import timing_outputs_path
 
     puzzle, spec, key = small_matmul
     raw = TimingRun(puzzle, spec, wrong_last_row, key, tmp_path, device="cpu").rounds(timer=FakeClock(1.0, 1.0, 1.0))
@@ -391,7 +391,7 @@ def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_
     ],
 )
 def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_path, change, why):
-    from checks.engine.protocol import Machine, Stream
+    from checks.engine.contract.protocol import Machine, Stream
 
     puzzle, spec, key = small_matmul
     raw = TimingRun(puzzle, spec, right, key, tmp_path, device="cpu").rounds(timer=FakeClock(1.0, 1.0, 1.0))
@@ -406,7 +406,7 @@ def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_p
 
 def test_an_output_right_only_where_a_fixed_pattern_would_look_is_caught(monkeypatch):
     """Every 10th element right (from 0), the rest never computed: the random offset and draws find the rest."""
-    from checks.engine.grading_process import measure as measuring
+    from checks.engine.replay import measure as measuring
 
     monkeypatch.setattr(measuring, "COMPARED", 1000)
     monkeypatch.setattr(measuring, "TAIL", 50)
@@ -419,7 +419,7 @@ def test_an_output_right_only_where_a_fixed_pattern_would_look_is_caught(monkeyp
 
 
 def test_a_large_output_at_the_timing_size_is_compared_on_every_kth_element_and_its_tail(monkeypatch):
-    from checks.engine.grading_process import measure as measuring
+    from checks.engine.replay import measure as measuring
 
     monkeypatch.setattr(measuring, "COMPARED", 1000)
     monkeypatch.setattr(measuring, "TAIL", 50)
@@ -445,9 +445,9 @@ def test_a_function_that_raises_only_at_the_timing_size_fails_there_with_its_err
     """The recording process reports the error of the call at the timing size; nothing is replayed there, and the
     verdict says the code is wrong at that size, with the error and its line."""
     from checks import verdict as V
+    from checks.engine.contract.kernel_source import extract
+    from checks.engine.contract.protocol import Job, TimingPlan
     from checks.engine.judging.stage import Stage
-    from checks.engine.kernel_source import extract
-    from checks.engine.protocol import Job, TimingPlan
 
     puzzle = get_puzzle(1)
     stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "gpu", tmp_path, time_it=True)
@@ -462,9 +462,9 @@ def test_a_function_that_raises_only_at_the_timing_size_fails_there_with_its_err
 
 
 def test_a_plan_event_without_plans_is_a_forged_report(tmp_path):
+    from checks.engine.contract.kernel_source import extract
+    from checks.engine.contract.protocol import CasePlan, Job, Tampered
     from checks.engine.judging.stage import Stage
-    from checks.engine.kernel_source import extract
-    from checks.engine.protocol import CasePlan, Job, Tampered
 
     puzzle = get_puzzle(1)
     stage = Stage(puzzle, Job(puzzle.number, "x.py", {}, 1), "interpreter", tmp_path)
@@ -478,9 +478,9 @@ def test_a_replay_stopped_after_its_last_case_with_no_timing_asked_keeps_the_cas
     timing stops it there, and how it ended then says nothing. Asked to time, a replay that dies without its timings
     is an unfinished report."""
     from checks import verdict as V
+    from checks.engine.contract.protocol import Job
     from checks.engine.judging.stage import Stage
     from checks.engine.processes.run import ProcessEnd
-    from checks.engine.protocol import Job
 
     puzzle = get_puzzle(1)
 

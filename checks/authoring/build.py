@@ -22,7 +22,7 @@ source, fenced blocks become code cells, and the text between them markdown cell
 
 A line `<!-- cell -->` splits markdown into two cells. Between its `<!-- rules:begin ... -->` and
 `<!-- rules:end -->` lines the reference page's source holds the rule index, generated from the rulebook
-(`checks.engine.rules.rulebook`: each rule's declared row, in the order the rules are checked), as the
+(`checks.engine.judging.rules.rulebook`: each rule's declared row, in the order the rules are checked), as the
 README's puzzle table is from puzzles.yaml. The figures are drawn into
 `notebooks/figures/` from `bench/`. With --check nothing is written; the exit status is 1 when a
 generated file, or a figure, differs from what its sources give.
@@ -53,7 +53,7 @@ from pathlib import Path
 
 from checks.authoring import figures
 from checks.authoring.stubs import answer_cell, make_stub, module_body, strip_markers, stub_cell
-from checks.engine.rules import rulebook
+from checks.engine.judging.rules import rulebook
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
 SETUP_CELL = """\

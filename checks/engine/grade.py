@@ -23,11 +23,11 @@ from typing import Any
 import torch
 
 from checks import verdict as V
+from checks.engine.contract.protocol import Job
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
+from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage
 from checks.engine.processes.prestart import part_count, part_workdir
-from checks.engine.protocol import Job
-from checks.engine.rules import rulebook
 from checks.engine.submission import EarlierSource, SubmissionError, earlier_step, notebook_code
 from checks.registry import Puzzle, shown
 

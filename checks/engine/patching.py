@@ -1,6 +1,6 @@
 """Attributes replaced for the length of a block, and put back after it: how the grader patches Triton's classes and
-its own objects while it watches a submission (`checks.engine.grading_process.plan_recorder`,
-`checks.engine.grading_process.launches`, `checks.engine.access.patches`).
+its own objects while it watches a submission (`checks.engine.record.plan_recorder`,
+`checks.engine.replay.launches`, `checks.engine.access.patches`).
 """
 
 from __future__ import annotations
@@ -24,3 +24,15 @@ def replaced(replacements: Iterable[Replacement]) -> Iterator[None]:
         for owner, attribute, value in replacements:
             stack.enter_context(mock.patch.object(owner, attribute, value))
         yield
+
+
+def kernel_classes() -> list[type]:
+    """Triton's kernel classes whose `run` every launch goes through: compiled, and interpreted where there is one."""
+    import triton.runtime.jit as jit
+
+    classes: list[type] = [jit.JITFunction]
+    with contextlib.suppress(ImportError, AttributeError):
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    return classes

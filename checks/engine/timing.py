@@ -14,7 +14,7 @@ median over rounds. The spread of the rounds' ratios says how steady the GPU was
 
 The arithmetic is pure (tested without a GPU in tests/test_timing.py); the clock needs CUDA. The verdict on the times
 is the judge's (`checks.engine.judging.timing`); the replay's timing of a submission is
-`checks.engine.grading_process.measure`.
+`checks.engine.replay.measure`.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from pathlib import Path
 from checks import verdict as V
 from checks.authoring.wrong import known_wrong, materialize, name_of
 from checks.engine.grade import grade
+from checks.engine.judging.rules import rulebook
 from checks.engine.processes import forking
 from checks.engine.processes.prestart import PARTS_ENV
-from checks.engine.rules import rulebook
 from checks.instructor.tables import markdown_table, ms_cell
 from checks.registry import Puzzle, load_puzzles, puzzle_id
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from checks import warm
-from checks.engine.grading_process.machine import NUMPY_PITFALL_TEXT, numpy_pitfall
+from checks.engine.machine import NUMPY_PITFALL_TEXT, numpy_pitfall
 
 OK, NOTE, PROBLEM = "ok", "note", "PROBLEM"
 MIN_PYTHON = (3, 10)

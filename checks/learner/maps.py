@@ -323,7 +323,7 @@ def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, An
     the times each key was loaded below."""
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
-    from checks.engine.rules.decoding import reader_image
+    from checks.engine.judging.rules.decoding import reader_image
 
     image, reads, labels, ends = reader_image(inputs, log)
     programs = sorted({int(p) for p in image.flat if p >= 0})

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.grading_process.machine import (
+from checks.engine.machine import (
     autotune_without_benchmarks,
     numpy_pitfall,
     numpy_shim,

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from checks.engine.rules.pictures import OVERHANG
+from checks.engine.judging.rules.pictures import OVERHANG
 from checks.verdict import plural
 
 PAST_END, RIGHT, WRONG, UNWRITTEN, OUTSIDE, NONFINITE = 0, 1, 2, 3, 4, 5  # categories; a larger one wins when merged

@@ -15,7 +15,7 @@ from checks.engine.access.log import STORE, AccessLog, F
 
 
 def log_of(ctx: Any) -> AccessLog | None:
-    """The access log of a `checks.engine.rules.problem.CaseContext`; None on a GPU (no log was recorded)."""
+    """The access log of a `checks.engine.judging.rules.problem.CaseContext`; None on a GPU (no log was recorded)."""
     data = getattr(ctx.obs, "access", None)
     return AccessLog.from_dict(data) if data else None
 

@@ -18,7 +18,8 @@ theirs at import: a grading process must have the one the server imported them w
 {"ended": pid, "status": wait status} once that process is reaped.
 
 It is a child subreaper: an orphan of a grading process comes back to it, where the grader's sealing
-(`checks.engine.sealing.left_behind`) finds and kills it; the server reaps it. It ends when the grader's end of
+(`checks.engine.processes.sealing.left_behind`) finds and kills it; the server reaps it. It ends when the grader's
+end of
 the socket closes (the grader ended or was killed), and first kills every process of its own still running: the
 grading processes nobody reads any more, and the orphans they left.
 """
@@ -38,7 +39,7 @@ import threading
 import traceback
 from typing import Any, NoReturn
 
-from checks.engine import process_table
+from checks.engine.processes import process_table
 
 MAX_MESSAGE = 1 << 20
 # What a grading process's environment may differ in from the server's: variables nothing reads at import. Pytest sets
@@ -60,13 +61,13 @@ def send(sock: socket.socket, **message: Any) -> None:
 
 def import_for_grading() -> str:
     """Import what a grading process imports in the interpreter; why the server cannot serve, or ""."""
-    from checks.engine.grading_process.machine import detect
-    from checks.engine.sealing import adopt_orphans
+    from checks.engine.machine import detect
+    from checks.engine.processes.sealing import adopt_orphans
 
     detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
-    import checks.engine.grading_process.case_runner
     import checks.engine.grading_process.main
-    from checks.engine.grading_process.plan_recorder import warm_up
+    import checks.engine.replay.case_runner
+    from checks.engine.record.plan_recorder import warm_up
 
     warm_up()
     import checks.engine.submission

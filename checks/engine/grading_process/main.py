@@ -3,7 +3,7 @@
 Started by `checks.engine.processes.spawn` as
 `python -m checks.engine.grading_process.main JOB.json EVENTS.jsonl [--preload MODE]` (with --preload, it imports torch
 and Triton for MODE before it waits for its token and job). It writes one JSON event per line to EVENTS in the
-order `checks.engine.protocol` accepts, saves what each call returned to the files the protocol names, and,
+order `checks.engine.contract.protocol` accepts, saves what each call returned to the files the protocol names, and,
 when the grader asks on standard input, times the submission on a GPU (saving its outputs and the answer key's
 at the timing size, which the grader compares). The grader, in a process that never ran
 the learner's code, decides.
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import checks
-from checks.engine.grading_process.hardening import event_writer, harden
-from checks.engine.grading_process.machine import autotune_without_benchmarks, detect
+from checks.engine.contract.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, fresh_outputs_path, outputs_path
+from checks.engine.machine import autotune_without_benchmarks, detect
 from checks.engine.phases import mark
-from checks.engine.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, fresh_outputs_path, outputs_path
+from checks.engine.record.hardening import event_writer, harden
 from checks.registry import Puzzle
 
 
@@ -40,7 +40,7 @@ class Events:
 def record_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: Path) -> None:
     """Load the submission and record its plan for every selected case, on two draws of each (and, for a timed GPU
     check, at the timing size): what it asks of the GPU, never run here."""
-    from checks.engine.grading_process.case_runner import explain_exception
+    from checks.engine.replay.case_runner import explain_exception
     from checks.engine.submission import EarlierStepError, load_module
     from checks.puzzles import spec_module
 
@@ -90,15 +90,16 @@ def record_case(
     import io
     import time
 
-    from checks.engine.grading_process.case_runner import captured, explain_exception, returned_kind
-    from checks.engine.grading_process.plan_recorder import (
+    from checks.engine.contract.plan import returned_kind
+    from checks.engine.inputs import RECORDING_DRAWS, draw
+    from checks.engine.record.plan_recorder import (
         TOO_LONG,
         PlanRecorder,
         PlanTooLong,
         launches_recorded,
         recorded_globals,
     )
-    from checks.engine.inputs import RECORDING_DRAWS, draw
+    from checks.engine.replay.case_runner import captured, explain_exception
 
     found: dict[str, Any] = {
         "plans": [],
@@ -138,9 +139,9 @@ def record_case(
 def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: Path, token: str = "") -> Any:
     """Perform each case's plan with the kernels built from the submission's source, on inputs drawn here with
     values no other process knows; report each as an observation. The function that replays the timing plan."""
-    from checks.engine.grading_process.case_runner import Observer
-    from checks.engine.kernel_source import KernelSource
-    from checks.engine.observations import CaseObservation
+    from checks.engine.contract.kernel_source import KernelSource
+    from checks.engine.contract.observations import CaseObservation
+    from checks.engine.replay.case_runner import Observer
     from checks.engine.replay.kernels import build
     from checks.engine.replay.perform import KeptState, Performer, TimedReplay
     from checks.puzzles import spec_module
@@ -282,11 +283,11 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
 
     puzzle = get_puzzle(job.puzzle)  # the one place a grading process turns the job's puzzle id into the puzzle
     if job.role == RECORD:
-        # hardening (checks.engine.grading_process.hardening): the learner's code runs here, sealed: it writes only in
+        # hardening (checks.engine.record.hardening): the learner's code runs here, sealed: it writes only in
         # a folder of its own, starts no process, and stays off the grader's files and the replay that follows
         own = own_folder(Path(job.scratch) if job.scratch else workdir / f"recording-{os.getpid()}")
         if machine.mode == "gpu":
-            from checks.engine.grading_process.machine import warm_up_gpu
+            from checks.engine.machine import warm_up_gpu
 
             try:
                 warm_up_gpu()  # the CUDA context and Triton's launch helpers, made before the seal
@@ -301,8 +302,8 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         return 0
     # while the grader judges the cases, the untimed half of the timing: inputs, a first call of each side,
     # the graphs; the clock runs only if the grader asks (every case passed), and the grader does nothing beside it
-    from checks.engine.grading_process.answer_key import replayed_answer_key
-    from checks.engine.grading_process.measure import TimingRun
+    from checks.engine.answer_key import replayed_answer_key
+    from checks.engine.replay.measure import TimingRun
     from checks.puzzles import spec_module
 
     try:
@@ -325,14 +326,14 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
 def preload_role(role: str, machine: Any) -> None:
     """Import what the job of `role` will need, read the registry and, on a GPU, make the CUDA context while the
     grader writes the job: a check waits for none of it."""
-    import checks.engine.grading_process.case_runner
-    import checks.engine.observations
+    import checks.engine.contract.observations
+    import checks.engine.replay.case_runner
     import checks.puzzles
     from checks.registry import load_puzzles
 
     load_puzzles()
     if machine.mode == "gpu" and not machine.problem:
-        from checks.engine.grading_process.machine import warm_up_gpu
+        from checks.engine.machine import warm_up_gpu
 
         try:
             warm_up_gpu()
@@ -340,11 +341,11 @@ def preload_role(role: str, machine: Any) -> None:
             pass
     if role == RECORD:
         import checks.engine.submission
-        from checks.engine.grading_process.plan_recorder import warm_up
+        from checks.engine.record.plan_recorder import warm_up
 
         warm_up()
     else:
-        import checks.engine.kernel_source
+        import checks.engine.contract.kernel_source
         import checks.engine.replay.kernels
         import checks.engine.replay.perform  # noqa: F401
 

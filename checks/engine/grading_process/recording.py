@@ -23,7 +23,7 @@ from checks.registry import Puzzle
 def interpreter_setup() -> None:
     """Triton's CPU interpreter, with autotune taking its first config (no timing without a GPU)."""
     os.environ["TRITON_INTERPRET"] = "1"
-    from checks.engine.grading_process.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim
+    from checks.engine.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim
 
     autotune_without_benchmarks()
     import numpy
@@ -38,10 +38,11 @@ def record_call(
 ) -> tuple[dict[str, Any], list[Any]]:
     """Record fn's plan on the case (other data values), replay it under the access recorder; (log dict, outputs)."""
     from checks.engine.access.patches import record_access
-    from checks.engine.grading_process.case_runner import copies_of_inputs, returned_kind
-    from checks.engine.grading_process.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.contract.kernel_source import extract
+    from checks.engine.contract.plan import returned_kind
     from checks.engine.inputs import RECORDING_DRAWS, draw, draw_case
-    from checks.engine.kernel_source import extract
+    from checks.engine.record.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.replay.case_runner import copies_of_inputs
     from checks.engine.replay.kernels import build
     from checks.engine.replay.perform import Performer
     from checks.puzzles import spec_module
@@ -95,7 +96,7 @@ def seal(folder: Path, own: list[str]) -> None:
     """The learner's code runs here as in a recording process: sealed, it writes only in `folder` (the log's) and
     starts no process; a refusal ends the process, its reason on standard error."""
     import checks
-    from checks.engine.grading_process.hardening import harden
+    from checks.engine.record.hardening import harden
 
     def refused(reason: str) -> None:
         print(f"The grader refuses this: {reason}.", file=sys.stderr, flush=True)

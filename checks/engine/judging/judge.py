@@ -15,9 +15,8 @@ import torch
 
 from checks import verdict as V
 from checks.engine.access.log import AccessLog
-from checks.engine.inputs import draw
-from checks.engine.observations import CaseObservation
-from checks.engine.protocol import (
+from checks.engine.contract.observations import CaseObservation
+from checks.engine.contract.protocol import (
     Tampered,
     Timings,
     access_path,
@@ -25,8 +24,9 @@ from checks.engine.protocol import (
     outputs_path,
     timing_outputs_path,
 )
-from checks.engine.rules.problem import CaseContext, Problem
-from checks.engine.rules.rulebook import first_problem
+from checks.engine.inputs import draw
+from checks.engine.judging.rules.problem import CaseContext, Problem
+from checks.engine.judging.rules.rulebook import first_problem
 from checks.memory import describe_tensor
 from checks.puzzles import spec_module
 from checks.registry import Puzzle

@@ -1,7 +1,8 @@
 """What the grader finds wrong in the plans a recording process reported, before anything is replayed.
 
-Each finding names the rule it breaks (a rule of `checks.engine.rules.plan_rules`, by its name) and says, in the
-learner's terms, what to change. A plan that is not of the form `checks.engine.plan` describes was not written by
+Each finding names the rule it breaks (a rule of `checks.engine.judging.rules.plan_rules`, by its name) and says, in the
+learner's terms, what to change. A plan that is not of the form `checks.engine.contract.plan` describes was not
+written by
 the grader's recorder: the report was tampered with.
 """
 
@@ -9,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from checks.engine.kernel_source import BUILTINS, KernelSource
-from checks.engine.plan import CONST_LIMIT, KEPT_ADVICE, PlanError, check, first_difference
-from checks.engine.protocol import Tampered
-from checks.engine.rules.plan_rules import kernel_calls, kernels_from_source, plan_from_shapes, torch_free
+from checks.engine.contract.kernel_source import BUILTINS, KernelSource
+from checks.engine.contract.plan import CONST_LIMIT, KEPT_ADVICE, PlanError, check, first_difference
+from checks.engine.contract.protocol import Tampered
+from checks.engine.judging.rules.plan_rules import kernel_calls, kernels_from_source, plan_from_shapes, torch_free
 
 ALLOWED_CALLS = ", ".join(sorted(BUILTINS - {"True", "False", "None"}))
 REPLAYED = "the grader replays only what your function asks of the GPU (allocations, views, copies and launches)"

@@ -17,27 +17,9 @@ from typing import Any
 
 from checks import verdict as V
 from checks.engine.access.traffic import answer_key_log, traffic_lines
-from checks.engine.inputs import debugging_data_seed, secret_data_seed
-from checks.engine.judging.judge import Judge, load_timing_outputs
-from checks.engine.judging.plans import plan_problem
-from checks.engine.judging.timing import from_measurement
-from checks.engine.judging.wording import (
-    RULE_FAILED_SUMMARY,
-    TAMPERED_SUMMARY,
-    earlier_stub_summary,
-    ending_verdict,
-    failure_pattern,
-    grader_error_verdict,
-    map_advice,
-    unfinished_verdict,
-)
-from checks.engine.kernel_source import KernelSource, extract
-from checks.engine.observations import CaseObservation
-from checks.engine.phases import mark
-from checks.engine.processes.prestart import take_prestarted
-from checks.engine.processes.run import GradingProcess, ProcessEnd
-from checks.engine.processes.spawn import kill, start_grading_process
-from checks.engine.protocol import (
+from checks.engine.contract.kernel_source import KernelSource, extract
+from checks.engine.contract.observations import CaseObservation
+from checks.engine.contract.protocol import (
     RECORD,
     REPLAY,
     TIME_COMMAND,
@@ -52,7 +34,25 @@ from checks.engine.protocol import (
     TimingPlan,
     Timings,
 )
-from checks.engine.rules import rulebook
+from checks.engine.inputs import debugging_data_seed, secret_data_seed
+from checks.engine.judging.judge import Judge, load_timing_outputs
+from checks.engine.judging.plans import plan_problem
+from checks.engine.judging.rules import rulebook
+from checks.engine.judging.timing import from_measurement
+from checks.engine.judging.wording import (
+    RULE_FAILED_SUMMARY,
+    TAMPERED_SUMMARY,
+    earlier_stub_summary,
+    ending_verdict,
+    failure_pattern,
+    grader_error_verdict,
+    map_advice,
+    unfinished_verdict,
+)
+from checks.engine.phases import mark
+from checks.engine.processes.prestart import take_prestarted
+from checks.engine.processes.run import GradingProcess, ProcessEnd
+from checks.engine.processes.spawn import kill, start_grading_process
 from checks.registry import Puzzle
 
 Progress = Callable[[dict[str, Any]], None]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from checks.engine.protocol import Timings
+from checks.engine.contract.protocol import Timings
 from checks.engine.timing import Peaks, bound, busy, busy_message, gbps, roofline_share, speed_ratio, summarize, tflops
 from checks.registry import Puzzle
 from checks.verdict import agree
@@ -137,7 +137,7 @@ def from_measurement(
     puzzle: Puzzle, raw: Timings, outputs: tuple[list[Any], list[Any]] | None = None
 ) -> dict[str, Any]:
     """The timing verdict, in the grader, from the grading process's raw measurements (the timings event, its fields
-    typed by `checks.engine.protocol.Timings`) and the registry's bar.
+    typed by `checks.engine.contract.protocol.Timings`) and the registry's bar.
 
     `outputs`: the submission's and the answer key's outputs at the timing size, as the grading process saved
     them (`checks.engine.judging.judge.load_timing_outputs`); they are compared here, with the puzzle's tolerance.

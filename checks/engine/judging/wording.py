@@ -13,8 +13,8 @@ import signal
 from typing import Any
 
 from checks import verdict as V
+from checks.engine.contract.protocol import Ending, Environment, LoadError, Stream
 from checks.engine.processes.run import ProcessEnd
-from checks.engine.protocol import Ending, Environment, LoadError, Stream
 from checks.registry import get_puzzle, shown
 
 

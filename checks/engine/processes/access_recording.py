@@ -8,10 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from checks.engine import process_table
+from checks.engine.processes import process_table
 from checks.engine.processes.forking import server_pids
+from checks.engine.processes.sealing import left_behind
 from checks.engine.processes.spawn import forget, kill, own_processes, start_map_recording
-from checks.engine.sealing import left_behind
 
 
 class MapError(RuntimeError):

@@ -12,7 +12,7 @@ over a socket pair whose other end only the server holds: nothing else, a gradin
 for a process. It ends when this process ends or closes its end (`stop_server`, at exit). A forked grading process
 is handled like a subprocess.Popen (`ForkedProcess`): `checks.engine.processes.run`, `spawn.kill` and `prestart`
 treat both alike. It is in a session of its own, and an orphan it leaves comes back to the server, a child
-subreaper like the grader, where `left_behind` (`checks.engine.sealing`) looks for it.
+subreaper like the grader, where `left_behind` (`checks.engine.processes.sealing`) looks for it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from checks.engine import process_table
+from checks.engine.processes import process_table
 from checks.registry import ROOT
 
 ENV = "CHECKS_FORK_SERVER"  # "1": fork interpreter grading processes from a fork server

@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from checks.engine.contract.protocol import RECORD, REPLAY
 from checks.engine.processes.spawn import GradingProcessHandle, kill, start_grading_process, started
-from checks.engine.protocol import RECORD, REPLAY
 
 # Grading processes started before the grader imported torch, by (workdir, interpret, role).
 _prestarted: dict[tuple[str, bool, str], GradingProcessHandle] = {}

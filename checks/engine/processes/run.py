@@ -1,7 +1,7 @@
 """Run the grading process with a time limit and read its report as it comes, one checked event at a time.
 
 The grader loops over `GradingProcess.events()` and judges each event as it comes (`checks.engine.judging.stage`);
-`end()` then kills whatever the process started that outlived it (`checks.engine.sealing.left_behind`), which
+`end()` then kills whatever the process started that outlived it (`checks.engine.processes.sealing.left_behind`), which
 makes the report tampered with.
 """
 
@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from checks.engine import process_table
+from checks.engine.contract.protocol import EXIT_COMMAND, RECORD, Event, Job, Observed, RecordStream, Stream
+from checks.engine.processes import process_table
 from checks.engine.processes.forking import server_pids
 from checks.engine.processes.prestart import take_prestarted
+from checks.engine.processes.sealing import adopt_orphans, left_behind
 from checks.engine.processes.spawn import GradingProcessHandle, kill, own_processes, start_grading_process
-from checks.engine.protocol import EXIT_COMMAND, RECORD, Event, Job, Observed, RecordStream, Stream
-from checks.engine.sealing import adopt_orphans, left_behind
 
 
 @dataclass

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from checks.engine.contract.protocol import PRELOAD_FLAG, RECORD
 from checks.engine.processes import forking
 from checks.engine.processes.forking import ForkedProcess
-from checks.engine.protocol import PRELOAD_FLAG, RECORD
-from checks.engine.sealing import MARK, starting
+from checks.engine.processes.sealing import MARK, starting
 from checks.registry import ROOT
 
 GradingProcessHandle = subprocess.Popen | ForkedProcess  # a grading process, started here or forked by the fork server

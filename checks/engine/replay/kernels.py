@@ -1,4 +1,4 @@
-"""The submission's kernels, built from their source text for the replay (`checks.engine.kernel_source`)."""
+"""The submission's kernels, built from their source text for the replay (`checks.engine.contract.kernel_source`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import linecache
 from pathlib import Path
 from typing import Any
 
-from checks.engine.kernel_language import BUILTINS
-from checks.engine.kernel_source import KernelSource
-from checks.engine.plan import PlanError
+from checks.engine.contract.kernel_language import BUILTINS
+from checks.engine.contract.kernel_source import KernelSource
+from checks.engine.contract.plan import PlanError
 
 
 def global_value(recorded: dict[str, Any]) -> Any:

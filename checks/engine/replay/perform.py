@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from checks.engine.plan import PlanError
+from checks.engine.contract.plan import PlanError
 from checks.memory import Arena, poisonable, span
 
 _chosen: dict[tuple, int] = {}  # (kernel, sizes of its scalar arguments) -> the config the GPU found fastest

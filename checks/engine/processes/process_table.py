@@ -1,6 +1,7 @@
 """The machine's processes as Linux's /proc shows them: the one place the grader reads it.
 
-`checks.engine.sealing` looks here for what a grading process left running, `checks.engine.processes.forking` for how a
+`checks.engine.processes.sealing` looks here for what a grading process left running,
+`checks.engine.processes.forking` for how a
 grading process of a fork server that died ended, and the fork server (`checks.engine.grading_process.fork_server`) for
 its own children and threads. Where there is no /proc (macOS), no process is found and one asked about by its id is
 gone.

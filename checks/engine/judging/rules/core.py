@@ -2,7 +2,7 @@
 
 Each is a pure function of a `CaseContext`: what the grader re-derived itself (inputs, reference)
 and what the grading process observed (launches, buffers, loads, returned tensors), declared beside
-its function (`checks.engine.rules.declare`).
+its function (`checks.engine.judging.rules.declare`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
-from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
-from checks.engine.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
-from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
-from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, locate
+from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
+from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
+from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.memory import is_poison
 from checks.verdict import agree, plural
 
@@ -349,7 +349,7 @@ def keys_past_seq_lens(ctx: CaseContext) -> str:
     """In a puzzle graded with `pages_in_table` (13): what that rule finds, when the values are wrong because the
     kernels read slots past seq_lens (the grader fills them with NaN; on a GPU a page number read past a row of
     block_table can fault). '' when the rule finds nothing."""
-    from checks.engine.rules import decoding
+    from checks.engine.judging.rules import decoding
 
     name = decoding.pages_in_table.name
     params = ctx.puzzle.rules.get(name) if isinstance(ctx.puzzle.rules, dict) else None
@@ -363,7 +363,7 @@ def keys_past_seq_lens(ctx: CaseContext) -> str:
 
 def merge_of_splits(ctx: CaseContext, mismatch: Mismatch) -> str | None:
     """In a decoding puzzle: the merge of the splits named as the cause, when only split heads are wrong."""
-    from checks.engine.rules import decoding
+    from checks.engine.judging.rules import decoding
 
     return decoding.wrong_only_where_split(ctx, mismatch) if ctx.obs.access else None
 

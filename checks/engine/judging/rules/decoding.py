@@ -1,7 +1,8 @@
 """Method rules of the decoding puzzles (11-13): how the kernels read the cache of keys and values.
 
 Each rule is a pure function `rule(ctx: CaseContext, **params) -> Problem | None` declared beside it
-(`checks.engine.rules.declare`), as in `checks.engine.rules.method`: it reads the interpreter's access log
+(`checks.engine.judging.rules.declare`), as in `checks.engine.judging.rules.method`: it reads the interpreter's
+access log
 (`ctx.obs.access`, None on a GPU: then the rulebook does not apply it) and `ctx.inputs`; its
 parameters come from the puzzle's `rules:` entry in `puzzles.yaml`, and a `message` parameter
 replaces its declared message (the measured numbers follow it).
@@ -24,9 +25,9 @@ import torch
 
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of, program_name, rows_of
-from checks.engine.rules.declare import ACCESS_LOG, ON_REQUEST, rule
-from checks.engine.rules.pictures import ACCESS_MAP
-from checks.engine.rules.problem import CaseContext, Problem, say
+from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
+from checks.engine.judging.rules.pictures import ACCESS_MAP
+from checks.engine.judging.rules.problem import CaseContext, Problem, say
 from checks.verdict import plural
 
 _PAGED = "k_cache"  # the key input of puzzle 13; 11 and 12 call it k

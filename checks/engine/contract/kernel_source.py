@@ -4,7 +4,8 @@ The grader reads the submission's source before any of the learner's code runs, 
 `@triton.jit` functions (their decorators left out: the plan says which configurations were tried) at the
 lines where the learner wrote them, so that every message and access log names the learner's own lines.
 Every other line is left blank. Every name a kernel body, a default or an annotation uses must resolve to the
-kernel language (`checks.engine.kernel_language`: a table of `triton.language`, tensor attributes by name, a few
+kernel language (`checks.engine.contract.kernel_language`: a table of `triton.language`, tensor attributes by name, a
+few
 builtins), to a parameter or local, to one of the submission's `@triton.jit` functions, or to a module-level
 value the plan records (a number, a string, a dtype); defaults are literal constants, strings stand only where a
 call takes a message or a keyword, and a kernel's text holds one `def` line, its own. Anything else is a problem
@@ -18,7 +19,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from checks.engine.kernel_language import (
+from checks.engine.contract.kernel_language import (
     ATTRIBUTES,
     BUILTINS,
     FLOAT_WORDS,

@@ -1,9 +1,10 @@
 """Method rules of the attention puzzles: how a kernel computed its answer, judged from the interpreter's access log.
 
-Puzzle 4's grouped launch order is in `checks.engine.rules.launch_order`, with the same interface.
+Puzzle 4's grouped launch order is in `checks.engine.judging.rules.launch_order`, with the same interface.
 
 Each rule is a pure function `rule(ctx: CaseContext, **params) -> Problem | None` (see
-`checks.engine.rules.problem`), declared beside it (`checks.engine.rules.declare`). It reads `ctx.obs.access`
+`checks.engine.judging.rules.problem`), declared beside it (`checks.engine.judging.rules.declare`). It reads
+`ctx.obs.access`
 (an `AccessLog.to_dict()`, None on a GPU: then the rulebook does not apply it), `ctx.inputs` and `ctx.case`,
 and its parameters come from the puzzle's `rules:` entry in `puzzles.yaml`. A `message` parameter, when given,
 replaces the rule's declared message; the measured numbers follow it.
@@ -19,9 +20,9 @@ import torch
 
 from checks.engine.access.log import ATOMIC, LOAD, STORE, F
 from checks.engine.access.queries import highs, log_of, lows, program_name, rows_of, stored_spans
-from checks.engine.rules.declare import ACCESS_LOG, ON_REQUEST, rule
-from checks.engine.rules.pictures import ACCESS_MAP
-from checks.engine.rules.problem import CaseContext, Problem, say
+from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
+from checks.engine.judging.rules.pictures import ACCESS_MAP
+from checks.engine.judging.rules.problem import CaseContext, Problem, say
 from checks.verdict import plural
 
 _SEQ = 2  # the sequence dimension of a (B, H, N, D) tensor

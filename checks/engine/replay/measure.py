@@ -11,8 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from checks.engine.contract.protocol import timing_outputs_path
 from checks.engine.phases import mark
-from checks.engine.protocol import timing_outputs_path
 from checks.engine.replay.perform import TimedReplay
 from checks.engine.timing import (
     ROUND_REP_MS,
@@ -46,7 +46,7 @@ def comparable(yours: Any, theirs: Any) -> tuple[list[Any], list[Any], str]:
     """
     import torch
 
-    from checks.engine.grading_process.case_runner import as_outputs
+    from checks.engine.contract.plan import as_outputs
 
     ys, ts = as_outputs(yours), as_outputs(theirs)
     if len(ys) != len(ts):  # the grader says how many each returned: no data needed

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 
-from checks.engine import process_table
+from checks.engine.processes import process_table
 
 PR_SET_CHILD_SUBREAPER = 36
 MARK = "CHECKS_GRADING_PROCESS"  # in the environment of every grading process, and so of all it starts

@@ -9,7 +9,7 @@ runs none of the learner's host code and reports observations of the replayed pl
     or for each selected case: case_start, case (an observation), then observed,
     and, only when the grader asks for it on the process's standard input, timings (with the name of the file of
     both outputs at the timing size, which the grader compares itself).
-    At any point after machine: refused (the audit hook of `checks.engine.grading_process.hardening` refused a
+    At any point after machine: refused (the audit hook of `checks.engine.record.hardening` refused a
     request of the learner's code), which ends the report as tampered with. At any point: grader_error (the grading
     process's own code raised: a traceback), which ends it as the grader's internal error.
 
@@ -19,10 +19,12 @@ the order. Any other event, a repeated or out-of-order one, a line that is not
 JSON, or a field of the wrong type marks the stream as tampered with: the verdict is never a pass.
 
 The wire is typed: each kind of event is a dataclass here (the case event is `CaseObservation`), and `feed_line`
-builds it from its line with `checks.engine.wire.build`, which checks every field against its annotation and refuses
+builds it from its line with `checks.engine.contract.wire.build`, which checks every field against its annotation and
+refuses
 an unknown or a missing one, naming it; the `Job` is read the same way. The plans a plan event carries stay JSON
 (`dict[str, Any]`): a plan is data, performed op by op by the replay and compared as it came between the case's two
-draws (`checks.engine.plan.first_difference`); its form is checked op by op by `checks.engine.plan.check` (through
+draws (`checks.engine.contract.plan.first_difference`); its form is checked op by op by
+`checks.engine.contract.plan.check` (through
 `checks.engine.judging.plans.plan_problem`), which knows every op a recorder writes.
 """
 
@@ -33,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from checks.engine.observations import CaseObservation
-from checks.engine.wire import build
+from checks.engine.contract.observations import CaseObservation
+from checks.engine.contract.wire import build
 
 TIME_COMMAND = "time"
 RECORD, REPLAY = "record", "replay"
@@ -64,7 +66,8 @@ class Job:
     record_on_gpu: bool = False
     # the replay's job, written only after the recording process is gone:
     data_seed: int = 0  # the secret the data values of the replayed inputs are drawn with
-    kernel_source: dict[str, Any] | None = None  # checks.engine.kernel_source.KernelSource, read before any code ran
+    # checks.engine.contract.kernel_source.KernelSource, read before any code ran
+    kernel_source: dict[str, Any] | None = None
     replays: list[dict[str, Any]] = field(default_factory=list)  # per selected case: {"plan": ...} or {"observation"}
     timing_plan: dict[str, Any] | None = None
 
@@ -101,7 +104,7 @@ def access_path(workdir: Path, index: int) -> Path:
 
 @dataclass
 class Machine:
-    """machine: what the grading process runs on (`checks.engine.grading_process.machine.detect`)."""
+    """machine: what the grading process runs on (`checks.engine.machine.detect`)."""
 
     mode: str  # "gpu" or "interpreter"
     device: str  # what to print: the GPU's name or "CPU (Triton interpreter)"
@@ -138,7 +141,7 @@ class CasePlan:
     """plan: what the learner's function asked of the GPU on the two draws of one case, or how the call failed."""
 
     index: int
-    plans: list[dict[str, Any]]  # checks.engine.plan: checked by checks.engine.plan.check, not here
+    plans: list[dict[str, Any]]  # checks.engine.contract.plan: checked by checks.engine.contract.plan.check, not here
     raised: str
     raised_where: list[str]
     stub: bool
@@ -172,7 +175,7 @@ class Observed:
 
 @dataclass
 class Timings:
-    """timings: `checks.engine.grading_process.measure.TimingRun.rounds`'s raw measurements at the timing size (all
+    """timings: `checks.engine.replay.measure.TimingRun.rounds`'s raw measurements at the timing size (all
     of them absent for a puzzle without a timing case); `checks.engine.judging.timing.from_measurement` judges them."""
 
     case: dict[str, Any] = field(default_factory=dict)  # the timing size
@@ -229,7 +232,7 @@ class CheckedLines:
     def feed_line(self, line: str) -> Event | None:
         """Check one line; return its event (the dataclass of its kind), or None (and set `tampered`) when it breaks
         the protocol: a line that is not an accepted event, lacks the token, has a field unknown, missing or of the
-        wrong type (`checks.engine.wire.build` names it), or comes out of order."""
+        wrong type (`checks.engine.contract.wire.build` names it), or comes out of order."""
         if self.tampered:
             return None
         try:
@@ -349,7 +352,7 @@ class Stream(CheckedLines):
             self.machine = event
             return
         if isinstance(event, Refused):
-            # hardening (checks.engine.grading_process.hardening): the learner's code asked for what is refused
+            # hardening (checks.engine.record.hardening): the learner's code asked for what is refused
             raise Tampered(f"your code tried {event.reason[:200]}, which the grading process refuses")
         if isinstance(event, GraderError):  # at any point: the grading process's own code raised
             if self.grader_error:

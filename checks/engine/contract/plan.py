@@ -1,6 +1,6 @@
 """A launch plan: what a learner's host function asked of the GPU in one call, as plain data.
 
-The grading process records a plan while it runs the learner's function (`checks.engine.grading_process.plan_recorder`):
+The grading process records a plan while it runs the learner's function (`checks.engine.record.plan_recorder`):
 the tensors it allocated, the copies and fills it made of them, every kernel launch with every argument, and
 which tensors it returned. Nothing else the function does is kept. The replay process
 (`checks.engine.replay`) performs the plan on the grader's own inputs with the submission's kernels taken from
@@ -282,3 +282,17 @@ def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
     if not _same(a["returned"], b["returned"]):
         return "what your function returned differs between the draws (other tensors, or other values)"
     return None
+
+
+def as_outputs(returned: Any) -> list[Any]:
+    """What a learner's function returned, as a list of outputs (one tensor or a tuple of them)."""
+    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
+
+
+def returned_kind(returned: Any) -> str:
+    """How the plan names what a call returned: 'tensor', 'tuple of 2', or the type's name."""
+    import torch
+
+    if isinstance(returned, (tuple, list)):
+        return f"{type(returned).__name__} of {len(returned)}"
+    return "tensor" if isinstance(returned, torch.Tensor) else type(returned).__name__

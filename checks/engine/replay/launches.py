@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks.engine.patching import replaced
+from checks.engine.patching import kernel_classes, replaced
 
 
 @dataclass
@@ -37,18 +37,6 @@ class Tracker:
     @property
     def own_launches(self) -> list[Launch]:
         return [launch for launch in self.launches if self.own(launch)]
-
-
-def kernel_classes() -> list[type]:
-    """Triton's kernel classes whose `run` every launch goes through: compiled, and interpreted where there is one."""
-    import triton.runtime.jit as jit
-
-    classes: list[type] = [jit.JITFunction]
-    with contextlib.suppress(ImportError, AttributeError):
-        from triton.runtime.interpreter import InterpretedFunction
-
-        classes.append(InterpretedFunction)
-    return classes
 
 
 def _source_file(kernel: object) -> str:

@@ -1,6 +1,6 @@
 """What a failure's picture is, and what it is drawn from.
 
-A rule declares its picture beside it (`checks.engine.rules.declare`): one of the kinds below, or none.
+A rule declares its picture beside it (`checks.engine.judging.rules.declare`): one of the kinds below, or none.
 `ERROR_MAP` and `OVERHANG` are drawn by `checks.learner.picture` from the data the rule attaches to its
 problem (the judge saves it for `--picture`): an error map of wrong or unwritten values (`rules.core.values`),
 or a tensor's size and the runs of elements written past its end (`rules.core.no_write_outside`).
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from checks.engine.observations import BufferObs
-from checks.engine.rules.problem import CaseContext
+from checks.engine.contract.observations import BufferObs
+from checks.engine.judging.rules.problem import CaseContext
 
 
 @dataclass(frozen=True)

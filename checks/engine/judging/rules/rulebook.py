@@ -1,6 +1,6 @@
 """The rulebook: every rule's name in the order the rules are checked, and what the grader asks about them.
 
-A rule is declared where it is defined (`checks.engine.rules.declare`): its function, and beside it when it
+A rule is declared where it is defined (`checks.engine.judging.rules.declare`): its function, and beside it when it
 applies, what it needs, the learner's message, its picture and its row of the reference page. This book only
 gives each rule its place: `ORDER` is the priority, and the first rule a call breaks is the one reported. Every
 puzzle applies the `EVERY_CALL` rules: first those on the recorded plan (found before anything is replayed), then
@@ -20,16 +20,16 @@ import inspect
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.rules import core, decoding, launch_order, method, plan_rules
-from checks.engine.rules.declare import EVERY_CALL, ON_REQUEST, Rule
-from checks.engine.rules.pictures import PictureKind
-from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.judging.rules import core, decoding, launch_order, method, plan_rules
+from checks.engine.judging.rules.declare import EVERY_CALL, ON_REQUEST, Rule
+from checks.engine.judging.rules.pictures import PictureKind
+from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.registry import Puzzle, load_puzzles
 
 MODULES = (plan_rules, core, launch_order, method, decoding)  # the modules that declare rules
 
 # The rules every call is checked by, in the order they are checked. The rules a puzzle asks for (ON_REQUEST)
-# come after them, in the order their modules declare them (see checks.engine.rules.declare).
+# come after them, in the order their modules declare them (see checks.engine.judging.rules.declare).
 ORDER: tuple[str, ...] = (
     # the plan, before anything is replayed (checks.engine.judging.plans)
     "kernel_calls",
@@ -80,7 +80,7 @@ def order_problems(order: tuple[str, ...], declared: dict[str, Rule]) -> list[st
     declared or not of an EVERY_CALL rule, a `before` that names no requested rule."""
     problems = [
         f"the rule {name!r} ({declared[name].check.__module__}) applies to every call but is not in ORDER in "
-        "checks/engine/rules/rulebook.py: add its name where its priority puts it"
+        "checks/engine/judging/rules/rulebook.py: add its name where its priority puts it"
         for name, rule in declared.items()
         if rule.applies == EVERY_CALL and name not in order
     ]
@@ -150,7 +150,7 @@ def outcome(name: str) -> str:
 
 
 def names(**flags: bool) -> set[str]:
-    """The rules whose flags match, e.g. names(draws_map=True) (see `checks.engine.rules.declare.Rule`)."""
+    """The rules whose flags match, e.g. names(draws_map=True) (see `checks.engine.judging.rules.declare.Rule`)."""
     return {r.name for r in RULES.values() if all(getattr(r, flag) == value for flag, value in flags.items())}
 
 

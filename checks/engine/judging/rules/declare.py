@@ -15,7 +15,7 @@ picture and its row of the reference page. Every other part of the grader asks t
 The rule's name is its function's name: what verdicts, `expect:` lines of known-wrong kernels and the `rules:`
 entries of puzzles.yaml call it. The decorated name is a `Rule`, called like the function. Its place in the
 rulebook is its priority (the first rule a call breaks is the one reported): an EVERY_CALL rule's place is its
-entry in `checks.engine.rules.rulebook.ORDER`; the ON_REQUEST rules follow them in the order they are declared
+entry in `checks.engine.judging.rules.rulebook.ORDER`; the ON_REQUEST rules follow them in the order they are declared
 (the modules of `rulebook.MODULES` in turn, each from its top), and `before=another_rule.name` puts one ahead of
 the rule it names.
 """
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from checks.engine.rules.pictures import ACCESS_MAP, PictureKind
-from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.judging.rules.pictures import ACCESS_MAP, PictureKind
+from checks.engine.judging.rules.problem import CaseContext, Problem
 
 EVERY_CALL = "every call"  # every puzzle applies it to every graded call
 ON_REQUEST = "on request"  # a puzzle applies it when its `rules:` entry in puzzles.yaml names it
@@ -51,7 +51,7 @@ class Rule:
     message: str  # what to do when it fails, one or two sentences; a puzzle's `message:` may replace it
     taught_in: str = ""  # the puzzle that teaches it; for an ON_REQUEST rule, the first puzzle that asks for it
     needs: tuple[str, ...] = ()  # keys of NEEDS
-    picture: PictureKind | None = None  # what shows its failure best (checks.engine.rules.pictures)
+    picture: PictureKind | None = None  # what shows its failure best (checks.engine.judging.rules.pictures)
     explains_gpu_values: bool = False  # found in the interpreter, it says why a GPU case failed (values, a fault)
     explained_by_interpreter: bool = False  # failed on a GPU, a rule that explains_gpu_values may name the cause
     before: str = ""  # an ON_REQUEST rule: the rule it is checked before, where declaration order says otherwise

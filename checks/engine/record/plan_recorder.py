@@ -1,4 +1,4 @@
-"""Record a launch plan while the learner's host function runs (`checks.engine.plan` says what a plan holds).
+"""Record a launch plan while the learner's host function runs (`checks.engine.contract.plan` says what a plan holds).
 
 No kernel runs here: a launch is written down (its kernel, its grid for every config an autotuner would try,
 every argument) and skipped. A `TorchDispatchMode` sees every torch operation on the way: allocations become
@@ -20,9 +20,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from checks.engine.grading_process.launches import kernel_classes
-from checks.engine.patching import replaced
-from checks.engine.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS, OPS_LIMIT
+from checks.engine.contract.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS, OPS_LIMIT
+from checks.engine.patching import kernel_classes, replaced
 
 _FILLS = {
     "empty": "empty", "empty_like": "empty", "empty_strided": "empty", "empty_permuted": "empty",
@@ -373,7 +372,7 @@ class PlanRecorder(TorchDispatchMode):
         self.ops.append(group)
 
     def plan(self, returned: Any, kind: str, globals_: dict[str, Any]) -> dict[str, Any]:
-        from checks.engine.grading_process.case_runner import as_outputs
+        from checks.engine.contract.plan import as_outputs
 
         outputs = as_outputs(returned)
         self._busy = True

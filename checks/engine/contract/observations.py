@@ -2,10 +2,11 @@
 
 The replay (`checks.engine.grading_process.main`, role replay) performs the plan the learner's function recorded,
 with the kernels taken from the submission's source, and reports what happened here as plain data; the grader re-derives
-the inputs, computes the reference itself and applies the rules (`checks.engine.rules.problem`). A case whose
+the inputs, computes the reference itself and applies the rules (`checks.engine.judging.rules.problem`). A case whose
 recording failed (the learner's code raised, or its plan broke a rule) is reported as it was found.
 
-`CaseObservation.from_dict` checks every field of a report against its annotation (`checks.engine.wire`), so a new
+`CaseObservation.from_dict` checks every field of a report against its annotation (`checks.engine.contract.wire`), so
+a new
 field needs only its annotation here (and the replay code that fills it in).
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from checks.engine.wire import WireError, build
+from checks.engine.contract.wire import WireError, build
 
 
 @dataclass
@@ -67,7 +68,8 @@ class CaseObservation:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "observation") -> CaseObservation:
-        """Rebuild an observation from JSON (`checks.engine.wire.build`); WireError, a TypeError naming the field,
+        """Rebuild an observation from JSON (`checks.engine.contract.wire.build`); WireError, a TypeError naming the
+        field,
         when any field is unknown, missing or of the wrong type, or an offset after a buffer is negative."""
         obs = build(cls, data, where)
         for b, buf in enumerate(obs.buffers):

@@ -1,5 +1,6 @@
-"""The answer key, timed the way the submission is: its plan, recorded here (the key is the grader's own code),
-performed with its kernels taken from its source, so that both sides of a speed ratio are replays."""
+"""The answer key, timed the way the submission is: its plan recorded with the recording room's recorder, in the
+replay process (the key is the grader's own code), and performed by the replay room with its kernels taken from its
+source, so that both sides of a speed ratio are replays. It stands beside both rooms, which never import each other."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ class AnswerKeyReplay(TimedReplay):
     the first call's serves every later one), its kernels taken from its source."""
 
     def __init__(self, puzzle: Any, parameters: list[str], device: str, workdir: Path) -> None:
-        from checks.engine.kernel_source import extract
+        from checks.engine.contract.kernel_source import extract
         from checks.engine.submission import earlier_answer_key, load_module
         from checks.registry import shown
 
@@ -28,8 +29,8 @@ class AnswerKeyReplay(TimedReplay):
 
     def perform(self, args: tuple, fill: bool) -> Any:
         if self.plan is None:
-            from checks.engine.grading_process.case_runner import returned_kind
-            from checks.engine.grading_process.plan_recorder import (
+            from checks.engine.contract.plan import returned_kind
+            from checks.engine.record.plan_recorder import (
                 PlanRecorder,
                 launches_recorded,
                 recorded_globals,

@@ -12,9 +12,9 @@ import numpy as np
 
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
 from checks.engine.access.queries import highs, log_of, lows, rows_of
-from checks.engine.rules.declare import ACCESS_LOG, ON_REQUEST, rule
-from checks.engine.rules.pictures import ACCESS_MAP
-from checks.engine.rules.problem import CaseContext, Problem, say
+from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
+from checks.engine.judging.rules.pictures import ACCESS_MAP
+from checks.engine.judging.rules.problem import CaseContext, Problem, say
 from checks.verdict import plural
 
 _ROW, _COL = 0, 1  # dimensions of a matrix

@@ -1,6 +1,6 @@
 """The kernel language: every name a kernel body may use, as one table of data.
 
-A kernel's names resolve, statically and before anything runs (`checks.engine.kernel_source`), to a parameter
+A kernel's names resolve, statically and before anything runs (`checks.engine.contract.kernel_source`), to a parameter
 or local, one of the submission's own `@triton.jit` functions, a module-level number, string or dtype recorded in
 the plan, one of `BUILTINS`, or an entry of `LANGUAGE`: a path inside `triton.language` (`load`, `math.exp2`)
 and what it is. An attribute of a value (a tensor, a block pointer, a dtype) must be one of `ATTRIBUTES`.

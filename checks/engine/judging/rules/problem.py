@@ -2,8 +2,8 @@
 
 Each rule takes a `CaseContext` (what the parent re-derived itself, plus what the grading process
 observed) and keyword parameters from the puzzle's `rules:` entry in `puzzles.yaml`, and returns
-a `Problem` or None; it is declared beside its function (`checks.engine.rules.declare`), and the rulebook
-(`checks.engine.rules.rulebook`) names the rule on the problem.
+a `Problem` or None; it is declared beside its function (`checks.engine.judging.rules.declare`), and the rulebook
+(`checks.engine.judging.rules.rulebook`) names the rule on the problem.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.engine.observations import CaseObservation
+from checks.engine.contract.observations import CaseObservation
 
 
 @dataclass

@@ -6,8 +6,8 @@ written where it was found, in the terms of what was found.
 
 from __future__ import annotations
 
-from checks.engine.rules.declare import EVERY_CALL, rule
-from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.judging.rules.declare import EVERY_CALL, rule
+from checks.engine.judging.rules.problem import CaseContext, Problem
 
 
 def _finding(ctx: CaseContext, rule_name: str) -> Problem | None:

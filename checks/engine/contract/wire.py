@@ -5,8 +5,10 @@ annotation declares: int, float (an int is taken too, as it is), bool (which is 
 `list[X]` and `dict[str, X]` (each item checked), a nested dataclass (built from its object the same way) and `Any`
 (taken as it is). A key the class does not declare, a required field missing (one without a default) or a value of
 another type raises `WireError`, whose message names the field by its path (`plan.raised_where[1]`). The job
-(`checks.engine.protocol.Job`), each event of the grading processes' reports and the observation of a replayed case
-(`checks.engine.observations.CaseObservation`) are read through it. Stdlib dataclasses, not pydantic or msgspec:
+(`checks.engine.contract.protocol.Job`), each event of the grading processes' reports and the observation of a
+replayed case
+(`checks.engine.contract.observations.CaseObservation`) are read through it. Stdlib dataclasses, not pydantic or
+msgspec:
 the GPU machines the grader runs on have neither.
 """
 

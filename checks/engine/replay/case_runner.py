@@ -20,11 +20,11 @@ import torch
 
 from checks.engine.access.patches import record_access
 from checks.engine.access.recorder import AccessRecorder
-from checks.engine.grading_process.launches import Tracker, watch_launches
-from checks.engine.grading_process.machine import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.contract.observations import BufferObs, CaseObservation, LaunchObs
+from checks.engine.contract.protocol import access_path
 from checks.engine.inputs import draw
-from checks.engine.observations import BufferObs, CaseObservation, LaunchObs
-from checks.engine.protocol import access_path
+from checks.engine.machine import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.replay.launches import Tracker, watch_launches
 from checks.memory import Arena
 
 
@@ -52,17 +52,6 @@ def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, l
                 if entry not in where:
                     where.append(entry)
     return text, where[-4:]
-
-
-def as_outputs(returned: Any) -> list[Any]:
-    """What a learner's function returned, as a list of outputs (one tensor or a tuple of them)."""
-    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
-
-
-def returned_kind(returned: Any) -> str:
-    if isinstance(returned, (tuple, list)):
-        return f"{type(returned).__name__} of {len(returned)}"
-    return "tensor" if isinstance(returned, torch.Tensor) else type(returned).__name__
 
 
 class Observer:
