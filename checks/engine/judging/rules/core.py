@@ -444,11 +444,11 @@ def _stored(ctx: CaseContext, name: str, like: torch.Tensor) -> torch.Tensor:
     EVERY_CALL,
     checks=(
         "where the puzzle judges the method (a rule of its own on the access log), every element of every output "
-        "was stored by your kernels in the call"
+        "was stored by your kernels in the call, directly or through a copy of what they stored"
     ),
     message=(
-        "Store every element of each output from your kernels: the method rules judge how your kernels computed the "
-        "answer from what they store, and a copy your function makes into an output hides that."
+        "Store every element of each output from your kernels (a copy of what they stored counts as theirs): the "
+        "method rules judge how your kernels computed the answer from what they store."
     ),
     needs=(ACCESS_LOG,),
     taught_in="4",
@@ -471,7 +471,7 @@ def outputs_stored(ctx: CaseContext) -> Problem | None:
             return Problem(
                 f"{plural(missing, 'element')} of {total} of {exp.name} {agree(missing, 'was', 'were')} not "
                 "stored by your kernels in this call "
-                f"(a copy your function made, or memory it filled on the host): the puzzle's method rules judge how "
+                f"(a copy of an input, or memory no kernel of this call wrote): the puzzle's method rules judge how "
                 f"your kernels computed {exp.name} from their stores. Store every element of {exp.name} from a kernel.",
             )
     return None
