@@ -157,3 +157,52 @@ def test_the_hook_costs_little_on_the_events_it_does_not_watch():
     )
     plain, guarded = (float(v) for v in done.stdout.split("COST")[1].split())
     assert (guarded - plain) / 40000 < 5e-6, (plain, guarded)  # under 5 microseconds an event
+
+
+def run_hardened(code: str, folder: Path, hardening: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`code` as the learner's, after `harden(...)` called with the keyword arguments `hardening` (Python text)."""
+    prelude = PRELUDE.replace(
+        "read_only=[Path(checks.__file__).parent])", f"read_only=[Path(checks.__file__).parent], {hardening})"
+    )
+    script = prelude + textwrap.dedent(code) + "\nprint('FINISHED', flush=True)\n"
+    return subprocess.run(
+        [sys.executable, "-c", script, str(folder)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+
+
+SEALED = "writable=[folder / 'own']"
+# the recording process: whoever asks (a library's frame too), it writes only in its own folder and starts no process
+SEALED_REFUSED = {
+    "a library writes elsewhere": ("import numpy; numpy.savetxt(folder / 'elsewhere.txt', [1.0])", "writing outside"),
+    "a library starts a process": ("import platform; platform.architecture('/bin/sh')", "starting or signalling"),
+    "the learner writes elsewhere": ("open(folder / 'elsewhere.txt', 'w')", "writing outside"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEALED_REFUSED))
+def test_a_sealed_process_writes_only_in_its_folder_and_starts_nothing_whoever_asks(name, tmp_path):
+    (tmp_path / "own").mkdir()
+    code, reason = SEALED_REFUSED[name]
+    done = run_hardened(code, tmp_path, SEALED)
+    assert done.returncode == REFUSED_EXIT and reason in done.stdout and "FINISHED" not in done.stdout, done.stdout
+    allowed = run_hardened("import numpy; numpy.savetxt(folder / 'own' / 'x.txt', [1.0])", tmp_path, SEALED)
+    assert allowed.returncode == 0 and "FINISHED" in allowed.stdout, (allowed.stdout, allowed.stderr)
+
+
+KERNELS_ONLY = "kernels_only=True"
+# the replay: the learner's only code is kernels, which run no Python of their own; libraries still may
+KERNEL_REFUSED = {  # what each raises first: exec compiles its text
+    "exec": ("exec('x = 1')", "compile"),
+    "compile": ("compile('x = 1', 'k.py', 'exec')", "compile"),
+    "import": ("import tabnanny", "import"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KERNEL_REFUSED))
+def test_in_the_replay_the_learners_code_runs_no_python(name, tmp_path):
+    code, event = KERNEL_REFUSED[name]
+    done = run_hardened(code, tmp_path, KERNELS_ONLY)
+    assert done.returncode == REFUSED_EXIT and f"a kernel cannot hold ({event})" in done.stdout, done.stdout
+    library = run_hardened("checks.Puzzle", tmp_path, KERNELS_ONLY)  # the grader's package imports its registry
+    assert library.returncode == 0 and "FINISHED" in library.stdout, (library.stdout, library.stderr)

@@ -117,7 +117,7 @@ class Guard:
         read_only: list[Path],
         own: list[str],
         writable: list[Path] | None = None,
-        learner_writes: bool = True,
+        kernels_only: bool = False,
     ) -> None:
         paths = sysconfig.get_paths()
         self.stdlib = _prefixes([paths["stdlib"], paths["platstdlib"]])
@@ -135,7 +135,8 @@ class Guard:
         # sealed (the recording process): writes only inside these folders, and no process started, whoever asks
         self.sealed = writable is not None
         self.writable = _prefixes([str(p) for p in writable or []])
-        self.learner_writes = learner_writes  # False in the replay: its only learner code, the kernels, writes nothing
+        # the replay: its only learner code is the kernels, which write no file, and exec, compile and import nothing
+        self.kernels_only = kernels_only
         self.refuse = refuse
         self.kinds: dict[str, int] = {}
         self.local = threading.local()  # `busy` while the hook itself looks at frames (which raises events)
@@ -236,7 +237,7 @@ class Guard:
                 self.name_learner_line()
                 name = os.fsdecode(paths[0])
                 self.refuse_asked(f"writing outside the grading process's own folder ({name})")
-            if writes and not self.learner_writes and self.learner_asks():
+            if writes and self.kernels_only and self.learner_asks():
                 self.refuse_asked(f"writing a file ({os.fsdecode(paths[0])}) from a kernel")
             if any(self.protected_path(full, real, writes) for full, real in named) and self.learner_asks():
                 name = os.path.basename(os.fsdecode(paths[0]))  # the same in every folder a check runs in
@@ -262,6 +263,11 @@ class Guard:
             if self.learner_asks(naming_allowed=event == "sys._getframe"):
                 self.refuse_asked(f"looking into the grading process ({what})")
             return
+        if event in ("exec", "import") or (event == "compile" and self.kernels_only):
+            if self.kernels_only and self.learner_asks():
+                self.refuse_asked(f"running Python a kernel cannot hold ({event})")
+            if event != "compile":
+                return
         if event == "compile":
             name = args[1] if len(args) > 1 else None
             if (
@@ -306,12 +312,13 @@ def harden(
     own: list[str] | None = None,
     exit_now: Callable[[int], None] = os._exit,
     writable: list[Path] | None = None,
-    learner_writes: bool = True,
+    kernels_only: bool = False,
 ) -> Guard:
     """Add the audit hook. `protected`: folders the learner may not open; `read_only`: folders the learner may
     read but not change; `own`: the learner's files, which it may read. `writable`, for a sealed process (the
     recording one): the only folders it may write in, whichever code asks, and it starts no process at all.
-    `learner_writes=False` (the replay): the learner's code writes no file at all.
+    `kernels_only` (the replay): the learner's code is kernels alone, which write no file and exec, compile and
+    import nothing.
     `write(reason)` reports a refusal (an event); then the process ends with REFUSED_EXIT.
 
     Everything the refusal needs is bound here, before the learner's code runs, so that patching a module
@@ -328,9 +335,9 @@ def harden(
                 exit_now(REFUSED_EXIT)
         raise PermissionError(f"The grader refuses this: {reason}.")
 
-    guard = Guard(protected, refuse, read_only or [], own or [], writable, learner_writes)
+    guard = Guard(protected, refuse, read_only or [], own or [], writable, kernels_only)
     sys.dont_write_bytecode = True  # the import system writes no bytecode beside the grader's modules now
-    watched, check = WATCHED, guard.__call__
+    watched, check = (WATCHED | {"exec", "import"}) if kernels_only else WATCHED, guard.__call__
 
     def hook(event: str, args: tuple) -> None:
         if event in watched:
