@@ -16,6 +16,7 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import AccessLog
 from checks.engine.inputs import draw
+from checks.engine.judging.wording import triton_error_gloss
 from checks.engine.observations import CaseObservation
 from checks.engine.protocol import (
     Tampered,
@@ -150,7 +151,8 @@ class Judge:
             result.raised = result.stub = True
             return result
         if obs.raised:
-            result.problem, result.details, result.raised = f"Your code raised {obs.raised}", obs.raised_where, True
+            result.problem, result.raised = f"Your code raised {obs.raised}", True
+            result.details = [*obs.raised_where, *triton_error_gloss(obs.raised)]
             return result
         problem = first_problem(ctx)
         if problem is None:

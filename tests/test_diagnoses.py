@@ -1,0 +1,56 @@
+"""Diagnoses that prove themselves: each known-wrong submission in tests/submissions/diagnoses/ is graded in the
+interpreter, and its report must name the cause the evidence proves (the reference recomputed with the mistake, or
+the interpreter's access log), and must not name the causes it used to guess at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from checks import cli
+from checks.engine.judging.wording import triton_error_gloss
+from checks.learner import progress
+from checks.registry import ROOT
+
+DIAGNOSES = ROOT / "tests" / "submissions" / "diagnoses"
+STEP_9A_KEY = "solutions/09a_flash_attention_v2_fwd_noncausal.py"
+
+
+def report(tmp_path: Path, monkeypatch, capsys, number: str, file: Path, *args: str) -> str:
+    """The report of `make check PUZZLE=number FILE=file ARGS='args --seed 3'`, graded in this process."""
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    monkeypatch.chdir(ROOT)
+    assert cli.main([number, "--file", str(file), *args, "--seed", "3"]) == 1
+    return capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_common_triton_error_is_glossed_beside_the_raw_one(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "2", DIAGNOSES / "02_store_mask_wrong_shape.py")
+    assert "Your code raised ValueError: Cannot make_shape_compatible: incompatible dimensions at index 1" in out
+    assert (
+        "What Triton's error means: two blocks in one operation have shapes that do not fit together (a mask, "
+        "offsets or values of another shape than the pointers they go with" in out
+    ), out
+
+
+@pytest.mark.parametrize(
+    ("raised", "says"),
+    [
+        ("ValueError: arange's range must be a power of 2", "power of two"),
+        ("ValueError: arange's arguments must be of type tl.constexpr", "tl.constexpr"),
+        ("ValueError: Unsupported ptr type <['16'], fp32> in `tl.load`", "take pointers"),
+        ("AssertionError: Input shapes should have M >= 16, N >= 16 and K >= 16", "at least 16"),
+        ("AssertionError: Both operands must be same dtype. Got fp32 and fp16", "one dtype"),
+        ("ValueError: Mask argument cannot be block type if pointer argument is not a block", "block of offsets"),
+        ("RuntimeError: Cannot call @triton.jit'd outside of the scope of a kernel", "kernel[grid]"),
+    ],
+)
+def test_common_triton_errors_each_get_one_sentence(raised, says):
+    (line,) = triton_error_gloss(raised)
+    assert line.startswith("What Triton's error means: ") and says in line and line.endswith(".")
+
+
+def test_an_error_triton_does_not_give_gets_no_gloss():
+    assert triton_error_gloss("ZeroDivisionError: division by zero") == []
