@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from checks import cli
+from checks.authoring.stubs import module_body, strip_markers
 from checks.engine.judging.wording import triton_error_gloss
 from checks.learner import progress
-from checks.registry import ROOT
+from checks.registry import ROOT, get_puzzle
 
 DIAGNOSES = ROOT / "tests" / "submissions" / "diagnoses"
 STEP_9A_KEY = "solutions/09a_flash_attention_v2_fwd_noncausal.py"
@@ -23,6 +24,21 @@ def report(tmp_path: Path, monkeypatch, capsys, number: str, file: Path, *args: 
     monkeypatch.chdir(ROOT)
     assert cli.main([number, "--file", str(file), *args, "--seed", "3"]) == 1
     return capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_broken_step_9a_is_named_when_the_failing_case_runs_only_its_code(tmp_path, monkeypatch, capsys):
+    nine = tmp_path / "nine.py"
+    nine.write_text(module_body(strip_markers(get_puzzle(9).solution.read_text(encoding="utf-8"))), encoding="utf-8")
+    step = DIAGNOSES / "09a_no_l_rescale.py"
+    out = report(tmp_path, monkeypatch, capsys, "9", nine, "--earlier", str(step))
+    shown = "tests/submissions/diagnoses/09a_no_l_rescale.py"
+    assert (
+        f"Case 1 launched only kernels of your step 9a code (`_attn_fwd`, in {shown}): the mistake is in that code, "
+        f"not in this puzzle's; check step 9a on its own first: make check PUZZLE=9a FILE={shown} ARGS='--seed 3'."
+        in out
+    ), out
+    assert f"make check PUZZLE=9 FILE={nine} ARGS='--earlier {shown} --seed 3'" in out, out
 
 
 @pytest.mark.slow

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 import signal
+from pathlib import Path
 from typing import Any
 
 from checks import verdict as V
 from checks.engine.processes.run import ProcessEnd
 from checks.engine.protocol import Ending, Environment, LoadError, Stream
+from checks.engine.submission import defined_names
 from checks.registry import get_puzzle, shown
 
 
@@ -157,6 +159,40 @@ def earlier_stub_summary(number: int | str, step: str, label: str, file: str = "
         f"{solve} first (its check passes, then save the notebook) and check this one again, or, if your step "
         f"{step} code is in a file of its own, give it with --earlier: {command}."
     )
+
+
+def earlier_step_advice(
+    step: str, case: int, launched: set[str], files: tuple[Path, Path], label: str, seed: int
+) -> list[str]:
+    """A line when the first failing case launched only kernels of the step this puzzle builds on (9 on 9a): that
+    case ran none of the puzzle's own kernels, so the fault is in the step's code, and its own check finds it.
+    `files` are (the graded file, the step's file), `label` how the step's code is named (earlier_step)."""
+    own, earlier = (_kernel_names(path) for path in files)
+    kernels = sorted(launched)
+    if not kernels or any(k in own or k not in earlier for k in kernels):
+        return []
+    prefix = f"your step {step} code in "
+    given = label[len(prefix) :] if label.startswith(prefix) else ""
+    notebook = shown(get_puzzle(step).notebook)
+    if given:
+        command = V.make_command("check", step, "" if given == str(notebook) else given, f"--seed {seed}")
+        how = f"check step {step} on its own first: {command}"
+    else:  # cells run in a notebook session
+        how = f"check step {step} on its own first: check({V.puzzle_literal(step)}) in its notebook"
+    names = ", ".join(f"`{k}`" for k in kernels)
+    source = f"in {given}" if given else f"from {label}"
+    return [
+        f"Case {case + 1} launched only kernels of your step {step} code ({names}, {source}): the mistake is in that "
+        f"code, not in this puzzle's; {how}."
+    ]
+
+
+def _kernel_names(path: Path) -> set[str]:
+    """The names a module file defines at its top level; none when it cannot be read or parsed."""
+    try:
+        return defined_names(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return set()
 
 
 # the tags that name what kind of input a case has come before shapes and sizes when looking for what
