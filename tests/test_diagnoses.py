@@ -42,6 +42,29 @@ def test_a_broken_step_9a_is_named_when_the_failing_case_runs_only_its_code(tmp_
 
 
 @pytest.mark.slow
+def test_an_off_by_one_store_mask_is_told_what_it_lets_through(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "1", DIAGNOSES / "01_mask_off_by_one.py")
+    assert (
+        "your store lets exactly one element past the end through, so its mask or bound is off by one "
+        "(offsets <= n where offsets < n belongs): fix that comparison." in out
+    ), out
+    assert "give that store a mask" not in out, out
+
+
+@pytest.mark.slow
+def test_swapped_batch_and_head_indices_are_told_their_rows_land_elsewhere(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "8a", DIAGNOSES / "08a_batch_head_swapped.py")
+    assert (
+        "272 elements past its end, starting right after its last element; that is exactly 1 whole slice of o along "
+        "(query rows, head-dim columns), 17 x 16 elements each, and 1 such slice of o ([0, 1] along batch, heads) no "
+        "kernel wrote: a program's rows landed past the end instead of in their own place, which a mask would only "
+        "hide." in out
+    ), out
+    assert "batch = pid // H, head = pid % H" in out, out
+    assert "give that store a mask" not in out, out
+
+
+@pytest.mark.slow
 def test_a_common_triton_error_is_glossed_beside_the_raw_one(tmp_path, monkeypatch, capsys):
     out = report(tmp_path, monkeypatch, capsys, "2", DIAGNOSES / "02_store_mask_wrong_shape.py")
     assert "Your code raised ValueError: Cannot make_shape_compatible: incompatible dimensions at index 1" in out

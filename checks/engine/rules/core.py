@@ -7,6 +7,7 @@ its function (`checks.engine.rules.declare`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,7 @@ from checks.engine.access.queries import log_of
 from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
 from checks.engine.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
-from checks.engine.rules.problem import CaseContext, Problem
+from checks.engine.rules.problem import CaseContext, Problem, plural
 from checks.memory import is_poison
 
 
@@ -70,13 +71,54 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
             where = f"{buf.after} elements past its end, starting {start}"
         else:
             where = f"{buf.before} elements before its start"
-        message = (
-            f"{_who_stored(ctx, buf)} wrote outside {label}: {where}; "
-            "give that store a mask, or offsets that stay inside the tensor."
-        )
+        message = f"{_who_stored(ctx, buf)} wrote outside {label}: {where}; " + _what_went_past(ctx, buf)
         picture = overhang_picture(ctx, buf, message) if buf.after else None
         return Problem(message, picture=picture)
     return None
+
+
+def _what_went_past(ctx: CaseContext, buf: Any) -> str:
+    """What the elements written past the end of an output say, and what to change: a whole slice of the output
+    written past its end while a slice of it was never written (a program's rows landed in another's place, which
+    a mask would only hide), or one element past the end (a bound off by one); else a mask or offsets."""
+    out = ctx.outputs[buf.output] if buf.output is not None and 0 <= buf.output < len(ctx.outputs) else None
+    if buf.after and isinstance(out, torch.Tensor) and out.dim() >= 2:
+        exp = ctx.expected[buf.output]
+        unwritten = is_poison(out.detach().cpu())
+        for k in range(1, out.dim()):
+            size = math.prod(out.shape[k:])
+            slices = unwritten.reshape(-1, size)
+            missing = slices.all(dim=1)
+            if buf.after % size or not bool(missing.any()) or bool((slices.any(dim=1) & ~missing).any()):
+                continue
+            names = exp.dims if len(exp.dims) == out.dim() else tuple(f"axis {a}" for a in range(out.dim()))
+            inner = " x ".join(str(n) for n in out.shape[k:])
+            count = int(missing.sum())
+            at = ", ".join(str(list(divmod_index(int(i), tuple(out.shape[:k])))) for i in missing.nonzero()[:4, 0])
+            outer = ", ".join(names[:k])
+            return (
+                f"that is exactly {plural(buf.after // size, 'whole slice')} of {exp.name} along "
+                f"({', '.join(names[k:])}), {inner} elements each, and {plural(count, 'such slice')} of {exp.name} "
+                f"({at}{' ...' if count > 4 else ''} along {outer}) no kernel wrote: a program's rows landed past "
+                "the end instead of in their own place, which a mask would only hide. Check how your kernel turns "
+                f"its program id into the indices along {outer} (one program per (batch, head): batch = pid // H, "
+                "head = pid % H) and which stride multiplies each."
+            )
+    if buf.after == 1 and buf.first_after == 0:
+        return (
+            "your store lets exactly one element past the end through, so its mask or bound is off by one "
+            "(offsets <= n where offsets < n belongs): fix that comparison."
+        )
+    return "give that store a mask, or offsets that stay inside the tensor."
+
+
+def divmod_index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The index of element `flat` of a row-major tensor of `shape`."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
 
 
 def _who_stored(ctx: CaseContext, buf: Any) -> str:
