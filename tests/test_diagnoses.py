@@ -4,13 +4,17 @@ the interpreter's access log), and must not name the causes it used to guess at.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from checks import cli
 from checks.authoring.stubs import module_body, strip_markers
 from checks.engine.judging.wording import triton_error_gloss
+from checks.engine.rules import core
 from checks.learner import progress
 from checks.registry import ROOT, get_puzzle
 
@@ -24,6 +28,47 @@ def report(tmp_path: Path, monkeypatch, capsys, number: str, file: Path, *args: 
     monkeypatch.chdir(ROOT)
     assert cli.main([number, "--file", str(file), *args, "--seed", "3"]) == 1
     return capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_causal_mask_without_the_diagonal_is_named_with_its_empty_row(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_diagonal_left_out.py", "--earlier",
+                 STEP_9A_KEY)  # fmt: skip
+    assert (
+        "Yours is what the reference gives when query row i sees the keys 0..i - 1 instead of 0..i: the causal "
+        "boundary is 1 key to the left of the diagonal (the diagonal key (query i's own) is left out;" in out
+    ), out
+    assert "Query row 0 then sees no key at all: the row max stays -inf and exp(-inf - (-inf)) is NaN" in out, out
+    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
+    assert "exp overflowed" not in out and "subtract the row max first" not in out, out
+
+
+@pytest.mark.slow
+def test_a_causal_mask_one_key_past_the_diagonal_is_named_not_a_scale(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_one_key_past_diagonal.py", "--earlier",
+                 STEP_9A_KEY)  # fmt: skip
+    assert (
+        "Yours is what the reference gives when query row i sees the keys 0..i + 1 instead of 0..i: the causal "
+        "boundary is 1 key to the right of the diagonal (1 key past the diagonal is let in;" in out
+    ), out
+    assert "The keys past the end of the sequence that this lets in count too" in out, out
+    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
+    assert "A constant scale is applied twice or left out" not in out, out
+    assert "exp overflowed" not in out, out
+
+
+@pytest.mark.slow
+def test_a_causal_boundary_off_by_one_is_proven_on_long_sequences_too(tmp_path):
+    from checks import verdict as V
+    from checks.engine.grade import grade
+
+    puzzle = get_puzzle(9)
+    for name, keys in (("09_causal_diagonal_left_out", "0..i - 1"), ("09_causal_one_key_past_diagonal", "0..i + 1")):
+        for case in (3, 5):  # N = 130 with blocks that end past it, and N = 64, a whole block
+            verdict = grade(puzzle, DIAGNOSES / f"{name}.py", cases=[case], seed=3, timeout=120, time_it=False,
+                            earlier=ROOT / STEP_9A_KEY)  # fmt: skip
+            text = V.format_verdict(verdict, puzzle.title)
+            assert f"query row i sees the keys {keys} instead of 0..i" in text, text
 
 
 @pytest.mark.slow
@@ -93,3 +138,45 @@ def test_common_triton_errors_each_get_one_sentence(raised, says):
 
 def test_an_error_triton_does_not_give_gets_no_gloss():
     assert triton_error_gloss("ZeroDivisionError: division by zero") == []
+
+
+def attention_call(yours: Callable[..., torch.Tensor], n: int = 9) -> SimpleNamespace:
+    """A hand-made causal call of an attention forward whose output o is `yours` (a function of the inputs)."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 16, generator=gen, dtype=torch.float64) for _ in range(3))
+    inputs = {"q": q, "k": k, "v": v, "causal": True, "sm_scale": 0.25}
+    o, _ = core._shifted_attention(inputs, 0, padded=False)
+    expected = SimpleNamespace(name="o", value=o, dims=("batch", "heads", "query rows", "head-dim columns"))
+    puzzle = SimpleNamespace(tolerance_for=lambda name: (1e-6, 1e-6))
+    return SimpleNamespace(inputs=inputs, expected=[expected], outputs=[yours(inputs, o)], puzzle=puzzle, case={})
+
+
+def test_a_moved_causal_boundary_is_named_only_when_it_reproduces_the_output():
+    left = attention_call(lambda inputs, o: core._shifted_attention(inputs, -1, padded=False)[0])
+    said = core.causal_boundary(left, left.expected[0])
+    assert "sees the keys 0..i - 1 instead of 0..i" in said and "Query row 0 then sees no key at all" in said
+    assert "2 rows of o are NaN" in said  # row 0 of each of the two heads
+    right = attention_call(lambda inputs, o: core._shifted_attention(inputs, 1, padded=False)[0])
+    assert "sees the keys 0..i + 1 instead of 0..i" in core.causal_boundary(right, right.expected[0])
+    scaled = attention_call(lambda inputs, o: 2 * o)
+    assert core.causal_boundary(scaled, scaled.expected[0]) == ""
+    left.inputs["causal"] = False  # without the mask, no boundary to move
+    assert core.causal_boundary(left, left.expected[0]) == ""
+
+
+def test_nan_rows_are_called_fully_masked_only_when_they_are_the_first_rows_of_every_head():
+    def first_rows_nan(inputs, o):
+        out = o.clone()
+        out[:, :, :2] = float("nan")
+        return out
+
+    call = attention_call(first_rows_nan)
+    assert "Exactly query rows 0..1 of every head are NaN" in core.fully_masked_rows(call, call.expected[0])
+
+    def scattered_nan(inputs, o):
+        out = o.clone()
+        out[0, 0, 3, 5] = float("nan")
+        return out
+
+    call = attention_call(scattered_nan)
+    assert core.fully_masked_rows(call, call.expected[0]) == ""

@@ -27,6 +27,7 @@ class Mismatch:
     unwritten: torch.Tensor | None = None  # bool mask of the elements that still hold the poison
     ratio: torch.Tensor | None = None  # yours / expected, when a factor per row is the clue (for the picture)
     cause: bool = False  # the lines name the shape of the error (swapped axes, a factor...), a cause to look at
+    shapes: int = 0  # how many of the first lines name that shape (a cause proven otherwise replaces them)
 
 
 def ranges(indices: list[int]) -> list[tuple[int, int]]:
@@ -273,4 +274,4 @@ def compare(
         shapes, ratio = error_shapes(y, e, atol, rtol, dims)
         lines = shapes + lines
     error = torch.where(unwritten, torch.full_like(error, float("nan")), error)
-    return Mismatch(headline, lines, bad, error, unwritten, ratio, cause=bool(shapes))
+    return Mismatch(headline, lines, bad, error, unwritten, ratio, cause=bool(shapes), shapes=len(shapes))

@@ -284,6 +284,141 @@ def misscaled(ctx: CaseContext, exp: Any) -> str:
     return ""
 
 
+def _tolerance(ctx: CaseContext, exp: Any) -> tuple[float, float]:
+    """(atol, rtol) of an output in this case: the puzzle's, widened where the case allows more (as compare_all)."""
+    atol, rtol = ctx.puzzle.tolerance_for(exp.name)
+    return max(atol, float(ctx.case.get("atol", 0.0))), max(rtol, float(ctx.case.get("rtol", 0.0)))
+
+
+_SHIFTS = (-1, 1, -2, 2)  # where a causal boundary may be off: the diagonal left out, a key past it let in, ...
+
+
+def _shifted_attention(inputs: dict[str, Any], shift: int, padded: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) in float64 when query row i sees the keys j <= i + shift. With `padded`, the keys past the end that
+    the shift lets in count as a kernel that loads them as 0 counts them: score 0, value 0. A row that sees no key
+    is NaN, as a kernel computes it (its max is -inf, and exp(-inf - (-inf)) is NaN)."""
+    q, k, v = (inputs[name].detach().cpu().double() for name in ("q", "k", "v"))
+    n, n_keys = q.shape[-2], k.shape[-2]
+    extra = max(0, n - 1 + shift - (n_keys - 1)) if padded else 0
+    s = (q @ k.transpose(-1, -2)) * float(inputs["sm_scale"])
+    if extra:
+        s = torch.cat([s, s.new_zeros((*s.shape[:-1], extra))], dim=-1)
+        v = torch.cat([v, v.new_zeros((*v.shape[:-2], extra, v.shape[-1]))], dim=-2)
+    rows = torch.arange(n)[:, None]
+    cols = torch.arange(s.shape[-1])[None, :]
+    s = s.masked_fill(cols > rows + shift, float("-inf"))
+    m = s.max(dim=-1, keepdim=True).values
+    p = torch.exp(s - m)
+    l_sum = p.sum(dim=-1, keepdim=True)
+    return (p @ v) / l_sum, (m + torch.log(l_sum)).squeeze(-1)
+
+
+def _keys_seen(shift: int) -> str:
+    return f"0..i{shift:+d}".replace("+", " + ").replace("-", " - ") if shift else "0..i"
+
+
+def causal_boundary(ctx: CaseContext, exp: Any) -> str:
+    """A sentence when the learner's attention output is the reference with the causal boundary moved by a key or
+    two (query row i seeing the keys 0..i - 1, or 0..i + 1), every element of it; else ''. A row that sees no key
+    under the moved boundary is NaN in both, and the sentence says so."""
+    inputs = ctx.inputs
+    if inputs.get("causal") is not True or not isinstance(inputs.get("sm_scale"), float):
+        return ""
+    if not all(isinstance(inputs.get(name), torch.Tensor) and inputs[name].dim() == 4 for name in ("q", "k", "v")):
+        return ""
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    q = inputs["q"]
+    which = {tuple(q.shape): 0, tuple(q.shape[:3]): 1}.get(tuple(exp.value.shape))
+    if which is None or not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(exp.value.shape):
+        return ""
+    yours = out.detach().cpu().double()
+    atol, rtol = _tolerance(ctx, exp)
+    expected = exp.value.detach().cpu().double()
+    bad = ~((yours - expected).abs() <= atol + rtol * expected.abs())  # NaN counts as wrong
+    best = None
+    for shift in _SHIFTS:
+        for padded in (False, True) if shift > 0 else (False,):
+            twin = _shifted_attention(inputs, shift, padded)[which]
+            same = ((yours - twin).abs() <= atol + rtol * twin.abs()) | (torch.isnan(yours) & torch.isnan(twin))
+            if best is None or int((~same).sum()) < int((~best[2]).sum()):
+                best = (shift, padded, same, twin)
+    if best is None:
+        return ""
+    shift, padded, same, twin = best
+    explained = bad & same
+    if int(explained.sum()) < 0.8 * int(bad.sum()) or int((~same).sum()) > 0.2 * int(bad.sum()):
+        return ""  # the moved boundary does not account for (nearly) every wrong element: not proven
+    side = "left" if shift < 0 else "right"
+    keys = "key" if abs(shift) == 1 else "keys"
+    what = (
+        "the diagonal key (query i's own) is left out"
+        if shift == -1
+        else f"{abs(shift)} {keys} on the diagonal's side are left out"
+        if shift < 0
+        else f"{shift} {keys} past the diagonal {'is' if shift == 1 else 'are'} let in"
+    )
+    whole = (
+        ""
+        if bool(same.all())
+        else f" on every one of your {int(bad.sum())} wrong elements"
+        if bool(explained.eq(bad).all())
+        else f" on {int(explained.sum())} of your {int(bad.sum())} wrong elements"
+    )
+    text = (
+        f"Yours is what the reference gives when query row i sees the keys {_keys_seen(shift)} instead of 0..i"
+        f"{whole}: the causal boundary is {abs(shift)} {keys} to the {side} of the diagonal ({what}; look at the "
+        "comparison that builds the causal mask, < against <=, or a bound one off)."
+    )
+    nan = torch.isnan(twin) & torch.isnan(yours)
+    if bool(nan.any()):
+        rows = int(nan.reshape(-1, nan.shape[-1]).all(dim=-1).sum()) if which == 0 else int(nan.sum())
+        first_rows = "Query row 0 then sees" if shift == -1 else f"Query rows 0..{-shift - 1} then see"
+        text += (
+            f" {first_rows} no key at all: the row max stays -inf and exp(-inf - (-inf)) is NaN, which is why "
+            f"{plural(rows, 'row')} of {exp.name} {'is' if rows == 1 else 'are'} NaN (the row max is subtracted as "
+            "it should be)."
+        )
+    if padded:
+        text += (
+            " The keys past the end of the sequence that this lets in count too, with the score 0 of a key loaded "
+            "as 0: give them the score -inf as well."
+        )
+    if not bool(same.all()):  # the elements the moved boundary does not give: where they are, right or wrong
+        other = ~same
+        where = "; ".join(locate(other, exp.dims))
+        right, wrong = int((other & ~bad).sum()), int((other & bad).sum())
+        text += (
+            f" Yours differs from that recomputation at {plural(int(other.sum()), 'element')} ({where}): "
+            + (f"{right} right and {wrong} wrong in another way" if wrong else "yours is right there")
+            + "; look at which keys your kernel lets in for those rows."
+        )
+    return text
+
+
+def fully_masked_rows(ctx: CaseContext, exp: Any) -> str:
+    """A sentence when, in a causal case, the NaN elements of the learner's output are exactly the first r query rows
+    of every head: the rows that see no key when the causal boundary is r keys to the left of the diagonal."""
+    if ctx.inputs.get("causal") is not True or len(exp.dims) != 4:
+        return ""
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    if not isinstance(out, torch.Tensor) or out.dim() != 4:
+        return ""
+    nan = torch.isnan(out.detach().cpu().double())
+    rows = nan.all(dim=-1)  # (B, H, N)
+    r = int(rows[0, 0].sum())
+    if not r or bool((nan.any(dim=-1) != rows).any()) or not bool(rows[..., :r].all()) or bool(rows[..., r:].any()):
+        return ""
+    before = "" if r == 1 else f" and {plural(r - 1, 'key')} before it"
+    return (
+        f"Exactly query rows 0..{r - 1} of every head are NaN: the rows that see no key at all when the causal mask "
+        f"leaves out the diagonal{before} (query row i seeing only "
+        f"the keys 0..i - {r}). A row with no allowed key keeps the row max -inf, and exp(-inf - (-inf)) is NaN: let "
+        "query row i see the keys 0..i."
+    )
+
+
 @rule(
     EVERY_CALL,
     checks=(
@@ -342,10 +477,14 @@ def values(ctx: CaseContext) -> Problem | None:
     message = first.headline
     unwritten = _FROM_POISON in first.headline  # seen in the access log; on a GPU only a lead, and the causes
     diagnosed = True  # below are still looked for; if none is found, only where the values are wrong is said
+    causal_side = False
     if unwritten:
         pass  # the headline names the cause: memory no kernel wrote
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
+    elif boundary := causal_boundary(ctx, exp) or fully_masked_rows(ctx, exp):
+        details = [boundary, *details[first.shapes :]]  # proven: the error's shape guesses at another cause
+        causal_side = True
     elif overflowed(ctx, exp):
         details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
     elif scale := misscaled(ctx, exp):
@@ -355,6 +494,8 @@ def values(ctx: CaseContext) -> Problem | None:
     else:
         diagnosed = False
     cause = first.cause or (diagnosed and not unwritten)  # a poisoned output keeps its pattern over the cases
+    if causal_side:  # a cause on the causal side of the cases: a split of failing cases by causal agrees with it
+        cause = False
     if len(mismatches) > 1:
         others = [
             f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
@@ -460,7 +601,7 @@ def from_poison(ctx: CaseContext, exp: Any, m: Mismatch, sources: list[tuple[str
     rest = unwritten & ~stored
     if bool(rest.any()):
         lines.append(f"{int(rest.sum())} more elements were never written, first at {list(first_bad(rest))}.")
-    return replace(m, headline=headline, lines=lines, unwritten=rest, cause=bool(ctx.obs.access))
+    return replace(m, headline=headline, lines=lines, unwritten=rest, cause=bool(ctx.obs.access), shapes=0)
 
 
 def _stored(ctx: CaseContext, name: str, like: torch.Tensor) -> torch.Tensor:
