@@ -72,6 +72,20 @@ def test_a_causal_boundary_off_by_one_is_proven_on_long_sequences_too(tmp_path):
 
 
 @pytest.mark.slow
+def test_keys_never_read_are_named_for_every_sequence(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "13", DIAGNOSES / "13_seq_lens_one_page_short.py")
+    assert (
+        "your kernels never loaded the keys 284-299 of sequence 0 (16 of 300); 29-44 of sequence 1 (16 of 45); "
+        "114-129 of sequence 2 (16 of 130) from k_cache: every sequence misses its last 16 keys (one page), so the "
+        "programs' key range ends 16 short of seq_lens[b]; let it run to seq_lens[b]" in out
+    ), out
+    assert "batch: all 3" in out, out  # every wrong element is accounted for, not only the NaN of batch 2
+    assert "Where a program loaded none of its keys it stored nothing" in out, out
+    assert "read only the parts of it that a kernel wrote" not in out, out
+    assert "a tail that a block or its mask misses" not in out, out
+
+
+@pytest.mark.slow
 def test_a_broken_step_9a_is_named_when_the_failing_case_runs_only_its_code(tmp_path, monkeypatch, capsys):
     nine = tmp_path / "nine.py"
     nine.write_text(module_body(strip_markers(get_puzzle(9).solution.read_text(encoding="utf-8"))), encoding="utf-8")

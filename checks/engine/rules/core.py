@@ -469,6 +469,7 @@ def values(ctx: CaseContext) -> Problem | None:
     wrong = [(exp, m) for exp, m in mismatches if m is not None]
     if not wrong:
         return None
+    plain = wrong[0][1]  # as compare() tells it, before the poison is traced
     sources = poisoned_sources(ctx)
     mismatches = [(e, from_poison(ctx, e, m, sources) if m is not None else None) for e, m in mismatches]
     wrong = [(exp, m) for exp, m in mismatches if m is not None]
@@ -478,7 +479,18 @@ def values(ctx: CaseContext) -> Problem | None:
     unwritten = _FROM_POISON in first.headline  # seen in the access log; on a GPU only a lead, and the causes
     diagnosed = True  # below are still looked for; if none is found, only where the values are wrong is said
     causal_side = False
-    if unwritten:
+    if unread := keys_not_read(ctx):  # the access log's own evidence, which explains the poison read too
+        message, details = f"{plain.headline}: {unread}", list(plain.lines)
+        if first is not plain:
+            label, kernel = sources[0]
+            details.append(
+                f"Where a program loaded none of its keys it stored nothing, and {label} (read by `{kernel}`) still "
+                f"held the grader's poison there: {first.headline.split(': ', 1)[1].split(' (the first')[0]}."
+            )
+        unwritten, first = False, plain  # the other outputs: what the poison did, without pointing at the merge
+        mismatches = [(e, replace(m, headline=m.headline.replace(_READ_WRITTEN, "")) if m else m)
+                      for e, m in mismatches]  # fmt: skip
+    elif unwritten:
         pass  # the headline names the cause: memory no kernel wrote
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
@@ -536,6 +548,17 @@ def keys_past_seq_lens(ctx: CaseContext) -> str:
     return f"your kernels read keys past seq_lens (the rule {name}). {problem.message}"
 
 
+def keys_not_read(ctx: CaseContext) -> str:
+    """In a puzzle graded with `pages_in_table` (13): the keys below seq_lens that no program loaded, from the
+    access log; '' when every key was read, or without a log."""
+    from checks.engine.rules import decoding
+
+    params = ctx.puzzle.rules.get(decoding.pages_in_table.name) if isinstance(ctx.puzzle.rules, dict) else None
+    if params is None or not ctx.obs.access:
+        return ""
+    return decoding.keys_never_read(ctx, **(params or {}))
+
+
 def merge_of_splits(ctx: CaseContext, mismatch: Mismatch) -> str | None:
     """In a decoding puzzle: the merge of the splits named as the cause, when only split heads are wrong."""
     from checks.engine.rules import decoding
@@ -544,6 +567,7 @@ def merge_of_splits(ctx: CaseContext, mismatch: Mismatch) -> str | None:
 
 
 _FROM_POISON = "were computed from memory no kernel wrote"
+_READ_WRITTEN = "; read only the parts of it that a kernel wrote"  # the advice of a poisoned headline (access log)
 _MAYBE_POISON = "are NaN"  # on a GPU: a scratch tensor held poison, but whether the kernels read it is not known
 
 
@@ -589,7 +613,7 @@ def from_poison(ctx: CaseContext, exp: Any, m: Mismatch, sources: list[tuple[str
         headline = (
             f"{exp.name}: {first} {_FROM_POISON} (the first at {list(first_bad(computed))}): your kernels read "
             f"{label}{read_by} where no kernel had stored anything, so it still held the grader's poison value (NaN) "
-            "there; read only the parts of it that a kernel wrote"
+            f"there{_READ_WRITTEN}"
         )
     else:  # a GPU keeps no access log: which elements the kernels read is not known, so this is a lead, no more
         headline = (
@@ -601,6 +625,13 @@ def from_poison(ctx: CaseContext, exp: Any, m: Mismatch, sources: list[tuple[str
     rest = unwritten & ~stored
     if bool(rest.any()):
         lines.append(f"{int(rest.sum())} more elements were never written, first at {list(first_bad(rest))}.")
+    other = m.bad & ~computed & ~rest  # wrong for another reason: reported too, where they are
+    if bool(other.any()):
+        where = "; ".join(line for line in locate(other, exp.dims) if not line.split(": ", 1)[1].startswith("all "))
+        lines.append(
+            f"{int(other.sum())} more elements are wrong, not from that memory: first at {list(first_bad(other))}"
+            + (f" ({where})." if where else ".")
+        )
     return replace(m, headline=headline, lines=lines, unwritten=rest, cause=bool(ctx.obs.access), shapes=0)
 
 
