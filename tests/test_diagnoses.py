@@ -194,3 +194,20 @@ def test_nan_rows_are_called_fully_masked_only_when_they_are_the_first_rows_of_e
 
     call = attention_call(scattered_nan)
     assert core.fully_masked_rows(call, call.expected[0]) == ""
+
+
+def test_rows_in_another_heads_place_are_named_as_such():
+    from checks.engine.rules.compare import compare
+
+    expected = torch.randn(2, 3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    yours = expected.clone()
+    yours[0, 1], yours[1, 0] = expected[1, 0], expected[0, 1]  # two heads' rows swapped
+    dims = ("batch", "heads", "query rows", "head-dim columns")
+    said = compare("o", yours, expected, 1e-6, 1e-6, dims)
+    assert said is not None and said.cause
+    assert (
+        "2 wrong slice(s) along (query rows, head-dim columns) hold exactly the expected values of another one "
+        "(yours at [0, 1] is the expected at [1, 0]; yours at [1, 0] is the expected at [0, 1])" in said.lines[0]
+    ), said.lines
+    yours[1, 0] = 0.0  # zeros match nothing: the rows of one head, not both, are in another's place
+    assert "hold exactly the expected values" not in " ".join(compare("o", yours, expected, 1e-6, 1e-6, dims).lines)

@@ -16,7 +16,7 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
-from checks.engine.rules.compare import Mismatch, compare, first_bad, locate
+from checks.engine.rules.compare import Mismatch, compare, first_bad, index_of, locate
 from checks.engine.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
 from checks.engine.rules.problem import CaseContext, Problem, plural
@@ -94,7 +94,7 @@ def _what_went_past(ctx: CaseContext, buf: Any) -> str:
             names = exp.dims if len(exp.dims) == out.dim() else tuple(f"axis {a}" for a in range(out.dim()))
             inner = " x ".join(str(n) for n in out.shape[k:])
             count = int(missing.sum())
-            at = ", ".join(str(list(divmod_index(int(i), tuple(out.shape[:k])))) for i in missing.nonzero()[:4, 0])
+            at = ", ".join(str(index_of(int(i), tuple(out.shape[:k]))) for i in missing.nonzero()[:4, 0])
             outer = ", ".join(names[:k])
             return (
                 f"that is exactly {plural(buf.after // size, 'whole slice')} of {exp.name} along "
@@ -110,15 +110,6 @@ def _what_went_past(ctx: CaseContext, buf: Any) -> str:
             "(offsets <= n where offsets < n belongs): fix that comparison."
         )
     return "give that store a mask, or offsets that stay inside the tensor."
-
-
-def divmod_index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The index of element `flat` of a row-major tensor of `shape`."""
-    index = []
-    for size in reversed(shape):
-        flat, i = divmod(flat, size)
-        index.append(i)
-    return tuple(reversed(index))
 
 
 def _who_stored(ctx: CaseContext, buf: Any) -> str:
