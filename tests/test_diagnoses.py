@@ -211,3 +211,21 @@ def test_rows_in_another_heads_place_are_named_as_such():
     ), said.lines
     yours[1, 0] = 0.0  # zeros match nothing: the rows of one head, not both, are in another's place
     assert "hold exactly the expected values" not in " ".join(compare("o", yours, expected, 1e-6, 1e-6, dims).lines)
+
+
+def test_the_step_check_names_the_file_the_notebook_or_the_cells_the_step_came_from(tmp_path):
+    from checks.engine.judging.wording import earlier_step_advice
+
+    own, step = tmp_path / "nine.py", tmp_path / "nine_a.py"
+    own.write_text("def flash_attention_v2_fwd(q):\n    return q\n", encoding="utf-8")
+    step.write_text("def _attn_fwd(q):\n    return q\n", encoding="utf-8")
+    notebook = "notebooks/09a_flash_attention_v2_fwd_noncausal.ipynb"
+    for label, command in (
+        ("your step 9a code in my_9a.py", "make check PUZZLE=9a FILE=my_9a.py ARGS='--seed 7'"),
+        (f"your step 9a code in {notebook}", "make check PUZZLE=9a ARGS='--seed 7'"),
+        ("your 9a cells", 'check("9a") in its notebook'),
+    ):
+        (line,) = earlier_step_advice("9a", 1, {"_attn_fwd"}, (own, step), label, 7)
+        assert line.startswith("Case 2 launched only kernels of your step 9a code (`_attn_fwd`") and command in line
+    assert earlier_step_advice("9a", 1, {"_attn_fwd", "flash_attention_v2_fwd"}, (own, step), "x", 7) == []
+    assert earlier_step_advice("9a", 1, set(), (own, step), "x", 7) == []
