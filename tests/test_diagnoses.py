@@ -58,6 +58,18 @@ def test_a_causal_mask_one_key_past_the_diagonal_is_named_not_a_scale(tmp_path, 
 
 
 @pytest.mark.slow
+def test_nan_from_small_scores_is_not_called_an_overflow(tmp_path, monkeypatch, capsys):
+    # without the two causal diagnoses (the mutation check), what is left is where, and that no exp overflowed
+    monkeypatch.setattr(core, "causal_boundary", lambda ctx, exp: "")
+    monkeypatch.setattr(core, "fully_masked_rows", lambda ctx, exp: "")
+    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_diagonal_left_out.py", "--earlier",
+                 STEP_9A_KEY)  # fmt: skip
+    assert "Your output has NaN or inf although every input is finite, yet the exp of these scores cannot " in out
+    assert "exp overflowed" not in out, out
+    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
+
+
+@pytest.mark.slow
 def test_a_causal_boundary_off_by_one_is_proven_on_long_sequences_too(tmp_path):
     from checks import verdict as V
     from checks.engine.grade import grade

@@ -247,6 +247,32 @@ def overflowed(ctx: CaseContext, exp: Any) -> bool:
     return True
 
 
+_EXP_LIMIT_FP16 = 11.09  # exp(x) is inf in float16 above this (88.7 in float32)
+
+
+def score_bound(ctx: CaseContext) -> float | None:
+    """In an attention puzzle (inputs q, k and sm_scale): the largest score |q.k * sm_scale| (q and k of one (batch,
+    head) layout, and not too many scores), else a bound on it from the largest norms of a query and a key
+    (Cauchy-Schwarz); None in other puzzles."""
+    q, k, scale = (ctx.inputs.get(name) for name in ("q", "k", "sm_scale"))
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(scale, float)):
+        return None
+    q, k = q.detach().double(), k.detach().double()
+    scores = q.numel() // q.shape[-1] * k.shape[-2]
+    if q.dim() == k.dim() == 4 and q.shape[:2] == k.shape[:2] and scores <= _MOST_SCORES:
+        return abs(scale) * float((q @ k.transpose(-1, -2)).abs().max())
+    return abs(scale) * float(q.norm(dim=-1).max()) * float(k.norm(dim=-1).max())
+
+
+def no_overflow(bound: float) -> str:
+    """What NaN from finite inputs is not, when no score is large enough for exp to overflow."""
+    return (
+        f"yet the exp of these scores cannot overflow: every score q.k * sm_scale is at most {bound:.3g} in size, "
+        "and exp overflows only above 11.1 in float16 (88.7 in float32). Look at the first NaN: a row whose max "
+        "stays -inf (a row that sees no key: exp(-inf - (-inf)) is NaN), or a sum of 0 that a row is divided by."
+    )
+
+
 def misscaled(ctx: CaseContext, exp: Any) -> str:
     """A sentence when the learner's output is the reference computed with a scalar input (such as sm_scale)
     left out (1) or applied twice (squared): a scale in the wrong place, which no factor on the output shows."""
@@ -493,6 +519,9 @@ def values(ctx: CaseContext) -> Problem | None:
     elif boundary := causal_boundary(ctx, exp) or fully_masked_rows(ctx, exp):
         details = [boundary, *details[first.shapes :]]  # proven: the error's shape guesses at another cause
         causal_side = True
+    elif overflowed(ctx, exp) and (bound := score_bound(ctx)) is not None and bound < _EXP_LIMIT_FP16:
+        details.insert(0, f"Your output has NaN or inf although every input is finite, {no_overflow(bound)}")
+        diagnosed = False  # where, and what it is not: no cause is proven
     elif overflowed(ctx, exp):
         details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
     elif scale := misscaled(ctx, exp):
