@@ -114,6 +114,8 @@ def repeat_earlier(v: Verdict, earlier: str) -> None:
     v.earlier = earlier
 
     def again(match: re.Match[str]) -> str:
+        if match["puzzle"] != str(v.puzzle):  # a command for the step itself (9a) takes no --earlier
+            return match[0]
         file = shlex.split(match["file"][6:])[0] if match["file"] else ""
         return make_command(match["target"], match["puzzle"], file, match["args"] or "", earlier)
 

@@ -306,7 +306,7 @@ def rules_index() -> str:
 
 
 BEGIN_RULES, END_RULES = (
-    "<!-- rules:begin (generated from the rulebook, checks/engine/rules, by make notebooks) -->",
+    "<!-- rules:begin (generated from the rulebook, checks/engine/judging/rules, by make notebooks) -->",
     "<!-- rules:end -->",
 )
 

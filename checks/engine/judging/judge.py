@@ -27,6 +27,7 @@ from checks.engine.contract.protocol import (
 from checks.engine.inputs import draw
 from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.engine.judging.rules.rulebook import first_problem
+from checks.engine.judging.wording import triton_error_gloss
 from checks.memory import describe_tensor
 from checks.puzzles import spec_module
 from checks.registry import Puzzle
@@ -150,7 +151,8 @@ class Judge:
             result.raised = result.stub = True
             return result
         if obs.raised:
-            result.problem, result.details, result.raised = f"Your code raised {obs.raised}", obs.raised_where, True
+            result.problem, result.raised = f"Your code raised {obs.raised}", True
+            result.details = [*obs.raised_where, *triton_error_gloss(obs.raised)]
             return result
         problem = first_problem(ctx)
         if problem is None:

@@ -42,6 +42,7 @@ from checks.engine.judging.timing import from_measurement
 from checks.engine.judging.wording import (
     RULE_FAILED_SUMMARY,
     TAMPERED_SUMMARY,
+    earlier_step_advice,
     earlier_stub_summary,
     ending_verdict,
     failure_pattern,
@@ -84,6 +85,7 @@ class Stage:
         self.time_it = time_it and mode == "gpu"
         self.progress = progress
         self.results: list[V.CaseResult] = []
+        self.launched: dict[int, set[str]] = {}  # case index -> the kernels its replay launched
         self.tampered = ""
         self.rule_failed = ""  # a rule that raised: the grader's own error
         self.timeout = 0.0
@@ -223,6 +225,7 @@ class Stage:
             if isinstance(event, CaseObservation):
                 result = self.judge.case_result(self.stream.cases[-1])
                 self.results.append(result)
+                self.launched[result.index] = {launch.kernel for launch in self.stream.cases[-1].launches}
                 if self.first_failure and not result.passed and not result.stub:
                     self.stopped_early = True
                     self._stop.set()
@@ -317,6 +320,12 @@ class Stage:
             if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
                 params = [self.judge.cases[r.index] for r in self.results]
                 v.details += failure_pattern(params, [r.passed for r in self.results], first.cause)
+            if self.job.earlier and self.puzzle.builds_on:
+                label = self.job.names.get(str(Path(self.job.earlier).resolve()), self.job.earlier)
+                v.details += earlier_step_advice(
+                    self.puzzle.builds_on, first.index, self.launched.get(first.index, set()),
+                    (Path(self.job.file), Path(self.job.earlier)), label, self.job.seed,
+                )  # fmt: skip
             if first.rule in rulebook.names(draws_map=True) and self.judge.device == "cpu":
                 v.map_case = first.index
                 v.details.append(map_advice(self.puzzle.number, first.index, self.file, seed=self.job.seed))

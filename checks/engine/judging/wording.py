@@ -3,18 +3,21 @@
 When the process ended with an `ending` event (the machine is unfit, the learner's code does not load,
 or it lacks the names the puzzle needs), when it ran out of time, died or exited before its report was
 complete, when its report was forged, when one of the grader's rules broke, and the advice under a
-failure: which case parameter separates failing from passing cases, and how to draw the access map.
+failure: which case parameter separates failing from passing cases, and how to draw the access map; and what
+Triton's common errors mean, in a sentence each beside the raw error.
 """
 
 from __future__ import annotations
 
 import re
 import signal
+from pathlib import Path
 from typing import Any
 
 from checks import verdict as V
 from checks.engine.contract.protocol import Ending, Environment, LoadError, Stream
 from checks.engine.processes.run import ProcessEnd
+from checks.engine.submission import defined_names
 from checks.registry import get_puzzle, shown
 
 
@@ -163,6 +166,40 @@ def earlier_stub_summary(number: int | str, step: str, label: str, file: str = "
     )
 
 
+def earlier_step_advice(
+    step: str, case: int, launched: set[str], files: tuple[Path, Path], label: str, seed: int
+) -> list[str]:
+    """A line when the first failing case launched only kernels of the step this puzzle builds on (9 on 9a): that
+    case ran none of the puzzle's own kernels, so the fault is in the step's code, and its own check finds it.
+    `files` are (the graded file, the step's file), `label` how the step's code is named (earlier_step)."""
+    own, earlier = (_kernel_names(path) for path in files)
+    kernels = sorted(launched)
+    if not kernels or any(k in own or k not in earlier for k in kernels):
+        return []
+    prefix = f"your step {step} code in "
+    given = label[len(prefix) :] if label.startswith(prefix) else ""
+    notebook = shown(get_puzzle(step).notebook)
+    if given:
+        command = V.make_command("check", step, "" if given == str(notebook) else given, f"--seed {seed}")
+        how = f"check step {step} on its own first: {command}"
+    else:  # cells run in a notebook session
+        how = f"check step {step} on its own first: check({V.puzzle_literal(step)}) in its notebook"
+    names = ", ".join(f"`{k}`" for k in kernels)
+    source = f"in {given}" if given else f"from {label}"
+    return [
+        f"Case {case + 1} launched only kernels of your step {step} code ({names}, {source}): the mistake is in that "
+        f"code, not in this puzzle's; {how}."
+    ]
+
+
+def _kernel_names(path: Path) -> set[str]:
+    """The names a module file defines at its top level; none when it cannot be read or parsed."""
+    try:
+        return defined_names(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return set()
+
+
 # the tags that name what kind of input a case has come before shapes and sizes when looking for what
 # separates the failing cases: "every failing case has fill=neg_inf" is a cause, a shape rarely is
 TAGS = ("layout", "layout_a", "layout_b", "fill", "causal")
@@ -207,4 +244,78 @@ def failure_pattern(params: list[dict[str, Any]], passed: list[bool], cause: boo
                 f"Every failing case has {key}={value}; all cases with {key}={' or '.join(sorted(passing))} pass: "
                 "look at what your code does differently there."
             ]
+    return []
+
+
+# Triton's common errors, each with a sentence that says what it means and what to do next; the raw error is
+# reported too. The first pattern found in the error's text gives the sentence.
+TRITON_ERRORS: tuple[tuple[str, str], ...] = (
+    (
+        r"Cannot make_shape_compatible|Cannot broadcast",
+        "two blocks in one operation have shapes that do not fit together (a mask, offsets or values of another "
+        "shape than the pointers they go with, such as a 1-D mask on a 2-D block of pointers): give them the same "
+        "shape, with [:, None] for rows and [None, :] for columns.",
+    ),
+    (
+        r"(Mask|Value|Other) argument cannot be block type if pointer argument is not a block"
+        r"|Expected pointer argument to have shape",
+        "a block of values or of mask lanes goes with a pointer of another shape: add the block of offsets "
+        "(built from tl.arange) to the pointer, so that it points at one element per lane.",
+    ),
+    (
+        r"arange's range must be a power of 2",
+        "tl.arange(start, end) needs end - start to be a power of two (16, 32, 64...): round the block size up "
+        "(triton.next_power_of_2) and mask the lanes past the end.",
+    ),
+    (
+        r"arange's arguments must be of type tl.constexpr|is not a constexpr",
+        "a size that shapes a block must be known when the kernel compiles: pass it as a `BLOCK: tl.constexpr` "
+        "parameter of the kernel, not as an ordinary argument.",
+    ),
+    (
+        r"Unsupported ptr type .* in `tl\.(load|store)`",
+        "tl.load and tl.store take pointers: pass the tensor itself to the kernel and add integer offsets to it, "
+        "not a number read from it.",
+    ),
+    (
+        r"Input shapes should have M >= ",
+        "tl.dot needs blocks of at least 16 along every dimension: make each block size 16 or more and mask the "
+        "lanes the data does not fill.",
+    ),
+    (
+        r"are not compatible for matmul|Both inputs must be either 2D or 3D",
+        "tl.dot(a, b) needs 2-D blocks with a's last dimension equal to b's first: check the two shapes, and "
+        "transpose one with tl.trans where needed.",
+    ),
+    (
+        r"Both operands must be same dtype",
+        "tl.dot's two blocks must have one dtype: convert one before the product (p.to(v.dtype), say).",
+    ),
+    (
+        r"invalid operands of type pointer|cannot add pointers together",
+        "arithmetic between two pointers, or between a pointer and a float: only integer offsets may be added to a "
+        "pointer.",
+    ),
+    (
+        r"Mask must have boolean scalar type",
+        "a mask must be a block of booleans, a comparison such as offsets < n, not numbers.",
+    ),
+    (
+        r"Cannot call @triton\.jit'd outside of the scope of a kernel",
+        "a @triton.jit function was called as plain Python: launch a kernel with kernel[grid](...), and call other "
+        "@triton.jit functions only from inside a kernel.",
+    ),
+    (
+        r"Did you forget to add @triton\.jit",
+        "a tl.* function was called outside a kernel, or from a helper without @triton.jit: call tl.* only in "
+        "functions decorated with @triton.jit.",
+    ),
+)
+
+
+def triton_error_gloss(raised: str) -> list[str]:
+    """A line that says what a common Triton error means and what to do next; none for any other error."""
+    for pattern, meaning in TRITON_ERRORS:
+        if re.search(pattern, raised):
+            return [f"What Triton's error means: {meaning}"]
     return []

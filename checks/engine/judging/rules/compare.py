@@ -1,12 +1,14 @@
 """Compare an output with the reference and say, in words, where they differ and what shape the error has.
 
 `error_shapes` recognises the common shapes of wrong values from (yours, expected) alone: the right
-values in the wrong places (swapped axes, a permutation), one constant factor everywhere (a scale applied
-twice or left out), and one factor per row (a normaliser with extra or missing terms).
+values in the wrong places (swapped axes, a permutation, a head's rows in another head's place), one constant
+factor everywhere (a scale applied twice or left out), and one factor per row (a normaliser with extra or missing
+terms).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +30,7 @@ class Mismatch:
     unwritten: torch.Tensor | None = None  # bool mask of the elements that still hold the poison
     ratio: torch.Tensor | None = None  # yours / expected, when a factor per row is the clue (for the picture)
     cause: bool = False  # the lines name the shape of the error (swapped axes, a factor...), a cause to look at
+    shapes: int = 0  # how many of the first lines name that shape (a cause proven otherwise replaces them)
 
 
 def ranges(indices: list[int]) -> list[tuple[int, int]]:
@@ -149,8 +152,8 @@ def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
     return a.shape == b.shape and bool(((a - b).abs() <= atol + rtol * b.abs()).all())
 
 
-def _misplaced(y: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, dims: tuple[str, ...]) -> str:
-    """A sentence when yours holds the expected values in other places: two axes swapped, or any permutation."""
+def _swapped_axes(y: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, dims: tuple[str, ...]) -> str:
+    """A sentence when yours is the expected output with two axes swapped."""
     for a in range(e.dim()):
         for b in range(a + 1, e.dim()):
             if e.shape[a] == 1 or e.shape[b] == 1:
@@ -163,12 +166,66 @@ def _misplaced(y: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, dims:
                     f"Yours is the expected output with {names} swapped (transposed): the right values in the "
                     "wrong places; check which index goes with which stride, in the loads and in the store."
                 )
+    return ""
+
+
+def _permuted(y: torch.Tensor, e: torch.Tensor, atol: float, rtol: float) -> str:
+    """A sentence when yours holds exactly the expected values, in other places."""
     if e.numel() > 1 and _close(y.flatten().sort().values, e.flatten().sort().values, atol, rtol):
         return (
             "Yours holds exactly the expected values, in other places (a permutation): the arithmetic is right; "
             "check how the offsets map each element to its (row, column) in the loads and the store."
         )
     return ""
+
+
+def _slices_elsewhere(
+    y: torch.Tensor, e: torch.Tensor, bad: torch.Tensor, unwritten: torch.Tensor, atol: float, rtol: float,
+    dims: tuple[str, ...],
+) -> str:  # fmt: skip
+    """A sentence when every wrong slice of yours along the last dimensions (a head's rows, a row) that was written
+    whole holds exactly the expected values of another slice: the right rows in another one's place."""
+    if e.dim() < 2 or e.numel() > 1 << 20:
+        return ""
+    names = dims if len(dims) == e.dim() else tuple(f"axis {a}" for a in range(e.dim()))
+    for k in range(1, e.dim()):
+        size = math.prod(e.shape[k:])
+        count = e.numel() // size
+        rows_y, rows_e = y.reshape(count, size), e.reshape(count, size)
+        wrong = bad.reshape(count, size).any(dim=1) & ~unwritten.reshape(count, size).any(dim=1)
+        idx = wrong.nonzero().flatten().tolist()
+        if count < 2 or not idx or len(idx) > 64:
+            continue
+        moved = []
+        for i in idx:
+            if not bool((rows_y[i].abs() > atol).any()):
+                break  # near zero: it would match any slice near zero, which proves nothing
+            same = ((rows_y[i][None, :] - rows_e).abs() <= atol + rtol * rows_e.abs()).all(dim=1)
+            others = [j for j in same.nonzero().flatten().tolist() if j != i]
+            if not others:
+                break
+            moved.append((i, others[0]))
+        else:
+            shape = tuple(e.shape[:k])
+            pairs = "; ".join(f"yours at {index_of(i, shape)} is the expected at {index_of(j, shape)}"
+                              for i, j in moved[:4])  # fmt: skip
+            outer = ", ".join(names[:k])
+            return (
+                f"{len(moved)} wrong slice(s) along ({', '.join(names[k:])}) hold exactly the expected values of "
+                f"another one ({pairs}{'; ...' if len(moved) > 4 else ''}): the right values, in another one's place. "
+                f"Check how your kernel turns its program id into the indices along {outer} (one program per "
+                "(batch, head): batch = pid // H, head = pid % H) and which stride multiplies each."
+            )
+    return ""
+
+
+def index_of(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The index of element `flat` of a row-major tensor of `shape`."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return index[::-1]
 
 
 def _spread(rtol: float) -> float:
@@ -214,7 +271,12 @@ def error_shapes(
     y, e = yours.detach().cpu().double(), expected.detach().cpu().double()
     if y.shape != e.shape or not bool(torch.isfinite(e).all()):
         return [], None
-    misplaced = _misplaced(y, e, atol, rtol, dims)
+    bad = ~((y - e).abs() <= atol + rtol * e.abs())
+    misplaced = (
+        _swapped_axes(y, e, atol, rtol, dims)
+        or _slices_elsewhere(y, e, bad, torch.zeros_like(bad), atol, rtol, dims)
+        or _permuted(y, e, atol, rtol)
+    )  # the most specific first: two axes, then whole slices, then any permutation
     if misplaced:
         return [misplaced], None
     c = _one_factor(y, e, rtol)
@@ -271,9 +333,13 @@ def compare(
     ratio, shapes = None, []
     if bool(unwritten.any()):
         headline, lines = _unwritten_lines(name, unwritten, bad, dims)
+        if y.shape == e.shape and bool(torch.isfinite(e).all()):
+            elsewhere = _slices_elsewhere(y, e, bad, unwritten, atol, rtol, dims)
+            shapes = [elsewhere] if elsewhere else []
+            lines = shapes + lines
     else:
         headline, lines = _wrong_lines(name, yours_cpu, e, bad, atol, rtol, dims)
         shapes, ratio = error_shapes(y, e, atol, rtol, dims)
         lines = shapes + lines
     error = torch.where(unwritten, torch.full_like(error, float("nan")), error)
-    return Mismatch(headline, lines, bad, error, unwritten, ratio, cause=bool(shapes))
+    return Mismatch(headline, lines, bad, error, unwritten, ratio, cause=bool(shapes), shapes=len(shapes))

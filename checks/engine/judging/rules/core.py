@@ -7,6 +7,7 @@ its function (`checks.engine.judging.rules.declare`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +16,7 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
-from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, locate
+from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, index_of, locate
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
 from checks.engine.judging.rules.problem import CaseContext, Problem
@@ -76,14 +77,46 @@ def no_write_outside(ctx: CaseContext) -> Problem | None:
             )
             where = f"{V.plural(buf.after, 'element')} past its end, starting {start}"
         else:
-            where = f"{V.plural(buf.before, 'element')} before its start"
-        message = (
-            f"{_who_stored(ctx, buf)} wrote outside {label}: {where}; "
-            "give that store a mask, or offsets that stay inside the tensor."
-        )
+            where = f"{buf.before} elements before its start"
+        message = f"{_who_stored(ctx, buf)} wrote outside {label}: {where}; " + _what_went_past(ctx, buf)
         picture = overhang_picture(ctx, buf, message) if buf.after else None
         return Problem(message, picture=picture)
     return None
+
+
+def _what_went_past(ctx: CaseContext, buf: Any) -> str:
+    """What the elements written past the end of an output say, and what to change: a whole slice of the output
+    written past its end while a slice of it was never written (a program's rows landed in another's place, which
+    a mask would only hide), or one element past the end (a bound off by one); else a mask or offsets."""
+    out = ctx.outputs[buf.output] if buf.output is not None and 0 <= buf.output < len(ctx.outputs) else None
+    if buf.after and isinstance(out, torch.Tensor) and out.dim() >= 2:
+        exp = ctx.expected[buf.output]
+        unwritten = is_poison(out.detach().cpu())
+        for k in range(1, out.dim()):
+            size = math.prod(out.shape[k:])
+            slices = unwritten.reshape(-1, size)
+            missing = slices.all(dim=1)
+            if buf.after % size or not bool(missing.any()) or bool((slices.any(dim=1) & ~missing).any()):
+                continue
+            names = exp.dims if len(exp.dims) == out.dim() else tuple(f"axis {a}" for a in range(out.dim()))
+            inner = " x ".join(str(n) for n in out.shape[k:])
+            count = int(missing.sum())
+            at = ", ".join(str(index_of(int(i), tuple(out.shape[:k]))) for i in missing.nonzero()[:4, 0])
+            outer = ", ".join(names[:k])
+            return (
+                f"that is exactly {plural(buf.after // size, 'whole slice')} of {exp.name} along "
+                f"({', '.join(names[k:])}), {inner} elements each, and {plural(count, 'such slice')} of {exp.name} "
+                f"({at}{' ...' if count > 4 else ''} along {outer}) no kernel wrote: a program's rows landed past "
+                "the end instead of in their own place, which a mask would only hide. Check how your kernel turns "
+                f"its program id into the indices along {outer} (one program per (batch, head): batch = pid // H, "
+                "head = pid % H) and which stride multiplies each."
+            )
+    if buf.after == 1 and buf.first_after == 0:
+        return (
+            "your store lets exactly one element past the end through, so its mask or bound is off by one "
+            "(offsets <= n where offsets < n belongs): fix that comparison."
+        )
+    return "give that store a mask, or offsets that stay inside the tensor."
 
 
 def _who_stored(ctx: CaseContext, buf: Any) -> str:
@@ -222,6 +255,32 @@ def overflowed(ctx: CaseContext, exp: Any) -> bool:
     return True
 
 
+_EXP_LIMIT_FP16 = 11.09  # exp(x) is inf in float16 above this (88.7 in float32)
+
+
+def score_bound(ctx: CaseContext) -> float | None:
+    """In an attention puzzle (inputs q, k and sm_scale): the largest score |q.k * sm_scale| (q and k of one (batch,
+    head) layout, and not too many scores), else a bound on it from the largest norms of a query and a key
+    (Cauchy-Schwarz); None in other puzzles."""
+    q, k, scale = (ctx.inputs.get(name) for name in ("q", "k", "sm_scale"))
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(scale, float)):
+        return None
+    q, k = q.detach().double(), k.detach().double()
+    scores = q.numel() // q.shape[-1] * k.shape[-2]
+    if q.dim() == k.dim() == 4 and q.shape[:2] == k.shape[:2] and scores <= _MOST_SCORES:
+        return abs(scale) * float((q @ k.transpose(-1, -2)).abs().max())
+    return abs(scale) * float(q.norm(dim=-1).max()) * float(k.norm(dim=-1).max())
+
+
+def no_overflow(bound: float) -> str:
+    """What NaN from finite inputs is not, when no score is large enough for exp to overflow."""
+    return (
+        f"yet the exp of these scores cannot overflow: every score q.k * sm_scale is at most {bound:.3g} in size, "
+        "and exp overflows only above 11.1 in float16 (88.7 in float32). Look at the first NaN: a row whose max "
+        "stays -inf (a row that sees no key: exp(-inf - (-inf)) is NaN), or a sum of 0 that a row is divided by."
+    )
+
+
 def misscaled(ctx: CaseContext, exp: Any) -> str:
     """A sentence when the learner's output is the reference computed with a scalar input (such as sm_scale)
     left out (1) or applied twice (squared): a scale in the wrong place, which no factor on the output shows."""
@@ -248,6 +307,146 @@ def misscaled(ctx: CaseContext, exp: Any) -> str:
                     f"{name} is {how}; multiply by it exactly once, where the puzzle says."
                 )
     return ""
+
+
+def _tolerance(ctx: CaseContext, exp: Any) -> tuple[float, float]:
+    """(atol, rtol) of an output in this case: the puzzle's, widened where the case allows more (as compare_all)."""
+    atol, rtol = ctx.puzzle.tolerance_for(exp.name)
+    return max(atol, float(ctx.case.get("atol", 0.0))), max(rtol, float(ctx.case.get("rtol", 0.0)))
+
+
+_MOST_SCORES = 1 << 25  # the largest score matrix (all heads) the causal recomputation makes
+_SHIFTS = (-1, 1, -2, 2)  # where a causal boundary may be off: the diagonal left out, a key past it let in, ...
+
+
+def _shifted_attention(inputs: dict[str, Any], shift: int, padded: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) on the CPU when query row i sees the keys j <= i + shift, in float64 (float32 on a GPU, as the
+    reference). With `padded`, the keys past the end that the shift lets in count as a kernel that loads them as 0
+    counts them: score 0, value 0. A row that sees no key is NaN, as a kernel computes it (its max is -inf, and
+    exp(-inf - (-inf)) is NaN)."""
+    wide = torch.float64 if inputs["q"].device.type == "cpu" else torch.float32
+    q, k, v = (inputs[name].detach().to(wide) for name in ("q", "k", "v"))
+    n, n_keys = q.shape[-2], k.shape[-2]
+    extra = max(0, n - 1 + shift - (n_keys - 1)) if padded else 0
+    s = (q @ k.transpose(-1, -2)) * float(inputs["sm_scale"])
+    if extra:
+        s = torch.cat([s, s.new_zeros((*s.shape[:-1], extra))], dim=-1)
+        v = torch.cat([v, v.new_zeros((*v.shape[:-2], extra, v.shape[-1]))], dim=-2)
+    rows = torch.arange(n, device=s.device)[:, None]
+    cols = torch.arange(s.shape[-1], device=s.device)[None, :]
+    s = s.masked_fill(cols > rows + shift, float("-inf"))
+    m = s.max(dim=-1, keepdim=True).values
+    p = torch.exp(s - m)
+    l_sum = p.sum(dim=-1, keepdim=True)
+    return ((p @ v) / l_sum).cpu().double(), (m + torch.log(l_sum)).squeeze(-1).cpu().double()
+
+
+def _keys_seen(shift: int) -> str:
+    return f"0..i{shift:+d}".replace("+", " + ").replace("-", " - ") if shift else "0..i"
+
+
+def causal_boundary(ctx: CaseContext, exp: Any) -> str:
+    """A sentence when the learner's attention output is the reference with the causal boundary moved by a key or
+    two (query row i seeing the keys 0..i - 1, or 0..i + 1), every element of it; else ''. A row that sees no key
+    under the moved boundary is NaN in both, and the sentence says so."""
+    inputs = ctx.inputs
+    if inputs.get("causal") is not True or not isinstance(inputs.get("sm_scale"), float):
+        return ""
+    if not all(isinstance(inputs.get(name), torch.Tensor) and inputs[name].dim() == 4 for name in ("q", "k", "v")):
+        return ""
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    q = inputs["q"]
+    which = {tuple(q.shape): 0, tuple(q.shape[:3]): 1}.get(tuple(exp.value.shape))
+    if q.numel() // q.shape[-1] * inputs["k"].shape[-2] > _MOST_SCORES:
+        return ""  # too large to recompute five times here
+    if which is None or not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(exp.value.shape):
+        return ""
+    yours = out.detach().cpu().double()
+    atol, rtol = _tolerance(ctx, exp)
+    expected = exp.value.detach().cpu().double()
+    bad = ~((yours - expected).abs() <= atol + rtol * expected.abs())  # NaN counts as wrong
+    best = None
+    for shift in _SHIFTS:
+        for padded in (False, True) if shift > 0 else (False,):
+            twin = _shifted_attention(inputs, shift, padded)[which]
+            same = ((yours - twin).abs() <= atol + rtol * twin.abs()) | (torch.isnan(yours) & torch.isnan(twin))
+            if best is None or int((~same).sum()) < int((~best[2]).sum()):
+                best = (shift, padded, same, twin)
+    if best is None:
+        return ""
+    shift, padded, same, twin = best
+    explained = bad & same
+    if int(explained.sum()) < 0.8 * int(bad.sum()) or int((~same).sum()) > 0.2 * int(bad.sum()):
+        return ""  # the moved boundary does not account for (nearly) every wrong element: not proven
+    side = "left" if shift < 0 else "right"
+    keys = "key" if abs(shift) == 1 else "keys"
+    what = (
+        "the diagonal key (query i's own) is left out"
+        if shift == -1
+        else f"{abs(shift)} {keys} on the diagonal's side are left out"
+        if shift < 0
+        else f"{shift} {keys} past the diagonal {'is' if shift == 1 else 'are'} let in"
+    )
+    whole = (
+        ""
+        if bool(same.all())
+        else f" on every one of your {int(bad.sum())} wrong elements"
+        if bool(explained.eq(bad).all())
+        else f" on {int(explained.sum())} of your {int(bad.sum())} wrong elements"
+    )
+    text = (
+        f"Yours is what the reference gives when query row i sees the keys {_keys_seen(shift)} instead of 0..i"
+        f"{whole}: the causal boundary is {abs(shift)} {keys} to the {side} of the diagonal ({what}; look at the "
+        "comparison that builds the causal mask, < against <=, or a bound one off)."
+    )
+    nan = torch.isnan(twin) & torch.isnan(yours)
+    if bool(nan.any()):
+        rows = int(nan.reshape(-1, nan.shape[-1]).all(dim=-1).sum()) if which == 0 else int(nan.sum())
+        first_rows = "Query row 0 then sees" if shift == -1 else f"Query rows 0..{-shift - 1} then see"
+        text += (
+            f" {first_rows} no key at all: the row max stays -inf and exp(-inf - (-inf)) is NaN, which is why "
+            f"{plural(rows, 'row')} of {exp.name} {'is' if rows == 1 else 'are'} NaN (the row max is subtracted as "
+            "it should be)."
+        )
+    if padded:
+        text += (
+            " The keys past the end of the sequence that this lets in count too, with the score 0 of a key loaded "
+            "as 0: give them the score -inf as well."
+        )
+    if not bool(same.all()):  # the elements the moved boundary does not give: where they are, right or wrong
+        other = ~same
+        where = "; ".join(locate(other, exp.dims))
+        right, wrong = int((other & ~bad).sum()), int((other & bad).sum())
+        text += (
+            f" Yours differs from that recomputation at {plural(int(other.sum()), 'element')} ({where}): "
+            + (f"{right} right and {wrong} wrong in another way" if wrong else "yours is right there")
+            + "; look at which keys your kernel lets in for those rows."
+        )
+    return text
+
+
+def fully_masked_rows(ctx: CaseContext, exp: Any) -> str:
+    """A sentence when, in a causal case, the NaN elements of the learner's output are exactly the first r query rows
+    of every head: the rows that see no key when the causal boundary is r keys to the left of the diagonal."""
+    if ctx.inputs.get("causal") is not True or len(exp.dims) != 4:
+        return ""
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    if not isinstance(out, torch.Tensor) or out.dim() != 4:
+        return ""
+    nan = torch.isnan(out.detach().cpu().double())
+    rows = nan.all(dim=-1)  # (B, H, N)
+    r = int(rows[0, 0].sum())
+    if not r or bool((nan.any(dim=-1) != rows).any()) or not bool(rows[..., :r].all()) or bool(rows[..., r:].any()):
+        return ""
+    before = "" if r == 1 else f" and {plural(r - 1, 'key')} before it"
+    return (
+        f"Exactly query rows 0..{r - 1} of every head are NaN: the rows that see no key at all when the causal mask "
+        f"leaves out the diagonal{before} (query row i seeing only "
+        f"the keys 0..i - {r}). A row with no allowed key keeps the row max -inf, and exp(-inf - (-inf)) is NaN: let "
+        "query row i see the keys 0..i."
+    )
 
 
 @rule(
@@ -300,6 +499,7 @@ def values(ctx: CaseContext) -> Problem | None:
     wrong = [(exp, m) for exp, m in mismatches if m is not None]
     if not wrong:
         return None
+    plain = wrong[0][1]  # as compare() tells it, before the poison is traced
     sources = poisoned_sources(ctx)
     mismatches = [(e, from_poison(ctx, e, m, sources) if m is not None else None) for e, m in mismatches]
     wrong = [(exp, m) for exp, m in mismatches if m is not None]
@@ -308,10 +508,28 @@ def values(ctx: CaseContext) -> Problem | None:
     message = first.headline
     unwritten = _FROM_POISON in first.headline  # seen in the access log; on a GPU only a lead, and the causes
     diagnosed = True  # below are still looked for; if none is found, only where the values are wrong is said
-    if unwritten:
+    causal_side = False
+    if unread := keys_not_read(ctx):  # the access log's own evidence, which explains the poison read too
+        message, details = f"{plain.headline}: {unread}", list(plain.lines)
+        if first is not plain:
+            label, kernel = sources[0]
+            details.append(
+                f"Where a program loaded none of its keys it stored nothing, and {label} (read by `{kernel}`) still "
+                f"held the grader's poison there: {first.headline.split(': ', 1)[1].split(' (the first')[0]}."
+            )
+        unwritten, first = False, plain  # the other outputs: what the poison did, without pointing at the merge
+        mismatches = [(e, replace(m, headline=m.headline.replace(_READ_WRITTEN, "")) if m else m)
+                      for e, m in mismatches]  # fmt: skip
+    elif unwritten:
         pass  # the headline names the cause: memory no kernel wrote
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
+    elif boundary := causal_boundary(ctx, exp) or fully_masked_rows(ctx, exp):
+        details = [boundary, *details[first.shapes :]]  # proven: the error's shape guesses at another cause
+        causal_side = True
+    elif overflowed(ctx, exp) and (bound := score_bound(ctx)) is not None and bound < _EXP_LIMIT_FP16:
+        details.insert(0, f"Your output has NaN or inf although every input is finite, {no_overflow(bound)}")
+        diagnosed = False  # where, and what it is not: no cause is proven
     elif overflowed(ctx, exp):
         details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
     elif scale := misscaled(ctx, exp):
@@ -321,6 +539,8 @@ def values(ctx: CaseContext) -> Problem | None:
     else:
         diagnosed = False
     cause = first.cause or (diagnosed and not unwritten)  # a poisoned output keeps its pattern over the cases
+    if causal_side:  # a cause on the causal side of the cases: a split of failing cases by causal agrees with it
+        cause = False
     if len(mismatches) > 1:
         others = [
             f"{e.name} {'also wrong: ' + m.headline.split(': ', 1)[1] if m else 'matches the reference'}"
@@ -361,6 +581,17 @@ def keys_past_seq_lens(ctx: CaseContext) -> str:
     return f"your kernels read keys past seq_lens (the rule {name}). {problem.message}"
 
 
+def keys_not_read(ctx: CaseContext) -> str:
+    """In a puzzle graded with `pages_in_table` (13): the keys below seq_lens that no program loaded, from the
+    access log; '' when every key was read, or without a log."""
+    from checks.engine.judging.rules import decoding
+
+    params = ctx.puzzle.rules.get(decoding.pages_in_table.name) if isinstance(ctx.puzzle.rules, dict) else None
+    if params is None or not ctx.obs.access:
+        return ""
+    return decoding.keys_never_read(ctx, **(params or {}))
+
+
 def merge_of_splits(ctx: CaseContext, mismatch: Mismatch) -> str | None:
     """In a decoding puzzle: the merge of the splits named as the cause, when only split heads are wrong."""
     from checks.engine.judging.rules import decoding
@@ -369,6 +600,7 @@ def merge_of_splits(ctx: CaseContext, mismatch: Mismatch) -> str | None:
 
 
 _FROM_POISON = "were computed from memory no kernel wrote"
+_READ_WRITTEN = "; read only the parts of it that a kernel wrote"  # the advice of a poisoned headline (access log)
 _MAYBE_POISON = "are NaN"  # on a GPU: a scratch tensor held poison, but whether the kernels read it is not known
 
 
@@ -414,7 +646,7 @@ def from_poison(ctx: CaseContext, exp: Any, m: Mismatch, sources: list[tuple[str
         headline = (
             f"{exp.name}: {first} {_FROM_POISON} (the first at {list(first_bad(computed))}): your kernels read "
             f"{label}{read_by} where no kernel had stored anything, so it still held the grader's poison value (NaN) "
-            "there; read only the parts of it that a kernel wrote"
+            f"there{_READ_WRITTEN}"
         )
     else:  # a GPU keeps no access log: which elements the kernels read is not known, so this is a lead, no more
         headline = (
@@ -426,7 +658,14 @@ def from_poison(ctx: CaseContext, exp: Any, m: Mismatch, sources: list[tuple[str
     rest = unwritten & ~stored
     if bool(rest.any()):
         lines.append(f"{int(rest.sum())} more elements were never written, first at {list(first_bad(rest))}.")
-    return replace(m, headline=headline, lines=lines, unwritten=rest, cause=bool(ctx.obs.access))
+    other = m.bad & ~computed & ~rest  # wrong for another reason: reported too, where they are
+    if bool(other.any()):
+        where = "; ".join(line for line in locate(other, exp.dims) if not line.split(": ", 1)[1].startswith("all "))
+        lines.append(
+            f"{int(other.sum())} more elements are wrong, not from that memory: first at {list(first_bad(other))}"
+            + (f" ({where})." if where else ".")
+        )
+    return replace(m, headline=headline, lines=lines, unwritten=rest, cause=bool(ctx.obs.access), shapes=0)
 
 
 def _stored(ctx: CaseContext, name: str, like: torch.Tensor) -> torch.Tensor:

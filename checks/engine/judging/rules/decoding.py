@@ -235,6 +235,63 @@ def pages_in_table(
     return None
 
 
+def keys_never_read(ctx: CaseContext, caches: tuple[str, ...] = ("k_cache", "v_cache"), **_: Any) -> str:
+    """From the access log: the keys of each sequence (below seq_lens[b]) that no program loaded from a paged cache,
+    for some kv head, as a sentence; '' when every key was read. When every sequence misses exactly its last few
+    keys, the sentence says so: the bound of the keys is short of seq_lens[b] (by a page, when that many)."""
+    log = log_of(ctx)
+    cache = ctx.inputs.get(caches[0])
+    if log is None or not isinstance(cache, torch.Tensor) or cache.dim() != 4:
+        return ""
+    num_pages, page_size, heads = (int(n) for n in cache.shape[:3])
+    table, lens = ctx.inputs["block_table"].cpu().numpy(), ctx.inputs["seq_lens"].cpu().numpy()
+    for name in caches:
+        if log.index(name) < 0:
+            continue
+        counts = log.element_counts(name).numpy().reshape(num_pages, page_size, heads, -1).sum(axis=3)
+        missed: dict[int, list[int]] = {}
+        for b, length in enumerate(lens):
+            keys = np.arange(int(length))
+            pages = table[b, keys // page_size]
+            read = (counts[pages, keys % page_size] > 0).all(axis=1)  # by every kv head
+            if not read.all():
+                missed[b] = [int(j) for j in keys[~read]]
+        if not missed:
+            continue
+        parts = [
+            f"{_runs(keys)} of sequence {b} ({'all' if len(keys) == int(lens[b]) else len(keys)} of {int(lens[b])})"
+            for b, keys in list(missed.items())[:6]
+        ]
+        more = f" and keys of {len(missed) - 6} more sequences" if len(missed) > 6 else ""
+        text = f"your kernels never loaded the keys {'; '.join(parts)}{more} from {name}"
+        tails = {int(lens[b]) - keys[0] for b, keys in missed.items() if keys == list(range(keys[0], int(lens[b])))}
+        short = len(tails) == 1 and len(missed) == sum(1 for n in lens if int(n) > 0) and min(lens) > 0
+        if short:
+            (tail,) = tails
+            pages = "one page" if tail == page_size else f"{tail // page_size} pages"
+            page = f" ({pages})" if tail % page_size == 0 else ""
+            text += (
+                f": every sequence misses its last {plural(tail, 'key')}{page}, so the programs' key range ends "
+                f"{tail} short of seq_lens[b]; let it run to seq_lens[b]"
+            )
+        else:
+            text += ": every key j < seq_lens[b] of sequence b counts; make the programs' key ranges cover them all"
+        return text + " (the interpreter's log shows which cache rows your kernels loaded)."
+    return ""
+
+
+def _runs(keys: list[int]) -> str:
+    """'256-299' or '3, 7-9': sorted keys folded into runs."""
+    runs: list[list[int]] = []
+    for j in keys:
+        if runs and j == runs[-1][1] + 1:
+            runs[-1][1] = j
+        else:
+            runs.append([j, j])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:4])
+    return text + (f" and {len(runs) - 4} more runs" if len(runs) > 4 else "")
+
+
 def _foreign_pages(log: AccessLog, caches: tuple[str, ...], owner: np.ndarray) -> str:
     """'A program of sequence b loaded page p of sequence c', or '' when each program kept to its own sequence.
 

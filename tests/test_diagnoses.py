@@ -1,0 +1,243 @@
+"""Diagnoses that prove themselves: each known-wrong submission in tests/submissions/diagnoses/ is graded in the
+interpreter, and its report must name the cause the evidence proves (the reference recomputed with the mistake, or
+the interpreter's access log), and must not name the causes it used to guess at."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from checks.engine.judging.rules import core
+
+from checks import cli
+from checks.authoring.stubs import module_body, strip_markers
+from checks.engine.judging.wording import triton_error_gloss
+from checks.learner import progress
+from checks.registry import ROOT, get_puzzle
+
+DIAGNOSES = ROOT / "tests" / "submissions" / "diagnoses"
+STEP_9A_KEY = "solutions/09a_flash_attention_v2_fwd_noncausal.py"
+
+
+def report(tmp_path: Path, monkeypatch, capsys, number: str, file: Path, *args: str) -> str:
+    """The report of `make check PUZZLE=number FILE=file ARGS='args --seed 3'`, graded in this process."""
+    monkeypatch.setenv(progress.ENV_FILE, str(tmp_path / "progress.json"))
+    monkeypatch.chdir(ROOT)
+    assert cli.main([number, "--file", str(file), *args, "--seed", "3"]) == 1
+    return capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_causal_mask_without_the_diagonal_is_named_with_its_empty_row(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_diagonal_left_out.py", "--earlier",
+                 STEP_9A_KEY)  # fmt: skip
+    assert (
+        "Yours is what the reference gives when query row i sees the keys 0..i - 1 instead of 0..i: the causal "
+        "boundary is 1 key to the left of the diagonal (the diagonal key (query i's own) is left out;" in out
+    ), out
+    assert "Query row 0 then sees no key at all: the row max stays -inf and exp(-inf - (-inf)) is NaN" in out, out
+    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
+    assert "exp overflowed" not in out and "subtract the row max first" not in out, out
+
+
+@pytest.mark.slow
+def test_a_causal_mask_one_key_past_the_diagonal_is_named_not_a_scale(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_one_key_past_diagonal.py", "--earlier",
+                 STEP_9A_KEY)  # fmt: skip
+    assert (
+        "Yours is what the reference gives when query row i sees the keys 0..i + 1 instead of 0..i: the causal "
+        "boundary is 1 key to the right of the diagonal (1 key past the diagonal is let in;" in out
+    ), out
+    assert "The keys past the end of the sequence that this lets in count too" in out, out
+    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
+    assert "A constant scale is applied twice or left out" not in out, out
+    assert "exp overflowed" not in out, out
+
+
+@pytest.mark.slow
+def test_nan_from_small_scores_is_not_called_an_overflow(tmp_path, monkeypatch, capsys):
+    # without the two causal diagnoses (the mutation check), what is left is where, and that no exp overflowed
+    monkeypatch.setattr(core, "causal_boundary", lambda ctx, exp: "")
+    monkeypatch.setattr(core, "fully_masked_rows", lambda ctx, exp: "")
+    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_diagonal_left_out.py", "--earlier",
+                 STEP_9A_KEY)  # fmt: skip
+    assert "Your output has NaN or inf although every input is finite, yet the exp of these scores cannot " in out
+    assert "exp overflowed" not in out, out
+    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
+
+
+@pytest.mark.slow
+def test_a_causal_boundary_off_by_one_is_proven_on_long_sequences_too(tmp_path):
+    from checks import verdict as V
+    from checks.engine.grade import grade
+
+    puzzle = get_puzzle(9)
+    for name, keys in (("09_causal_diagonal_left_out", "0..i - 1"), ("09_causal_one_key_past_diagonal", "0..i + 1")):
+        for case in (3, 5):  # N = 130 with blocks that end past it, and N = 64, a whole block
+            verdict = grade(puzzle, DIAGNOSES / f"{name}.py", cases=[case], seed=3, timeout=120, time_it=False,
+                            earlier=ROOT / STEP_9A_KEY)  # fmt: skip
+            text = V.format_verdict(verdict, puzzle.title)
+            assert f"query row i sees the keys {keys} instead of 0..i" in text, text
+
+
+@pytest.mark.slow
+def test_keys_never_read_are_named_for_every_sequence(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "13", DIAGNOSES / "13_seq_lens_one_page_short.py")
+    assert (
+        "your kernels never loaded the keys 284-299 of sequence 0 (16 of 300); 29-44 of sequence 1 (16 of 45); "
+        "114-129 of sequence 2 (16 of 130) from k_cache: every sequence misses its last 16 keys (one page), so the "
+        "programs' key range ends 16 short of seq_lens[b]; let it run to seq_lens[b]" in out
+    ), out
+    assert "batch: all 3" in out, out  # every wrong element is accounted for, not only the NaN of batch 2
+    assert "Where a program loaded none of its keys it stored nothing" in out, out
+    assert "read only the parts of it that a kernel wrote" not in out, out
+    assert "a tail that a block or its mask misses" not in out, out
+
+
+@pytest.mark.slow
+def test_a_broken_step_9a_is_named_when_the_failing_case_runs_only_its_code(tmp_path, monkeypatch, capsys):
+    nine = tmp_path / "nine.py"
+    nine.write_text(module_body(strip_markers(get_puzzle(9).solution.read_text(encoding="utf-8"))), encoding="utf-8")
+    step = DIAGNOSES / "09a_no_l_rescale.py"
+    out = report(tmp_path, monkeypatch, capsys, "9", nine, "--earlier", str(step))
+    shown = "tests/submissions/diagnoses/09a_no_l_rescale.py"
+    assert (
+        f"Case 1 launched only kernels of your step 9a code (`_attn_fwd`, in {shown}): the mistake is in that code, "
+        f"not in this puzzle's; check step 9a on its own first: make check PUZZLE=9a FILE={shown} ARGS='--seed 3'."
+        in out
+    ), out
+    assert f"make check PUZZLE=9 FILE={nine} ARGS='--earlier {shown} --seed 3'" in out, out
+
+
+@pytest.mark.slow
+def test_an_off_by_one_store_mask_is_told_what_it_lets_through(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "1", DIAGNOSES / "01_mask_off_by_one.py")
+    assert (
+        "your store lets exactly one element past the end through, so its mask or bound is off by one "
+        "(offsets <= n where offsets < n belongs): fix that comparison." in out
+    ), out
+    assert "give that store a mask" not in out, out
+
+
+@pytest.mark.slow
+def test_swapped_batch_and_head_indices_are_told_their_rows_land_elsewhere(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "8a", DIAGNOSES / "08a_batch_head_swapped.py")
+    assert (
+        "272 elements past its end, starting right after its last element; that is exactly 1 whole slice of o along "
+        "(query rows, head-dim columns), 17 x 16 elements each, and 1 such slice of o ([0, 1] along batch, heads) no "
+        "kernel wrote: a program's rows landed past the end instead of in their own place, which a mask would only "
+        "hide." in out
+    ), out
+    assert "batch = pid // H, head = pid % H" in out, out
+    assert "give that store a mask" not in out, out
+
+
+@pytest.mark.slow
+def test_a_common_triton_error_is_glossed_beside_the_raw_one(tmp_path, monkeypatch, capsys):
+    out = report(tmp_path, monkeypatch, capsys, "2", DIAGNOSES / "02_store_mask_wrong_shape.py")
+    assert "Your code raised ValueError: Cannot make_shape_compatible: incompatible dimensions at index 1" in out
+    assert (
+        "What Triton's error means: two blocks in one operation have shapes that do not fit together (a mask, "
+        "offsets or values of another shape than the pointers they go with" in out
+    ), out
+
+
+@pytest.mark.parametrize(
+    ("raised", "says"),
+    [
+        ("ValueError: arange's range must be a power of 2", "power of two"),
+        ("ValueError: arange's arguments must be of type tl.constexpr", "tl.constexpr"),
+        ("ValueError: Unsupported ptr type <['16'], fp32> in `tl.load`", "take pointers"),
+        ("AssertionError: Input shapes should have M >= 16, N >= 16 and K >= 16", "at least 16"),
+        ("AssertionError: Both operands must be same dtype. Got fp32 and fp16", "one dtype"),
+        ("ValueError: Mask argument cannot be block type if pointer argument is not a block", "block of offsets"),
+        ("RuntimeError: Cannot call @triton.jit'd outside of the scope of a kernel", "kernel[grid]"),
+    ],
+)
+def test_common_triton_errors_each_get_one_sentence(raised, says):
+    (line,) = triton_error_gloss(raised)
+    assert line.startswith("What Triton's error means: ") and says in line and line.endswith(".")
+
+
+def test_an_error_triton_does_not_give_gets_no_gloss():
+    assert triton_error_gloss("ZeroDivisionError: division by zero") == []
+
+
+def attention_call(yours: Callable[..., torch.Tensor], n: int = 9) -> SimpleNamespace:
+    """A hand-made causal call of an attention forward whose output o is `yours` (a function of the inputs)."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 16, generator=gen, dtype=torch.float64) for _ in range(3))
+    inputs = {"q": q, "k": k, "v": v, "causal": True, "sm_scale": 0.25}
+    o, _ = core._shifted_attention(inputs, 0, padded=False)
+    expected = SimpleNamespace(name="o", value=o, dims=("batch", "heads", "query rows", "head-dim columns"))
+    puzzle = SimpleNamespace(tolerance_for=lambda name: (1e-6, 1e-6))
+    return SimpleNamespace(inputs=inputs, expected=[expected], outputs=[yours(inputs, o)], puzzle=puzzle, case={})
+
+
+def test_a_moved_causal_boundary_is_named_only_when_it_reproduces_the_output():
+    left = attention_call(lambda inputs, o: core._shifted_attention(inputs, -1, padded=False)[0])
+    said = core.causal_boundary(left, left.expected[0])
+    assert "sees the keys 0..i - 1 instead of 0..i" in said and "Query row 0 then sees no key at all" in said
+    assert "2 rows of o are NaN" in said  # row 0 of each of the two heads
+    right = attention_call(lambda inputs, o: core._shifted_attention(inputs, 1, padded=False)[0])
+    assert "sees the keys 0..i + 1 instead of 0..i" in core.causal_boundary(right, right.expected[0])
+    scaled = attention_call(lambda inputs, o: 2 * o)
+    assert core.causal_boundary(scaled, scaled.expected[0]) == ""
+    left.inputs["causal"] = False  # without the mask, no boundary to move
+    assert core.causal_boundary(left, left.expected[0]) == ""
+
+
+def test_nan_rows_are_called_fully_masked_only_when_they_are_the_first_rows_of_every_head():
+    def first_rows_nan(inputs, o):
+        out = o.clone()
+        out[:, :, :2] = float("nan")
+        return out
+
+    call = attention_call(first_rows_nan)
+    assert "Exactly query rows 0..1 of every head are NaN" in core.fully_masked_rows(call, call.expected[0])
+
+    def scattered_nan(inputs, o):
+        out = o.clone()
+        out[0, 0, 3, 5] = float("nan")
+        return out
+
+    call = attention_call(scattered_nan)
+    assert core.fully_masked_rows(call, call.expected[0]) == ""
+
+
+def test_rows_in_another_heads_place_are_named_as_such():
+    from checks.engine.judging.rules.compare import compare
+
+    expected = torch.randn(2, 3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    yours = expected.clone()
+    yours[0, 1], yours[1, 0] = expected[1, 0], expected[0, 1]  # two heads' rows swapped
+    dims = ("batch", "heads", "query rows", "head-dim columns")
+    said = compare("o", yours, expected, 1e-6, 1e-6, dims)
+    assert said is not None and said.cause
+    assert (
+        "2 wrong slice(s) along (query rows, head-dim columns) hold exactly the expected values of another one "
+        "(yours at [0, 1] is the expected at [1, 0]; yours at [1, 0] is the expected at [0, 1])" in said.lines[0]
+    ), said.lines
+    yours[1, 0] = 0.0  # zeros match nothing: the rows of one head, not both, are in another's place
+    assert "hold exactly the expected values" not in " ".join(compare("o", yours, expected, 1e-6, 1e-6, dims).lines)
+
+
+def test_the_step_check_names_the_file_the_notebook_or_the_cells_the_step_came_from(tmp_path):
+    from checks.engine.judging.wording import earlier_step_advice
+
+    own, step = tmp_path / "nine.py", tmp_path / "nine_a.py"
+    own.write_text("def flash_attention_v2_fwd(q):\n    return q\n", encoding="utf-8")
+    step.write_text("def _attn_fwd(q):\n    return q\n", encoding="utf-8")
+    notebook = "notebooks/09a_flash_attention_v2_fwd_noncausal.ipynb"
+    for label, command in (
+        ("your step 9a code in my_9a.py", "make check PUZZLE=9a FILE=my_9a.py ARGS='--seed 7'"),
+        (f"your step 9a code in {notebook}", "make check PUZZLE=9a ARGS='--seed 7'"),
+        ("your 9a cells", 'check("9a") in its notebook'),
+    ):
+        (line,) = earlier_step_advice("9a", 1, {"_attn_fwd"}, (own, step), label, 7)
+        assert line.startswith("Case 2 launched only kernels of your step 9a code (`_attn_fwd`") and command in line
+    assert earlier_step_advice("9a", 1, {"_attn_fwd", "flash_attention_v2_fwd"}, (own, step), "x", 7) == []
+    assert earlier_step_advice("9a", 1, set(), (own, step), "x", 7) == []
