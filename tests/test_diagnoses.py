@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from checks.engine.judging.rules import core
 
 from checks import cli
 from checks.authoring.stubs import module_body, strip_markers
+from checks.engine.judging.rules import core
 from checks.engine.judging.wording import triton_error_gloss
 from checks.learner import progress
 from checks.registry import ROOT, get_puzzle

@@ -190,7 +190,7 @@ def test_a_sealed_process_writes_only_in_its_folder_and_starts_nothing_whoever_a
     assert allowed.returncode == 0 and "FINISHED" in allowed.stdout, (allowed.stdout, allowed.stderr)
 
 
-KERNELS_ONLY = "kernels_only=True"
+KERNELS_ONLY = "kernel_files=['<string>']"  # the code `python -c` runs stands for a kernel
 # the replay: the learner's only code is kernels, which run no Python of their own; libraries still may
 KERNEL_REFUSED = {  # what each raises first: exec compiles its text
     "exec": ("exec('x = 1')", "compile"),

@@ -155,7 +155,9 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     mark("kernels built")
     # no Python of the submission runs here but its kernels, checked against the language; should one step out of
     # it, the audit hook refuses what it would need (processes, frames, ctypes, the grader's files, writes elsewhere)
-    harden([], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], kernels_only=True)
+    harden(
+        [], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], kernel_files=list(kernel_files)
+    )
     observer = Observer(machine, {**job.names, **kernel_files}, workdir)
     interpret = machine.mode == "interpreter"
     cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]

@@ -117,7 +117,7 @@ class Guard:
         read_only: list[Path],
         own: list[str],
         writable: list[Path] | None = None,
-        kernels_only: bool = False,
+        kernel_files: list[str] | None = None,
     ) -> None:
         paths = sysconfig.get_paths()
         self.stdlib = _prefixes([paths["stdlib"], paths["platstdlib"]])
@@ -135,8 +135,11 @@ class Guard:
         # sealed (the recording process): writes only inside these folders, and no process started, whoever asks
         self.sealed = writable is not None
         self.writable = _prefixes([str(p) for p in writable or []])
-        # the replay: its only learner code is the kernels, which write no file, and exec, compile and import nothing
-        self.kernels_only = kernels_only
+        # the replay: its only learner code is the kernels, compiled under these names (every other frame is the
+        # grader's or a library's, the launchers Triton generates included); they write no file, and exec, compile
+        # and import nothing
+        self.kernel_files = set(kernel_files) if kernel_files is not None else None
+        self.kernels_only = kernel_files is not None
         self.refuse = refuse
         self.kinds: dict[str, int] = {}
         self.local = threading.local()  # `busy` while the hook itself looks at frames (which raises events)
@@ -144,7 +147,10 @@ class Guard:
     def kind(self, filename: str) -> int:
         found = self.kinds.get(filename)
         if found is None:
-            if filename.startswith(self.libraries) or os.path.realpath(filename).startswith(self.libraries):
+            if self.kernel_files is not None and filename not in self.kernel_files:
+                std = filename.startswith("<frozen ") or filename.startswith(self.stdlib)
+                found = STDLIB if std else LIBRARY
+            elif filename.startswith(self.libraries) or os.path.realpath(filename).startswith(self.libraries):
                 found = LIBRARY
             elif filename.startswith("<frozen ") or filename.startswith(self.stdlib):
                 found = STDLIB
@@ -312,13 +318,13 @@ def harden(
     own: list[str] | None = None,
     exit_now: Callable[[int], None] = os._exit,
     writable: list[Path] | None = None,
-    kernels_only: bool = False,
+    kernel_files: list[str] | None = None,
 ) -> Guard:
     """Add the audit hook. `protected`: folders the learner may not open; `read_only`: folders the learner may
     read but not change; `own`: the learner's files, which it may read. `writable`, for a sealed process (the
     recording one): the only folders it may write in, whichever code asks, and it starts no process at all.
-    `kernels_only` (the replay): the learner's code is kernels alone, which write no file and exec, compile and
-    import nothing.
+    `kernel_files` (the replay): the learner's code is the kernels alone, compiled under these file names, which write
+    no file and exec, compile and import nothing; every other frame counts as a library's.
     `write(reason)` reports a refusal (an event); then the process ends with REFUSED_EXIT.
 
     Everything the refusal needs is bound here, before the learner's code runs, so that patching a module
@@ -335,9 +341,9 @@ def harden(
                 exit_now(REFUSED_EXIT)
         raise PermissionError(f"The grader refuses this: {reason}.")
 
-    guard = Guard(protected, refuse, read_only or [], own or [], writable, kernels_only)
+    guard = Guard(protected, refuse, read_only or [], own or [], writable, kernel_files)
     sys.dont_write_bytecode = True  # the import system writes no bytecode beside the grader's modules now
-    watched, check = (WATCHED | {"exec", "import"}) if kernels_only else WATCHED, guard.__call__
+    watched, check = (WATCHED | {"exec", "import"}) if kernel_files is not None else WATCHED, guard.__call__
 
     def hook(event: str, args: tuple) -> None:
         if event in watched:
