@@ -8,6 +8,7 @@ REFUSED_EXIT at once, however the learner's code catches or patches.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -206,3 +207,18 @@ def test_in_the_replay_the_learners_code_runs_no_python(name, tmp_path):
     assert done.returncode == REFUSED_EXIT and f"a kernel cannot hold ({event})" in done.stdout, done.stdout
     library = run_hardened("checks.Puzzle", tmp_path, KERNELS_ONLY)  # the grader's package imports its registry
     assert library.returncode == 0 and "FINISHED" in library.stdout, (library.stdout, library.stderr)
+
+
+def test_a_library_inside_the_standard_librarys_folder_is_a_library_in_the_replay(tmp_path):
+    """A virtual environment may keep its packages under the folder its standard library is in (a GPU machine's
+    /opt/.../lib/python3.12/site-packages): a library's frame is a library's first, so Triton's interpreter
+    compiling a kernel's helper for it is never taken for the kernel's own compile."""
+    import triton
+
+    from checks.engine.record.hardening import LEARNER, LIBRARY, STDLIB, Guard
+
+    guard = Guard([], lambda reason: None, [], [], kernel_files=[str(tmp_path / "kernels_0.py")])
+    library = str(Path(triton.__file__).parent / "runtime" / "interpreter.py")
+    guard.stdlib = (*guard.stdlib, str(Path(triton.__file__).parent.parent) + os.sep)  # as on that machine
+    assert guard.kind(library) == LIBRARY
+    assert guard.kind(os.__file__) == STDLIB and guard.kind(str(tmp_path / "kernels_0.py")) == LEARNER

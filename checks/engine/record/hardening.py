@@ -147,13 +147,12 @@ class Guard:
     def kind(self, filename: str) -> int:
         found = self.kinds.get(filename)
         if found is None:
-            if self.kernel_files is not None and filename not in self.kernel_files:
-                std = filename.startswith("<frozen ") or filename.startswith(self.stdlib)
-                found = STDLIB if std else LIBRARY
-            elif filename.startswith(self.libraries) or os.path.realpath(filename).startswith(self.libraries):
-                found = LIBRARY
+            if filename.startswith(self.libraries) or os.path.realpath(filename).startswith(self.libraries):
+                found = LIBRARY  # first: a virtual environment's packages may lie inside the standard library's folder
             elif filename.startswith("<frozen ") or filename.startswith(self.stdlib):
                 found = STDLIB
+            elif self.kernel_files is not None and filename not in self.kernel_files:
+                found = LIBRARY  # in the replay, code Triton generates (its launchers, under <string>)
             else:
                 found = LEARNER
             self.kinds[filename] = found
