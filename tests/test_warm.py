@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from checks import warm
+from checks.engine.processes import process_table
 from checks.registry import ROOT
 from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE
 
@@ -87,8 +88,13 @@ def _processes() -> list[tuple[int, str]]:
 
 
 def _grading_processes(base: Path) -> set[int]:
-    """The grading processes running in a folder under `base`, by process id."""
-    return {pid for pid, args in _processes() if "checks.engine.grading_process.main" in args and str(base) in args}
+    """The grading processes of the warm graders whose temporary folder is `base`, by process id (their command line
+    names no folder: the check's folder comes with the job)."""
+    return {
+        pid
+        for pid, args in _processes()
+        if "checks.engine.grading_process.main" in args and f"TMPDIR={base}" in process_table.environment(pid)
+    }
 
 
 def _started_a_case(base: Path, earlier: frozenset[Path] = frozenset()) -> bool:

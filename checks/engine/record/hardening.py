@@ -240,7 +240,7 @@ class Guard:
             named = [n for n in map(_full_and_real, paths) if n is not None]  # each realpath once: a hot path
             if self.sealed and writes and any(not self.writable_path(full, real) for full, real in named):
                 self.name_learner_line()
-                name = os.fsdecode(paths[0])
+                name = os.path.basename(os.fsdecode(paths[0]))  # the same in every folder a check runs in
                 self.refuse_asked(f"writing outside the grading process's own folder ({name})")
             if writes and self.kernels_only and self.learner_asks():
                 self.refuse_asked(f"writing a file ({os.fsdecode(paths[0])}) from a kernel")
