@@ -24,6 +24,11 @@ by the standard library itself is allowed too, unless the function that took it 
 (inspect.currentframe/stack/trace, traceback.walk_stack/walk_tb): namedtuple, typing, enum, logging and
 traceback printing take one only to name a module or a caller.
 
+Two processes add more. The recording process is sealed (`writable`): it writes only inside its own scratch folder
+and starts no process at all, whichever code asks, a library's included (it compiles and runs nothing). In the replay
+(`kernel_files`) the learner's code is the checked kernels alone: only their frames count as the learner's, and they
+may also write no file and exec, compile or import nothing.
+
 A refusal writes a `refused` event (with the token, through the writer captured here) and ends the grading
 process at once, so nothing the learner's code does afterwards (catching the exception, patching this
 module) counts: the grader marks the report as tampered with, with the reason.
