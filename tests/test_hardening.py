@@ -222,3 +222,40 @@ def test_a_library_inside_the_standard_librarys_folder_is_a_library_in_the_repla
     guard.stdlib = (*guard.stdlib, str(Path(triton.__file__).parent.parent) + os.sep)  # as on that machine
     assert guard.kind(library) == LIBRARY
     assert guard.kind(os.__file__) == STDLIB and guard.kind(str(tmp_path / "kernels_0.py")) == LEARNER
+
+
+NO_PROCESSES = """
+import os, subprocess, sys, threading
+import multiprocessing
+import _posixsubprocess  # a path to a process that raises no audit event
+from checks.engine.record.no_processes import forbid_processes
+installed = forbid_processes()
+ran = []
+thread = threading.Thread(target=lambda: ran.append(1))
+thread.start()
+thread.join()
+print("threads", bool(ran))
+for name, start in [
+    ("fork", os.fork),
+    ("subprocess", lambda: subprocess.run(["true"])),
+    ("spawn", lambda: multiprocessing.get_context("spawn").Process(target=print).start()),
+]:
+    try:
+        if start() == 0:
+            os._exit(0)
+        print(name, "started")
+    except OSError as exc:
+        print(name, "refused", exc.errno)
+print("installed", installed)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux seccomp filter")
+def test_no_process_starts_from_the_recording_process_by_any_path_but_threads_do():
+    done = subprocess.run(
+        [sys.executable, "-c", NO_PROCESSES], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert "installed True" in lines and "threads True" in lines, (done.stdout, done.stderr)
+    assert {"fork refused 1", "subprocess refused 1", "spawn refused 1"} <= set(lines), (done.stdout, done.stderr)

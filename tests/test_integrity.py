@@ -265,6 +265,7 @@ SUBMISSIONS = [
     ("plants_a_kernel_file", 1, V.TAMPERED),
     ("detaches_through_a_library", 1, V.TAMPERED),
     ("writes_the_progress_record", 1, V.TAMPERED),
+    ("spawns_through_multiprocessing", 1, V.ERROR),  # no audit event: the seccomp filter makes the call fail
 ]
 # what the report must name, for the submissions the audit hook stops (checks.engine.record.hardening)
 REASONS = {
@@ -280,6 +281,7 @@ REASONS = {
     "plants_a_kernel_file": "writing outside the grading process's own folder",
     "detaches_through_a_library": "starting or signalling a process (subprocess)",
     "writes_the_progress_record": "writing outside the grading process's own folder",
+    "spawns_through_multiprocessing": "tried to start a process (multiprocessing, subprocess, os.fork)",
 }
 
 

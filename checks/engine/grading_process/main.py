@@ -297,6 +297,9 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
                 pass
         harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent],
                own=list(job.names), writable=[own])  # fmt: skip
+        from checks.engine.record.no_processes import forbid_processes
+
+        forbid_processes()  # and at the system calls: no fork, exec or clone of a process, by any path
         record_all(job, puzzle, events, machine, workdir)
         return 0
     replayed = replay_all(job, puzzle, events, machine, workdir, token)

@@ -102,6 +102,9 @@ def seal(folder: Path, own: list[str]) -> None:
         print(f"The grader refuses this: {reason}.", file=sys.stderr, flush=True)
 
     harden([], refused, read_only=[Path(checks.__file__).parent], own=own, writable=[folder])
+    from checks.engine.record.no_processes import forbid_processes
+
+    forbid_processes()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -313,9 +313,23 @@ TRITON_ERRORS: tuple[tuple[str, str], ...] = (
 )
 
 
+# errors the grading process itself causes, by sealing the recording process
+SEALED_ERRORS: tuple[tuple[str, str], ...] = (
+    (
+        r"^PermissionError: \[Errno 1\] Operation not permitted",
+        "your host code tried to start a process (multiprocessing, subprocess, os.fork), which the process that "
+        "records your function never does: compute in your kernels, in this process.",
+    ),
+)
+
+
 def triton_error_gloss(raised: str) -> list[str]:
-    """A line that says what a common Triton error means and what to do next; none for any other error."""
+    """A line that says what a common Triton error (or the sealed recording's refusal) means and what to do next;
+    none for any other error."""
     for pattern, meaning in TRITON_ERRORS:
         if re.search(pattern, raised):
             return [f"What Triton's error means: {meaning}"]
+    for pattern, meaning in SEALED_ERRORS:
+        if re.search(pattern, raised):
+            return [f"What the error means: {meaning}"]
     return []
