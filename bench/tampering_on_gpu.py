@@ -1,6 +1,7 @@
 """Grade every submission under tests/submissions/tampering/ as a learner's check on this machine grades it (on a GPU:
 the GPU stage and the interpreter stage beside it) and print one line each: the file, the verdict, the rule and
-whether that is the verdict the tests expect; exit status 1 if any attack passed or was rejected for another reason.
+whether the attack was rejected for the reason the CPU tests name, for another (a GPU's sizes can lead another rule
+to it first), or got through; exit status 1 if any attack got through.
 
 Usage: `PYTHONPATH=. python3 bench/tampering_on_gpu.py [NAME ...]` from the course folder.
 """
@@ -38,12 +39,14 @@ def main(names: list[str]) -> int:
         verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", time_it=False, first_failure=True, timeout=120)
         report = V.format_verdict(verdict)
         got = verdict.rule if verdict.status == V.FAILED else verdict.status
-        ok = not verdict.passed and got == want and words in report
-        bad += not ok
+        if verdict.passed:
+            said, bad = "GOT THROUGH", bad + 1
+        else:
+            said = "as expected" if got == want and words in report else "rejected, for another reason"
         summary = verdict.summary.replace("\n", " ")[:300]
-        print(f"{name}\t{number}\t{verdict.mode}\t{got}\t{'as expected' if ok else 'NOT AS EXPECTED'}\t"
-              f"{time.perf_counter() - start:.1f}s\t{summary}", flush=True)  # fmt: skip
-    print(f"{len(names or table) - bad} of {len(names or table)} attacks rejected as expected")
+        print(f"{name}\t{number}\t{verdict.mode}\t{got}\t{said}\t{time.perf_counter() - start:.1f}s\t{summary}",
+              flush=True)  # fmt: skip
+    print(f"{len(names or table) - bad} of {len(names or table)} attacks rejected")
     return 1 if bad else 0
 
 
