@@ -118,10 +118,7 @@ class AccessLog:
         """How many times each element of the tensor was loaded (or stored), in its own index space."""
         i = self.index(name)
         region = self.regions[i]
-        per_region = self.reads if kind == "load" else self.writes
-        counts = per_region[i] if i < len(per_region) else torch.zeros(0, dtype=torch.int32)
-        if counts.numel() == 0:
-            counts = torch.zeros(region["size"], dtype=torch.int32)
+        counts = self._storage_counts(i, LOAD if kind == "load" else STORE)
         return counts.as_strided(region["shape"], region["strides"], region["offset"])
 
     def stored_counts(self, name: str) -> torch.Tensor:
@@ -160,10 +157,10 @@ class AccessLog:
         return found
 
     def _storage_counts(self, r: int, kind: int) -> torch.Tensor:
+        """Region r's loads (or stores) per element of its storage; zeros where none was counted."""
         per_region = self.reads if kind == LOAD else self.writes
         counts = per_region[r] if r < len(per_region) else torch.zeros(0, dtype=torch.int32)
-        size = int(self.regions[r]["size"])
-        return counts if counts.numel() == size else torch.zeros(size, dtype=torch.int32)
+        return counts if counts.numel() else torch.zeros(int(self.regions[r]["size"]), dtype=torch.int32)
 
     def programs(self, launch: int | None = None) -> int:
         """Programs launched: in one launch, or in all of them."""

@@ -113,7 +113,8 @@ PRINTED_LIMIT = 3000
 
 
 def copies_of_inputs(recorder: AccessRecorder | None, inputs: dict[str, Any]) -> Any:
-    """For the torch watcher: a copy the learner makes of an input (or of a copy) is read as that input."""
+    """For the plan's copies: a copy the learner makes of an input (or of a copy) is named as that input, and every
+    copy between two regions is noted in the access log, which the judge reads the kernels' work through."""
     if recorder is None:
         return None
     sources = {t.untyped_storage().data_ptr(): name for name, t in inputs.items() if isinstance(t, torch.Tensor)}
