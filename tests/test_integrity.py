@@ -275,7 +275,8 @@ REASONS = {
     "leaves_a_process_through_a_library": "starting or signalling a process (subprocess)",  # sealed, whoever asks
     "traces_the_grader": "sys.settrace",
     "uses_ctypes": "ctypes",
-    "appends_verdict": "events-record.jsonl",
+    # whichever check's events file is newest (tests run side by side), the write is refused the same way
+    "appends_verdict": "writing outside the grading process's own folder (events-",
     "reads_its_own_memory": "own memory or open files",
     # the recording process is sealed: it writes only in its own folder and starts no process, whoever asks
     "plants_a_kernel_file": "writing outside the grading process's own folder",
