@@ -381,6 +381,26 @@ def test_the_grader_compares_the_outputs_at_the_timing_size_the_grading_process_
     assert "the result: 50 of 3500 elements differ from the answer key's (largest difference" in verdict.summary
 
 
+def zeroes_its_inputs(a, b):
+    """Wrong at the timing size, and it zeroes both inputs in place: a key run after it on them would agree."""
+    c = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float16)
+    a.zero_()
+    b.zero_()
+    return c
+
+
+def test_the_keys_outputs_at_the_timing_size_are_taken_before_yours_run(small_matmul, tmp_path):
+    from checks import verdict as V
+
+    puzzle, spec, key = small_matmul
+    raw = TimingRun(puzzle, spec, zeroes_its_inputs, key, tmp_path, device="cpu").rounds(timer=FakeClock(1.0, 1.0, 1.0))
+    yours, theirs = load_timing_outputs(tmp_path, on_the_wire(raw))
+    assert not torch.equal(yours[0], theirs[0])  # the key's side came from the inputs as drawn
+    verdict = V.Verdict(4, V.PASSED, "all 3 cases match the reference.")
+    timing_stage(puzzle, tmp_path, on_the_wire(raw)).apply_timings(verdict)
+    assert verdict.status == V.FAILED and "wrong at the timing size" in verdict.summary
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
@@ -414,7 +434,7 @@ def test_an_output_right_only_where_a_fixed_pattern_would_look_is_caught(monkeyp
     lazy = torch.full_like(key, float("nan"))
     lazy[::10] = key[::10]
     lazy[-50:] = key[-50:]
-    mine, theirs, _ = measuring.comparable(lazy, key)
+    mine, theirs = measuring.OutputSample(key).compared(lazy)
     assert output_difference(mine, theirs, 1e-3, 1e-3) is not None
 
 
@@ -427,18 +447,19 @@ def test_a_large_output_at_the_timing_size_is_compared_on_every_kth_element_and_
     wrong = key.clone()
     wrong[40, 10:20] = -1.0  # a run of 10 wrong elements: every 10th element is compared
     wrong[99, 99] = -1.0  # the last element: in the tail
-    mine, theirs, compared = measuring.comparable(wrong, key)
-    assert compared.startswith("every 10th element from a random offset") and mine[0].numel() == 1100
+    sample = measuring.OutputSample(key)
+    mine, theirs = sample.compared(wrong)
+    assert sample.sampled.startswith("every 10th element from a random offset") and mine[0].numel() == 1100
     assert theirs[0].numel() == 1100
     assert int((mine[0] != theirs[0]).sum()) >= 2  # one element of the run, the last (in the tail), maybe drawn ones
     problem = output_difference(mine, theirs, 1e-3, 1e-3)
     assert problem is not None and "elements differ" in problem
-    small_mine, small_key, none = measuring.comparable(key[:10], key[:10])
-    assert none == "" and torch.equal(small_mine[0], key[:10])  # a small output goes whole
-    shapes = measuring.comparable(key, key[:50])
-    assert shapes[0][0].device.type == "meta" and "shape (100, 100)" in output_difference(*shapes[:2], 1e-3, 1e-3)
-    counted = measuring.comparable((key, key), key)
-    assert counted[:2] == ([None, None], [None]) and "2 values" in output_difference(*counted[:2], 1e-3, 1e-3)
+    small = measuring.OutputSample(key[:10])
+    assert small.sampled == "" and torch.equal(small.compared(key[:10])[0][0], key[:10])  # a small output goes whole
+    shapes = measuring.OutputSample(key[:50]).compared(key)
+    assert shapes[0][0].device.type == "meta" and "shape (100, 100)" in output_difference(*shapes, 1e-3, 1e-3)
+    counted = measuring.OutputSample(key).compared((key, key))
+    assert counted == ([None, None], [None]) and "2 values" in output_difference(*counted, 1e-3, 1e-3)
 
 
 def test_a_function_that_raises_only_at_the_timing_size_fails_there_with_its_error(tmp_path):

@@ -34,59 +34,93 @@ COMPARED = 2**22  # elements of an output the grader compares at the timing size
 TAIL = 2**16  # and, of a larger one, every k-th element, TAIL more drawn at random and the last TAIL
 
 
-def comparable(yours: Any, theirs: Any) -> tuple[list[Any], list[Any], str]:
-    """Both functions' outputs, on the CPU in their own dtype, for the grader to compare; and which elements.
+class OutputSample:
+    """The elements of the outputs the grader compares at the timing size, chosen from the answer key's outputs and
+    copied to the CPU before any kernel of the submission runs at that size.
 
-    An output of at most COMPARED elements goes whole. Of a larger one (hundreds of MB at the timing size),
-    the same elements of both: every k-th in row-major order from an offset drawn at random, so that any wrong
-    run of k or more shows, TAIL elements drawn at random, and the last TAIL. The draws are made here, after
-    the kernels ran, from a generator seeded by the operating system: a kernel that computes only the elements
-    a fixed pattern would compare is caught. Outputs of different shapes go as tensors with no data (torch's
-    meta device) of those shapes, so that the grader can name them.
+    So the key's side is computed on inputs no kernel of yours has touched, and is out of the device's memory
+    before yours run: nothing a kernel of yours writes, in place or through a stray pointer, can reach it.
+    An output of at most COMPARED elements goes whole. Of a larger one (hundreds of MB at the timing size), the
+    same elements of both: every k-th in row-major order from an offset drawn at random, so that any wrong run of k
+    or more shows, TAIL elements drawn at random, and the last TAIL. The draws come from a generator seeded by the
+    operating system in this process, which a kernel cannot read: a kernel that computes only the elements a fixed
+    pattern would compare is caught. Outputs of different shapes go as tensors with no data (torch's meta device)
+    of those shapes, so that the grader can name them.
     """
-    import torch
 
-    from checks.engine.contract.plan import as_outputs
+    def __init__(self, theirs: Any) -> None:
+        import torch
 
-    ys, ts = as_outputs(yours), as_outputs(theirs)
-    if len(ys) != len(ts):  # the grader says how many each returned: no data needed
-        return [None] * len(ys), [None] * len(ts), ""
-    mine, key, sampled = [], [], ""
-    for a, b in zip(ys, ts, strict=True):
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-            mine.append(a.detach().cpu() if isinstance(a, torch.Tensor) else None)
-            key.append(b.detach().cpu() if isinstance(b, torch.Tensor) else None)
-        elif a.shape != b.shape:
-            mine.append(torch.empty(a.shape, dtype=a.dtype, device="meta"))
-            key.append(torch.empty(b.shape, dtype=b.dtype, device="meta"))
-        elif a.numel() <= COMPARED:
-            mine.append(a.detach().cpu())
-            key.append(b.detach().cpu())
-        else:
-            step = -(-a.numel() // COMPARED)
-            draw = torch.Generator()
-            draw.seed()  # from the operating system, after the kernels ran
-            offset = int(torch.randint(step, (1,), generator=draw))
-            anywhere = torch.randint(a.numel(), (TAIL,), generator=draw)
-            tail = torch.arange(a.numel() - TAIL, a.numel())
-            picked = torch.cat([torch.arange(offset, a.numel(), step), anywhere, tail]).to(a.device)
-            mine.append(a.detach().reshape(-1)[picked].cpu())
-            key.append(b.detach().reshape(-1)[picked].cpu())
-            sampled = f"every {step}th element from a random offset, {TAIL} drawn at random and the last {TAIL}"
-    return mine, key, sampled
+        from checks.engine.contract.plan import as_outputs
+
+        self.shapes: list[tuple[Any, Any] | None] = []  # each output's shape and dtype; None: not a tensor
+        self.picks: list[Any] = []  # each output's compared elements: None for all of them
+        self.key: list[Any] = []
+        self.sampled = ""
+        for b in as_outputs(theirs):
+            if not isinstance(b, torch.Tensor):
+                self.shapes.append(None)
+                self.picks.append(None)
+                self.key.append(None)
+                continue
+            self.shapes.append((b.shape, b.dtype))
+            picked = None
+            if b.numel() > COMPARED:
+                step = -(-b.numel() // COMPARED)
+                draw = torch.Generator()
+                draw.seed()
+                offset = int(torch.randint(step, (1,), generator=draw))
+                anywhere = torch.randint(b.numel(), (TAIL,), generator=draw)
+                tail = torch.arange(b.numel() - TAIL, b.numel())
+                picked = torch.cat([torch.arange(offset, b.numel(), step), anywhere, tail])  # kept on the CPU
+                self.sampled = (
+                    f"every {step}th element from a random offset, {TAIL} drawn at random and the last {TAIL}"
+                )
+            self.picks.append(picked)
+            self.key.append(_taken(b, picked))
+
+    def compared(self, yours: Any) -> tuple[list[Any], list[Any]]:
+        """Your outputs' compared elements beside the key's, on the CPU, for the grader (`timing_outputs_path`)."""
+        import torch
+
+        from checks.engine.contract.plan import as_outputs
+
+        ys = as_outputs(yours)
+        if len(ys) != len(self.key):  # the grader says how many each returned: no data needed
+            return [None] * len(ys), [None] * len(self.key)
+        mine, key = [], []
+        for a, shape, picked, b in zip(ys, self.shapes, self.picks, self.key, strict=True):
+            if isinstance(a, torch.Tensor) and shape is not None and a.shape != shape[0]:
+                mine.append(torch.empty(a.shape, dtype=a.dtype, device="meta"))
+                key.append(torch.empty(shape[0], dtype=shape[1], device="meta"))
+            elif isinstance(a, torch.Tensor) and shape is not None:
+                mine.append(_taken(a, picked))
+                key.append(b)
+            else:
+                mine.append(a.detach().cpu() if isinstance(a, torch.Tensor) else None)
+                key.append(b)
+        return mine, key
+
+
+def _taken(output: Any, picked: Any) -> Any:
+    """An output's compared elements (all of them when `picked` is None), on the CPU."""
+    whole = output.detach()
+    return whole.cpu() if picked is None else whole.reshape(-1)[picked.to(whole.device)].cpu()
 
 
 class TimingRun:
     """The timing of the submission's replayed plan, the answer key (`key_fn`, its replayed plan too, else the key's
-    function) and the baseline on the bench case, in two steps. `TimingRun(...)` draws the inputs, calls each side
-    once (compiling, autotuning), saves both outputs and, on a GPU, captures each call in a CUDA graph where it can
-    be (as serving engines run decoding), with no clock running; `rounds()` then times them in interleaved rounds
-    (checks.engine.timing), so that the ratios compare kernel time, not the Python that launches them (`graphs`
-    names those captured). The replay prepares while the grader judges the cases, and times only when asked.
+    function) and the baseline on the bench case, in two steps. `TimingRun(...)` draws the inputs, calls the key
+    and then yours once (compiling, autotuning), saves both outputs (`OutputSample`) and, on a GPU, captures each
+    call in a CUDA graph where it can be (as serving engines run decoding), with no clock running; `rounds()` then
+    times them in interleaved rounds (checks.engine.timing), so that the ratios compare kernel time, not the Python
+    that launches them (`graphs` names those captured). The replay prepares while the grader judges the cases, and
+    times only when asked.
 
     `rounds()` returns raw measurements only; `from_measurement` (in the grader) turns them into the verdict. Both
     outputs at the timing size go, on the CPU, to the file `timing_outputs_path(workdir)` names: the grader compares
-    them. `device` and `rounds(timer=...)` exist for the tests, which run this on a CPU with a made-up clock.
+    them. The key's are taken before any kernel of yours runs at that size. `device` and `rounds(timer=...)` exist
+    for the tests, which run this on a CPU with a made-up clock.
     """
 
     def __init__(
@@ -117,6 +151,14 @@ class TimingRun:
         self.inputs = inputs = spec.make_inputs(case, Arena(device, gen))
         args = list(inputs.values())
         mark("timing inputs drawn")
+        key, sample = None, None
+        if key_fn is not None or (solution_file and Path(solution_file).exists()):
+            try:  # the key first, on inputs no kernel of yours has touched; its side leaves the device at once
+                key = key_fn or getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
+                sample = OutputSample(key(*args))
+                sync()
+            except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
+                key, sample = None, None
         try:
             mine = fn(*args)  # also compiles and autotunes before the clock starts
             sync()
@@ -126,21 +168,13 @@ class TimingRun:
             else:
                 self.raw["problem"] = f"it raised {type(exc).__name__}: {exc}"
             return
-        key = None
-        if key_fn is not None or (solution_file and Path(solution_file).exists()):
-            try:
-                key = key_fn or getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
-                theirs = key(*args)
-            except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it
-                key = None
-            if key is not None:
-                yours, theirs, sampled = comparable(mine, theirs)
-                path = timing_outputs_path(workdir)
-                torch.save({"yours": yours, "answer key": theirs}, path)
-                del yours, theirs
-                self.raw.update(outputs_file=path.name)
-                if sampled:
-                    self.raw["outputs_compared"] = sampled
+        self.sample = sample
+        if sample is not None:
+            path = timing_outputs_path(workdir)
+            torch.save(dict(zip(("yours", "answer key"), sample.compared(mine), strict=True)), path)
+            self.raw.update(outputs_file=path.name)
+            if sample.sampled:
+                self.raw["outputs_compared"] = sample.sampled
         del mine
         sync()
         mark("yours and the key called once, outputs saved")
@@ -198,23 +232,22 @@ class TimingRun:
         )
 
     def save_timed_outputs(self) -> None:
-        """What yours and the answer key return when run once more the way they were timed (a graph's replay after
-        its memory was filled, or a call), in place of their first call's: the grader compares these, so that a
-        timed run that does less than the first call is wrong at the timing size."""
+        """What yours returns when run once more the way it was timed (a graph's replay after its memory was filled,
+        or a call), in place of its first call's, beside the answer key's first outputs: the grader compares these,
+        so that a timed run that does less than the first call is wrong at the timing size. The key's side stays the
+        one taken before any kernel of yours ran (`OutputSample`)."""
         import torch
 
-        if "answer key" not in self.replays or self.raw.get("outputs_file") is None:
+        if self.sample is None or self.raw.get("outputs_file") is None:
             return
-        found = {}
-        for name in ("yours", "answer key"):
-            run, replay = self.contenders[name], self.replays[name]
-            if run in self.resets:
-                self.resets[run]()
-                run()
-                found[name] = replay.returned
-            else:
-                found[name] = run()
+        run, replay = self.contenders["yours"], self.replays["yours"]
+        if run in self.resets:
+            self.resets[run]()
+            run()
+            found = replay.returned
+        else:
+            found = run()
         if self.device == "cuda":
             torch.cuda.synchronize()
-        yours, theirs, _ = comparable(found["yours"], found["answer key"])
+        yours, theirs = self.sample.compared(found)
         torch.save({"yours": yours, "answer key": theirs}, timing_outputs_path(self.workdir))
