@@ -3,7 +3,7 @@
 For each puzzle: a run through the warm grader (CHECKS_WARM=1; it starts the grader and warms the caches), a
 second run through it (what a learner at a terminal meets), then a run without it (CHECKS_WARM=0: a fresh
 grader, compile cache and roofline already warm). Prints one line per run: checkout, puzzle, mode, seconds,
-verdict. Usage: `python3 bench/check_wall_times.py CHECKOUT N [N ...]` (the checkout whose grader is timed).
+verdict. Usage: `python -m bench wall-times CHECKOUT N [N ...]` (the checkout whose grader is timed).
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ def timed(root: Path, puzzle: str, warm: bool) -> tuple[float, str]:
     return seconds, (last or ["?"])[-1][:400]
 
 
-def main() -> int:
-    root, puzzles = Path(sys.argv[1]).resolve(), sys.argv[2:]
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2:
+        print("Usage: python -m bench wall-times CHECKOUT N [N ...]", file=sys.stderr)
+        return 2
+    root, puzzles = Path(args[0]).resolve(), args[1:]
     for puzzle in puzzles:
         for mode, warm in (("warm, first", True), ("warm, second", True), ("no warm grader", False)):
             seconds, verdict = timed(root, puzzle, warm)

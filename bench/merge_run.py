@@ -1,6 +1,6 @@
 """Merge the rows of a later `make bench --only ...` run into bench/results.csv, keeping what each row came from.
 
-    python3 bench/merge_run.py RUN_FOLDER [--variant NAME]  # RUN_FOLDER holds that run's results.csv and meta.json
+    python -m bench merge-run RUN_FOLDER [--variant NAME]  # RUN_FOLDER holds that run's results.csv and meta.json
 
 The rows of the puzzles the later run measured replace theirs in bench/results.csv; bench/meta.json keeps
 the first run's description and lists the later run under `merged` (one entry per puzzle and variant, with
@@ -57,7 +57,7 @@ def merge(run: Path, bench: Path = ROOT / "bench", variant: str | None = None) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench merge-run", description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="the later run's folder (results.csv, meta.json)")
     parser.add_argument("--variant", help="merge only this variant's rows (say, 'tensor descriptors')")
     args = parser.parse_args(argv)

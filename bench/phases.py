@@ -1,6 +1,6 @@
 """Where a check's seconds go: the time marks of `CHECKS_PHASES=FILE python -m checks ...` as one table.
 
-    CHECKS_PHASES=/tmp/p.log python3 -m checks 1 --solution; python3 bench/phases.py /tmp/p.log
+    CHECKS_PHASES=/tmp/p.log python3 -m checks 1 --solution; python -m bench phases /tmp/p.log
 
 Each line: seconds since the first mark, the process (grader, or the grading process's role and mode), what.
 """
@@ -24,7 +24,7 @@ def table(text: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("Usage: python3 bench/phases.py PHASES_FILE", file=sys.stderr)
+        print("Usage: python -m bench phases PHASES_FILE", file=sys.stderr)
         return 2
     print("\n".join(table(Path(args[0]).read_text())))
     return 0

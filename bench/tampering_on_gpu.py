@@ -3,7 +3,7 @@ the GPU stage and the interpreter stage beside it) and print one line each: the 
 whether the attack was rejected for the reason the CPU tests name, for another (a GPU's sizes can lead another rule
 to it first), or got through; exit status 1 if any attack got through.
 
-Usage: `PYTHONPATH=. python3 bench/tampering_on_gpu.py [NAME ...]` from the course folder.
+Usage: `python -m bench tampering [NAME ...]` from the course folder.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def expected() -> dict[str, tuple[str, str, str]]:
     return found
 
 
-def main(names: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    names = sys.argv[1:] if argv is None else argv
     table = expected()
     bad = 0
     for name in names or sorted(table):
@@ -51,4 +52,4 @@ def main(names: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Run a command and print each line of its output with the seconds since it started.
 
-Where a check's time goes on a GPU: `python3 bench/timeline.py python3 -m checks 10 --solution` shows
+Where a check's time goes on a GPU: `python -m bench timeline python3 -m checks 10 --solution` shows
 when the grading process reported its machine (start-up), each case, the interpreter stage and the timing.
 """
 
@@ -14,7 +14,7 @@ import time
 def main(argv: list[str] | None = None) -> int:
     command = sys.argv[1:] if argv is None else argv
     if not command:
-        print("Usage: python3 bench/timeline.py COMMAND [ARGS...]", file=sys.stderr)
+        print("Usage: python -m bench timeline COMMAND [ARGS...]", file=sys.stderr)
         return 2
     start = time.perf_counter()
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
