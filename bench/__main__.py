@@ -12,7 +12,10 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {  # command -> (module, what it does, in one line)
     "gpu-run": ("bench.gpu_run", "make solutions in shards of one GPU each, tampering, latency: one results folder"),
     "tampering": ("bench.tampering_on_gpu", "grade every tampering submission on this machine; 1 if one got through"),
-    "wall-times": ("bench.check_wall_times", "wall time of `python -m checks N --solution`, warm and not, in a checkout"),
+    "wall-times": (
+        "bench.check_wall_times",
+        "wall time of `python -m checks N --solution` in a checkout, warm and not",
+    ),
     "latency": ("bench.latency", "wall time of a check of every puzzle, as a learner at a terminal meets it"),
     "phases": ("bench.phases", "the time marks of CHECKS_PHASES=FILE as one table"),
     "timeline": ("bench.timeline", "run a command, each line of its output with the seconds since it started"),

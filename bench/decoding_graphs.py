@@ -26,7 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench.decoding_launch import D, H_Q, KEYS, draw, graph_us, host_us, key_call, load_key, one_split, sdpa_call, why
+from bench.decoding_launch import H_Q, KEYS, D, draw, graph_us, host_us, key_call, load_key, one_split, sdpa_call, why
+
 FIELDS = ["puzzle", "B", "H_q", "H_kv", "N", "D", "page_size", "key_us", "sdpa_flash_us", "sdpa_cudnn_us",
           "best_sdpa", "best_sdpa_us", "ratio", "p12_key_us", "one_split_us", "key_host_us", "sdpa_host_us",
           "note"]  # fmt: skip

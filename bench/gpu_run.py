@@ -46,7 +46,8 @@ class Step:
         env = {**({"CUDA_VISIBLE_DEVICES": str(self.gpu)} if self.gpu is not None else {}), **self.env}
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         command = " ".join(shlex.quote(a) for a in self.argv)
-        return f"{prefix + ' ' if prefix else ''}timeout {self.timeout_s:g} {command} > {shlex.quote(str(out / self.log))} 2>&1"
+        log = shlex.quote(str(out / self.log))
+        return f"{prefix + ' ' if prefix else ''}timeout {self.timeout_s:g} {command} > {log} 2>&1"
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     readme = run_readme(command, current_commit(), date, gpus, versions, plan)
     if args.dry_run:
         print(f"# results folder: {out}")
-        print("# at once:\n" + "\n".join(s.shell(out) + " &" for s in plan.together) + ("\nwait" if plan.together else ""))
+        together = [s.shell(out) + " &" for s in plan.together] + (["wait"] if plan.together else [])
+        print("\n".join(["# at once:", *together]))
         print("# then, one by one:\n" + "\n".join(s.shell(out) for s in plan.after))
         print(f"# {out / 'README.md'}:\n{readme}")
         return 0

@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import multiprocessing
+import sys
 import time
 import traceback
 from collections.abc import Callable

@@ -113,8 +113,9 @@ def test_a_taken_folder_name_gets_a_letter():
 
 def test_the_readme_says_what_made_the_run(tmp_path):
     plan = gpu_run.plan_run([["1"]], gpu_run.ROOT / "bench" / "results" / "x", tampering=True, python="python")
-    text = gpu_run.run_readme("python -m bench gpu-run --shards 1 --tampering", "abc1234", "2026-11-28",
-                              ["NVIDIA H200, 580.159.04"] * 2, {"python": "3.12.3", "torch": "2.11.0"}, plan)  # fmt: skip
+    gpus, versions = ["NVIDIA H200, 580.159.04"] * 2, {"python": "3.12.3", "torch": "2.11.0"}
+    text = gpu_run.run_readme("python -m bench gpu-run --shards 1 --tampering", "abc1234", "2026-11-28", gpus, versions,
+                              plan)  # fmt: skip
     assert text.startswith("# 2026-11-28: NVIDIA H200, 580.159.04\n")
     for said in ("- command: `python -m bench gpu-run --shards 1 --tampering`", "- commit: abc1234",
                  "- GPUs: 2 (NVIDIA H200, 580.159.04; NVIDIA H200, 580.159.04)",

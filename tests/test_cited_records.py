@@ -78,5 +78,10 @@ def test_a_missing_record_is_found_and_reported(tmp_path):
         'rows = (ROOT / "bench" / "results" / "r" / "b.csv").read_text()\n'
     )
     cited = citations(page)
-    assert cited == ["bench/results/r/a.json", "bench/results/r/a.{txt,json}", "bench/results/r/gone.txt", "bench/results/r/b.csv"]
+    assert cited == [
+        "bench/results/r/a.json",
+        "bench/results/r/a.{txt,json}",
+        "bench/results/r/gone.txt",
+        "bench/results/r/b.csv",
+    ]
     assert [exists(c, tmp_path) for c in cited] == [True, True, False, False]

@@ -69,8 +69,8 @@ INTRO = (
     "decoding and as the grader times, and the answer key's time without a graph is given beside it, by the same "
     "`do_bench`. That column is not the host's time per Python call: `do_bench` flushes the L2 cache before each "
     "timed call and does not wait between them, so the host queues the next call while the GPU flushes, and its "
-    "time per call shows only where it exceeds the flush and the kernels together (`bench/host_time.py` times the "
-    "host)."
+    "time per call shows only where it exceeds the flush and the kernels together (`bench/tuning.md` records the "
+    "host time of a call)."
 )
 
 
