@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from checks.bench_results import RESULTS, run_folder_name
+
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
 
 
 @dataclass(frozen=True)
@@ -107,25 +108,6 @@ def plan_run(
         after.append(Step("phases", (python, "-m", "bench", "phases", str(out / "phases.log")), "phases.txt", None,
                           30.0))  # fmt: skip
     return Plan(tuple(together), tuple(after))
-
-
-def gpu_slug(name: str) -> str:
-    """A GPU's name as a folder name's part: 'NVIDIA H100 80GB HBM3' -> 'h100', 'NVIDIA H200' -> 'h200'."""
-    model = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Za-z]?)\b", name)
-    if model:
-        return model.group(1).lower()
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
-
-
-def results_folder(date: str, gpu_name: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
-    """`<date>-<gpu>`, or `<date>-<gpu>-b`, `-c`, ... when that name is taken."""
-    base = f"{date}-{gpu_slug(gpu_name)}"
-    if base not in taken:
-        return base
-    for letter in "bcdefghijklmnopqrstuvwxyz":
-        if f"{base}-{letter}" not in taken:
-            return f"{base}-{letter}"
-    raise ValueError(f"every name from {base} to {base}-z is taken")
 
 
 def run_readme(command: str, commit: str, date: str, gpus: list[str], versions: dict[str, str], plan: Plan) -> str:
@@ -234,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     gpus, versions = describe_machine()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     taken = {p.name for p in RESULTS.iterdir()} if RESULTS.is_dir() else set()
-    out = args.out or RESULTS / results_folder(date, gpus[0] if gpus else "no-gpu", taken)
+    out = args.out or RESULTS / run_folder_name(date, gpus[0] if gpus else "no-gpu", taken=taken)
     plan = plan_run(shards, out, also=args.also, tampering=args.tampering, latency=parse_puzzles(args.latency),
                     jobs=args.jobs, shard_limit_s=args.shard_limit)  # fmt: skip
     command = " ".join(["python -m bench gpu-run", *(shlex.quote(a) for a in (argv or sys.argv[1:]))])

@@ -13,6 +13,7 @@ import pytest
 
 from bench import gpu_run
 from bench.__main__ import COMMANDS
+from checks.bench_results import gpu_slug, run_folder_name
 from checks.registry import ROOT
 
 BENCH = ROOT / "bench"
@@ -102,13 +103,14 @@ def test_the_plan_gives_each_shard_a_gpu_and_runs_the_rest_alone(tmp_path):
      ("NVIDIA GeForce RTX 4090", "nvidia-geforce-rtx-4090"), ("no-gpu", "no-gpu")],
 )  # fmt: skip
 def test_a_gpu_names_its_folder(name, slug):
-    assert gpu_run.gpu_slug(name) == slug
+    assert gpu_slug(name) == slug
 
 
 def test_a_taken_folder_name_gets_a_letter():
-    assert gpu_run.results_folder("2026-11-28", "NVIDIA H200") == "2026-11-28-h200"
+    assert run_folder_name("2026-11-28", "NVIDIA H200") == "2026-11-28-h200"
     taken = {"2026-11-28-h200", "2026-11-28-h200-b"}
-    assert gpu_run.results_folder("2026-11-28", "NVIDIA H200", taken) == "2026-11-28-h200-c"
+    assert run_folder_name("2026-11-28", "NVIDIA H200", taken=taken) == "2026-11-28-h200-c"
+    assert run_folder_name("2026-11-28", "NVIDIA H200", "make-bench") == "2026-11-28-h200-make-bench"
 
 
 def test_the_readme_says_what_made_the_run(tmp_path):
