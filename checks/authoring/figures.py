@@ -64,7 +64,7 @@ class Figure:
     what: str  # the caption's first sentence
     copy_peak: bool = False  # draw the measured copy bandwidth as a horizontal line
     missing: str = (
-        "No run of these measurements is in `bench/results/` yet: `make bench` on a "
+        "No run of these measurements is recorded in `bench/results/` yet: `make bench` on a "
         "GPU records them, and `make notebooks` then draws them here."
     )  # the cell's text while the CSV has no rows for the figure
     summary: Callable[[list[Row]], str] | None = None  # a sentence under the caption, computed from the rows
@@ -99,7 +99,7 @@ TMA = "tensor descriptors"  # the label of the tensor-descriptor variants in puz
 
 def _no_variant_run(what: str, puzzle: str) -> str:
     return (
-        f"No run of {what} is in `bench/results/` yet. `make bench` on a GPU times it beside the "
+        f"No run of {what} is recorded in `bench/results/` yet. `make bench` on a GPU times it beside the "
         f"answer key (puzzle {puzzle}'s `variants` in `puzzles.yaml`), and `make notebooks` then draws the result here."
     )
 
@@ -137,7 +137,7 @@ FIGURES = (
         "order; same tiles, same autotuned configs, and at each point the two ran one after the other on the "
         "same inputs.",
         missing=(
-            "No run of the row-major launch order is in `bench/results/` yet. `make bench` "
+            "No run of the row-major launch order is recorded in `bench/results/` yet. `make bench` "
             "on a GPU times it beside the answer key (puzzle 4's `variants` in `puzzles.yaml`: the known-wrong kernel "
             "`row_major_order`), and `make notebooks` then draws the result here."
         ),
@@ -230,7 +230,7 @@ FIGURES = (
         "memory in float16 and read them back. The unfused line stops where S and P would no longer fit in "
         "the memory the GPU had free: 2·B·H·N² float16 numbers, 32 GiB at N = 8192.",
         missing=(
-            "No run of the unfused attention is in `bench/results/` yet: `make bench` on a GPU times "
+            "No run of the unfused attention is recorded in `bench/results/` yet: `make bench` on a GPU times "
             "it (the `torch unfused` baseline of puzzle 9, not causal), and `make notebooks` then draws it here "
             "beside FlashAttention-2."
         ),
