@@ -68,3 +68,20 @@ def test_a_key_at_another_launch_shape_gives_the_keys_answer(puzzle):
     assert key.launch_shape(96, 2, torch.device("cpu"))[:2] != (32, 32)  # the key's own shape is another
     assert torch.allclose(got[0].float(), expected[0].float(), atol=1e-2)
     assert key.launch_shape is own_shape and key._attn_decode_split is own_split
+
+
+def test_the_vector_form_runs_in_the_keys_place():
+    """tune-flash-decoding's vector form (`_split_vector`) takes the key's split kernel's place through the same
+    helper and gives the key's answer (Triton's interpreter)."""
+    from bench.tune_flash_decoding import _split_vector
+
+    key = launch.load_key("11")
+    torch.manual_seed(1)
+    inputs = launch.draw({"B": 1, "H_kv": 2, "N": 80}, device="cpu", d=16, h_q=2)
+    args = launch.key_args("11", inputs)
+    expected = key.flash_decoding(*args)
+    recording = RecordingKernel(_split_vector)
+    got = launch.at_launch_shape(key, "11", 1, 16, 4, 1, min_blocks=2, split_kernel=recording)(*args)
+    assert [grid[0] for grid in recording.grids] == [3]  # 5 blocks of 16 keys, at least 2 a split
+    assert torch.allclose(got[0].float(), expected[0].float(), atol=1e-2)
+    assert torch.allclose(got[1], expected[1], atol=1e-3)
