@@ -8,6 +8,7 @@ verdict. Usage: `python -m bench wall-times CHECKOUT N [N ...]` (the checkout wh
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -27,11 +28,11 @@ def timed(root: Path, puzzle: str, warm: bool) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) < 2:
-        print("Usage: python -m bench wall-times CHECKOUT N [N ...]", file=sys.stderr)
-        return 2
-    root, puzzles = Path(args[0]).resolve(), args[1:]
+    parser = argparse.ArgumentParser(prog="python -m bench wall-times", description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkout", type=Path, help="the course checkout whose grader is timed")
+    parser.add_argument("puzzles", nargs="+", help="puzzle numbers")
+    args = parser.parse_args(argv)
+    root, puzzles = args.checkout.resolve(), args.puzzles
     for puzzle in puzzles:
         for mode, warm in (("warm, first", True), ("warm, second", True), ("no warm grader", False)):
             seconds, verdict = timed(root, puzzle, warm)

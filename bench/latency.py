@@ -10,6 +10,7 @@ roofline. Run from the repository root: `python -m bench latency [--wrong] [N ..
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -49,9 +50,11 @@ def wrong_run(puzzle: Puzzle, folder: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    wrong = "--wrong" in args
-    chosen = [a for a in args if a != "--wrong"]
+    parser = argparse.ArgumentParser(prog="python -m bench latency", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wrong", action="store_true", help="also a known-wrong kernel's second run after a pause")
+    parser.add_argument("puzzles", nargs="*", help="puzzle numbers (default: every puzzle)")
+    args = parser.parse_args(argv)
+    wrong, chosen = args.wrong, args.puzzles
     header = "| puzzle | first run (s) | second run (s) | after a pause (s) | no warm grader (s) | verdict |"
     header += " known-wrong kernel, after a pause (s) |" if wrong else ""
     print(header + "\n" + "|---" * (header.count("|") - 1) + "|", flush=True)

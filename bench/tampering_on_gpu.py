@@ -8,7 +8,7 @@ Usage: `python -m bench tampering [NAME ...]` from the course folder.
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from pathlib import Path
 
@@ -31,8 +31,13 @@ def expected() -> dict[str, tuple[str, str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    names = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench tampering", description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="submissions to grade, by name (default: every one)")
+    names = parser.parse_args(argv).names
     table = expected()
+    unknown = [name for name in names if name not in table]
+    if unknown:
+        parser.error(f"no tampering submission named {', '.join(unknown)}")
     bad = 0
     for name in names or sorted(table):
         number, want, words = table[name]

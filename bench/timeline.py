@@ -6,16 +6,17 @@ when the grading process reported its machine (start-up), each case, the interpr
 
 from __future__ import annotations
 
+import argparse
 import subprocess
-import sys
 import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    command = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench timeline", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command and its arguments")
+    command = parser.parse_args(argv).command
     if not command:
-        print("Usage: python -m bench timeline COMMAND [ARGS...]", file=sys.stderr)
-        return 2
+        parser.error("give the command to run")
     start = time.perf_counter()
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         assert proc.stdout is not None

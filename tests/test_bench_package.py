@@ -66,10 +66,22 @@ def test_help_lists_every_command():
 def test_a_command_gets_its_own_arguments(capsys):
     from bench.__main__ import main
 
-    assert main(["phases"]) == 2  # the tool's own usage: it needs a file
-    assert "Usage: python -m bench phases" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["phases"])  # the tool's own parser: it needs a file
+    assert exit_.value.code == 2 and "usage: python -m bench phases" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["no-such-command"])
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_answers_help_with_its_own_usage(command, capsys):
+    """`python -m bench COMMAND --help` is the tool's own help (nothing is run), under the name it is called by."""
+    from bench.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m bench {command} ")
 
 
 def test_shards_and_puzzles_are_read():
