@@ -228,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         print("# then, one by one:\n" + "\n".join(s.shell(out) for s in plan.after))
         print(f"# {out / 'README.md'}:\n{readme}")
         return 0
+    if len(plan.together) > len(gpus):
+        parser.error(f"{len(plan.together)} shards and --also commands, one GPU each, but {len(gpus)} GPU(s) here")
     out.mkdir(parents=True, exist_ok=True)
     (out / "README.md").write_text(readme, encoding="utf-8")
     (out / "gpu.txt").write_text("\n".join([*gpus, " ".join(f"{k} {v}" for k, v in versions.items())]) + "\n")

@@ -149,9 +149,14 @@ def test_a_dry_run_prints_the_steps_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_a_run_with_nothing_to_do_is_refused():
+def test_a_run_with_nothing_to_do_or_too_few_gpus_is_refused(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         gpu_run.main(["--dry-run"])
+    monkeypatch.setattr(gpu_run, "describe_machine", lambda: (["NVIDIA H200, 580.159.04"], {"python": "3"}))
+    with pytest.raises(SystemExit):
+        gpu_run.main(["--shards", "1|2", "--out", str(tmp_path / "run")])
+    assert "2 shards and --also commands, one GPU each, but 1 GPU(s) here" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_run_executes_its_steps_and_notes_each_one(tmp_path):
