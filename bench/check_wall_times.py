@@ -3,11 +3,12 @@
 For each puzzle: a run through the warm grader (CHECKS_WARM=1; it starts the grader and warms the caches), a
 second run through it (what a learner at a terminal meets), then a run without it (CHECKS_WARM=0: a fresh
 grader, compile cache and roofline already warm). Prints one line per run: checkout, puzzle, mode, seconds,
-verdict. Usage: `python3 bench/check_wall_times.py CHECKOUT N [N ...]` (the checkout whose grader is timed).
+verdict. Usage: `python -m bench wall-times CHECKOUT N [N ...]` (the checkout whose grader is timed).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -26,8 +27,12 @@ def timed(root: Path, puzzle: str, warm: bool) -> tuple[float, str]:
     return seconds, (last or ["?"])[-1][:400]
 
 
-def main() -> int:
-    root, puzzles = Path(sys.argv[1]).resolve(), sys.argv[2:]
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench wall-times", description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkout", type=Path, help="the course checkout whose grader is timed")
+    parser.add_argument("puzzles", nargs="+", help="puzzle numbers")
+    args = parser.parse_args(argv)
+    root, puzzles = args.checkout.resolve(), args.puzzles
     for puzzle in puzzles:
         for mode, warm in (("warm, first", True), ("warm, second", True), ("no warm grader", False)):
             seconds, verdict = timed(root, puzzle, warm)

@@ -1,6 +1,6 @@
 """Decoding as a server runs it: the answer keys of puzzles 11, 12 and 13 replayed from CUDA graphs, beside SDPA.
 
-GPU only: `python3 bench/decoding_graphs.py --out decoding-graphs.csv [--puzzles 11,12,13] [--quick]`.
+GPU only: `python -m bench decoding-graphs --out decoding-graphs.csv [--puzzles 11,12,13] [--quick]`.
 For each shape (D = 128, 32 query heads; B in {1, 8}; N in {4096, 16384, 65536, 131072}; puzzle 11 with
 32 kv heads, 12 and 13 with 8; 13 in pages of 16 and of 64 keys) it draws fresh random inputs and times:
 
@@ -20,27 +20,21 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
-import importlib.util
-import math
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-KEYS = {"11": "11_flash_decoding.py", "12": "12_gqa_decoding.py", "13": "13_paged_decoding.py"}
-FUNCTIONS = {"11": "flash_decoding", "12": "gqa_decoding", "13": "paged_decoding"}
-D, H_Q = 128, 32
+from bench.decoding_launch import H_Q, KEYS, D, draw, graph_us, host_us, key_call, load_key, one_split, sdpa_call, why
+
 FIELDS = ["puzzle", "B", "H_q", "H_kv", "N", "D", "page_size", "key_us", "sdpa_flash_us", "sdpa_cudnn_us",
           "best_sdpa", "best_sdpa_us", "ratio", "p12_key_us", "one_split_us", "key_host_us", "sdpa_host_us",
           "note"]  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench/decoding_graphs.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench decoding-graphs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="write the CSV here")
     parser.add_argument("--puzzles", default="11,12,13", help="which answer keys (default 11,12,13)")
     parser.add_argument("--quick", action="store_true", help="only B = 1 and N in {4096, 16384}")
@@ -65,88 +59,6 @@ def shapes(puzzles: list[str], quick: bool) -> list[dict[str, Any]]:
                     found.append({"puzzle": puzzle, "B": b, "H_q": H_Q, "H_kv": h_kv, "N": n, "D": D,
                                   "page_size": page_size})  # fmt: skip
     return found
-
-
-def load_key(puzzle: str) -> ModuleType:
-    """An answer key, imported from its file (Triton compiles kernels from their source file)."""
-    path = ROOT / "solutions" / KEYS[puzzle]
-    spec = importlib.util.spec_from_file_location(f"key_{puzzle}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def key_args(puzzle: str, inputs: dict[str, Any]) -> list[Any]:
-    """The arguments of puzzle's answer key, in order, from inputs drawn by `draw`."""
-    names = ["q", "k_cache", "v_cache", "block_table", "seq_lens"] if puzzle == "13" else ["q", "k", "v"]
-    return [inputs[name] for name in names] + [inputs["sm_scale"]]
-
-
-def key_call(key: ModuleType, puzzle: str, inputs: dict[str, Any]) -> Callable[[], Any]:
-    """One call of `key`, puzzle's answer key (or a module with the same function), on inputs drawn by `draw`."""
-    return functools.partial(getattr(key, FUNCTIONS[puzzle]), *key_args(puzzle, inputs))
-
-
-def graph_us(fn: Callable[[], Any]) -> float:
-    """One call of fn captured in a CUDA graph; the median time of its replay, in µs."""
-    import torch
-    import triton
-
-    fn()  # compile and warm up outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    torch.cuda.synchronize()
-    return 1e3 * float(triton.testing.do_bench(graph.replay, warmup=25, rep=100, return_mode="median"))
-
-
-def host_us(fn: Callable[[], Any], calls: int) -> float:
-    """Wall time per Python call: `calls` calls, then one synchronize, divided by `calls`, in µs."""
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return 1e6 * (time.perf_counter() - start) / calls
-
-
-def draw(shape: dict[str, Any]) -> dict[str, Any]:
-    """Fresh random q, k, v (B, H, N, D) float16; for puzzle 13 also the same keys in scattered pages."""
-    import torch
-
-    b, h_kv, n, size = shape["B"], shape["H_kv"], shape["N"], shape["page_size"]
-    cuda = {"device": "cuda", "dtype": torch.float16}
-    inputs: dict[str, Any] = {"q": torch.randn(b, H_Q, D, **cuda), "sm_scale": 1.0 / math.sqrt(D)}
-    if not size:
-        inputs["k"], inputs["v"] = (torch.randn(b, h_kv, n, D, **cuda) for _ in range(2))
-        return inputs
-    pages = math.ceil(n / size)
-    table = torch.randperm(b * pages + 1, device="cuda")[: b * pages].view(b, pages).to(torch.int32)
-    for name in ("k", "v"):
-        cache = torch.randn(b * pages + 1, size, h_kv, D, **cuda)  # one page no sequence uses
-        inputs[f"{name}_cache"] = cache
-        inputs[name] = cache[table.long()].reshape(b, pages * size, h_kv, D)[:, :n].transpose(1, 2).contiguous()
-    inputs["block_table"] = table
-    inputs["seq_lens"] = torch.full((b,), n, dtype=torch.int32, device="cuda")
-    return inputs
-
-
-def sdpa_call(inputs: dict[str, Any], backend: Any) -> Callable[[], Any]:
-    import torch
-    from torch.nn.attention import sdpa_kernel
-
-    q, k, v, scale = inputs["q"].unsqueeze(2), inputs["k"], inputs["v"], inputs["sm_scale"]
-    gqa = q.shape[1] != k.shape[1]
-
-    def call() -> Any:
-        with sdpa_kernel(backend):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
-
-    return call
 
 
 def measure(shape: dict[str, Any], keys: dict[str, ModuleType], calls: int) -> dict[str, Any]:
@@ -196,31 +108,6 @@ def measure(shape: dict[str, Any], keys: dict[str, ModuleType], calls: int) -> d
     return row
 
 
-def one_split(module: ModuleType, call: Callable[[], Any]) -> Callable[[], Any]:
-    """`call` with the key's `launch_shape` asking for a single split per head (FlashAttention's decoding
-    before split-KV: one program walks every key of its head)."""
-    chosen = module.launch_shape
-
-    def whole(n_ctx: int, heads: int, device: Any) -> tuple[int, ...]:
-        block_n, _, *rest = chosen(n_ctx, heads, device)
-        return block_n, -(-n_ctx // block_n) * block_n, *rest
-
-    def call_one() -> Any:
-        module.launch_shape = whole
-        try:
-            return call()
-        finally:
-            module.launch_shape = chosen
-
-    return call_one
-
-
-def why(exc: BaseException) -> str:
-    """An exception in one short line: its type and the start of its message."""
-    text = str(exc).splitlines()[0][:80] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}"
-
-
 def fmt(value: Any, spec: str = ".1f") -> str:
     return "-" if value is None or value == "" else format(value, spec)
 
@@ -230,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("bench/decoding_graphs.py needs a CUDA GPU.", file=sys.stderr)
+        print("python -m bench decoding-graphs needs a CUDA GPU.", file=sys.stderr)
         return 2
     keys = {p: load_key(p) for p in {*args.puzzles, *(["12"] if "13" in args.puzzles else [])}}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {__import__('triton').__version__}")

@@ -5,11 +5,12 @@ a second run right after it, and one after a pause of PAUSE_S seconds (a learner
 the warm grader's next grading processes have started meanwhile); then a second run without it (CHECKS_WARM=0:
 a fresh grader each time), and with --wrong a run of the puzzle's first known-wrong kernel after it was graded
 once and a pause (how soon a failure is reported). Second runs have a warm Triton compile cache and the cached
-roofline. Run from the repository root: `python3 bench/latency.py [--wrong] [N ...]`.
+roofline. Run from the repository root: `python -m bench latency [--wrong] [N ...]`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -18,11 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from checks.authoring.wrong import known_wrong, materialize, name_of
+from checks.registry import Puzzle, load_puzzles
 
-from checks.authoring.wrong import known_wrong, materialize, name_of  # noqa: E402 - after the path is set
-from checks.registry import Puzzle, load_puzzles  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PAUSE_S = 15.0
 
@@ -49,9 +49,12 @@ def wrong_run(puzzle: Puzzle, folder: Path) -> str:
     return f"{seconds:.1f} ({name_of(edits[0])}: {verdict})"
 
 
-def main() -> int:
-    wrong = "--wrong" in sys.argv
-    chosen = [a for a in sys.argv[1:] if a != "--wrong"]
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench latency", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wrong", action="store_true", help="also a known-wrong kernel's second run after a pause")
+    parser.add_argument("puzzles", nargs="*", help="puzzle numbers (default: every puzzle)")
+    args = parser.parse_args(argv)
+    wrong, chosen = args.wrong, args.puzzles
     header = "| puzzle | first run (s) | second run (s) | after a pause (s) | no warm grader (s) | verdict |"
     header += " known-wrong kernel, after a pause (s) |" if wrong else ""
     print(header + "\n" + "|---" * (header.count("|") - 1) + "|", flush=True)

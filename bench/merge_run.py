@@ -1,13 +1,14 @@
-"""Merge the rows of a later `make bench --only ...` run into bench/results.csv, keeping what each row came from.
+"""Merge the rows of a later `make bench --only ...` run into the recorded run's results.csv, keeping their origin.
 
-    python3 bench/merge_run.py RUN_FOLDER [--variant NAME]  # RUN_FOLDER holds that run's results.csv and meta.json
+    python -m bench merge-run RUN_FOLDER [--variant NAME]  # RUN_FOLDER holds that run's results.csv and meta.json
 
-The rows of the puzzles the later run measured replace theirs in bench/results.csv; bench/meta.json keeps
+The recorded run is `checks.bench_results.recorded_run()` (the newest bench/results/<date>-<gpu>-make-bench; --into
+names another). The rows of the puzzles the later run measured replace theirs in its results.csv; its meta.json keeps
 the first run's description and lists the later run under `merged` (one entry per puzzle and variant, with
 its GPU, date, versions and copy rate), which the notebooks' figure captions read; a note says which
 puzzles came from which run. With --variant, only that variant's rows are merged (each row holds the
 variant's time and the answer key's, timed side by side), and the answer keys' rows stay. Then redraw with
-`python -m checks.instructor.bench --render .`.
+`python -m checks.instructor.bench --render RECORDED_RUN_FOLDER`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import csv
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from checks.bench_results import recorded_run, shown
+
 RUN_KEYS = ("gpu", "date", "torch", "triton", "cuda", "python", "peaks", "command")
 
 
-def merge(run: Path, bench: Path = ROOT / "bench", variant: str | None = None) -> list[str]:
-    """Merge run/results.csv and run/meta.json into bench/ (only `variant`'s rows, when given); the puzzles merged."""
+def merge(run: Path, bench: Path | None = None, variant: str | None = None) -> list[str]:
+    """Merge run/results.csv and run/meta.json into the folder `bench` (default: the recorded run; only `variant`'s
+    rows, when given); the puzzles merged."""
+    bench = bench or recorded_run()
     with open(run / "results.csv", newline="", encoding="utf-8") as f:
         later = [row for row in csv.DictReader(f) if variant is None or row["variant"] == variant]
     with open(bench / "results.csv", newline="", encoding="utf-8") as f:
@@ -57,12 +61,14 @@ def merge(run: Path, bench: Path = ROOT / "bench", variant: str | None = None) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench merge-run", description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="the later run's folder (results.csv, meta.json)")
     parser.add_argument("--variant", help="merge only this variant's rows (say, 'tensor descriptors')")
+    parser.add_argument("--into", type=Path, help="the run folder merged into (default: the recorded run)")
     args = parser.parse_args(argv)
-    merged = merge(args.run, variant=args.variant)
-    print(f"Merged puzzles {', '.join(merged)} into {ROOT / 'bench' / 'results.csv'}.")
+    into = args.into or recorded_run()
+    merged = merge(args.run, into, variant=args.variant)
+    print(f"Merged puzzles {', '.join(merged)} into {shown(into / 'results.csv')}.")
     return 0
 
 

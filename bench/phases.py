@@ -1,13 +1,13 @@
 """Where a check's seconds go: the time marks of `CHECKS_PHASES=FILE python -m checks ...` as one table.
 
-    CHECKS_PHASES=/tmp/p.log python3 -m checks 1 --solution; python3 bench/phases.py /tmp/p.log
+    CHECKS_PHASES=/tmp/p.log python3 -m checks 1 --solution; python -m bench phases /tmp/p.log
 
 Each line: seconds since the first mark, the process (grader, or the grading process's role and mode), what.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 
@@ -22,11 +22,10 @@ def table(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("Usage: python3 bench/phases.py PHASES_FILE", file=sys.stderr)
-        return 2
-    print("\n".join(table(Path(args[0]).read_text())))
+    parser = argparse.ArgumentParser(prog="python -m bench phases", description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", type=Path, help="the file CHECKS_PHASES named")
+    args = parser.parse_args(argv)
+    print("\n".join(table(args.file.read_text())))
     return 0
 
 

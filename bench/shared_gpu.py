@@ -5,8 +5,8 @@ answer key whatever else runs on the GPU; with several gradings at once the spre
 may decline a speed verdict. This runs the same grading alone, then `--jobs` of them at once, and writes
 a table of each grading's ratio to the answer key and to the baseline, and the spread of its rounds:
 
-    python3 bench/shared_gpu.py --puzzle 4 --jobs 4 --out /tmp/shared
-    python3 bench/shared_gpu.py --puzzle 9 --earlier solutions/09a_flash_attention_v2_fwd_noncausal.py
+    python -m bench shared-gpu --puzzle 4 --jobs 4 --out /tmp/shared
+    python -m bench shared-gpu --puzzle 9 --earlier solutions/09a_flash_attention_v2_fwd_noncausal.py
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def row(label: str, verdict: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench shared-gpu", description=__doc__.splitlines()[0])
     parser.add_argument("--puzzle", default="4")
     parser.add_argument("--earlier", default=None, help="the earlier step's file, for a puzzle that builds on one")
     parser.add_argument("--jobs", type=int, default=4)

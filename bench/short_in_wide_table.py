@@ -1,27 +1,23 @@
 """Lesson 13's short sequence in a wide block table, timed: what sizing the splits by the table's width costs.
 
-GPU only: `python3 bench/short_in_wide_table.py`. One sequence (B = 1) of `--lengths` keys (default 1000 and
+GPU only: `python -m bench short-in-wide-table`. One sequence (B = 1) of `--lengths` keys (default 1000 and
 4000), 32 query heads on 8 kv heads, D = 128, pages of 16 in scattered order, read by puzzle 13's answer key
 through a block table of 2^17 keys (its row padded with pages no sequence uses) and through a table just wide
 enough for the sequence; the same keys stored contiguously read by puzzle 12's answer key beside them. Each call
 captured in a CUDA graph and its replay timed with `triton.testing.do_bench` (median, µs), as
-`bench/decoding_graphs.py` does; the two paged calls are checked to give the same output.
+`python -m bench decoding-graphs` does; the two paged calls are checked to give the same output.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 from functools import partial
-from pathlib import Path
 from types import ModuleType
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.decoding_graphs import graph_us, load_key
+from bench.decoding_launch import graph_us, load_key
 
 H_Q, H_KV, D, PAGE = 32, 8, 128, 16
 
@@ -52,7 +48,7 @@ def time_one(n: int, wide_keys: int, p12: ModuleType, p13: ModuleType) -> None:
 def main(argv: list[str] | None = None) -> int:
     import triton
 
-    parser = argparse.ArgumentParser(prog="bench/short_in_wide_table.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench short-in-wide-table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="1000,4000", help="the sequence's keys, comma-separated")
     parser.add_argument("--wide", type=int, default=2**17, help="keys a row of the wide table can list")
     args = parser.parse_args(argv)
@@ -65,4 +61,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

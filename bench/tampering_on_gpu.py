@@ -3,12 +3,12 @@ the GPU stage and the interpreter stage beside it) and print one line each: the 
 whether the attack was rejected for the reason the CPU tests name, for another (a GPU's sizes can lead another rule
 to it first), or got through; exit status 1 if any attack got through.
 
-Usage: `PYTHONPATH=. python3 bench/tampering_on_gpu.py [NAME ...]` from the course folder.
+Usage: `python -m bench tampering [NAME ...]` from the course folder.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from pathlib import Path
 
@@ -30,8 +30,14 @@ def expected() -> dict[str, tuple[str, str, str]]:
     return found
 
 
-def main(names: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench tampering", description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="submissions to grade, by name (default: every one)")
+    names = parser.parse_args(argv).names
     table = expected()
+    unknown = [name for name in names if name not in table]
+    if unknown:
+        parser.error(f"no tampering submission named {', '.join(unknown)}")
     bad = 0
     for name in names or sorted(table):
         number, want, words = table[name]
@@ -51,4 +57,4 @@ def main(names: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

@@ -1,21 +1,22 @@
 """Run a command and print each line of its output with the seconds since it started.
 
-Where a check's time goes on a GPU: `python3 bench/timeline.py python3 -m checks 10 --solution` shows
+Where a check's time goes on a GPU: `python -m bench timeline python3 -m checks 10 --solution` shows
 when the grading process reported its machine (start-up), each case, the interpreter stage and the timing.
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
-import sys
 import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    command = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench timeline", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command and its arguments")
+    command = parser.parse_args(argv).command
     if not command:
-        print("Usage: python3 bench/timeline.py COMMAND [ARGS...]", file=sys.stderr)
-        return 2
+        parser.error("give the command to run")
     start = time.perf_counter()
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         assert proc.stdout is not None

@@ -2,26 +2,24 @@
 query row, below) against the answer key's tensor-core form (the query padded to 16 rows, two `tl.dot`s), each at
 several (programs per SM, BLOCK_N, num_warps, num_stages), replayed from CUDA graphs beside SDPA's best backend.
 
-GPU only: `python3 bench/tune_flash_decoding.py [--out PATH.json]`. Prints, per shape, the five fastest rows.
+GPU only: `python -m bench tune-flash-decoding [--out PATH.json]`. Prints, per shape, the five fastest rows. Each
+row calls the key's own `flash_decoding` through `bench.decoding_launch.at_launch_shape`, the dot form with the key's
+split kernel, the vector form with `_split_vector` (below) in its place.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
-import sys
 from pathlib import Path
-from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.decoding_graphs import H_Q, D, draw, graph_us, load_key, sdpa_call  # noqa: E402
+from bench.decoding_launch import H_Q, at_launch_shape, draw, graph_us, load_key, sdpa_call
 
 SHAPES = [{"puzzle": "11", "B": b, "H_kv": H_Q, "N": n, "page_size": 0} for b in (1, 8)
           for n in (4096, 16384, 65536, 131072)]  # fmt: skip
@@ -75,35 +73,8 @@ def _split_vector(  # the vector form of the key's _attn_decode_split: one query
     tl.store(lse_part_ptr + part, m_i + tl.math.log2(l_i))
 
 
-def launch(kernels: Any, form: str, inputs: dict[str, Any], per_sm: int, block_n: int, warps: int, stages: int):
-    q, k, v, scale = inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]
-    B, H, N, _ = k.shape
-    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    n_blocks = triton.cdiv(N, block_n)
-    splits = max(1, min(triton.cdiv(n_blocks, 4), triton.cdiv(per_sm * sms, B * H)))
-    split_size = triton.cdiv(n_blocks, splits) * block_n
-    num_splits = triton.cdiv(N, split_size)
-    o_part = torch.empty((B * H, num_splits, D), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((B * H, num_splits), dtype=torch.float32, device=q.device)
-    o = torch.empty((B, H, D), dtype=q.dtype, device=q.device)
-    lse = torch.empty((B, H), dtype=torch.float32, device=q.device)
-    split_kernel = kernels._attn_decode_split if form == "dot" else _split_vector
-
-    def call() -> None:
-        split_kernel[(num_splits, B * H)](
-            q, k, v, o_part, lse_part, scale * 1.4426950408889634, *q.stride(), *k.stride(), *v.stride(),
-            H, N, split_size, num_splits, HEAD_DIM=D, BLOCK_N=block_n, num_warps=warps, num_stages=stages,
-        )  # fmt: skip
-        kernels._attn_decode_merge[(B * H,)](
-            o_part, lse_part, o, lse, *o.stride(), H, num_splits, HEAD_DIM=D,
-            SPLITS_POW2=triton.next_power_of_2(num_splits),
-        )  # fmt: skip
-
-    return call, o
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench tune-flash-decoding", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     from torch.nn.attention import SDPBackend
@@ -120,8 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         for form, per_sm, block_n, warps, stages in tried:
             label = f"{form} per_sm={per_sm} BLOCK_N={block_n} warps={warps} stages={stages}"
             try:
-                call, out = launch(key, form, inputs, per_sm, block_n, warps, stages)
-                call()
+                split_kernel = None if form == "dot" else _split_vector
+                at_shape = at_launch_shape(key, "11", per_sm, block_n, warps, stages, split_kernel=split_kernel)
+                call = functools.partial(at_shape, *args_)
+                out, _ = call()
                 torch.cuda.synchronize()
                 if (out.float() - reference).abs().max() > 2e-2:
                     print(f"  {label}: WRONG", flush=True)

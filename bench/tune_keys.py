@@ -1,6 +1,6 @@
 """Time the answer keys of puzzles 4, 9 and 10 (and their tensor-descriptor variants) at fixed configs.
 
-GPU only: `python3 bench/tune_keys.py [--parts mm,fwd,bwd] [--jobs 14] [--json PATH] [--n 16384]
+GPU only: `python -m bench tune-keys [--parts mm,fwd,bwd] [--jobs 14] [--json PATH] [--n 16384]
 [--tutorial PATH]`. For each part it
 compiles every (case, config) first, in parallel processes (Triton's disk cache keeps the binaries), then
 times them one after the other in this process with `triton.testing.do_bench` (median), beside the
@@ -28,14 +28,13 @@ from pathlib import Path
 import torch
 import triton
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from checks.engine.submission import load_module
+from checks.engine.timing import bench_ms
+from checks.instructor import tutorial as tut06
+from checks.puzzles import p09_flash_attention_v2_fwd as p09
+from checks.puzzles import p10_flash_attention_v2_bwd as p10
 
-from checks.engine.submission import load_module  # noqa: E402
-from checks.engine.timing import bench_ms  # noqa: E402 - after the path is set
-from checks.instructor import tutorial as tut06  # noqa: E402
-from checks.puzzles import p09_flash_attention_v2_fwd as p09  # noqa: E402
-from checks.puzzles import p10_flash_attention_v2_bwd as p10  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 REP_MS = 200  # do_bench's repetitions, in ms: more than the grader's, for configs a few percent apart
 MM_SIZES = (4096, 8192)
@@ -416,8 +415,8 @@ def baselines(cases: Cases, part: str, case) -> dict[str, float]:
     return found
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench tune-keys", description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="mm,fwd,bwd")
     parser.add_argument("--jobs", type=int, default=14)
     parser.add_argument("--json", type=Path)
@@ -431,9 +430,9 @@ def main() -> int:
         help="a folder with 09a.py and 09.py: a candidate forward, timed beside the key (repeatable)",
     )
     parser.add_argument("--dry", action="store_true", help="run one trial of each kind at a tiny size (CPU)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     CANDIDATES.update({folder.name: folder.resolve() for folder in args.candidate})
-    if args.dry:  # TRITON_INTERPRET=1 python bench/tune_keys.py --dry
+    if args.dry:  # TRITON_INTERPRET=1 python -m bench tune-keys --dry
         picked = {(t[0], t[2]): t for t in trials(args.parts.split(","))}
         print(compile_some(list(picked.values()), dict(B=1, H=2, N=200), 256))
         return 0

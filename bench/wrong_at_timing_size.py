@@ -6,7 +6,7 @@ of the answers at the timing size can reject it:
 
     python3 -m checks 1 --file bench/wrong_at_timing_size.py    # on a GPU: "wrong at the timing size"
 
-(`bench/make-solutions-gpu.md` records a run.)
+(`bench/results/make-solutions-gpu.md` records a run.)
 """
 
 import torch

@@ -1,18 +1,25 @@
-"""`bench/results.csv` and `bench/meta.json`, without torch: what `make bench` (checks.instructor.bench) records, one
-`Row` per size it timed. The benchmark writes and reads them back (`--render`); the notebooks' figures
-(checks.authoring.figures) read them too.
+"""`results.csv` and `meta.json` of a `make bench` run, without torch: what `make bench` (checks.instructor.bench)
+records, one `Row` per size it timed, in a folder of its own under bench/results/ (`<date>-<gpu>-make-bench`, with
+`-only-...` for a run of some puzzles). The benchmark writes and reads them back (`--render`); the notebooks' figures
+(checks.authoring.figures) read the recorded run's (`recorded_run`).
+
+The grader package imports nothing from bench/ (an import contract says so): the folder names are made here, and
+bench/'s own tools (`python -m bench gpu-run`) take them from this module.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from checks.engine.timing import gbps, speed_ratio, tflops
 
+RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"  # one folder per run
+RECORD_NAME = re.compile(r"\d{4}-\d{2}-\d{2}-[\w.-]+-make-bench(-[b-z])?")  # a whole `make bench` run, not --only
 ANSWER_KEY = "answer key"  # the baseline of a variant's rows
 CSV_COLUMNS = (  # results.csv: Row's fields and properties by name
     "puzzle slug variant series size x status key_ms baseline baseline_ms ratio metric key_rate baseline_rate "
@@ -74,11 +81,44 @@ def read_csv(path: Path) -> list[Row]:
     return [Row(**{k: kind(r[k]) for k, kind in kinds.items() if r.get(k)}) for r in records]
 
 
-def write_data(rows: list[Row], meta: dict[str, Any], out: Path) -> Path:
-    """bench/results.csv and bench/meta.json: everything --render needs to redraw the plots and the report."""
-    (out / "bench").mkdir(parents=True, exist_ok=True)
-    with open(out / "bench" / "results.csv", "w", newline="", encoding="utf-8") as f:
+def write_data(rows: list[Row], meta: dict[str, Any], folder: Path) -> Path:
+    """folder/results.csv and folder/meta.json: everything --render needs to redraw the plots and the report."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "results.csv", "w", newline="", encoding="utf-8") as f:
         rest = lambda r: [r.other_baselines, _csv_cell(r.call_ms)]  # the columns after HASHED
         csv.writer(f).writerows([CSV_COLUMNS] + [[*csv_record(r).values(), *rest(r)] for r in rows])
-    (out / "bench" / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    return out / "bench" / "results.csv"
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return folder / "results.csv"
+
+
+def gpu_slug(name: str) -> str:
+    """A GPU's name as a folder name's part: 'NVIDIA H100 80GB HBM3' -> 'h100', 'NVIDIA H200' -> 'h200'."""
+    model = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Za-z]?)\b", name)
+    if model:
+        return model.group(1).lower()
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
+
+
+def run_folder_name(date: str, gpu_name: str, what: str = "", taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """`<date>-<gpu>[-what]`, or the same with `-b`, `-c`, ... when that name is taken."""
+    base = f"{date}-{gpu_slug(gpu_name)}" + (f"-{what}" if what else "")
+    if base not in taken:
+        return base
+    for letter in "bcdefghijklmnopqrstuvwxyz":
+        if f"{base}-{letter}" not in taken:
+            return f"{base}-{letter}"
+    raise ValueError(f"every name from {base} to {base}-z is taken")
+
+
+def recorded_run(results: Path = RESULTS) -> Path:
+    """The folder of the newest whole `make bench` run under `results` (the one the notebooks' figures draw)."""
+    runs = sorted(p for p in results.glob("*") if RECORD_NAME.fullmatch(p.name) and (p / "results.csv").exists())
+    if not runs:
+        raise FileNotFoundError(f"no `make bench` run under {results} (a folder <date>-<gpu>-make-bench)")
+    return runs[-1]
+
+
+def shown(path: Path) -> str:
+    """A path as the pages cite it: relative to the course root where it is inside it."""
+    root = RESULTS.parent.parent
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)

@@ -325,13 +325,12 @@ def test_a_csv_without_the_variant_column_reads_as_answer_keys(tmp_path):
 
 @pytest.mark.slow
 def test_plots_are_pngs(tmp_path):
-    (tmp_path / "bench").mkdir()
-    (tmp_path / "bench" / "matrix_add.png").write_bytes(b"stale")  # drawn from rows no longer there
+    (tmp_path / "matrix_add.png").write_bytes(b"stale")  # drawn from rows no longer there
     written = bench.write_outputs(fake_rows(), META, tmp_path, [])["plots"]
     assert sorted(p.stem for p in written) == ["attention_bwd", "attention_fwd", "matmul", "vector_add"]
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
-    assert not (tmp_path / "bench" / "matrix_add.png").exists()
+    assert not (tmp_path / "matrix_add.png").exists()
 
 
 def test_markdown_report():
@@ -350,12 +349,45 @@ def test_markdown_report():
 
 
 @pytest.mark.slow
-def test_write_outputs_puts_everything_under_out(tmp_path):
-    assert write_data(fake_rows(), META, tmp_path) == tmp_path / "bench" / "results.csv"
-    written = write_outputs(fake_rows(), META, tmp_path, [])
-    assert written["markdown"] == tmp_path / "BENCHMARKS.md"
-    assert "](bench/matmul.png)" in written["markdown"].read_text(encoding="utf-8")
-    assert all(p.parent == tmp_path / "bench" for p in written["plots"])
+def test_write_outputs_puts_everything_in_the_run_folder(tmp_path):
+    run = tmp_path / "run"
+    assert write_data(fake_rows(), META, run) == run / "results.csv"
+    (run / "notes.md").write_text("What this run shows.")
+    written = write_outputs(fake_rows(), META, run, [])
+    assert written["markdown"] == run / "BENCHMARKS.md"
+    text = written["markdown"].read_text(encoding="utf-8")
+    assert "](matmul.png)" in text and "## Reading these figures\n\nWhat this run shows." in text
+    assert all(p.parent == run for p in written["plots"])
+    elsewhere = write_outputs(fake_rows(), META, run, [], report=tmp_path / "BENCHMARKS.md")["markdown"]
+    assert "](run/matmul.png)" in elsewhere.read_text(encoding="utf-8")
+
+
+def test_a_run_under_bench_results_reports_to_the_course_root(tmp_path):
+    """BENCHMARKS.md of a run folder under bench/results/ is the course root's, its plots linked from there."""
+    from checks.bench_results import RESULTS
+
+    assert bench.report_path(RESULTS / "2026-01-02-h100-make-bench") == ROOT / "BENCHMARKS.md"
+    assert bench.report_path(tmp_path) == tmp_path / "BENCHMARKS.md"
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    plots = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
+    assert plots and all((ROOT / p).exists() and p.startswith("bench/results/") for p in plots), plots
+
+
+def test_the_recorded_run_is_the_newest_whole_make_bench_run(tmp_path):
+    from checks.bench_results import RESULTS, recorded_run, run_folder_name
+
+    for name in ("2026-01-01-h100-make-bench", "2026-01-03-h200-make-bench-only-9", "2026-01-02-h100-make-bench-b",
+                 "2026-01-04-h100-tutorial06", "2026-01-05-h100-make-bench"):  # fmt: skip
+        (tmp_path / name).mkdir()
+        if name != "2026-01-05-h100-make-bench":  # a folder without results.csv is no run
+            (tmp_path / name / "results.csv").write_text("puzzle\n")
+    assert recorded_run(tmp_path).name == "2026-01-02-h100-make-bench-b"
+    assert recorded_run().parent == RESULTS and (recorded_run() / "meta.json").exists()
+    with pytest.raises(FileNotFoundError):
+        recorded_run(tmp_path / "2026-01-05-h100-make-bench")
+    assert run_folder_name("2026-01-02", "NVIDIA H100 80GB HBM3", "make-bench") == "2026-01-02-h100-make-bench"
+    taken = {"2026-01-02-h100-make-bench"}
+    assert run_folder_name("2026-01-02", "NVIDIA H100 80GB HBM3", "make-bench", taken) == "2026-01-02-h100-make-bench-b"
 
 
 def test_without_cuda_it_says_so_and_exits_1(monkeypatch, capsys):
@@ -369,14 +401,18 @@ def test_without_cuda_it_says_so_and_exits_1(monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_render_redraws_the_recorded_run(tmp_path):
-    """The committed run (bench/results.csv and meta.json) still renders, with its GPU and its verdicts."""
-    recorded = (ROOT / "bench" / "results.csv").read_bytes()
-    assert bench.main(["--render", str(ROOT), "--out", str(tmp_path)]) == 0
-    assert (ROOT / "bench" / "results.csv").read_bytes() == recorded, "--render measures and writes no data"
+    """The committed run (results.csv and meta.json of the recorded run) still renders, with its GPU and verdicts."""
+    from checks.bench_results import recorded_run
+
+    record = recorded_run()
+    recorded = (record / "results.csv").read_bytes()
+    (tmp_path / "notes.md").write_text((record / "notes.md").read_text(encoding="utf-8"), encoding="utf-8")
+    assert bench.main(["--render", str(record), "--out", str(tmp_path)]) == 0
+    assert (record / "results.csv").read_bytes() == recorded, "--render measures and writes no data"
     text = (tmp_path / "BENCHMARKS.md").read_text(encoding="utf-8")
-    gpu = json.loads((ROOT / "bench" / "meta.json").read_text(encoding="utf-8"))["gpu"]
+    gpu = json.loads((record / "meta.json").read_text(encoding="utf-8"))["gpu"]
     assert gpu in text and re.search(r"\b\d+ of \d+ targets met\.", text) and "## Reading these figures" in text
-    assert (tmp_path / "bench" / "attention_fwd.png").exists()
+    assert (tmp_path / "attention_fwd.png").exists()
     assert bench.main(["--render", str(tmp_path / "nothing")]) == 2
 
 
@@ -384,11 +420,11 @@ def test_render_redraws_the_recorded_run(tmp_path):
 def test_smoke_run_end_to_end(tmp_path):
     """The whole pipeline (the puzzle's process, spec inputs and baseline, answer key, writers) on vector add."""
     assert bench.main(["--smoke", "--only", "1", "--out", str(tmp_path)]) == 0
-    rows = read_csv(tmp_path / "bench" / "results.csv")
+    rows = read_csv(tmp_path / "results.csv")
     assert [(r.puzzle, r.size, r.status, r.check) for r in rows] == [("1", "n=3000", "ok", "ok")]
     assert rows[0].key_ms > 0 and rows[0].baseline_ms > 0 and rows[0].bytes == 3 * 3000 * 4
     assert "--smoke" in (tmp_path / "BENCHMARKS.md").read_text(encoding="utf-8")
-    assert (tmp_path / "bench" / "vector_add.png").exists()
+    assert (tmp_path / "vector_add.png").exists()
 
 
 STAND_IN_TUTORIAL = """
@@ -458,13 +494,9 @@ def test_a_baseline_that_runs_out_of_memory_leaves_the_row_and_the_other_baselin
 
 
 def _merge_run_module():
-    import importlib.util
+    from bench import merge_run
 
-    spec = importlib.util.spec_from_file_location("merge_run", ROOT / "bench" / "merge_run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return merge_run
 
 
 def _write_run(folder: Path, rows: list[dict], meta: dict) -> None:
@@ -478,7 +510,7 @@ def _write_run(folder: Path, rows: list[dict], meta: dict) -> None:
 
 @pytest.mark.parametrize("variant", [None, "tensor descriptors"])
 def test_a_later_run_replaces_the_rows_it_measured_in_place(tmp_path, variant):
-    """bench/merge_run.py: the later run's rows of a puzzle (or of one variant) replace the earlier ones where they
+    """merge-run: the later run's rows of a puzzle (or of one variant) replace the earlier ones where they
     stood, the rest stay, and meta.json says which run each merged (puzzle, variant) came from."""
     merge_run = _merge_run_module()
     earlier = [
@@ -525,7 +557,6 @@ def test_a_series_has_one_colour_in_every_panel_of_a_plot(tmp_path, monkeypatch)
         return plot(self, *args, **kwargs)
 
     monkeypatch.setattr(Axes, "plot", recording)
-    (tmp_path / "bench").mkdir()
     bench.write_outputs(fake_rows(), META, tmp_path, [])
     assert drawn and all(len(colours) == 1 for colours in drawn.values()), drawn
     assert len(drawn) > 4  # several series, some of them in some panels only (8's line is not in the causal ones)

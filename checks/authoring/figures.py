@@ -1,7 +1,8 @@
-"""The notebooks' figures of recorded GPU measurements, drawn by `make notebooks` from `bench/`.
+"""The notebooks' figures of recorded GPU measurements, drawn by `make notebooks` from the recorded `make bench` run.
 
-Each figure plots rows of `bench/results.csv` (written by `make bench` on a GPU) and is captioned
-with the GPU, date and versions of `bench/meta.json`, so a learner without a GPU still sees what
+Each figure plots rows of that run's results.csv (`checks.bench_results.recorded_run`: the newest folder
+bench/results/<date>-<gpu>-make-bench, written by `make bench` on a GPU) and is captioned
+with the GPU, date and versions of its meta.json, so a learner without a GPU still sees what
 the puzzles' methods are worth. A notebook source places one with a fence:
 
     ```{figure}
@@ -31,8 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from checks.authoring import diagrams
-from checks.bench_results import Row, csv_record, read_csv
+from checks.bench_results import Row, csv_record, read_csv, recorded_run, shown
 from checks.registry import ROOT
+
+try:
+    RECORD = shown(recorded_run())  # the run the figures draw, as the captions cite it
+except FileNotFoundError:
+    RECORD = "bench/results"
 
 
 @dataclass(frozen=True)
@@ -58,8 +64,8 @@ class Figure:
     what: str  # the caption's first sentence
     copy_peak: bool = False  # draw the measured copy bandwidth as a horizontal line
     missing: str = (
-        "No run of these measurements is recorded in `bench/results.csv` yet: `make bench` on a GPU records "
-        "them, and `make notebooks` then draws them here."
+        "No run of these measurements is recorded in `bench/results/` yet: `make bench` on a "
+        "GPU records them, and `make notebooks` then draws them here."
     )  # the cell's text while the CSV has no rows for the figure
     summary: Callable[[list[Row]], str] | None = None  # a sentence under the caption, computed from the rows
 
@@ -93,7 +99,7 @@ TMA = "tensor descriptors"  # the label of the tensor-descriptor variants in puz
 
 def _no_variant_run(what: str, puzzle: str) -> str:
     return (
-        f"No run of {what} is recorded in `bench/results.csv` yet. `make bench` on a GPU times it beside the "
+        f"No run of {what} is recorded in `bench/results/` yet. `make bench` on a GPU times it beside the "
         f"answer key (puzzle {puzzle}'s `variants` in `puzzles.yaml`), and `make notebooks` then draws the result here."
     )
 
@@ -131,8 +137,8 @@ FIGURES = (
         "order; same tiles, same autotuned configs, and at each point the two ran one after the other on the "
         "same inputs.",
         missing=(
-            "No run of the row-major launch order is recorded in `bench/results.csv` yet. `make bench` on a GPU "
-            "times it beside the answer key (puzzle 4's `variants` in `puzzles.yaml`: the known-wrong kernel "
+            "No run of the row-major launch order is recorded in `bench/results/` yet. `make bench` "
+            "on a GPU times it beside the answer key (puzzle 4's `variants` in `puzzles.yaml`: the known-wrong kernel "
             "`row_major_order`), and `make notebooks` then draws the result here."
         ),
         summary=lambda rows: _versus_answer_key("row-major order", rows, x="M = N = K"),
@@ -224,7 +230,7 @@ FIGURES = (
         "memory in float16 and read them back. The unfused line stops where S and P would no longer fit in "
         "the memory the GPU had free: 2·B·H·N² float16 numbers, 32 GiB at N = 8192.",
         missing=(
-            "No run of the unfused attention is recorded in `bench/results.csv` yet: `make bench` on a GPU times "
+            "No run of the unfused attention is recorded in `bench/results/` yet: `make bench` on a GPU times "
             "it (the `torch unfused` baseline of puzzle 9, not causal), and `make notebooks` then draws it here "
             "beside FlashAttention-2."
         ),
@@ -279,7 +285,7 @@ FIGURES = (
             ),
             f"GB/s of K and V read (each key and value once, in float16; D = 128) by the answer key and by {what}; "
             "the dotted line is the device-to-device copy rate measured on the same GPU. The other baselines of the "
-            "same run (each SDPA backend that takes the shape, FlexAttention compiled) are in `bench/results.csv` "
+            "same run (each SDPA backend that takes the shape, FlexAttention compiled) are in `bench/results/` "
             "and `BENCHMARKS.md`.",
             copy_peak=True,
         )
@@ -318,7 +324,7 @@ MANIFEST = "figures.json"
 
 @dataclass(frozen=True)
 class BenchDiagram:
-    """A picture drawn by code whose caption quotes the recorded run (`bench/meta.json`): `draw(path, meta)` writes
+    """A picture drawn by code whose caption quotes the recorded run (its meta.json): `draw(path, meta)` writes
     its PNG; `caption(meta)` is the text under it. The puzzles' own diagrams are `checks.authoring.diagrams.Diagram`."""
 
     name: str
@@ -394,7 +400,7 @@ def _memory_hierarchy_caption(meta: dict) -> str:
         "The memory of an NVIDIA H100 SXM, from registers (per program, fastest) to HBM (every tensor). "
         "Sizes and the 3.35 TB/s are rough datasheet figures; the copy rate of "
         f"{m['copy_gbps']} GB/s (bytes read and written per second) was measured by `make bench` on an "
-        f"{m['gpu']}, {m['date']} (`bench/meta.json`)."
+        f"{m['gpu']}, {m['date']} (`{RECORD}/meta.json`)."
     )
 
 
@@ -404,7 +410,7 @@ BENCH_DIAGRAMS = (
 
 
 def _bench() -> tuple[list[Row], dict]:
-    folder = ROOT / "bench"
+    folder = recorded_run()
     return read_csv(folder / "results.csv"), json.loads((folder / "meta.json").read_text(encoding="utf-8"))
 
 
@@ -471,7 +477,7 @@ def caption(figure: Figure, meta: dict, rows: list[Row] | None = None) -> str:
     m = _provenance(_rows(figure, rows or []), meta)
     return (
         f"{figure.what} Recorded by `make bench` on an {m['gpu']}, {m['date']}, with torch {m['torch']}, "
-        f"Triton {m['triton']} and CUDA {m['cuda']} (data: `bench/results.csv`)."
+        f"Triton {m['triton']} and CUDA {m['cuda']} (data: `{RECORD}/results.csv`)."
     )
 
 
@@ -553,7 +559,7 @@ def line_colours(figure: Figure) -> dict[str, str]:
 
 
 def draw(figure: Figure, rows: list[Row], meta: dict, path: Path) -> None:
-    """A figure's PNG, its panels two to a row; `make bench` draws its plots of bench/ with it too."""
+    """A figure's PNG, its panels two to a row; `make bench` draws its plots with it too."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,6 +1,6 @@
 """Time marks for finding where a check's seconds go: with `CHECKS_PHASES=FILE` set, every process of a check
 (the grader, its recording and replay processes) appends `wall-clock seconds, pid, what` lines to FILE;
-`bench/phases.py FILE` turns them into a table. Without it, `mark` does nothing.
+`python -m bench phases FILE` turns them into a table. Without it, `mark` does nothing.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """`python -m checks.instructor.bench [--quick] [--out DIR] [--only 4,9] [--budget S]`: the answer keys against torch.
 
-Each ready puzzle's `bench.sweep` (puzzles.yaml) timed on a CUDA GPU as the grader would, in a process of its own."""
+Each ready puzzle's `bench.sweep` (puzzles.yaml) timed on a CUDA GPU as the grader would, in a process of its own.
+A run's results.csv, meta.json and plots go to a folder of their own, by default bench/results/<date>-<gpu>-make-bench
+(`-only-4-9` for a run of some puzzles); BENCHMARKS.md goes to the course root for a folder under bench/results/,
+else into the folder."""
 
 from __future__ import annotations
 
@@ -24,13 +27,13 @@ import triton
 
 from checks.authoring.figures import Figure, Line, draw
 from checks.authoring.wrong import materialize
-from checks.bench_results import ANSWER_KEY, Row, read_csv, write_data
+from checks.bench_results import ANSWER_KEY, RESULTS, Row, read_csv, run_folder_name, shown, write_data
 from checks.engine.judging.timing import loosest_tolerance, output_difference
 from checks.engine.processes.spawn import kill, start_module
 from checks.engine.submission import load_module
 from checks.engine.timing import bench_ms, device_peaks, in_graph, roofline_share
 from checks.instructor import tutorial as tut06
-from checks.instructor.bench_report import Target, evaluate, markdown_report
+from checks.instructor.bench_report import HAND_NOTES, Target, evaluate, markdown_report
 from checks.memory import Arena
 from checks.puzzles import spec_module
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
@@ -233,32 +236,42 @@ def plot_lines(rows: list[Row], series: str) -> tuple[Line, ...]:
     return (*keys.values(), *baselines.values())
 
 
-def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path, targets: list[Target]) -> dict[str, Any]:
-    """Under `out`: a PNG per plot (bench.sweep.plot, a panel per series; deleted without rows) and BENCHMARKS.md."""
-    (out / "bench").mkdir(parents=True, exist_ok=True)
+def report_path(folder: Path) -> Path:
+    """Where a run's BENCHMARKS.md goes: the course root's for a run folder under bench/results/, else the folder."""
+    return ROOT / "BENCHMARKS.md" if folder.resolve().is_relative_to(RESULTS) else folder / "BENCHMARKS.md"
+
+
+def write_outputs(
+    rows: list[Row], meta: dict[str, Any], folder: Path, targets: list[Target], report: Path | None = None
+) -> dict[str, Any]:
+    """In `folder`: a PNG per plot (bench.sweep.plot, a panel per series; deleted without rows); BENCHMARKS.md at
+    `report` (default `report_path(folder)`), its links to the plots relative to it, the folder's notes.md in it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    report = report or report_path(folder)
     plots, puzzles = [], load_puzzles()
     for stem in dict.fromkeys(p.sweep["plot"] for p in puzzles if p.sweep.get("plot")):
         group = [p for p in puzzles if p.sweep.get("plot") == stem]
         chosen = [r for r in rows if r.ok and r.puzzle in {p.number for p in group}]
-        (path := out / "bench" / f"{stem}.png").unlink(missing_ok=True)
+        (path := folder / f"{stem}.png").unlink(missing_ok=True)
         if chosen:
             title = " / ".join(p.title for p in group if p.number in {r.puzzle for r in chosen})
             panels = tuple((s, plot_lines(chosen, s)) for s in dict.fromkeys(r.series for r in chosen))
             draw(Figure(stem, title, group[0].sweep.get("x_label", "size"), panels, what=""), chosen, meta, path)
             plots.append(path)
-    report = out / "BENCHMARKS.md"
-    report.write_text(markdown_report(rows, meta, [f"bench/{p.name}" for p in plots], targets), encoding="utf-8")
+    links = [Path(os.path.relpath(p, report.parent)).as_posix() for p in plots]
+    notes = folder / HAND_NOTES
+    report.write_text(markdown_report(rows, meta, links, targets, notes), encoding="utf-8")
     return {"plots": plots, "markdown": report}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.instructor.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes (the target sizes and a few more)")
-    parser.add_argument("--out", type=Path, help="where bench/ and BENCHMARKS.md go (default: the repository)")
+    parser.add_argument("--out", type=Path, help="the run's folder (default: bench/results/<date>-<gpu>-make-bench)")
     parser.add_argument("--only", help="comma-separated puzzle numbers (default: every ready puzzle)")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole sweep")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the CPU interpreter without a GPU)")
-    parser.add_argument("--render", type=Path, metavar="DIR", help="redraw from DIR/bench/results.csv")
+    parser.add_argument("--render", type=Path, metavar="DIR", help="redraw from DIR/results.csv (into --out or DIR)")
     parser.add_argument(
         "--tutorial", type=Path, help="a copy of Triton's 06-fused-attention.py: time it beside 9 and 10"
     )
@@ -268,9 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     ]:  # the benchmark's process for one puzzle (run_puzzle_process), the job on its stdin
         return puzzle_process(json.load(sys.stdin))
     args = parser.parse_args(argv)
-    out = args.out or args.render or ROOT
+    out = args.out or args.render
     if args.render is not None:
-        if not (data := args.render / "bench" / "results.csv").exists():
+        if not (data := args.render / "results.csv").exists():
             print(f"There is no {data}: give the folder a run wrote (its --out).", file=sys.stderr)
             return 2
         rows, meta_file = read_csv(data), data.with_name("meta.json")
@@ -290,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         command = " ".join([parser.prog, *argv])
+        if out is None:
+            what = "make-bench" + ("" if only is None else "-only-" + "-".join(sorted(only, key=lambda n: (len(n), n))))
+            gpu = torch.cuda.get_device_name() if cuda else "cpu"
+            taken = {p.name for p in RESULTS.glob("*")}
+            out = RESULTS / run_folder_name(time.strftime("%Y-%m-%d", time.gmtime()), gpu, what, taken)
         rows, meta = sweep(puzzles, mode, args.budget, "cuda" if cuda else "cpu", out, command, args.tutorial)
         write_data(rows, meta, out)
     goals = [t for p in load_puzzles() if p.sweep for t in targets(p)]
@@ -297,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     for t in goals:
         measured, ratio, verdict = evaluate(t, rows)
         print(f"  {verdict:<12} {t.label}: {measured}, {ratio} (target {t.requirement})")
-    print(f"\nWrote {len(written['plots'])} plot(s) under {out / 'bench'} and {written['markdown']}.")
+    print(f"\nWrote {len(written['plots'])} plot(s) under {shown(out)} and {shown(written['markdown'])}.")
     return 0
 
 

@@ -9,9 +9,8 @@ from typing import Any
 
 from checks.bench_results import Row
 from checks.instructor.tables import markdown_table, ms_cell
-from checks.registry import ROOT
 
-HAND_NOTES = ROOT / "bench" / "notes.md"  # what a person wrote about the last run, kept across re-runs
+HAND_NOTES = "notes.md"  # what a person wrote about a run, in the run's folder beside its results.csv
 
 
 @dataclass(frozen=True)
@@ -69,13 +68,15 @@ INTRO = (
     "decoding and as the grader times, and the answer key's time without a graph is given beside it, by the same "
     "`do_bench`. That column is not the host's time per Python call: `do_bench` flushes the L2 cache before each "
     "timed call and does not wait between them, so the host queues the next call while the GPU flushes, and its "
-    "time per call shows only where it exceeds the flush and the kernels together (`bench/host_time.py` times the "
-    "host)."
+    "time per call shows only where it exceeds the flush and the kernels together (`bench/tuning.md` records the "
+    "host time of a call)."
 )
 
 
-def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str], targets: list[Target]) -> str:
-    """BENCHMARKS.md: the machine, the targets (met or missed), every result, the hand notes, the plots."""
+def markdown_report(
+    rows: list[Row], meta: dict[str, Any], plots: list[str], targets: list[Target], notes: Path | None = None
+) -> str:
+    """BENCHMARKS.md: the machine, the targets (met or missed), every result, the hand notes (`notes`), the plots."""
     lines = ["# Benchmarks", "", INTRO, "", "| | |", "|---|---|"]
     keys = ("gpu", "date", "torch", "triton", "cuda", "python", "command")
     lines += [f"| {'GPU' if k == 'gpu' else k} | {meta[k]} |" for k in keys if meta.get(k)]
@@ -87,7 +88,7 @@ def markdown_report(rows: list[Row], meta: dict[str, Any], plots: list[str], tar
     lines += ["", f"{sum(line[-1] == 'met' for line in judged)} of {len(judged)} targets met."]
     lines += ["", "## Results", "", *markdown_table(list(RESULTS), [[c(r) for c in RESULTS.values()] for r in rows])]
     lines += ["", "## Notes", "", *[f"- {note}" for note in meta["notes"]]] if meta.get("notes") else []
-    if HAND_NOTES.exists():
-        lines += ["", "## Reading these figures", "", HAND_NOTES.read_text(encoding="utf-8").rstrip()]
+    if notes is not None and notes.exists():
+        lines += ["", "## Reading these figures", "", notes.read_text(encoding="utf-8").rstrip()]
     lines += ["", "## Plots", "", *[f"![{Path(p).stem.replace('_', ' ')}]({p})" for p in plots]] if plots else []
     return "\n".join(lines) + "\n"

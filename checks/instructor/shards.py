@@ -30,7 +30,7 @@ from checks.registry import get_puzzle
 PART = "part.json"
 FORMAT = 1
 # Expected seconds to grade one submission on a GPU: on an H100 the answer keys of puzzles 1-7 took
-# 11-15 s, of the attention puzzles 8-10 17-28 s (bench/check-latency-gpu.md).
+# 11-15 s, of the attention puzzles 8-10 17-28 s (bench/results/check-latency-gpu.md).
 ATTENTION_SECONDS = 25.0
 OTHER_SECONDS = 13.0
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")

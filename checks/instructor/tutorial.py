@@ -1,6 +1,6 @@
 """Triton's fused-attention tutorial (tutorial 06) as a benchmark baseline, loaded from a file the user names.
 
-`make bench TUTORIAL=path/to/06-fused-attention.py` (and `bench/tune_keys.py --tutorial PATH`) time the answer
+`make bench TUTORIAL=path/to/06-fused-attention.py` (and `python -m bench tune-keys --tutorial PATH`) time the answer
 keys of puzzles 9 and 10 beside the tutorial's own kernels, in the same run and on the same inputs. The course
 ships none of the tutorial's code: the file comes from a copy of Triton's repository (its
 `python/tutorials/06-fused-attention.py`). Its `attention(q, k, v, causal, sm_scale, warp_specialize)` is called

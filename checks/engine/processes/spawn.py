@@ -55,7 +55,7 @@ def grading_process_env(interpret: bool) -> dict[str, str]:
     check of unchanged code skips the benchmarking of every config (seconds at the timing size).
     The interpreter works on small blocks, where a pool of threads costs more than it saves, and on a GPU machine
     several interpreter processes run beside the GPU stage, each with a pool as large as the machine
-    (measured in bench/check-latency-gpu.md).
+    (measured in bench/results/check-latency-gpu.md).
     """
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
     env[MARK] = "1"  # sealing: what a grading process leaves behind is found by this mark
