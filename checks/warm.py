@@ -10,7 +10,7 @@ exit status. The first check starts it; it leaves after IDLE_S seconds without a
 It never runs the learner's code (the grading processes do, one check each, as before). It is used only by a
 person at a terminal: not for --json, not under CI, and not by `make grade` or `make solutions`, which grade in
 their own processes, so that no submission can answer for another's check. CHECKS_WARM=0 turns it off;
-CHECKS_WARM=1 uses it without a terminal too (bench/latency.py).
+CHECKS_WARM=1 uses it without a terminal too (`python -m bench latency`).
 
 This module is the client side, standard library only: `python -m checks` imports it before torch.
 """
