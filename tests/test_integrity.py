@@ -15,7 +15,7 @@ import pytest
 
 from checks import verdict as V
 from checks.engine.contract.protocol import Job, RecordStream, Stream
-from checks.engine.contract.wire import WireError
+from checks.records import RecordError
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, spawn
@@ -80,7 +80,7 @@ def test_a_forged_report_is_refused(name):
     assert stream.tampered, name
 
 
-# a line whose fields do not fit its kind of event (checks.engine.contract.wire), and how the tampered report names
+# a line whose fields do not fit its kind of event (checks.records), and how the tampered report names
 # the field
 MISFIT = {
     "a field of the wrong type": (
@@ -197,7 +197,7 @@ def test_a_job_that_does_not_fit_is_refused_naming_the_field():
         ({"file": None}, "job lacks its field 'file'"),
     ]:
         data = {k: v for k, v in {**sent, **change}.items() if v is not None}
-        with pytest.raises(WireError) as refused:
+        with pytest.raises(RecordError) as refused:
             Job.from_json(json.dumps(data))
         assert str(refused.value) == named
 

@@ -11,7 +11,7 @@ import torch
 
 from checks.engine import timing as engine_timing
 from checks.engine.contract.protocol import Timings
-from checks.engine.contract.wire import build
+from checks.records import build
 from checks.engine.judging.judge import load_timing_outputs
 from checks.engine.judging.timing import (
     bar_message,
