@@ -15,10 +15,10 @@ import pytest
 
 from checks import verdict as V
 from checks.engine.contract.protocol import Job, RecordStream, Stream
-from checks.records import RecordError
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, spawn
+from checks.records import RecordError
 from checks.registry import get_puzzle
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"

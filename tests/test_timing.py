@@ -11,7 +11,6 @@ import torch
 
 from checks.engine import timing as engine_timing
 from checks.engine.contract.protocol import Timings
-from checks.records import build
 from checks.engine.judging.judge import load_timing_outputs
 from checks.engine.judging.timing import (
     bar_message,
@@ -36,6 +35,7 @@ from checks.engine.timing import (
     tflops,
 )
 from checks.puzzles import spec_module
+from checks.records import build
 from checks.registry import get_puzzle
 
 PEAKS = Peaks(copy_gbps=3000.0, matmul_tflops=700.0, matmul_side=8192)
