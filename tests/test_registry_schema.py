@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from checks import registry
+from checks import records, registry
 from checks.registry import (
     REGISTRY,
     Case,
@@ -63,14 +63,35 @@ def test_the_real_registry_loads(loader):
     assert puzzles == load_puzzles() and len(puzzles) == len(yaml.safe_load("".join(LINES))["puzzles"])
 
 
-def test_the_records_keep_the_file_as_safe_load_reads_it():
+def plain(value):
+    """A record's value as safe_load reads it: lists for tuples."""
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def test_the_records_hold_the_values_safe_load_reads():
     entries = yaml.safe_load("".join(LINES))["puzzles"]
     for puzzle, entry in zip(load_puzzles(), entries, strict=True):
         bench = dict(entry.get("bench") or {})
-        # the same values, and the keys in the file's order (a case's parameters are reported in it)
-        assert repr(puzzle.cases) == repr(entry.get("cases", {}))
-        assert repr(puzzle.sweep) == repr(bench.pop("sweep", {})) and repr(puzzle.bench) == repr(bench)
-        assert puzzle.tolerance == entry.get("tolerance", {}) and puzzle.speed_bar == entry.get("speed_bar")
+        for mode in ("cpu", "gpu"):
+            cases = [case.given() for case in getattr(puzzle.cases, mode)]
+            assert cases == entry.get("cases", {}).get(mode, []), (puzzle.number, mode)
+        sweep, baseline = bench.pop("sweep", None), bench.pop("baseline", "torch")
+        timing = puzzle.timing_case.given() if puzzle.bench else {}
+        assert timing == bench and puzzle.baseline == baseline
+        assert (puzzle.sweep is None) == (sweep is None)
+        if sweep:
+            assert {k: c.given() for k, c in puzzle.sweep.sizes.items()} == sweep["sizes"]
+            assert plain(puzzle.sweep.quick) == sweep["quick"] and puzzle.sweep.x == sweep["x"]
+        tolerance = entry.get("tolerance", {})
+        if "atol" in tolerance:
+            assert (puzzle.tolerance.atol, puzzle.tolerance.rtol) == (tolerance["atol"], tolerance["rtol"])
+        else:
+            assert {k: (t.atol, t.rtol) for k, t in puzzle.tolerance.items()} == {
+                k: (t["atol"], t["rtol"]) for k, t in tolerance.items()
+            }
+        assert (puzzle.speed_bar and puzzle.speed_bar.min_ratio) == (entry.get("speed_bar") or {}).get("min_ratio")
         assert puzzle.rules == {name: params or {} for name, params in (entry.get("rules") or {}).items()}
 
 
@@ -113,9 +134,19 @@ def test_a_missing_key_a_wrong_type_and_a_key_given_twice(tmp_path):
         read_registry(copy_with(tmp_path, line, "    title:", "    title: Twice\n    title:"))
 
 
-def test_the_registry_needs_nothing_a_gpu_machine_lacks():
-    """The GPU machines have PyYAML but neither pydantic nor msgspec, and no network to install them."""
-    tree = ast.parse(Path(registry.__file__).read_text(encoding="utf-8"))
+def imports_of(module) -> set[str]:
+    """The modules a module imports."""
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    assert {name.split(".")[0] for name in imported} - set(sys.stdlib_module_names) <= {"yaml"}
+    return imported | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+
+
+def test_the_registry_needs_nothing_a_gpu_machine_lacks():
+    """The GPU machines have PyYAML but neither pydantic nor msgspec, and no network to install them: the registry
+    needs only PyYAML and the typed reader, which needs only the standard library."""
+    assert {name for name in imports_of(registry) if name.split(".")[0] not in sys.stdlib_module_names} == {
+        "yaml",
+        "yaml.nodes",
+        "checks.records",
+    }
+    assert {name.split(".")[0] for name in imports_of(records)} <= set(sys.stdlib_module_names)

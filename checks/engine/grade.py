@@ -146,7 +146,7 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     and the puzzles' rules on passes over memory. Its cases are shared by a few grading processes
     (`checks.engine.judging.interpreter_parts`), which are stopped if the GPU stage fails.
     """
-    params = gpu_stage.puzzle.cases["cpu"]
+    params = [case.given() for case in gpu_stage.puzzle.cases.cpu]
     subsets = split_cases(len(params), part_count())
     parts = []
     for index, subset in enumerate(subsets):

@@ -105,7 +105,7 @@ def table(rows: list[PuzzleOutcome]) -> list[str]:
             body.append([p.number, p.slug, "planned", *["-"] * 6])
             continue
         ms = key.timings.get("ms", {}) if key.timings else {}
-        base_name = p.bench.get("baseline", "torch")
+        base_name = p.baseline
         ratio = key.timings.get("ratio_vs_baseline") if key.timings else None
         times = [ms_cell(ms.get("yours")), base_name, ms_cell(ms.get(base_name)), f"{ratio:.2f}x" if ratio else "-"]
         status = "pass" if key.passed else key.status.upper()

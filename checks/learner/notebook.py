@@ -249,7 +249,7 @@ def show(number: int | str, file: str | None = None, case: int = 1, seed: int = 
     cells = [] if file else _ran_cells(number)
     source = (as_module(cells), "your graded cell") if cells else None
     out = picture_folder(puzzle) / f"{puzzle.stem}_map.png"
-    count = len(puzzle.cases.get("cpu", []))
+    count = len(puzzle.cases.cpu)
     if not 1 <= case <= count:
         print(f"Puzzle {puzzle.number} has {count} cases in the interpreter; pick case=1 to case={count}.")
         return None

@@ -17,30 +17,30 @@ import torch
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.registry import Case
 
 O_DIMS = ("batch", "heads", "head-dim columns")
 LSE_DIMS = ("batch", "heads")
 
 
-def scale_of(case: dict[str, Any]) -> float:
-    return float(case.get("sm_scale", 1.0 / math.sqrt(case["D"])))
+def scale_of(case: Case) -> float:
+    return float(case.sm_scale or 1.0 / math.sqrt(case.D))
 
 
-def draw_decoding(case: dict[str, Any], arena: Arena, heads_q: int, heads_kv: int) -> dict[str, Any]:
+def draw_decoding(case: Case, arena: Arena, heads_q: int, heads_kv: int) -> dict[str, Any]:
     """q (B, heads_q, D); k, v (B, heads_kv, N, D): float16 views in the layouts the case asks for."""
-    b, n, d = case["B"], case["N"], case["D"]
-    default = case.get("layout", "contiguous")
-    layout_q = case.get("layout_q", "contiguous")
+    b, n, d = case.B, case.N, case.D
+    layout_q = case.layout_q or "contiguous"  # q is (B, H, D): the shared layout is the cache's
     inputs: dict[str, Any] = {"q": make_input(arena, (b, heads_q, d), torch.float16, "q", layout_q, spread(case, "q"))}
     for name in ("k", "v"):
-        layout = case.get(f"layout_{name}", default)
+        layout = case.layout_of(name)
         inputs[name] = make_input(arena, (b, heads_kv, n, d), torch.float16, name, layout, spread(case, name))
     inputs["sm_scale"] = scale_of(case)
     return inputs
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    return draw_decoding(case, arena, case["H"], case["H"])
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    return draw_decoding(case, arena, case.H, case.H)
 
 
 def decoding_reference(
