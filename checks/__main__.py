@@ -14,10 +14,14 @@ if status is None and warm.wanted(sys.argv[1:], os.environ, sys.stdout.isatty())
 if status is not None:
     raise SystemExit(status)
 
-from checks.cli import main  # noqa: E402 - only once the packages are known to be there
+from checks.registry import RegistryError, report_broken_registry  # noqa: E402 - once pyyaml is known to be there
 
 try:
+    from checks.cli import main  # only once the packages are known to be there
+
     status = main()
+except RegistryError as error:  # puzzles.yaml is broken: one line that says where, not a traceback
+    status = report_broken_registry(error)
 except BrokenPipeError:  # the output went to a command that stopped reading (`... | head`): nothing to add
     status = 1
 except KeyboardInterrupt:  # Ctrl-C: the grading process was ended on the way out; no verdict, no traceback

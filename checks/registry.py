@@ -530,7 +530,16 @@ def get_puzzle(number: int | str) -> Puzzle:
 
 def broken_registry_line(error: RegistryError) -> str:
     """The one line a command prints when the registry is broken: where, what, and what to do next."""
-    return f"The puzzle registry is broken, so nothing can be graded: {error}"
+    return (
+        f"The puzzle registry is broken, so nothing can be graded: {error} "
+        "(If you did not mean to change puzzles.yaml, `git checkout puzzles.yaml` restores the course's own.)"
+    )
+
+
+def report_broken_registry(error: RegistryError) -> int:
+    """Say on standard error, in one line, that the registry is broken and where; the exit status that says so."""
+    print(broken_registry_line(error), file=sys.stderr, flush=True)
+    return BROKEN_REGISTRY_STATUS
 
 
 @contextmanager
@@ -540,5 +549,4 @@ def exit_on_registry_error() -> Iterator[None]:
     try:
         yield
     except RegistryError as error:
-        print(broken_registry_line(error), file=sys.stderr, flush=True)
-        raise SystemExit(BROKEN_REGISTRY_STATUS) from None
+        raise SystemExit(report_broken_registry(error)) from None

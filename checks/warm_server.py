@@ -27,6 +27,7 @@ from typing import Any
 
 from checks import cli
 from checks.engine.processes import prestart
+from checks.registry import RegistryError, report_broken_registry
 from checks.warm import IDLE_S, QUIT, READY, stop
 
 REQUEST_S = 10.0  # how long a client that connected may take to send its command
@@ -101,6 +102,8 @@ def run_check(request: dict[str, Any], fds: list[int], conn: socket.socket) -> i
         status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     except KeyboardInterrupt:
         status = 130
+    except RegistryError as error:  # puzzles.yaml is broken: one line, as without a warm grader
+        status = report_broken_registry(error)
     except BrokenPipeError:
         status = 1
     except Exception:  # noqa: BLE001 - the traceback goes to the learner's terminal, as without a warm grader

@@ -107,6 +107,7 @@ def grade(
     A `seed` makes a debugging run: its data values come from the seed too (not from a secret), so the same seed
     gives the same inputs and the same verdict, which says it is a debugging run (and is not recorded as a grade).
     """
+    rulebook.checked_registry()  # a broken registry stops every grade here, before any process starts
     if not puzzle.ready:
         return V.Verdict(
             puzzle.number,
