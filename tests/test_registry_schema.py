@@ -4,9 +4,12 @@ file, the line and the keys allowed there, at every level of the file."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
@@ -14,10 +17,15 @@ import yaml
 from checks import records, registry
 from checks.registry import (
     REGISTRY,
+    REGISTRY_SETTING,
+    ROOT,
     Case,
+    Layout,
+    MapKind,
     PuzzleEntry,
     RegistryError,
     SpeedBar,
+    Status,
     Sweep,
     Target,
     Tolerance,
@@ -150,3 +158,82 @@ def test_the_registry_needs_nothing_a_gpu_machine_lacks():
         "checks.records",
     }
     assert {name.split(".")[0] for name in imports_of(records)} <= set(sys.stdlib_module_names)
+
+
+@pytest.mark.parametrize(
+    "number, old, value, typo, where, allowed_values",
+    [
+        ("1", "    map: elementwise", "elementwise", "elementwse", "puzzle 1's map", MapKind),
+        ("1", "    status: ready", "ready", "redy", "puzzle 1's status", Status),
+        ("2", "layout_b: sliced", "sliced", "slcied", "puzzle 2's cases.cpu[3].layout_b", Layout),
+    ],
+)
+def test_a_misspelt_value_is_named_with_its_line_and_the_values_allowed(
+    tmp_path, loader, number, old, value, typo, where, allowed_values
+):
+    line = puzzle_line(number, old)
+    path = copy_with(tmp_path, line, old, old.replace(value, typo))
+    with pytest.raises(RegistryError) as caught:
+        read_registry(path)
+    listed = ", ".join(repr(v) for v in get_args(allowed_values))
+    assert str(caught.value) == (
+        f"{path}:{line}: {where} is {typo!r}. Did you mean {value!r}? Write one of {listed} there."
+    ), str(caught.value)
+
+
+BROKEN = "The puzzle registry is broken, so nothing can be graded:"
+
+
+def broken_copy(tmp_path: Path) -> tuple[Path, int]:
+    """A copy of puzzles.yaml whose puzzle 1 has a misspelt key, and the line of it."""
+    line = puzzle_line("1", "    slug: vector_add")
+    return copy_with(tmp_path, line, "slug:", "slgu:"), line
+
+
+@pytest.mark.slow  # each command imports torch before it reads the registry
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["checks", "9", "--solution"],  # make check
+        ["checks.instructor.solutions", "--puzzle", "1"],  # make solutions
+        ["checks.instructor.classroom", "{folder}"],  # make grade
+    ],
+    ids=["check", "solutions", "grade"],
+)
+def test_a_broken_registry_ends_a_command_with_one_line_and_exit_status_2(tmp_path, command):
+    path, line = broken_copy(tmp_path)
+    (folder := tmp_path / "submissions").mkdir()
+    env = {**os.environ, REGISTRY_SETTING: str(path), "CHECKS_WARM": "0"}
+    env.pop("CHECKS_MAKE_LEVEL", None)
+    args = [sys.executable, "-m", *(part.format(folder=folder) for part in command)]
+    run = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr and run.stdout == "", run.stdout + run.stderr
+    (said,) = run.stderr.strip().splitlines()
+    assert said.startswith(
+        f"The puzzle registry is broken, so nothing can be graded: {path}:{line}: unknown key 'slgu'"
+    )
+    assert "Did you mean 'slug'?" in said
+
+
+@pytest.fixture
+def broken_registry(tmp_path, monkeypatch):
+    """This process reads a broken copy of puzzles.yaml (and the course's own again after the test)."""
+    path, line = broken_copy(tmp_path)
+    monkeypatch.setenv(REGISTRY_SETTING, str(path))
+    load_puzzles.cache_clear()
+    yield path, line
+    monkeypatch.delenv(REGISTRY_SETTING)
+    load_puzzles.cache_clear()
+
+
+def test_check_in_a_notebook_says_the_registry_is_broken_in_one_line(broken_registry, capsys):
+    from checks.learner.notebook import check
+
+    path, line = broken_registry
+    assert check(1) is None
+    said = capsys.readouterr().out.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith(
+        f"The puzzle registry is broken, so nothing can be graded: {path}:{line}:"
+    )
+    assert "git checkout puzzles.yaml" in said[0]
