@@ -35,7 +35,8 @@ def observation(index: int, **data) -> str:
 
 def machine(mode: str = "interpreter", **data) -> str:
     """The machine event, with every field a grading process writes."""
-    fields = {"device": "CPU (Triton interpreter)", "torch": "2.11", "triton": "3.6", "numpy": "2.3", **data}
+    versions = {"torch_version": "2.11", "triton_version": "3.6", "numpy_version": "2.3"}
+    fields = {"device": "cpu", "name": "CPU (Triton interpreter)", **versions, **data}
     return line("machine", mode=mode, **fields)
 
 

@@ -395,7 +395,9 @@ def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_p
 
     puzzle, spec, key = small_matmul
     raw = TimingRun(puzzle, spec, right, key, tmp_path, device="cpu").rounds(timer=FakeClock(1.0, 1.0, 1.0))
-    gpu = Machine(mode="gpu", device="GPU", torch="2.11", triton="3.6", numpy="2.3")
+    gpu = Machine(
+        mode="gpu", device="cuda", name="GPU", torch_version="2.11", triton_version="3.6", numpy_version="2.3"
+    )
     good = Stream([0], machine=gpu, observed=True, asked_time=True, token="t")
     assert good.feed_line(json.dumps({"event": "timings", **raw, "token": "t"})) is not None and not good.tampered
     forged = {k: v for k, v in {**raw, **change}.items() if v is not None}

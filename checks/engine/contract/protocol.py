@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from checks.engine.contract.observations import CaseObservation
 from checks.records import build
@@ -103,13 +103,16 @@ def access_path(workdir: Path, index: int) -> Path:
 
 @dataclass
 class Machine:
-    """machine: what the grading process runs on (`checks.engine.machine.detect`)."""
+    """machine: what a process grades on (`checks.engine.machine.detect` finds it), the one record of it: the grading
+    process works with it and sends it as its machine event (`asdict`), which the grader reads back as it is."""
 
-    mode: str  # "gpu" or "interpreter"
-    device: str  # what to print: the GPU's name or "CPU (Triton interpreter)"
-    torch: str
-    triton: str
-    numpy: str
+    mode: Literal["gpu", "interpreter"]
+    device: str  # where tensors go, as torch names it: "cuda" or "cpu"
+    name: str  # what to print: the GPU's name or "CPU (Triton interpreter)"
+    torch_version: str
+    triton_version: str  # "missing" where Triton is not installed
+    numpy_version: str
+    problem: str | None = None  # why this machine cannot grade (the environment event says it too), or None
 
 
 @dataclass

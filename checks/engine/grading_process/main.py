@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -267,14 +268,7 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
     """Everything after the token: the machine, the audit hook, the submission's cases and its timing."""
     if machine is None:  # the grader hands a prestarted process only a job of the mode it was started for
         machine = detect(force_interpreter=job.interpret and not (job.role == RECORD and job.record_on_gpu))
-    events.emit(
-        "machine",
-        mode=machine.mode,
-        device=machine.name,
-        torch=machine.torch_version,
-        triton=machine.triton_version,
-        numpy=machine.numpy_version,
-    )
+    events.emit("machine", **asdict(machine))
     if machine.problem:
         events.emit("environment", problem=machine.problem)
         return 0

@@ -251,7 +251,7 @@ class Stage:
             V.FAILED,
             "",
             mode=machine.mode if machine else "",
-            device=machine.device if machine else "",
+            device=machine.name if machine else "",
             seed=self.job.seed,
             debugging=self.job.debugging,
             cases=self.results,

@@ -21,9 +21,9 @@ import torch
 from checks.engine.access.patches import record_access
 from checks.engine.access.recorder import AccessRecorder
 from checks.engine.contract.observations import BufferObs, CaseObservation, LaunchObs
-from checks.engine.contract.protocol import access_path
+from checks.engine.contract.protocol import Machine, access_path
 from checks.engine.inputs import draw
-from checks.engine.machine import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.machine import NUMPY_PITFALL_TEXT
 from checks.engine.replay.launches import Tracker, watch_launches
 from checks.memory import Arena
 from checks.registry import Case
