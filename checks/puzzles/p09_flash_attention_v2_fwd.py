@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from checks.memory import Arena, make_input
-from checks.puzzles import BaselineFn, Expected, Work
+from checks.puzzles import BaselineFn, Expected, Work, sdpa_held_to
 from checks.registry import Case
 
 O_DIMS = ("batch", "heads", "query rows", "head-dim columns")
@@ -79,22 +79,13 @@ def baseline(inputs: dict[str, Any]) -> BaselineFn:
 
 def sdpa_backends(inputs: dict[str, Any], causal: bool) -> dict[str, BaselineFn]:
     """`make bench`'s other baselines: SDPA held to its flash and to its cuDNN backend, where they run here."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     q, k, v, scale = inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]
-    found: dict[str, BaselineFn] = {}
-    for name, backend in (("sdpa flash", SDPBackend.FLASH_ATTENTION), ("sdpa cudnn", SDPBackend.CUDNN_ATTENTION)):
-
-        def call(backend: SDPBackend = backend) -> torch.Tensor:
-            with sdpa_kernel(backend):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-
-        try:
-            call()
-        except RuntimeError:  # this backend has no kernel for this device, dtype or shape
-            continue
-        found[name] = call
-    return found
+    return sdpa_held_to(
+        (("sdpa flash", SDPBackend.FLASH_ATTENTION), ("sdpa cudnn", SDPBackend.CUDNN_ATTENTION)),
+        lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
+    )
 
 
 def unfused(inputs: dict[str, Any]) -> dict[str, BaselineFn]:

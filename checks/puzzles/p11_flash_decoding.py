@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from checks.memory import Arena, make_input
-from checks.puzzles import BaselineFn, Expected, Work
+from checks.puzzles import BaselineFn, Expected, Work, sdpa_held_to
 from checks.puzzles.p09_flash_attention_v2_fwd import spread
 from checks.registry import Case
 
@@ -79,26 +79,15 @@ def sdpa_backends(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, **kwargs: Any
 ) -> dict[str, BaselineFn]:
     """SDPA held to each backend that runs this shape here (flash, cuDNN, efficient, math)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
-    found: dict[str, BaselineFn] = {}
-    for name, backend in (
+    backends = (
         ("sdpa flash", SDPBackend.FLASH_ATTENTION),
         ("sdpa cudnn", SDPBackend.CUDNN_ATTENTION),
         ("sdpa efficient", SDPBackend.EFFICIENT_ATTENTION),
         ("sdpa math", SDPBackend.MATH),
-    ):
-
-        def call(backend: SDPBackend = backend) -> torch.Tensor:
-            with sdpa_kernel(backend):
-                return sdpa(q, k, v, scale, **kwargs)
-
-        try:
-            call()
-        except RuntimeError:  # this backend has no kernel for this device, dtype or shape
-            continue
-        found[name] = call
-    return found
+    )
+    return sdpa_held_to(backends, lambda: sdpa(q, k, v, scale, **kwargs))
 
 
 def flex_decoding(

@@ -139,10 +139,9 @@ class Missing:
 
 
 @dataclass
-class CasePlan:
-    """plan: what the learner's function asked of the GPU on the two draws of one case, or how the call failed."""
+class RecordedCall:
+    """What the learner's function asked of the GPU on one call, recorded (the fields of a plan event)."""
 
-    index: int
     plans: list[dict[str, Any]]  # checks.engine.contract.plan: checked by checks.engine.contract.plan.check, not here
     raised: str
     raised_where: list[str]
@@ -152,15 +151,15 @@ class CasePlan:
 
 
 @dataclass
-class TimingPlan:
-    """timing_plan: the plan at the timing size (one draw)."""
+class CasePlan(RecordedCall):
+    """plan: what the learner's function asked of the GPU on the two draws of one case, or how the call failed."""
 
-    plans: list[dict[str, Any]]
-    raised: str
-    raised_where: list[str]
-    stub: bool
-    printed: str
-    seconds: float
+    index: int
+
+
+@dataclass
+class TimingPlan(RecordedCall):
+    """timing_plan: the plan at the timing size (one draw)."""
 
 
 @dataclass

@@ -60,9 +60,14 @@ STATUSES = (V.TIMEOUT, V.CRASHED, V.ERROR, V.TAMPERED)
 INTERPRETER_STAGE_EXCUSED = (V.ENVIRONMENT, V.INTERNAL)
 
 
-class RulebookError(RegistryError):
+class RulebookError(ValueError):
     """The rulebook does not fit the declared rules, or puzzles.yaml asks for a rule it lacks or gives one
-    parameters it does not take (a broken registry, as a misspelt key is)."""
+    parameters it does not take."""
+
+
+class RegistryRulesError(RulebookError, RegistryError):
+    """puzzles.yaml asks for a rule the rulebook lacks, or gives one parameters it does not take: a broken registry,
+    as a misspelt key is."""
 
 
 def declared_rules() -> dict[str, Rule]:
@@ -219,12 +224,13 @@ def check_registry(puzzles: tuple[Puzzle, ...] | list[Puzzle]) -> None:
     """Raise a `RulebookError` listing every `rules:` entry of the puzzles that does not fit the rulebook."""
     problems = parameter_problems(puzzles)
     if problems:
-        raise RulebookError(f"puzzles.yaml does not fit the rulebook: {'; '.join(problems)}. Correct its `rules:`.")
+        listed = "; ".join(problems)
+        raise RegistryRulesError(f"puzzles.yaml does not fit the rulebook: {listed}. Correct its `rules:`.")
 
 
 def checked_registry() -> tuple[Puzzle, ...]:
     """The registry's puzzles, their `rules:` checked against the rulebook: every grade starts here, so that a wrong
-    parameter in puzzles.yaml stops every grade at once, not one case later. RegistryError (RulebookError for the
+    parameter in puzzles.yaml stops every grade at once, not one case later. RegistryError (RegistryRulesError for the
     rules) when the registry is broken."""
     puzzles = load_puzzles()
     if not (_checked and _checked[0] is puzzles):
