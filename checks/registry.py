@@ -21,7 +21,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
@@ -395,20 +395,12 @@ def place_in_file(path: tuple[Key, ...], place: str = "", data: Any = None) -> s
     if path[0] != "puzzles" or len(path) < 2 or not isinstance(path[1], int):
         return "the file's " + place.lstrip(".")
     owner = f"the puzzle at position {path[1] + 1}"
-    with _no_lookup_error():
+    with suppress(LookupError, TypeError):  # a file whose puzzle has no number (yet): named by its position
         number = data["puzzles"][path[1]]["number"]
         if _ID.match(puzzle_id(number)):
             owner = f"puzzle {puzzle_id(number)}"
     inside = place.removeprefix(f".puzzles[{path[1]}]").lstrip(".")
     return f"{owner}'s {inside}" if inside else owner
-
-
-@contextmanager
-def _no_lookup_error() -> Iterator[None]:
-    try:
-        yield
-    except (LookupError, TypeError):
-        pass
 
 
 def _dotted(path: tuple[Key, ...]) -> str:
