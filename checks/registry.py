@@ -178,9 +178,9 @@ class Sweep:
     x: str
     quick: tuple[str, ...]
     smoke: dict[str, Case]
-    x_label: str = "size"
-    plot: str | None = None
-    cap_s: float = 60.0
+    x_label: str
+    plot: str  # the plot (bench/<plot>.png) the puzzle is drawn in, beside the puzzles that name the same
+    cap_s: float
     variants: dict[str, str] = field(default_factory=dict)
     targets: tuple[Target, ...] = ()
     graphs: bool = False

@@ -237,7 +237,7 @@ def write_outputs(rows: list[Row], meta: dict[str, Any], out: Path, targets: lis
     """Under `out`: a PNG per plot (bench.sweep.plot, a panel per series; deleted without rows) and BENCHMARKS.md."""
     (out / "bench").mkdir(parents=True, exist_ok=True)
     plots, puzzles = [], load_puzzles()
-    for stem in dict.fromkeys(p.sweep.plot for p in puzzles if p.sweep and p.sweep.plot):
+    for stem in dict.fromkeys(p.sweep.plot for p in puzzles if p.sweep):
         group = [p for p in puzzles if p.sweep and p.sweep.plot == stem]
         chosen = [r for r in rows if r.ok and r.puzzle in {p.number for p in group}]
         (path := out / "bench" / f"{stem}.png").unlink(missing_ok=True)
