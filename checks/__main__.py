@@ -14,10 +14,18 @@ if status is None and warm.wanted(sys.argv[1:], os.environ, sys.stdout.isatty())
 if status is not None:
     raise SystemExit(status)
 
-from checks.cli import main  # noqa: E402 - only once the packages are known to be there
+from checks.make_notes import make_note  # noqa: E402 - once pyyaml is known to be there
+from checks.registry import RegistryError, load_puzzles, report_broken_registry  # noqa: E402
 
 try:
+    load_puzzles()  # a broken puzzles.yaml is said before torch is imported
+    from checks.cli import main  # only once the packages are known to be there
+
     status = main()
+except RegistryError as error:  # puzzles.yaml is broken: one line that says where, not a traceback
+    status = report_broken_registry(error)
+    if note := make_note(status):  # under make: what make's own last line means
+        print(note, file=sys.stderr)
 except BrokenPipeError:  # the output went to a command that stopped reading (`... | head`): nothing to add
     status = 1
 except KeyboardInterrupt:  # Ctrl-C: the grading process was ended on the way out; no verdict, no traceback

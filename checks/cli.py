@@ -1,6 +1,6 @@
 """`python -m checks N [--file F] [--solution] [--json]`: grade one puzzle.
 
-Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error.
+Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error or a broken puzzles.yaml.
 
 The verdict of a learner's submission is recorded in the progress file (`make progress`, see `checks.learner.progress`),
 marked with the file's name when it is not the puzzle's notebook; runs of the course's own files under solutions/ are
@@ -78,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
+    from checks.engine.judging.rules import rulebook
+
     args = parser().parse_args(argv)
+    rulebook.checked_registry()  # a broken registry: RegistryError, which `python -m checks` reports in one line
     try:
         puzzle = get_puzzle(args.puzzle)
     except UnknownPuzzle as exc:

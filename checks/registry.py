@@ -1,30 +1,42 @@
 """Load `puzzles.yaml`, the one registry of puzzles, into typed records.
 
-The file is read through its schema: the dataclasses `RegistryFile`, `PuzzleEntry`, `Cases`, `Case`, `Tolerance`,
+This is the schema of the file: the dataclasses `RegistryFile`, `PuzzleEntry`, `Cases`, `Case`, `Tolerance`,
 `Bench`, `Sweep`, `Target` and `SpeedBar` declare every key it may hold, at every level, with the type of its
-value, and `read_registry` walks the YAML nodes (which keep each key's line) against their fields: an unknown,
-misspelt, missing or mistyped key stops the load with the file, the line and the keys allowed there. The schema
-is stdlib dataclasses rather than pydantic or msgspec because the course runs on GPU machines that have neither
-and no network to install them. The reader hands on the data as `yaml.safe_load` gives it (the file's keys, in
-its order), so the records keep the file's mappings as they are; the names and parameters under `rules:` are
-checked by the rulebook (checks.engine.judging.rules.rulebook) against the rules' functions.
+value, and the values of the keys that take one of a fixed list (`Status`, `MapKind`, `Layout`, `Fill`, `DType`) as
+`Literal`s. `read_registry` composes the YAML (whose nodes keep each key's line) into plain data and reads it through
+the course's one typed reader (`checks.records.build`): an unknown, misspelt, missing or mistyped key, or a value not
+in its list, stops the load with the file, the line and the keys or values allowed there. The schema is stdlib
+dataclasses rather than pydantic or msgspec because the course runs on GPU machines that have neither and no network
+to install them. The names and parameters under `rules:` are checked by the rulebook
+(checks.engine.judging.rules.rulebook) against the rules' functions.
+
+`CHECKS_REGISTRY`, a path, names another registry file to load instead of the course's own (the tests load broken
+copies of it that way); a command that finds the registry broken says so in one line and exits with status 2
+(`exit_on_registry_error`).
 """
 
 from __future__ import annotations
 
-import difflib
+import os
 import re
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
-from functools import cache, lru_cache
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from pathlib import Path
-from types import NoneType, UnionType
-from typing import Any, ClassVar, NoReturn, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from checks.records import Key, Mismatch, RecordError, build
+from checks.records import shown as kind_shown
+
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY = ROOT / "puzzles.yaml"
+REGISTRY_SETTING = "CHECKS_REGISTRY"  # a path: the registry file to load instead of REGISTRY
+BROKEN_REGISTRY_STATUS = 2  # the exit status of a command that finds the registry broken (a failed check is 1)
 
 
 class UnknownPuzzle(LookupError):
@@ -50,29 +62,193 @@ def puzzle_id(value: int | str) -> str:
     return f"{int(match.group(1))}{match.group(2)}" if match else str(value).strip()
 
 
+# The values of the keys that take one of a fixed list.
+Status = Literal["ready", "planned"]  # ready: graded; planned: listed, not yet gradeable
+MapKind = Literal["elementwise", "softmax", "matmul", "attention", "decoding"]  # how checks.learner.maps draws it
+Layout = Literal["contiguous", "transposed", "sliced", "bnhd"]  # checks.memory.layout_view
+Fill = Literal["random", "neg_inf", "equal"]  # what softmax's cases write over their random values
+DType = Literal["float16", "bfloat16", "float32"]
+
+
+# The schema of puzzles.yaml. Each dataclass is one level of the file: its fields are the keys allowed there (a field
+# without a default is a key the level must have) and their types the values allowed.
+
+
+@dataclass(frozen=True)
+class Case:
+    """The keys a case may set: a graded case (`cases.cpu`, `cases.gpu`), the timing case (`bench`) and the
+    cases of `bench.sweep` (`series`, `sizes`, `smoke`). The puzzle's module (checks/puzzles) reads them; a key
+    the case does not set is None."""
+
+    advice: ClassVar[str] = "A key that a puzzle's module newly reads is declared in `Case` (checks/registry.py)."
+
+    n: int | None = None
+    shape: tuple[int, ...] | None = None
+    B: int | None = None
+    H: int | None = None
+    H_kv: int | None = None
+    G: int | None = None
+    M: int | None = None
+    N: int | None = None
+    K: int | None = None
+    D: int | None = None
+    causal: bool | None = None
+    dtype: DType | None = None
+    layout: Layout | None = None  # every input's layout, where the input has no `layout_<name>` of its own
+    layout_a: Layout | None = None
+    layout_b: Layout | None = None
+    layout_q: Layout | None = None
+    layout_k: Layout | None = None
+    layout_v: Layout | None = None
+    layout_o: Layout | None = None
+    layout_do: Layout | None = None
+    layout_y: Layout | None = None
+    layout_dy: Layout | None = None
+    scale: float | str | None = None  # PyYAML reads 1.0e4 (no sign after the e) as a string; float() reads it
+    shift: float | str | None = None
+    fill: Fill | None = None
+    offset: float | None = None
+    sm_scale: float | None = None
+    score_std: float | None = None
+    page_size: int | None = None
+    seq_lens: tuple[int, ...] | None = None
+    spare_pages: int | None = None
+    rtol: float | None = None  # loosens the puzzle's rtol for this case (checks.engine.judging.rules.core)
+    atol: float | None = None  # loosens the puzzle's atol for this case (checks.engine.judging.rules.core)
+    note: str | None = None  # what the case is for, shown beside its result
+
+    def __repr__(self) -> str:
+        return f"Case({', '.join(f'{key}={value!r}' for key, value in self.given().items())})"
+
+    def given(self) -> dict[str, Any]:
+        """The keys the case sets, with their values as the file writes them (lists, not tuples): how a case is shown,
+        formatted and sent on as JSON; `case_from` reads it back."""
+        values = ((f.name, getattr(self, f.name)) for f in fields(Case))
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in values if value is not None}
+
+    def layout_of(self, name: str) -> Layout:
+        """The layout of the input `name`: its own `layout_<name>`, else the case's `layout`, else contiguous."""
+        return getattr(self, f"layout_{name}", None) or self.layout or "contiguous"
+
+    def updated(self, other: Case) -> Case:
+        """This case with the keys `other` sets taken from `other` (a sweep's series and size make one case)."""
+        return replace(self, **other.given())
+
+    def as_case(self) -> Case:
+        """The case alone: a `Bench` without its baseline and sweep."""
+        return Case(**self.given())
+
+
+def case_from(values: dict[str, Any], where: str = "case") -> Case:
+    """A case from plain data (`Case.given`'s form), checked as puzzles.yaml's cases are."""
+    return build(Case, values, where)
+
+
+@dataclass(frozen=True)
+class Cases:
+    cpu: tuple[Case, ...] = ()  # graded in Triton's interpreter: small
+    gpu: tuple[Case, ...] = ()
+
+    def on(self, gpu: bool) -> tuple[Case, ...]:
+        """The cases graded on a GPU (`gpu`), or in the interpreter."""
+        return self.gpu if gpu else self.cpu
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class Target:
+    series: str
+    size: str
+    ratio: float | None = None
+    tflops: float | None = None
+    baseline: str | None = None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """`bench.sweep`: what `make bench` (checks.instructor.bench) measures the answer key at."""
+
+    series: dict[str, Case]
+    sizes: dict[str, Case]
+    x: str
+    quick: tuple[str, ...]
+    smoke: dict[str, Case]
+    x_label: str
+    plot: str  # the plot (bench/<plot>.png) the puzzle is drawn in, beside the puzzles that name the same
+    cap_s: float
+    variants: dict[str, str] = field(default_factory=dict)
+    targets: tuple[Target, ...] = ()
+    graphs: bool = False
+
+
+@dataclass(frozen=True)
+class Bench(Case):
+    """The GPU timing case: a case, the torch baseline it is timed against and the benchmark's sweep."""
+
+    baseline: str = "torch"
+    sweep: Sweep | None = None
+
+
+@dataclass(frozen=True)
+class SpeedBar:
+    min_ratio: float
+
+
+@dataclass(frozen=True)
+class PuzzleEntry:
+    """One puzzle as puzzles.yaml writes it (the comment at the top of the file says what each key means)."""
+
+    number: int | str
+    slug: str
+    title: str
+    defines: tuple[str, ...]
+    inputs: str
+    returns: str
+    notebook: str
+    solution: str
+    status: Status = "planned"
+    map: MapKind = "elementwise"
+    concepts: tuple[str, ...] = ()
+    tolerance: Tolerance | dict[str, Tolerance] | None = None  # shared, or one per output name
+    cases: Cases = Cases()
+    bench: Bench | None = None
+    speed_bar: SpeedBar | None = None
+    hints: tuple[str, ...] = ()
+    timeout: float = 120.0
+    rules: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # the rulebook checks names and parameters
+    builds_on: int | str | None = None
+
+
+@dataclass(frozen=True)
+class RegistryFile:
+    puzzles: tuple[PuzzleEntry, ...]
+
+
 @dataclass(frozen=True)
 class Puzzle:
     number: str  # the contract's id: "7", or "10a" for a lettered step that comes before puzzle 10
     slug: str
     title: str
-    status: str
+    status: Status
     defines: tuple[str, ...]
     inputs: str
     returns: str
     concepts: tuple[str, ...]
     notebook: Path
     solution: Path
-    tolerance: dict[str, Any] = field(default_factory=dict)
-    cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    bench: dict[str, Any] = field(default_factory=dict)  # the grader's timing case, with its `baseline`
-    sweep: dict[str, Any] = field(
-        default_factory=dict
-    )  # bench.sweep: what `make bench` measures (checks.instructor.bench)
-    speed_bar: dict[str, Any] | None = None
+    tolerance: Tolerance | dict[str, Tolerance] | None = None  # shared, or one per output name
+    cases: Cases = Cases()
+    bench: Bench | None = None  # the grader's timing case, with its `baseline` and `sweep`
+    speed_bar: SpeedBar | None = None
     hints: tuple[str, ...] = ()
     timeout: float = 120.0
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule name -> its parameters
-    map_kind: str = "elementwise"  # how the access map is drawn (checks.learner.maps)
+    map_kind: MapKind = "elementwise"  # how the access map is drawn (checks.learner.maps)
     order: int = 0  # place in the course: lettered steps sort before their puzzle (10a, 10b, 10)
     builds_on: str | None = None  # the earlier step whose graded code this puzzle's code may use (9 on 9a)
 
@@ -109,230 +285,81 @@ class Puzzle:
     def notebook_source(self) -> Path:
         return ROOT / "notebooks" / "src" / f"{self.stem}.md"
 
+    @property
+    def sweep(self) -> Sweep | None:
+        """bench.sweep: what `make bench` (checks.instructor.bench) measures, where the puzzle has one."""
+        return self.bench.sweep if self.bench else None
+
+    @property
+    def timing_case(self) -> Case | None:
+        """The case the grader times on a GPU (the bench case without its baseline and sweep)."""
+        return self.bench.as_case() if self.bench else None
+
+    @property
+    def baseline(self) -> str:
+        """The torch operation the timing case is timed against."""
+        return self.bench.baseline if self.bench else "torch"
+
     def tolerance_for(self, output: str) -> tuple[float, float]:
         """(atol, rtol) for one output: a per-output entry wins over the shared one."""
-        tol = self.tolerance.get(output, self.tolerance)
-        return float(tol["atol"]), float(tol["rtol"])
+        tol = self.tolerance.get(output) if isinstance(self.tolerance, dict) else self.tolerance
+        if tol is None:
+            raise KeyError(f"puzzles.yaml gives puzzle {self.number} no tolerance for {output!r}; add one.")
+        return float(tol.atol), float(tol.rtol)
 
-
-# The schema of puzzles.yaml. Each dataclass is one level of the file: its fields are the keys allowed there
-# (a field without a default is a key the level must have) and their types the values allowed. The reader below
-# builds no instances of them: it checks the file against them and hands on the data itself.
-
-
-@dataclass(frozen=True)
-class Case:
-    """The keys a case may set: a graded case (`cases.cpu`, `cases.gpu`), the timing case (`bench`) and the
-    cases of `bench.sweep` (`series`, `sizes`, `smoke`). The puzzle's module (checks/puzzles) reads them."""
-
-    advice: ClassVar[str] = "A key that a puzzle's module newly reads is declared in `Case` (checks/registry.py)."
-
-    n: int | None = None
-    shape: list[int] | None = None
-    M: int | None = None
-    N: int | None = None
-    K: int | None = None
-    B: int | None = None
-    H: int | None = None
-    H_kv: int | None = None
-    G: int | None = None
-    D: int | None = None
-    causal: bool | None = None
-    dtype: str | None = None
-    layout: str | None = None
-    layout_a: str | None = None
-    layout_b: str | None = None
-    layout_q: str | None = None
-    layout_k: str | None = None
-    layout_v: str | None = None
-    layout_o: str | None = None
-    layout_do: str | None = None
-    layout_y: str | None = None
-    layout_dy: str | None = None
-    scale: float | str | None = None  # PyYAML reads 1.0e4 (no sign after the e) as a string; float() reads it
-    shift: float | str | None = None
-    fill: str | None = None
-    offset: float | None = None
-    sm_scale: float | None = None
-    score_std: float | None = None
-    page_size: int | None = None
-    seq_lens: list[int] | None = None
-    spare_pages: int | None = None
-    rtol: float | None = None  # loosens the puzzle's rtol for this case (checks.engine.judging.rules.core)
-    atol: float | None = None  # loosens the puzzle's atol for this case (checks.engine.judging.rules.core)
-    note: str | None = None  # what the case is for, shown beside its result
-
-
-@dataclass(frozen=True)
-class Cases:
-    cpu: list[Case] | None = None
-    gpu: list[Case] | None = None
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    atol: float
-    rtol: float
-
-
-@dataclass(frozen=True)
-class Target:
-    series: str
-    size: str
-    ratio: float | None = None
-    tflops: float | None = None
-    baseline: str | None = None
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """`bench.sweep`: what `make bench` (checks.instructor.bench) measures the answer key at."""
-
-    series: dict[str, Case]
-    sizes: dict[str, Case]
-    x: str
-    quick: list[str]
-    smoke: dict[str, Case]
-    x_label: str | None = None
-    plot: str | None = None
-    cap_s: float | None = None
-    variants: dict[str, str] | None = None
-    targets: list[Target] | None = None
-    graphs: bool | None = None
-
-
-@dataclass(frozen=True)
-class Bench(Case):
-    """The GPU timing case: a case, the torch baseline it is timed against and the benchmark's sweep."""
-
-    baseline: str | None = None
-    sweep: Sweep | None = None
-
-
-@dataclass(frozen=True)
-class SpeedBar:
-    min_ratio: float
-
-
-@dataclass(frozen=True)
-class PuzzleEntry:
-    """One puzzle as puzzles.yaml writes it (the comment at the top of the file says what each key means)."""
-
-    number: int | str
-    slug: str
-    title: str
-    defines: list[str]
-    inputs: str
-    returns: str
-    notebook: str
-    solution: str
-    status: str | None = None
-    map: str | None = None
-    concepts: list[str] | None = None
-    tolerance: Tolerance | dict[str, Tolerance] | None = None  # shared, or one per output name
-    cases: Cases | None = None
-    bench: Bench | None = None
-    speed_bar: SpeedBar | None = None
-    hints: list[str] | None = None
-    timeout: float | None = None
-    rules: dict[str, dict[str, Any] | None] | None = None  # the rulebook checks names and parameters
-    builds_on: int | str | None = None
-
-
-@dataclass(frozen=True)
-class RegistryFile:
-    puzzles: list[PuzzleEntry]
+    def loosest_tolerance(self) -> tuple[float, float]:
+        """(atol, rtol) covering every output: the shared entry, or the largest of the per-output ones."""
+        if isinstance(self.tolerance, Tolerance):
+            return float(self.tolerance.atol), float(self.tolerance.rtol)
+        entries = list((self.tolerance or {}).values())
+        if not entries:
+            return 0.0, 0.0
+        return max(float(t.atol) for t in entries), max(float(t.rtol) for t in entries)
 
 
 class RegistryError(ValueError):
     """puzzles.yaml does not fit its schema; the message names the file, the line and what to change."""
 
 
-_WORDS = {
-    bool: "true or false",
-    int: "a whole number",
-    float: "a number",
-    str: "a string",
-    list: "a list",
-    dict: "a mapping",
-    NoneType: "nothing (null)",
-}
+# How a mismatch names what belongs in a YAML file, where the typed reader speaks of JSON's kinds.
+_YAML_WORDS = {"text": "a string", "an object": "a mapping", "null": "nothing (null)"}
 
 
-@cache
-def _keys(cls: type) -> dict[str, tuple[Any, bool]]:
-    """A schema dataclass's keys: name -> (the type of its value, whether the level must have it)."""
-    hints = get_type_hints(cls)
-    return {f.name: (hints[f.name], f.default is MISSING and f.default_factory is MISSING) for f in fields(cls)}
-
-
-def _members(hint: Any) -> tuple[Any, ...]:
-    return get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
-
-
-def _kind(hint: Any) -> type:
-    return dict if is_dataclass(hint) else get_origin(hint) or hint
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    kind = _kind(hint)
-    if kind in (int, float) and isinstance(value, bool):
-        return False
-    return isinstance(value, (int, float) if kind is float else kind)
-
-
-def _wanted(hint: Any) -> str:
-    kinds = [_kind(m) for m in _members(hint)]
-    return " or ".join(dict.fromkeys(_WORDS[k] for k in kinds if k is not NoneType or len(kinds) == 1))
-
-
-class _Reader:
-    """Checks the nodes of one file against the schema and gives back their data, as yaml.safe_load would."""
+class _Composed:
+    """A YAML file's data, as yaml.safe_load gives it, with the line of each value and of each key."""
 
     def __init__(self, path: Path, loader: Any) -> None:
         self.path, self.loader = path, loader
+        self.lines: dict[tuple[Key, ...], int] = {}  # a value's path -> its first line
+        self.key_lines: dict[tuple[Key, ...], int] = {}  # a mapping's key's path -> the key's line
         self.flattened: set[int] = set()
+        self.numbers: dict[int, dict[str, Any]] = {}  # a puzzle's position -> {"number": its number}, for messages
 
-    def fail(self, node: Node, text: str) -> NoReturn:
-        raise RegistryError(f"{shown(self.path)}:{node.start_mark.line + 1}: {text}")
+    def fail(self, node: Node, text: str) -> RegistryError:
+        return RegistryError(f"{shown(self.path)}:{node.start_mark.line + 1}: {text}")
 
-    @staticmethod
-    def place(owner: str, path: str) -> str:
-        if owner and path:
-            return f"{owner}'s {path}"
-        return owner or (f"the file's {path}" if path else "the file's top level")
+    def plain(self, node: Node, path: tuple[Key, ...]) -> Any:
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, SequenceNode):
+            return [self.plain(item, (*path, i)) for i, item in enumerate(node.value)]
+        if not isinstance(node, MappingNode):
+            return self.loader.construct_object(node)
+        if len(path) == 2 and path[0] == "puzzles" and isinstance(path[1], int):
+            for key, value in node.value:
+                if isinstance(key, ScalarNode) and key.value == "number" and isinstance(value, ScalarNode):
+                    self.numbers[path[1]] = {"number": value.value}
+        self.flatten(node, path)
+        data: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                raise self.fail(key_node, f"{self.place(path)} has a key that is not a name; write a name there.")
+            key = self.loader.construct_object(key_node)
+            self.key_lines[(*path, key)] = key_node.start_mark.line + 1
+            self.lines.pop((*path, key), None)  # the later of a merged key and the mapping's own is the one kept
+            data[key] = self.plain(value_node, (*path, key))
+        return data
 
-    def read(self, node: Node, hint: Any, owner: str, path: str) -> Any:
-        if hint is Any:
-            return self.loader.construct_object(node, deep=True)
-        members = _members(hint)
-        if isinstance(node, MappingNode):
-            self.flatten(node, owner, path)
-            shapes = [m for m in members if _kind(m) is dict]
-            if shapes:
-                keys = {k.value for k, _ in node.value if isinstance(k, ScalarNode)}
-                # `Tolerance | dict[str, Tolerance]`: the record when the mapping uses its keys, else the dict
-                shape = next((m for m in shapes if is_dataclass(m) and keys & _keys(m).keys()), shapes[-1])
-                if is_dataclass(shape):
-                    return self.record(node, shape, owner, path)
-                return self.mapping(node, get_args(shape)[1], owner, path)
-            shown_value = "a mapping"
-        elif isinstance(node, SequenceNode):
-            sequence = next((m for m in members if get_origin(m) is list), None)
-            if sequence is not None:
-                item = get_args(sequence)[0]
-                if item is PuzzleEntry:
-                    return [self.read(n, item, self.puzzle(n, i), "") for i, n in enumerate(node.value)]
-                return [self.read(n, item, owner, f"{path}[{i}]") for i, n in enumerate(node.value)]
-            shown_value = "a list"
-        else:
-            value = self.loader.construct_object(node)
-            if any(_fits(value, m) for m in members):
-                return value
-            shown_value = repr(value)
-        self.fail(node, f"{self.place(owner, path)} is {shown_value}; write {_wanted(hint)} there.")
-
-    def flatten(self, node: MappingNode, owner: str, path: str) -> None:
+    def flatten(self, node: MappingNode, path: tuple[Key, ...]) -> None:
         """Merge keys (`<<: *anchor`) become the anchor's pairs, as safe_load has them; a key given twice is an
         error, where safe_load would keep the last silently."""
         if id(node) in self.flattened:
@@ -342,60 +369,78 @@ class _Reader:
         for key, _ in node.value:
             if isinstance(key, ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
                 if key.value in seen:
-                    self.fail(key, f"{self.place(owner, path)} gives {key.value!r} twice; keep one of the two.")
+                    raise self.fail(key, f"{self.place(path)} gives {key.value!r} twice; keep one of the two.")
                 seen.add(key.value)
         self.loader.flatten_mapping(node)
 
-    def record(self, node: MappingNode, cls: Any, owner: str, path: str) -> dict[str, Any]:
-        allowed, data = _keys(cls), {}
-        for key_node, value_node in node.value:
-            key = self.loader.construct_object(key_node) if isinstance(key_node, ScalarNode) else None
-            if key not in allowed:
-                guess = difflib.get_close_matches(str(key), allowed, n=1)
-                self.fail(
-                    key_node,
-                    f"unknown key {key!r} in {self.place(owner, path)}."
-                    + (f" Did you mean {guess[0]!r}?" if guess else "")
-                    + f" Correct or remove it; the keys allowed there are {', '.join(allowed)}."
-                    + (f" {cls.advice}" if getattr(cls, "advice", "") else ""),
-                )
-            data[key] = self.read(value_node, allowed[key][0], owner, f"{path}.{key}" if path else key)
-        missing = [name for name, (_, required) in allowed.items() if required and name not in data]
-        if missing:
-            needed = ", ".join(name for name, (_, required) in allowed.items() if required)
-            self.fail(
-                node, f"{self.place(owner, path)} lacks {missing[0]!r}; add it (the keys it must have are {needed})."
-            )
-        return data
+    def place(self, path: tuple[Key, ...]) -> str:
+        return place_in_file(path, data={"puzzles": self.numbers})
 
-    def mapping(self, node: MappingNode, hint: Any, owner: str, path: str) -> dict[str, Any]:
-        data = {}
-        for key_node, value_node in node.value:
-            key = self.loader.construct_object(key_node) if isinstance(key_node, ScalarNode) else None
-            if not isinstance(key, str):
-                self.fail(key_node, f"{self.place(owner, path)} has the key {key!r}, where a name belongs; quote it.")
-            data[key] = self.read(value_node, hint, owner, f"{path}[{key!r}]")
-        return data
+    def line_of(self, mismatch: Mismatch) -> int:
+        """The line a mismatch is on: an unknown key's own, a mapping's for a key it lacks, else the value's."""
+        if mismatch.kind == "unknown" and (*mismatch.path, mismatch.found) in self.key_lines:
+            return self.key_lines[(*mismatch.path, mismatch.found)]
+        path = mismatch.path
+        while path and path not in self.lines:
+            path = path[:-1]
+        return self.lines.get(path, 1)
 
-    def puzzle(self, node: Node, index: int) -> str:
-        """How messages name the puzzle of this entry: by its number, checked here, where it has one."""
-        for key, value in node.value if isinstance(node, MappingNode) else ():
-            if isinstance(key, ScalarNode) and key.value == "number" and isinstance(value, ScalarNode):
-                if not _ID.match(puzzle_id(value.value)):
-                    self.fail(
-                        value,
-                        f"puzzle number {value.value!r} is not a number with at most one letter; write it as 7 or 10a.",
-                    )
-                return f"puzzle {puzzle_id(value.value)}"
-        return f"the puzzle at position {index + 1}"
+
+def place_in_file(path: tuple[Key, ...], place: str = "", data: Any = None) -> str:
+    """How messages name the place `path` of the registry (`place`: the same as the typed reader writes it,
+    `.puzzles[6].tolerance['o']`): "puzzle 8a's tolerance['o']", "the file's top level"."""
+    place = place or _dotted(path)
+    if not path:
+        return "the file's top level"
+    if path[0] != "puzzles" or len(path) < 2 or not isinstance(path[1], int):
+        return "the file's " + place.lstrip(".")
+    owner = f"the puzzle at position {path[1] + 1}"
+    with suppress(LookupError, TypeError):  # a file whose puzzle has no number (yet): named by its position
+        number = data["puzzles"][path[1]]["number"]
+        if _ID.match(puzzle_id(number)):
+            owner = f"puzzle {puzzle_id(number)}"
+    inside = place.removeprefix(f".puzzles[{path[1]}]").lstrip(".")
+    return f"{owner}'s {inside}" if inside else owner
+
+
+def _dotted(path: tuple[Key, ...]) -> str:
+    """A path as the typed reader writes it, where every key is a field's: `.puzzles[0].bench.sweep`."""
+    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path)
+
+
+def _message(mismatch: Mismatch, data: Any) -> str:
+    """A mismatch as the registry says it: what is wrong, and what to write instead."""
+    where = place_in_file(mismatch.path, mismatch.place, data)
+    guess = mismatch.guess()
+    did_you_mean = f" Did you mean {guess!r}?" if guess else ""
+    if mismatch.kind == "unknown":
+        allowed = ", ".join(mismatch.allowed)
+        advice = f" {mismatch.advice}" if mismatch.advice else ""
+        return (
+            f"unknown key {mismatch.found!r} in {where}.{did_you_mean} Correct or remove it; "
+            f"the keys allowed there are {allowed}.{advice}"
+        )
+    if mismatch.kind == "missing":
+        return f"{where} lacks {mismatch.found!r}; add it (the keys it must have are {', '.join(mismatch.allowed)})."
+    if mismatch.kind == "value":
+        allowed = ", ".join(repr(value) for value in mismatch.allowed)
+        return f"{where} is {mismatch.found!r}.{did_you_mean} Write one of {allowed} there."
+    found = mismatch.found
+    value = repr(found) if not isinstance(found, dict | list) else kind_shown(found).replace("an object", "a mapping")
+    wanted = " or ".join(_YAML_WORDS.get(word, word) for word in mismatch.wanted.split(" or "))
+    return f"{where} is {value}; write {wanted} there."
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML has it: the same nodes, sooner
 
 
-def _read_file(path: Path) -> dict[str, Any]:
-    """The registry file's data, checked against `RegistryFile`."""
-    loader = _LOADER(path.read_text(encoding="utf-8"))
+def _read_file(path: Path) -> RegistryFile:
+    """The registry file's records, checked against `RegistryFile`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RegistryError(f"{shown(path)}:1: the registry cannot be read ({exc.strerror}); restore it.") from exc
+    loader = _LOADER(text)
     try:
         try:
             root = loader.get_single_node()
@@ -404,46 +449,65 @@ def _read_file(path: Path) -> dict[str, Any]:
             raise RegistryError(f"{shown(path)}:{line}: this is not valid YAML ({exc.problem}); correct it.") from exc
         if root is None:
             raise RegistryError(f"{shown(path)}:1: the file is empty; it must hold `puzzles:`, the list of puzzles.")
-        return _Reader(path, loader).read(root, RegistryFile, "", "")
+        composed = _Composed(path, loader)
+        data = composed.plain(root, ())
     finally:
         loader.dispose()
+    try:
+        registry = build(RegistryFile, data, "the registry")
+    except RecordError as exc:
+        mismatch = exc.mismatch
+        raise RegistryError(f"{shown(path)}:{composed.line_of(mismatch)}: {_message(mismatch, data)}") from None
+    for index, entry in enumerate(registry.puzzles):
+        if not _ID.match(puzzle_id(entry.number)):
+            line = composed.lines.get(("puzzles", index, "number"), 1)
+            raise RegistryError(
+                f"{shown(path)}:{line}: puzzle number {entry.number!r} is not a number with at most one letter; "
+                "write it as 7 or 10a."
+            )
+    return registry
 
 
-def _puzzle(entry: dict[str, Any], order: int) -> Puzzle:
+def _puzzle(entry: PuzzleEntry, order: int) -> Puzzle:
     return Puzzle(
-        number=puzzle_id(entry["number"]),
-        slug=entry["slug"],
-        title=entry["title"],
-        status=entry.get("status", "planned"),
-        defines=tuple(entry["defines"]),
-        inputs=entry["inputs"],
-        returns=entry["returns"],
-        concepts=tuple(entry.get("concepts", ())),
-        notebook=ROOT / entry["notebook"],
-        solution=ROOT / entry["solution"],
-        tolerance=entry.get("tolerance", {}),
-        cases=entry.get("cases", {}),
-        bench={k: v for k, v in (entry.get("bench") or {}).items() if k != "sweep"},
-        sweep=(entry.get("bench") or {}).get("sweep", {}),
-        speed_bar=entry.get("speed_bar"),
-        hints=tuple(entry.get("hints", ())),
-        timeout=float(entry.get("timeout", 120.0)),
-        rules={name: dict(params or {}) for name, params in (entry.get("rules") or {}).items()},
-        map_kind=entry.get("map", "elementwise"),
+        number=puzzle_id(entry.number),
+        slug=entry.slug,
+        title=entry.title,
+        status=entry.status,
+        defines=entry.defines,
+        inputs=entry.inputs,
+        returns=entry.returns,
+        concepts=entry.concepts,
+        notebook=ROOT / entry.notebook,
+        solution=ROOT / entry.solution,
+        tolerance=entry.tolerance,
+        cases=entry.cases,
+        bench=entry.bench,
+        speed_bar=entry.speed_bar,
+        hints=entry.hints,
+        timeout=float(entry.timeout),
+        rules={name: dict(params or {}) for name, params in entry.rules.items()},
+        map_kind=entry.map,
         order=order,
-        builds_on=puzzle_id(entry["builds_on"]) if entry.get("builds_on") else None,
+        builds_on=puzzle_id(entry.builds_on) if entry.builds_on else None,
     )
 
 
 def read_registry(path: Path = REGISTRY) -> tuple[Puzzle, ...]:
     """The puzzles of a registry file, in course order; a `RegistryError` where the file does not fit its schema."""
-    return tuple(_puzzle(entry, order) for order, entry in enumerate(_read_file(path)["puzzles"], 1))
+    return tuple(_puzzle(entry, order) for order, entry in enumerate(_read_file(path).puzzles, 1))
+
+
+def registry_path() -> Path:
+    """The registry file to load: $CHECKS_REGISTRY where it is set, else the course's puzzles.yaml."""
+    setting = os.environ.get(REGISTRY_SETTING, "")
+    return Path(setting) if setting else REGISTRY
 
 
 @lru_cache(maxsize=1)
 def load_puzzles() -> tuple[Puzzle, ...]:
     """All puzzles, in course order."""
-    return read_registry(REGISTRY)
+    return read_registry(registry_path())
 
 
 def get_puzzle(number: int | str) -> Puzzle:
@@ -454,3 +518,27 @@ def get_puzzle(number: int | str) -> Puzzle:
             return puzzle
     known = ", ".join(p.number for p in load_puzzles())
     raise UnknownPuzzle(f"There is no puzzle {wanted}; the puzzles are {known}.")
+
+
+def broken_registry_line(error: RegistryError) -> str:
+    """The one line a command prints when the registry is broken: where, what, and what to do next."""
+    return (
+        f"The puzzle registry is broken, so nothing can be graded: {error} "
+        "(If you did not mean to change puzzles.yaml, `git checkout puzzles.yaml` restores the course's own.)"
+    )
+
+
+def report_broken_registry(error: RegistryError) -> int:
+    """Say on standard error, in one line, that the registry is broken and where; the exit status that says so."""
+    print(broken_registry_line(error), file=sys.stderr, flush=True)
+    return BROKEN_REGISTRY_STATUS
+
+
+@contextmanager
+def exit_on_registry_error() -> Iterator[None]:
+    """Around a command's work: a broken registry ends it with one line on standard error and exit status 2 (a
+    failed check ends with 1), not with a traceback."""
+    try:
+        yield
+    except RegistryError as error:
+        raise SystemExit(report_broken_registry(error)) from None

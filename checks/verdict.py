@@ -46,7 +46,7 @@ class Verdict:
     status: str
     summary: str  # one sentence: what happened and what to do next
     mode: str = ""  # "gpu" or "interpreter"
-    device: str = ""
+    device: str = ""  # what the grading machine is, as printed (`Machine.name`): a GPU's name, or the CPU's
     seed: int | None = None
     debugging: bool = False  # a debugging run (--seed): data values from the seed, the same each time; not a grade
     cases: list[CaseResult] = field(default_factory=list)
@@ -159,7 +159,7 @@ def progress_printer(number: int, title: str) -> Callable[[dict[str, Any]], None
 
     def show(event: dict[str, Any]) -> None:
         if event["event"] == "machine":
-            print(header(number, title, event["mode"], event["device"]), flush=True)
+            print(header(number, title, event["mode"], event["name"]), flush=True)
         elif event["event"] == "case":
             print(case_line(CaseResult(**{k: v for k, v in event.items() if k != "event"})), flush=True)
         elif event["event"] == "stage":

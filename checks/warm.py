@@ -12,7 +12,9 @@ person at a terminal: not for --json, not under CI, and not by `make grade` or `
 their own processes, so that no submission can answer for another's check. CHECKS_WARM=0 turns it off;
 CHECKS_WARM=1 uses it without a terminal too (`python -m bench latency`).
 
-This module is the client side, standard library only: `python -m checks` imports it before torch.
+This module is the client side, standard library only: `python -m checks` imports it before torch. The messages
+between the two are `WarmRequest` and `WarmReply`, JSON lines read through the one typed reader (`checks.records`);
+READY and QUIT are single words.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from checks.verdict import STOPPED  # standard library only, as this module
+from checks.records import RecordError, build  # standard library only, as this module
+from checks.verdict import STOPPED
 
 ROOT = Path(__file__).resolve().parent.parent
 SWITCH = "CHECKS_WARM"
@@ -38,6 +42,38 @@ READY_S = 2.0  # how long a running warm grader may take to answer: longer means
 # Variables a shell changes between two commands, which do not change how a check runs.
 SHELL_ONLY = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "COLUMNS", "LINES"})
 READY, QUIT = b"ready\n", b"quit\n"
+
+
+@dataclass
+class WarmRequest:
+    """A check for the warm grader: `python -m checks ARGV` in the folder `cwd`, on the client's standard input, output
+    and error (sent beside the message), written with `encoding`."""
+
+    argv: list[str]
+    cwd: str
+    encoding: str = "utf-8"
+
+
+@dataclass
+class WarmReply:
+    """The check's exit status, as `python -m checks` would have exited with."""
+
+    status: int
+
+
+def encode(message: WarmRequest | WarmReply) -> bytes:
+    """A message as it goes on the socket: one JSON line."""
+    return json.dumps(asdict(message)).encode() + b"\n"
+
+
+def decode_request(data: bytes) -> WarmRequest:
+    """The request in `data`; ValueError (no JSON) or RecordError (naming the field) when it is not one."""
+    return build(WarmRequest, json.loads(data), "request")
+
+
+def decode_reply(data: bytes) -> WarmReply:
+    """The reply in `data`; ValueError (no JSON) or RecordError (naming the field) when it is not one."""
+    return build(WarmReply, json.loads(data), "reply")
 
 
 def wanted(argv: list[str], environ: dict[str, str] | os._Environ, at_terminal: bool) -> bool:
@@ -163,7 +199,7 @@ def request(argv: list[str]) -> int | None:
         conn = start(path)
     if not conn:
         return None
-    message = json.dumps({"argv": argv, "cwd": os.getcwd(), "encoding": sys.stdout.encoding}).encode() + b"\n"
+    message = encode(WarmRequest(argv, os.getcwd(), sys.stdout.encoding or "utf-8"))
     with conn:
         try:
             socket.send_fds(conn, [message], [0, 1, 2])
@@ -178,14 +214,15 @@ def request(argv: list[str]) -> int | None:
             return 130
         except OSError:
             reply = b""
-    if not reply.startswith(b"exit "):
+    try:
+        return decode_reply(reply).status
+    except (ValueError, RecordError):
         print(
             "The warm grader stopped before its verdict; grading in this process instead "
             f"({SWITCH}=0 skips the warm grader).",
             file=sys.stderr,
         )
         return None
-    return int(reply.split()[1])
 
 
 def running(root: Path = ROOT) -> list[Path]:

@@ -15,7 +15,6 @@ import fcntl
 import gc
 import importlib
 import io
-import json
 import os
 import signal
 import socket
@@ -27,7 +26,9 @@ from typing import Any
 
 from checks import cli
 from checks.engine.processes import prestart
-from checks.warm import IDLE_S, QUIT, READY, stop
+from checks.records import RecordError
+from checks.registry import RegistryError, report_broken_registry
+from checks.warm import IDLE_S, QUIT, READY, WarmReply, WarmRequest, decode_request, encode, stop
 
 REQUEST_S = 10.0  # how long a client that connected may take to send its command
 
@@ -81,7 +82,7 @@ def _stream(fd: int, mode: str, encoding: str) -> io.TextIOWrapper:
     )
 
 
-def run_check(request: dict[str, Any], fds: list[int], conn: socket.socket) -> int:
+def run_check(request: WarmRequest, fds: list[int], conn: socket.socket) -> int:
     """`python -m checks` with the client's arguments, folder and standard streams; its exit status."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -89,18 +90,20 @@ def run_check(request: dict[str, Any], fds: list[int], conn: socket.socket) -> i
     for n, fd in enumerate(fds):
         os.dup2(fd, n)
         os.close(fd)
-    encoding = request.get("encoding") or "utf-8"
+    encoding = request.encoding or "utf-8"
     sys.stdin, sys.stdout, sys.stderr = (_stream(n, "r" if n == 0 else "w", encoding) for n in range(3))
     watch = Watch(conn)
     try:
-        os.chdir(request["cwd"])
+        os.chdir(request.cwd)
         watch.start()
         _State.running = True
-        status = cli.main([str(arg) for arg in request["argv"]])
+        status = cli.main(request.argv)
     except SystemExit as exc:  # argparse's usage errors, --help
         status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     except KeyboardInterrupt:
         status = 130
+    except RegistryError as error:  # puzzles.yaml is broken: one line, as without a warm grader
+        status = report_broken_registry(error)
     except BrokenPipeError:
         status = 1
     except Exception:  # noqa: BLE001 - the traceback goes to the learner's terminal, as without a warm grader
@@ -132,11 +135,14 @@ def serve_one(conn: socket.socket) -> bool:
             data += conn.recv(1 << 16) or b"\n"
     except OSError:
         return True
-    try:
-        request = json.loads(data) if data != QUIT and len(fds) == 3 else None
-        argv = [str(arg) for arg in request["argv"]] if request else []
-    except (ValueError, KeyError, TypeError):  # not a client of this version
-        request = None
+    request = None
+    if data != QUIT:
+        try:
+            if len(fds) != 3:
+                raise ValueError(f"{len(fds)} file descriptors beside it, not the client's 3 standard streams")
+            request = decode_request(data)
+        except (ValueError, RecordError) as exc:  # not a client of this version: said in the log, and served on
+            print(f"{os.getpid()} refused a message that is not a check: {exc}", flush=True)
     if request is None:
         for fd in fds:
             os.close(fd)
@@ -146,9 +152,9 @@ def serve_one(conn: socket.socket) -> bool:
         status = run_check(request, fds, conn)
     except KeyboardInterrupt:  # the client left as the check ended
         status = 130
-    print(f"{os.getpid()} served {argv!r} -> {status}", flush=True)  # into the warm grader's log
+    print(f"{os.getpid()} served {request.argv!r} -> {status}", flush=True)  # into the warm grader's log
     try:
-        conn.sendall(f"exit {status}\n".encode())
+        conn.sendall(encode(WarmReply(status)))
         conn.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass

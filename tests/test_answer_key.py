@@ -31,7 +31,7 @@ def test_answer_key_passes(puzzle, machine_mode):
     verdict = grade(puzzle, solution=True)
     assert verdict.passed, format_verdict(verdict)
     assert verdict.mode == machine_mode
-    assert len(verdict.cases) == len(puzzle.cases["gpu" if machine_mode == "gpu" else "cpu"])
+    assert len(verdict.cases) == len(puzzle.cases.on(gpu=machine_mode == "gpu"))
 
 
 @pytest.mark.parametrize(("puzzle", "path"), wrong_params())

@@ -18,7 +18,7 @@ from checks.engine.timing import Peaks, roofline_share
 from checks.instructor import bench
 from checks.instructor.bench import write_outputs
 from checks.instructor.bench_report import Target, evaluate, markdown_report
-from checks.registry import ROOT, get_puzzle, load_puzzles
+from checks.registry import ROOT, case_from, get_puzzle, load_puzzles
 
 PEAKS = Peaks(copy_gbps=3000.0, matmul_tflops=700.0, matmul_side=8192)
 META = {
@@ -179,11 +179,11 @@ def test_row_arithmetic():
 def test_plan_comes_from_the_registry(puzzle):
     sweep = puzzle.sweep
     full, quick, smoke = (bench.plan(puzzle, mode) for mode in ("full", "quick", "smoke"))
-    assert len(full) == len(sweep["series"]) * len(sweep["sizes"]) * (1 + len(sweep.get("variants", {})))
-    assert {p["series"] for p in full} == set(sweep["series"]) and {p["size"] for p in full} == set(sweep["sizes"])
-    assert 0 < len(quick) <= len(full) and {p["size"] for p in smoke} == set(sweep["smoke"])
+    assert len(full) == len(sweep.series) * len(sweep.sizes) * (1 + len(sweep.variants))
+    assert {p["series"] for p in full} == set(sweep.series) and {p["size"] for p in full} == set(sweep.sizes)
+    assert 0 < len(quick) <= len(full) and {p["size"] for p in smoke} == set(sweep.smoke)
     assert sum(p["timing"] for p in full) >= 1, "the grader's timing case is one of the sweep's points"
-    assert all(p["x"] > 0 for p in full + smoke) and sweep["plot"] and sweep["x_label"] and sweep["cap_s"] > 0
+    assert all(p["x"] > 0 for p in full + smoke) and sweep.plot and sweep.x_label and sweep.cap_s > 0
     firsts = [p["first"] for p in full]
     assert firsts == sorted(firsts, reverse=True), "the points a target needs come first"
 
@@ -269,7 +269,7 @@ def test_one_speed_bar_per_puzzle():
         bars = [t for t in bench.targets(puzzle) if t.label.endswith("(speed_bar)")]
         assert len(bars) == (1 if puzzle.speed_bar else 0)
         for bar in bars:
-            assert bar.kind == "ratio" and bar.value == puzzle.speed_bar["min_ratio"] and bar.size == "4096x4096x4096"
+            assert bar.kind == "ratio" and bar.value == puzzle.speed_bar.min_ratio and bar.size == "4096x4096x4096"
 
 
 def test_targets_are_judged_from_the_rows():
@@ -450,7 +450,7 @@ def test_a_tutorial_file_adds_its_forward_and_backward_as_baselines(tmp_path):
     module = tutorial.load(path)
     assert tutorial.describe(path).startswith("06-fused-attention.py (sha256 ")
     puzzle, case = get_puzzle("9"), {"B": 1, "H": 2, "N": 32, "D": 16, "causal": False}
-    inputs = bench.spec_module(puzzle).make_inputs(case, Arena("cpu", torch.Generator().manual_seed(0)))
+    inputs = bench.spec_module(puzzle).make_inputs(case_from(case), Arena("cpu", torch.Generator().manual_seed(0)))
     shape = bench.tutorial_shape(case)
     assert set(tutorial.forward_calls(module, inputs, {(shape, False)})) == {"tutorial 06"}
     assert set(tutorial.forward_calls(module, inputs, {(shape, False), (shape, True)})) == set(tutorial.FORWARD)
@@ -465,7 +465,7 @@ def test_a_tutorial_file_adds_its_forward_and_backward_as_baselines(tmp_path):
     assert "tutorial 06 ws" not in row.others and row.ratio_to("tutorial 06") > 0
 
     backward = get_puzzle("10")
-    grads = bench.spec_module(backward).make_inputs(case, Arena("cpu", torch.Generator().manual_seed(0)))
+    grads = bench.spec_module(backward).make_inputs(case_from(case), Arena("cpu", torch.Generator().manual_seed(0)))
     assert tutorial.backward_calls(module, grads, set()) == {}
     (dq, dk, dv) = tutorial.backward_calls(module, grads)["tutorial 06"]()
     assert dq.shape == dk.shape == dv.shape == grads["q"].shape
@@ -567,8 +567,8 @@ def test_the_decoding_sweeps_time_graph_replays_and_keep_the_python_call_beside_
     call_ms; results.csv carries call_ms back, and the figures' hash of a row does not depend on it."""
     from checks.bench_results import csv_record
 
-    assert all(get_puzzle(p).sweep.get("graphs") for p in ("11", "12", "13"))
-    assert not get_puzzle("9").sweep.get("graphs")
+    assert all(get_puzzle(p).sweep.graphs for p in ("11", "12", "13"))
+    assert not get_puzzle("9").sweep.graphs
     timed = Row("12", "gqa_decoding", "B=1", "N=4096", 4096.0, key_ms=0.015, baseline="sdpa", baseline_ms=0.017,
                 call_ms=0.105)  # fmt: skip
     plain = Row("12", "gqa_decoding", "B=1", "N=4096", 4096.0, key_ms=0.015, baseline="sdpa", baseline_ms=0.017)

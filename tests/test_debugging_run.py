@@ -69,7 +69,7 @@ def test_a_reports_case_number_round_trips_into_make_map_and_show(index, monkeyp
 
 
 def test_make_map_refuses_a_case_number_the_puzzle_has_not(capsys):
-    count = len(get_puzzle(1).cases["cpu"])
+    count = len(get_puzzle(1).cases.cpu)
     assert maps.main(["1", "--case", "0"]) == 2
     assert maps.main(["1", "--case", str(count + 1)]) == 2
     assert f"pick 1 to {count}." in capsys.readouterr().err

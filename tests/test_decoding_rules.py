@@ -14,7 +14,7 @@ from checks.engine.contract.observations import CaseObservation
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.rules.decoding import kv_once_per_group, page_owners, pages_in_table, split_kv
 from checks.engine.judging.rules.problem import CaseContext
-from checks.registry import get_puzzle
+from checks.registry import Case, get_puzzle
 from tests.helpers import run_rule
 
 
@@ -61,7 +61,7 @@ class Log:
 
 
 def context(access: dict[str, Any] | None, **inputs: Any) -> CaseContext:
-    return CaseContext(None, {}, inputs, [], [], CaseObservation(index=0, access=access))
+    return CaseContext(None, Case(), inputs, [], [], CaseObservation(index=0, access=access))
 
 
 def dense(b: int, h: int, n: int, d: int = 4, g: int = 1) -> dict[str, torch.Tensor]:
@@ -186,7 +186,7 @@ def test_the_decoding_rules_are_registered_and_take_their_params(number: int) ->
 def test_the_split_key_reads_each_head_with_several_programs_and_no_split_does_not() -> None:
     from tests.test_method_rules import problems, recorded
 
-    case = next(i for i, c in enumerate(get_puzzle(11).cases["cpu"]) if c["N"] >= 512)
+    case = next(i for i, c in enumerate(get_puzzle(11).cases.cpu) if c.N >= 512)
     assert problems(recorded(11, "key", case)) == []
     assert problems(recorded(11, "no_split", case)) == ["split_kv"]
 

@@ -16,7 +16,7 @@ from checks.authoring.stubs import module_body, strip_markers
 from checks.engine.judging.rules import core
 from checks.engine.judging.wording import triton_error_gloss
 from checks.learner import progress
-from checks.registry import ROOT, get_puzzle
+from checks.registry import ROOT, Case, get_puzzle
 
 DIAGNOSES = ROOT / "tests" / "submissions" / "diagnoses"
 STEP_9A_KEY = "solutions/09a_flash_attention_v2_fwd_noncausal.py"
@@ -174,7 +174,7 @@ def attention_call(yours: Callable[..., torch.Tensor], n: int = 9) -> SimpleName
     o, _ = core._shifted_attention(inputs, 0, padded=False)
     expected = SimpleNamespace(name="o", value=o, dims=("batch", "heads", "query rows", "head-dim columns"))
     puzzle = SimpleNamespace(tolerance_for=lambda name: (1e-6, 1e-6))
-    return SimpleNamespace(inputs=inputs, expected=[expected], outputs=[yours(inputs, o)], puzzle=puzzle, case={})
+    return SimpleNamespace(inputs=inputs, expected=[expected], outputs=[yours(inputs, o)], puzzle=puzzle, case=Case())
 
 
 def test_a_moved_causal_boundary_is_named_only_when_it_reproduces_the_output():

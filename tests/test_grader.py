@@ -405,7 +405,7 @@ def test_a_known_wrong_kernel_can_be_graded_up_to_its_first_failure(tmp_path):
     whole = grade(puzzle, wrong, time_it=False, seed=7)
     first = grade(puzzle, wrong, time_it=False, seed=7, first_failure=True)
     assert not whole.passed and not first.passed and first.rule == whole.rule
-    assert len(whole.cases) == len(puzzle.cases["cpu"])
+    assert len(whole.cases) == len(puzzle.cases.cpu)
     failing = next(c.index for c in whole.cases if not c.passed)
     assert [c.index for c in first.cases] == [c.index for c in whole.cases[: failing + 1]]  # none judged after it
     assert "grading stopped at the first failing case" in first.summary

@@ -15,10 +15,10 @@ import pytest
 
 from checks import verdict as V
 from checks.engine.contract.protocol import Job, RecordStream, Stream
-from checks.engine.contract.wire import WireError
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, spawn
+from checks.records import RecordError
 from checks.registry import get_puzzle
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
@@ -35,7 +35,8 @@ def observation(index: int, **data) -> str:
 
 def machine(mode: str = "interpreter", **data) -> str:
     """The machine event, with every field a grading process writes."""
-    fields = {"device": "CPU (Triton interpreter)", "torch": "2.11", "triton": "3.6", "numpy": "2.3", **data}
+    versions = {"torch_version": "2.11", "triton_version": "3.6", "numpy_version": "2.3"}
+    fields = {"device": "cpu", "name": "CPU (Triton interpreter)", **versions, **data}
     return line("machine", mode=mode, **fields)
 
 
@@ -80,7 +81,7 @@ def test_a_forged_report_is_refused(name):
     assert stream.tampered, name
 
 
-# a line whose fields do not fit its kind of event (checks.engine.contract.wire), and how the tampered report names
+# a line whose fields do not fit its kind of event (checks.records), and how the tampered report names
 # the field
 MISFIT = {
     "a field of the wrong type": (
@@ -197,7 +198,7 @@ def test_a_job_that_does_not_fit_is_refused_naming_the_field():
         ({"file": None}, "job lacks its field 'file'"),
     ]:
         data = {k: v for k, v in {**sent, **change}.items() if v is not None}
-        with pytest.raises(WireError) as refused:
+        with pytest.raises(RecordError) as refused:
             Job.from_json(json.dumps(data))
         assert str(refused.value) == named
 

@@ -27,7 +27,7 @@ for number in sys.argv[1:]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-        cases = [draw_case(puzzle, i)[1] for i in range(len(puzzle.cases["cpu"]))]
+        cases = [draw_case(puzzle, i)[1] for i in range(len(puzzle.cases.cpu))]
         inputs = min(cases, key=lambda c: sum(t.numel() for t in c.values() if isinstance(t, torch.Tensor)))
         outputs = getattr(module, puzzle.defines[0])(**inputs)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)

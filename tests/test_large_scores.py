@@ -22,10 +22,10 @@ OVERFLOW = math.log(torch.finfo(torch.float32).max)  # exp(x) is inf in float32 
 
 def large_case(number: str, device: str) -> int:
     """The index of the puzzle's case with large scores in its `device` list (the test fails when there is none)."""
-    cases = get_puzzle(number).cases[device]
-    found = [i for i, case in enumerate(cases) if float(case.get("score_std", 1.0)) >= 50]
+    cases = getattr(get_puzzle(number).cases, device)
+    found = [i for i, case in enumerate(cases) if float(case.score_std or 1.0) >= 50]
     assert found, f"puzzle {number} has no {device} case whose scaled scores reach a few hundred"
-    assert "overflow" in cases[found[0]].get("note", ""), "the case's note tells the learner what it is for"
+    assert "overflow" in (cases[found[0]].note or ""), "the case's note tells the learner what it is for"
     return found[0]
 
 

@@ -17,13 +17,13 @@ from checks.engine.judging.rules import rulebook
 from checks.engine.judging.rules.launch_order import grouped_order
 from checks.engine.judging.rules.method import causal_skipping, p_never_stored, parallel_over_queries
 from checks.engine.judging.rules.problem import CaseContext, Problem
-from checks.registry import get_puzzle
+from checks.registry import case_from, get_puzzle
 from tests.helpers import Log, attention_log, matmul_log, region, run_rule
 
 
 # -- hand-made logs ---------------------------------------------------------------------------------
 def context(access: dict[str, Any] | None, case: dict[str, Any] | None = None, **inputs: Any) -> CaseContext:
-    return CaseContext(None, case or {}, inputs, [], [], CaseObservation(index=0, access=access))
+    return CaseContext(None, case_from(case or {}), inputs, [], [], CaseObservation(index=0, access=access))
 
 
 # -- grouped_order ----------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def recorded(number: int, variant: str, case: int, edits: list[dict[str, str]] |
             _RECORDED[(number, variant, case)] = record_in_own_process(number, path, case, 300)
     _, inputs, _ = draw_case(puzzle, case)
     data = _RECORDED[(number, variant, case)]
-    return CaseContext(puzzle, data["case"], inputs, [], [], CaseObservation(index=case, access=data["log"]))
+    return CaseContext(puzzle, case_from(data["case"]), inputs, [], [], CaseObservation(index=case, access=data["log"]))
 
 
 def problems(ctx: CaseContext) -> list[str]:
@@ -215,8 +215,8 @@ def problems(ctx: CaseContext) -> list[str]:
 
 
 def _case(number: int, **match: Any) -> int:
-    cases = get_puzzle(number).cases["cpu"]
-    return next(i for i, c in enumerate(cases) if all(c.get(k) == v for k, v in match.items()))
+    cases = get_puzzle(number).cases.cpu
+    return next(i for i, c in enumerate(cases) if all(getattr(c, k) == v for k, v in match.items()))
 
 
 @pytest.mark.slow

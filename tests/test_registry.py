@@ -54,7 +54,7 @@ def test_ready_puzzle_has_every_part(puzzle):
         assert callable(getattr(module, name)), f"checks/puzzles module of {puzzle.stem} lacks {name}"
     assert len(known_wrong(puzzle)) >= 6, "at least six known-wrong kernels per puzzle"
     assert 2 <= len(puzzle.hints) <= 3
-    assert puzzle.cases.get("cpu") and puzzle.cases.get("gpu")
+    assert puzzle.cases.cpu and puzzle.cases.gpu
     assert puzzle.bench, "a GPU timing case"
     assert puzzle.tolerance, "tolerances live in puzzles.yaml"
 

@@ -20,7 +20,7 @@ from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG
 from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.instructor.solutions import reasons
 from checks.puzzles import Expected
-from checks.registry import get_puzzle
+from checks.registry import Case, get_puzzle
 from tests.helpers import switch_off
 
 OWN = LaunchObs("add_kernel", own=True, blocks={"BLOCK_SIZE": 1024})
@@ -34,7 +34,7 @@ def vector_ctx(out: torch.Tensor | None = None, **obs_fields) -> CaseContext:
     given = obs_fields.pop("_outputs", None)
     obs = CaseObservation(**{"index": 0, "returned": "tensor", "launches": [OWN], "buffers": [], **obs_fields})
     outputs = given if given is not None else [x + y if out is None else out]
-    return CaseContext(get_puzzle(1), {"n": 10}, {"x": x, "y": y}, expected, outputs, obs)
+    return CaseContext(get_puzzle(1), Case(n=10), {"x": x, "y": y}, expected, outputs, obs)
 
 
 def kept_ctx(out: torch.Tensor, fresh: torch.Tensor | None) -> CaseContext:
@@ -307,7 +307,7 @@ def test_a_cases_own_atol_and_rtol_loosen_the_puzzles_for_that_case_only():
     strict = vector_ctx(off)
     assert compare_all(strict, strict.outputs)[0][1] is not None
     for loosened in ({"atol": 0.1}, {"rtol": 0.1}):
-        ctx = dataclasses.replace(strict, case={**strict.case, **loosened})
+        ctx = dataclasses.replace(strict, case=dataclasses.replace(strict.case, **loosened))
         assert compare_all(ctx, ctx.outputs)[0][1] is None, loosened
 
 

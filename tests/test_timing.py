@@ -11,13 +11,11 @@ import torch
 
 from checks.engine import timing as engine_timing
 from checks.engine.contract.protocol import Timings
-from checks.engine.contract.wire import build
 from checks.engine.judging.judge import load_timing_outputs
 from checks.engine.judging.timing import (
     bar_message,
     from_measurement,
     judge,
-    loosest_tolerance,
     output_difference,
     timing_table,
 )
@@ -36,7 +34,8 @@ from checks.engine.timing import (
     tflops,
 )
 from checks.puzzles import spec_module
-from checks.registry import get_puzzle
+from checks.records import build
+from checks.registry import Bench, Tolerance, get_puzzle
 
 PEAKS = Peaks(copy_gbps=3000.0, matmul_tflops=700.0, matmul_side=8192)
 CASE = {"M": 4096, "N": 4096, "K": 4096}
@@ -153,9 +152,10 @@ def test_timing_table_lines():
 
 
 def test_loosest_tolerance():
-    assert loosest_tolerance({"atol": 1e-2, "rtol": 4e-3}) == (1e-2, 4e-3)
-    per_output = {"o": {"atol": 1e-2, "rtol": 1e-2}, "lse": {"atol": 1e-3, "rtol": 5e-2}}
-    assert loosest_tolerance(per_output) == (1e-2, 5e-2)
+    shared = dataclasses.replace(get_puzzle(1), tolerance=Tolerance(atol=1e-2, rtol=4e-3))
+    assert shared.loosest_tolerance() == (1e-2, 4e-3)
+    per_output = {"o": Tolerance(atol=1e-2, rtol=1e-2), "lse": Tolerance(atol=1e-3, rtol=5e-2)}
+    assert dataclasses.replace(shared, tolerance=per_output).loosest_tolerance() == (1e-2, 5e-2)
 
 
 def test_output_difference():
@@ -196,7 +196,7 @@ class FakeClock:
 @pytest.fixture
 def small_matmul(tmp_path):
     """Puzzle 4 with a small bench case, a torch-only answer key, and its spec."""
-    puzzle = dataclasses.replace(get_puzzle(4), bench={"M": 70, "N": 50, "K": 40, "baseline": "torch.matmul"})
+    puzzle = dataclasses.replace(get_puzzle(4), bench=Bench(M=70, N=50, K=40, baseline="torch.matmul"))
     key = tmp_path / "key.py"
     key.write_text("def matmul_fast(a, b):\n    return (a.float() @ b.float()).half()\n", encoding="utf-8")
     return puzzle, spec_module(puzzle), str(key)
@@ -415,7 +415,9 @@ def test_the_protocol_refuses_timings_with_malformed_outputs(small_matmul, tmp_p
 
     puzzle, spec, key = small_matmul
     raw = TimingRun(puzzle, spec, right, key, tmp_path, device="cpu").rounds(timer=FakeClock(1.0, 1.0, 1.0))
-    gpu = Machine(mode="gpu", device="GPU", torch="2.11", triton="3.6", numpy="2.3")
+    gpu = Machine(
+        mode="gpu", device="cuda", name="GPU", torch_version="2.11", triton_version="3.6", numpy_version="2.3"
+    )
     good = Stream([0], machine=gpu, observed=True, asked_time=True, token="t")
     assert good.feed_line(json.dumps({"event": "timings", **raw, "token": "t"})) is not None and not good.tampered
     forged = {k: v for k, v in {**raw, **change}.items() if v is not None}

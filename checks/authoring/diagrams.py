@@ -130,10 +130,10 @@ def draw_pages(path: Path) -> None:
     from checks.registry import get_puzzle
 
     plt = _pyplot()
-    case = get_puzzle(13).cases["cpu"][0]
+    case = get_puzzle(13).cases.cpu[0]
     generator = torch.Generator().manual_seed(1)
     table, num_pages = page_layout(case, generator)
-    size, lens = int(case["page_size"]), [int(n) for n in case["seq_lens"]]
+    size, lens = int(case.page_size), [int(n) for n in case.seq_lens]
     image = torch.full((num_pages, size), -1.0)
     for b, n in enumerate(lens):
         for j in range(-(-n // size)):
@@ -207,4 +207,4 @@ def source_text() -> bytes:
 def _cases() -> list[Any]:
     from checks.registry import get_puzzle
 
-    return [get_puzzle(13).cases["cpu"][0]]
+    return [get_puzzle(13).cases.cpu[0]]

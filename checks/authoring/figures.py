@@ -94,6 +94,22 @@ def per_head_dim(title: str, lines: Callable[[str], tuple[Line, ...]]) -> Panels
     return tuple((title.format(d=d), lines(f"D={d}")) for d in (64, 128))
 
 
+def causal_and_not(puzzle: str, key: str, baseline: str) -> Callable[[str], tuple[Line, ...]]:
+    """A panel's lines (`per_head_dim`'s `lines`) for the puzzle's answer key and its baseline, each not causal and
+    causal: the key's solid, the baseline's dashed, and dotted where causal."""
+
+    def lines(series: str) -> tuple[Line, ...]:
+        causal = f"{series} causal"
+        return (
+            Line(f"{key}, not causal", puzzle, series),
+            Line(f"{key}, causal", puzzle, causal),
+            Line(f"{baseline}, not causal", puzzle, series, True, "--"),
+            Line(f"{baseline}, causal", puzzle, causal, True, ":"),
+        )
+
+    return lines
+
+
 TMA = "tensor descriptors"  # the label of the tensor-descriptor variants in puzzles.yaml
 
 
@@ -186,15 +202,7 @@ FIGURES = (
         "fa2_fwd_vs_sdpa",
         "FlashAttention-2 forward against torch SDPA",
         "sequence length N",
-        per_head_dim(
-            "D = {d}",
-            lambda series: (
-                Line("answer key, not causal", "9", series),
-                Line("answer key, causal", "9", f"{series} causal"),
-                Line("SDPA (default backend), not causal", "9", series, True, "--"),
-                Line("SDPA (default backend), causal", "9", f"{series} causal", True, ":"),
-            ),
-        ),
+        per_head_dim("D = {d}", causal_and_not("9", "answer key", "SDPA (default backend)")),
         "TFLOPS of puzzle 9's answer key and of PyTorch's scaled_dot_product_attention with its default "
         "backend (4·B·H·N²·D operations, half of it when causal; B·H = 128).",
     ),
@@ -202,15 +210,7 @@ FIGURES = (
         "fa2_bwd_vs_sdpa",
         "FlashAttention-2 backward against torch SDPA's flash backend",
         "sequence length N",
-        per_head_dim(
-            "D = {d}",
-            lambda series: (
-                Line("answer key (puzzle 10), causal", "10", f"{series} causal"),
-                Line("SDPA flash backward, causal", "10", f"{series} causal", True, "--"),
-                Line("answer key, not causal", "10", series),
-                Line("SDPA flash backward, not causal", "10", series, True, "--"),
-            ),
-        ),
+        per_head_dim("D = {d}", causal_and_not("10", "answer key (puzzle 10)", "SDPA flash backward")),
         "TFLOPS of the backward pass, counted as 2.5 times the forward's operations (the usual convention: "
         "five N × N products against two) whatever the kernel really computes.",
     ),

@@ -107,6 +107,7 @@ def grade(
     A `seed` makes a debugging run: its data values come from the seed too (not from a secret), so the same seed
     gives the same inputs and the same verdict, which says it is a debugging run (and is not recorded as a grade).
     """
+    rulebook.checked_registry()  # a broken registry stops every grade here, before any process starts
     if not puzzle.ready:
         return V.Verdict(
             puzzle.number,
@@ -146,7 +147,7 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     and the puzzles' rules on passes over memory. Its cases are shared by a few grading processes
     (`checks.engine.judging.interpreter_parts`), which are stopped if the GPU stage fails.
     """
-    params = gpu_stage.puzzle.cases["cpu"]
+    params = [case.given() for case in gpu_stage.puzzle.cases.cpu]
     subsets = split_cases(len(params), part_count())
     parts = []
     for index, subset in enumerate(subsets):

@@ -8,11 +8,11 @@ from typing import Any
 import torch
 
 from checks.memory import Arena
-from checks.registry import Puzzle
+from checks.registry import Case, Puzzle
 
 
 def draw(
-    spec: Any, case: dict[str, Any], seed: int, index: int, device: str, data_seed: int | None = None
+    spec: Any, case: Case, seed: int, index: int, device: str, data_seed: int | None = None
 ) -> tuple[Arena, dict[str, Any]]:
     """The case's inputs (in a fresh arena on `device`).
 
@@ -57,5 +57,5 @@ def draw_case(puzzle: Puzzle, case_index: int = 0, seed: int = 1) -> tuple[Arena
     from checks.puzzles import spec_module
 
     spec = spec_module(puzzle)
-    arena, inputs = draw(spec, puzzle.cases["cpu"][case_index], seed, case_index, "cpu")
+    arena, inputs = draw(spec, puzzle.cases.cpu[case_index], seed, case_index, "cpu")
     return arena, inputs, [e.name for e in spec.reference(inputs)]

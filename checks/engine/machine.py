@@ -1,11 +1,13 @@
-"""What the grading machine can do, and the known ways it can be broken."""
+"""What the grading machine can do, and the known ways it can be broken: `detect` finds the `Machine` (the one record
+of it, `checks.engine.contract.protocol.Machine`)."""
 
 from __future__ import annotations
 
 import os
 import re
 import warnings
-from dataclasses import dataclass
+
+from checks.engine.contract.protocol import Machine
 
 NUMPY_PITFALL_TEXT = "only 0-dimensional arrays can be converted to Python scalars"
 # What numpy 2.x (before 2.4) says each time Triton's interpreter turns a one-element block into an int
@@ -40,17 +42,6 @@ def numpy_pitfall(triton_version: str, numpy_version: str) -> str | None:
             "course's own .venv with matching versions), then check again."
         )
     return None
-
-
-@dataclass
-class Machine:
-    mode: str  # "gpu" or "interpreter"
-    device: str  # torch device string for tensors
-    name: str  # what to print: the GPU's name or "CPU (Triton interpreter)"
-    torch_version: str
-    triton_version: str
-    numpy_version: str
-    problem: str | None = None
 
 
 def detect(force_interpreter: bool = False) -> Machine:

@@ -28,7 +28,7 @@ import triton
 from checks.authoring.figures import Figure, Line, draw
 from checks.authoring.wrong import materialize
 from checks.bench_results import ANSWER_KEY, RESULTS, Row, read_csv, run_folder_name, shown, write_data
-from checks.engine.judging.timing import loosest_tolerance, output_difference
+from checks.engine.judging.timing import output_difference
 from checks.engine.processes.spawn import kill, start_module
 from checks.engine.submission import load_module
 from checks.engine.timing import bench_ms, device_peaks, in_graph, roofline_share
@@ -36,7 +36,7 @@ from checks.instructor import tutorial as tut06
 from checks.instructor.bench_report import HAND_NOTES, Target, evaluate, markdown_report
 from checks.memory import Arena
 from checks.puzzles import spec_module
-from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
+from checks.registry import ROOT, Puzzle, case_from, get_puzzle, load_puzzles
 
 NO_GPU = "The benchmark needs a CUDA GPU, and this machine has none: run `make bench` on a machine with one."
 RESERVE_S = 20.0  # kept back for each puzzle still to run, so that a slow one cannot starve the rest
@@ -46,34 +46,34 @@ SMOKE_NOTE = "a --smoke run: tiny sizes that check the benchmark itself; its tim
 def plan(puzzle: Puzzle, mode: str = "full") -> list[dict[str, Any]]:
     """The points one puzzle is measured at (mode: full, quick or smoke): variant ("" for the answer key), series,
     size, x (the plots' axis), case, timing (the grader's case?), first (a target or timing needs it: timed first)."""
-    sweep, timing = puzzle.sweep, {k: v for k, v in puzzle.bench.items() if k != "baseline"}
-    wanted, points = {(t["series"], t["size"]) for t in sweep.get("targets", [])}, []
-    for variant, (series, shared) in product(["", *sweep.get("variants", {})], sweep["series"].items()):
-        for size, own in sweep["smoke" if mode == "smoke" else "sizes"].items():
-            case = {**shared, **own}
-            x = math.prod(float(part) for part in sweep["x"].format(**case).split("*"))
+    sweep, timing = puzzle.sweep, puzzle.timing_case.given()
+    wanted, points = {(t.series, t.size) for t in sweep.targets}, []
+    for variant, (series, shared) in product(["", *sweep.variants], sweep.series.items()):
+        for size, own in (sweep.smoke if mode == "smoke" else sweep.sizes).items():
+            case = shared.updated(own).given()  # plain data: the point travels to the puzzle's process as JSON
+            x = math.prod(float(part) for part in sweep.x.format(**case).split("*"))
             timed = not variant and timing.items() <= case.items()  # the grader's timing case
             first = timed or (not variant and (series, size) in wanted)
-            if mode != "quick" or first or size in sweep["quick"]:
+            if mode != "quick" or first or size in sweep.quick:
                 points += [dict(variant=variant, series=series, size=size, x=x, case=case, timing=timed, first=first)]
     return sorted(points, key=lambda p: not p["first"])
 
 
 def variant_files(puzzle: Puzzle) -> dict[str, Path]:
     """bench.sweep.variants: label -> the file that defines the puzzle's function another way."""
-    return {label: ROOT / file for label, file in puzzle.sweep.get("variants", {}).items()}
+    return {label: ROOT / file for label, file in puzzle.sweep.variants.items()}
 
 
 def targets(puzzle: Puzzle) -> list[Target]:
     """The sweep's targets, and the speed_bar as a ratio target at the grader's timing case."""
-    listed = [{**t, "label": f"{puzzle.title}, {t['series']}, {t['size']}"} for t in puzzle.sweep.get("targets", [])]
+    listed = [{**asdict(t), "label": f"{puzzle.title}, {t.series}, {t.size}"} for t in puzzle.sweep.targets]
     if puzzle.speed_bar and (at := next((p for p in plan(puzzle) if p["timing"]), None)):
         label = f"{puzzle.title}, {at['series']}, {at['size']} (speed_bar)"
-        listed.append({"label": label, **at, "ratio": puzzle.speed_bar["min_ratio"]})
+        listed.append({"label": label, **at, "ratio": puzzle.speed_bar.min_ratio})
     return [
         Target(t["label"], puzzle.number, t["series"], t["size"], kind, float(t[kind]), t.get("baseline"))
         for t, kind in product(listed, ("ratio", "tflops"))
-        if kind in t
+        if t.get(kind) is not None
     ]
 
 
@@ -95,11 +95,11 @@ def measure(
     """One point's row: the answer key and the spec's baselines, or a variant and the answer key; or what failed."""
     variant, spec, gen = point["variant"], spec_module(puzzle), torch.Generator(device=device)
     row = Row(puzzle.number, puzzle.slug, point["series"], point["size"], point["x"], variant=variant)
-    row.baseline, key = ANSWER_KEY if variant else puzzle.bench["baseline"], kernels[variant]
+    row.baseline, key = ANSWER_KEY if variant else puzzle.baseline, kernels[variant]
     gen.manual_seed(zlib.crc32(f"{puzzle.number} {row.series} {row.size}".encode()))  # a variant gets the same inputs
     timer = bench_ms if device == "cuda" else lambda fn: 1e3 * min(timeit.repeat(fn, number=1, repeat=3))
     try:
-        inputs = spec.make_inputs(point["case"], Arena(device, gen))
+        inputs = spec.make_inputs(case_from(point["case"], "the point's case"), Arena(device, gen))
         args, work = list(inputs.values()), spec.work(inputs)
         row.bytes, row.flops = work.bytes, work.flops
         if isinstance(key, str):  # why the variant could not be loaded
@@ -109,9 +109,9 @@ def measure(
         if tutorial is not None and not variant:  # (module, the (shape, setting) pairs that compiled)
             calls.update(TUTORIAL_CALLS[puzzle.slug](tutorial[0], inputs, tutorial[1]))
         mine, theirs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (key(*args), calls[row.baseline]()))
-        (atol, rtol), eps = loosest_tolerance(puzzle.tolerance), torch.finfo(mine[0].dtype).eps
+        (atol, rtol), eps = puzzle.loosest_tolerance(), torch.finfo(mine[0].dtype).eps
         row.check = output_difference(mine[: len(theirs)], theirs, atol, max(rtol, 4 * eps)) or "ok"  # fp16 rows too
-        graphed = device == "cuda" and bool(puzzle.sweep.get("graphs"))  # kernel time, as serving engines replay
+        graphed = device == "cuda" and puzzle.sweep.graphs  # kernel time, as serving engines replay
         if graphed:
             row.call_ms = timer(lambda: key(*args))  # no graph; not the host time per call (bench_report.INTRO)
         row.key_ms = timer(in_graph(lambda: key(*args)) if graphed else lambda: key(*args))
@@ -209,7 +209,7 @@ def sweep(
     for index, p in enumerate(runnable):
         job = {"device": device, "puzzle": p.number, "points": plan(p, mode), "tutorial": str(tutorial or "")}
         left = budget - (time.monotonic() - start) - RESERVE_S * (len(runnable) - index - 1)
-        share = min(float(p.sweep.get("cap_s", 60)), left)
+        share = min(float(p.sweep.cap_s), left)
         print(f"Puzzle {p.number} ({p.slug}): {len(job['points'])} sizes, at most {max(share, 0):.0f} s", flush=True)
         got, machine, problem = run_puzzle_process(job, share) if share >= 5 else ([], {}, "the time budget was spent")
         meta = {**machine, **meta, "notes": meta["notes"] + machine.get("notes", [])}  # the first report stays
@@ -217,7 +217,7 @@ def sweep(
         got += [Row(p.number, p.slug, q["series"], q["size"], q["x"], status, variant=q["variant"]) for q in missing]
         if missing:
             meta["notes"].append(f"puzzle {p.number}: {len(missing)} size(s) {status}")
-        order = ["", *p.sweep.get("variants", {})], list(p.sweep["series"])
+        order = ["", *p.sweep.variants], list(p.sweep.series)
         rows += sorted(got, key=lambda r: (order[0].index(r.variant), order[1].index(r.series), r.x))
         write_data(rows, meta, out)
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -249,14 +249,14 @@ def write_outputs(
     folder.mkdir(parents=True, exist_ok=True)
     report = report or report_path(folder)
     plots, puzzles = [], load_puzzles()
-    for stem in dict.fromkeys(p.sweep["plot"] for p in puzzles if p.sweep.get("plot")):
-        group = [p for p in puzzles if p.sweep.get("plot") == stem]
+    for stem in dict.fromkeys(p.sweep.plot for p in puzzles if p.sweep):
+        group = [p for p in puzzles if p.sweep and p.sweep.plot == stem]
         chosen = [r for r in rows if r.ok and r.puzzle in {p.number for p in group}]
         (path := folder / f"{stem}.png").unlink(missing_ok=True)
         if chosen:
             title = " / ".join(p.title for p in group if p.number in {r.puzzle for r in chosen})
             panels = tuple((s, plot_lines(chosen, s)) for s in dict.fromkeys(r.series for r in chosen))
-            draw(Figure(stem, title, group[0].sweep.get("x_label", "size"), panels, what=""), chosen, meta, path)
+            draw(Figure(stem, title, group[0].sweep.x_label, panels, what=""), chosen, meta, path)
             plots.append(path)
     links = [Path(os.path.relpath(p, report.parent)).as_posix() for p in plots]
     notes = folder / HAND_NOTES

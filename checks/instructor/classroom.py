@@ -55,11 +55,12 @@ from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.grade import grade, graded_module
+from checks.engine.judging.rules import rulebook
 from checks.engine.processes import forking
 from checks.engine.processes.prestart import PARTS_ENV
 from checks.engine.submission import SubmissionError
 from checks.instructor.class_records import NOT_GRADED, Copy, Notice, Result, Submission
-from checks.registry import ROOT, Puzzle, UnknownPuzzle, get_puzzle, puzzle_id, shown
+from checks.registry import ROOT, Puzzle, UnknownPuzzle, exit_on_registry_error, get_puzzle, puzzle_id, shown
 
 SUFFIXES = (".py", ".ipynb")
 DEFAULT_OUT = ROOT / "build" / "grades"
@@ -344,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         help="combine the parts of --shard runs (their --out folders, one per shard) into the class's reports",
     )
     args = parser.parse_args(argv)
+    rulebook.checked_registry()  # a broken registry stops here, before any grading
     root: Path = args.dir
     if not root.is_dir():
         print(
@@ -472,4 +474,5 @@ def class_summary(results: list[Result], warnings: list[Notice], root: Path, tim
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    with exit_on_registry_error():
+        raise SystemExit(main())

@@ -26,7 +26,7 @@ from checks.engine.judging.rules import rulebook
 from checks.engine.processes import forking
 from checks.engine.processes.prestart import PARTS_ENV
 from checks.instructor.tables import markdown_table, ms_cell
-from checks.registry import Puzzle, load_puzzles, puzzle_id
+from checks.registry import Puzzle, exit_on_registry_error, load_puzzles, puzzle_id
 
 
 @dataclass
@@ -105,7 +105,7 @@ def table(rows: list[PuzzleOutcome]) -> list[str]:
             body.append([p.number, p.slug, "planned", *["-"] * 6])
             continue
         ms = key.timings.get("ms", {}) if key.timings else {}
-        base_name = p.bench.get("baseline", "torch")
+        base_name = p.baseline
         ratio = key.timings.get("ratio_vs_baseline") if key.timings else None
         times = [ms_cell(ms.get("yours")), base_name, ms_cell(ms.get(base_name)), f"{ratio:.2f}x" if ratio else "-"]
         status = "pass" if key.passed else key.status.upper()
@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the table and the device line to this markdown file")
     args = parser.parse_args(argv)
     os.environ.setdefault(forking.ENV, "1")  # on a CPU, grading processes forked from one that imported torch once
+    rulebook.checked_registry()  # a broken registry stops here, before any grading
     start = time.monotonic()
     rows = [PuzzleOutcome(p) for p in load_puzzles() if not args.puzzle or p.number in args.puzzle]
     device = ""
@@ -175,4 +176,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with exit_on_registry_error():
+        sys.exit(main())

@@ -352,11 +352,12 @@ def _decoding_panels(top: Any, bottom: Any, log: AccessLog, inputs: dict[str, An
 
 
 def _case_inputs(number: int | str, case: dict[str, Any], seed: int = 1) -> dict[str, Any]:
-    """A recording's inputs, drawn again as the recorder drew them (the map needs a paged cache's block_table)."""
+    """A recording's inputs, drawn again as the recorder drew them (the map needs a paged cache's block_table);
+    `case` is the case as the recording keeps it (`Case.given`)."""
     from checks.engine.inputs import draw_case
 
     puzzle = get_puzzle(number)
-    index = next((i for i, c in enumerate(puzzle.cases["cpu"]) if c == case), 0)
+    index = next((i for i, c in enumerate(puzzle.cases.cpu) if c.given() == case), 0)
     return draw_case(puzzle, index, seed)[1]
 
 
@@ -502,7 +503,7 @@ def _main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         puzzle = get_puzzle(args.puzzle)
-        if not 1 <= args.case <= (count := len(puzzle.cases.get("cpu", []))):
+        if not 1 <= args.case <= (count := len(puzzle.cases.cpu)):
             raise MapError(f"Puzzle {puzzle.number} has {count} cases in the interpreter: pick 1 to {count}.")
         png, lines = make_map(
             puzzle,

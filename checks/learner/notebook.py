@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from checks import verdict as V
+from checks.engine.judging.rules.rulebook import checked_registry
 from checks.engine.machine import (
     autotune_without_benchmarks,
     numpy_pitfall,
@@ -29,7 +30,7 @@ from checks.engine.machine import (
 from checks.engine.submission import as_module, graded_cells, load_module, notebook_code
 from checks.learner import hints
 from checks.learner.session import Checked, check_session
-from checks.registry import ROOT, Puzzle, get_puzzle, shown
+from checks.registry import ROOT, Puzzle, RegistryError, broken_registry_line, get_puzzle, shown
 
 
 def setup() -> str:
@@ -138,9 +139,15 @@ def check(number: int | str, timeout: float | None = None, seed: int | None = No
     `seed` makes a debugging run: the same shapes as an earlier run (the report of a failure gives the seed), and
     data values drawn from the seed too, so the same seed gives the same report; it is not recorded. Without it the
     verdict is recorded for `make progress`. When values are wrong or never written, a
-    picture of where is drawn below the report (and saved in notebooks/.check_pictures/).
+    picture of where is drawn below the report (and saved in notebooks/.check_pictures/). A broken puzzles.yaml is
+    said in one line, without a traceback.
     """
-    puzzle = get_puzzle(number)
+    try:
+        checked_registry()
+        puzzle = get_puzzle(number)
+    except RegistryError as error:
+        print(broken_registry_line(error))
+        return
     cells = _ran_cells(number)
     if missing := parts_not_run(cells):
         which = f"Part {missing[0]} has" if len(missing) == 1 else f"Parts {', '.join(map(str, missing))} have"
@@ -249,7 +256,7 @@ def show(number: int | str, file: str | None = None, case: int = 1, seed: int = 
     cells = [] if file else _ran_cells(number)
     source = (as_module(cells), "your graded cell") if cells else None
     out = picture_folder(puzzle) / f"{puzzle.stem}_map.png"
-    count = len(puzzle.cases.get("cpu", []))
+    count = len(puzzle.cases.cpu)
     if not 1 <= case <= count:
         print(f"Puzzle {puzzle.number} has {count} cases in the interpreter; pick case=1 to case={count}.")
         return None

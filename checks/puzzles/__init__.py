@@ -48,3 +48,23 @@ def spec_module(puzzle: Puzzle) -> ModuleType:
 
 
 BaselineFn = Callable[[], Any]
+
+
+def sdpa_held_to(backends: tuple[tuple[str, Any], ...], attention: Callable[[], Any]) -> dict[str, BaselineFn]:
+    """`make bench`'s other baselines: `attention` (a call of torch's scaled_dot_product_attention) held to each of
+    `backends` ((name, torch.nn.attention.SDPBackend) pairs) that runs it here, by name."""
+    from torch.nn.attention import sdpa_kernel
+
+    found: dict[str, BaselineFn] = {}
+    for name, backend in backends:
+
+        def call(backend: Any = backend) -> Any:
+            with sdpa_kernel(backend):
+                return attention()
+
+        try:
+            call()
+        except RuntimeError:  # this backend has no kernel for this device, dtype or shape
+            continue
+        found[name] = call
+    return found

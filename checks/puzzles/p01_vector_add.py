@@ -8,10 +8,11 @@ import torch
 
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
+from checks.registry import Case
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    n = case["n"]
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    n = case.n
     return {"x": make_input(arena, (n,), torch.float32, "x"), "y": make_input(arena, (n,), torch.float32, "y")}
 
 

@@ -8,13 +8,14 @@ import torch
 
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
+from checks.registry import Case
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    shape = tuple(case["shape"])
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    shape = tuple(case.shape)
     return {
-        "a": make_input(arena, shape, torch.float32, "a", case.get("layout_a", "contiguous")),
-        "b": make_input(arena, shape, torch.float32, "b", case.get("layout_b", "contiguous")),
+        "a": make_input(arena, shape, torch.float32, "a", case.layout_of("a")),
+        "b": make_input(arena, shape, torch.float32, "b", case.layout_of("b")),
     }
 
 

@@ -8,15 +8,16 @@ import torch
 
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
+from checks.registry import Case
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    m, n, k = case["M"], case["N"], case["K"]
-    a = make_input(arena, (m, k), torch.float16, "a", case.get("layout_a", "contiguous"))
-    b = make_input(arena, (k, n), torch.float16, "b", case.get("layout_b", "contiguous"))
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    m, n, k = case.M, case.N, case.K
+    a = make_input(arena, (m, k), torch.float16, "a", case.layout_of("a"))
+    b = make_input(arena, (k, n), torch.float16, "b", case.layout_of("b"))
     # An offset makes every product positive on average, so sums grow with K: this is where a
     # float16 accumulator visibly loses digits.
-    offset = case.get("offset", 0.0)
+    offset = case.offset or 0.0
     a.add_(offset)
     b.add_(offset)
     return {"a": a, "b": b}

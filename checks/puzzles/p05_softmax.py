@@ -1,7 +1,7 @@
 """Puzzle 5: softmax over the last dimension of a 2-D float32 tensor whose rows fit one block.
 
 Puzzles 6 and 7 grade the same function on rows longer than a block and reuse this module.
-A case is a dict with
+A case (checks.registry.Case) sets
     shape   [M, N]
     layout  contiguous | transposed | sliced   (the memory layout of x; checks.memory.layout_view)
     scale   the standard deviation of the random values (1.0e4 overflows a softmax without its max)
@@ -18,6 +18,7 @@ import torch
 
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
+from checks.registry import Case
 
 NEG_INF = float("-inf")
 
@@ -39,11 +40,11 @@ def neg_inf_mask(shape: tuple[int, int], generator: torch.Generator, device: str
     return torch.where(kind == 0, leading, torch.where(kind == 1, scattered, trailing))
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    shape = tuple(case["shape"])
-    dtype = getattr(torch, case.get("dtype", "float32"))
-    x = make_input(arena, shape, dtype, "x", case.get("layout", "contiguous"), float(case.get("scale", 1.0)))
-    fill = case.get("fill", "random")
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    shape = tuple(case.shape)
+    dtype = getattr(torch, case.dtype or "float32")
+    x = make_input(arena, shape, dtype, "x", case.layout_of("x"), float(case.scale or 1.0))
+    fill = case.fill or "random"
     # Written into x's own memory (a view into its guarded buffer) before the grader snapshots it.
     if fill == "neg_inf":
         x.masked_fill_(neg_inf_mask(shape, arena.generator, arena.device), NEG_INF)
@@ -51,8 +52,8 @@ def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
         x.copy_(x[:, :1].clone().expand(shape))  # every row holds one value, repeated
     elif fill != "random":
         raise ValueError(f"unknown fill {fill!r}")
-    if case.get("shift"):
-        x.add_(float(case["shift"]))
+    if case.shift:
+        x.add_(float(case.shift))
     return {"x": x}
 
 

@@ -21,9 +21,10 @@ from checks.puzzles.p09_flash_attention_v2_fwd import (
     scale_of,
     sdpa_backends,
 )
+from checks.registry import Case
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
     inputs: dict[str, Any] = draw_qkv(case, arena)
     inputs["sm_scale"] = scale_of(case)
     return inputs

@@ -18,35 +18,35 @@ from typing import Any
 import torch
 
 from checks.memory import Arena, make_input
-from checks.puzzles import BaselineFn, Expected, Work
+from checks.puzzles import BaselineFn, Expected, Work, sdpa_held_to
+from checks.registry import Case
 
 O_DIMS = ("batch", "heads", "query rows", "head-dim columns")
 LSE_DIMS = ("batch", "heads", "query rows")
 
 
-def draw_qkv(case: dict[str, Any], arena: Arena) -> dict[str, torch.Tensor]:
+def draw_qkv(case: Case, arena: Arena) -> dict[str, torch.Tensor]:
     """q, k, v: (B, H, N, D) float16 views in the layouts the case asks for (q and k as `score_std` says)."""
-    shape = (case["B"], case["H"], case["N"], case["D"])
-    default = case.get("layout", "contiguous")
+    shape = (case.B, case.H, case.N, case.D)
     return {
-        name: make_input(arena, shape, torch.float16, name, case.get(f"layout_{name}", default), spread(case, name))
+        name: make_input(arena, shape, torch.float16, name, case.layout_of(name), spread(case, name))
         for name in ("q", "k", "v")
     }
 
 
-def spread(case: dict[str, Any], name: str) -> float:
+def spread(case: Case, name: str) -> float:
     """The standard deviation of the input `name`'s values: sqrt(score_std) for q and k (and the caches of
     keys), 1 for the others."""
-    return math.sqrt(float(case.get("score_std", 1.0))) if name in ("q", "k", "k_cache") else 1.0
+    return math.sqrt(float(case.score_std or 1.0)) if name in ("q", "k", "k_cache") else 1.0
 
 
-def scale_of(case: dict[str, Any]) -> float:
-    return float(case.get("sm_scale", 1.0 / math.sqrt(case["D"])))
+def scale_of(case: Case) -> float:
+    return float(case.sm_scale or 1.0 / math.sqrt(case.D))
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
     inputs: dict[str, Any] = draw_qkv(case, arena)
-    inputs["causal"] = bool(case.get("causal", False))
+    inputs["causal"] = bool(case.causal)
     inputs["sm_scale"] = scale_of(case)
     return inputs
 
@@ -79,22 +79,13 @@ def baseline(inputs: dict[str, Any]) -> BaselineFn:
 
 def sdpa_backends(inputs: dict[str, Any], causal: bool) -> dict[str, BaselineFn]:
     """`make bench`'s other baselines: SDPA held to its flash and to its cuDNN backend, where they run here."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     q, k, v, scale = inputs["q"], inputs["k"], inputs["v"], inputs["sm_scale"]
-    found: dict[str, BaselineFn] = {}
-    for name, backend in (("sdpa flash", SDPBackend.FLASH_ATTENTION), ("sdpa cudnn", SDPBackend.CUDNN_ATTENTION)):
-
-        def call(backend: SDPBackend = backend) -> torch.Tensor:
-            with sdpa_kernel(backend):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-
-        try:
-            call()
-        except RuntimeError:  # this backend has no kernel for this device, dtype or shape
-            continue
-        found[name] = call
-    return found
+    return sdpa_held_to(
+        (("sdpa flash", SDPBackend.FLASH_ATTENTION), ("sdpa cudnn", SDPBackend.CUDNN_ATTENTION)),
+        lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
+    )
 
 
 def unfused(inputs: dict[str, Any]) -> dict[str, BaselineFn]:

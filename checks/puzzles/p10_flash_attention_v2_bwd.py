@@ -17,6 +17,7 @@ import torch
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p09_flash_attention_v2_fwd import attention_work, spread
+from checks.registry import Case
 
 Q_DIMS = ("batch", "heads", "query rows", "head-dim columns")
 KV_DIMS = ("batch", "heads", "key rows", "head-dim columns")
@@ -48,16 +49,15 @@ def forward(
     return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    shape = (case["B"], case["H"], case["N"], case["D"])
-    default = case.get("layout", "contiguous")
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    shape = (case.B, case.H, case.N, case.D)
 
     def layout(name: str) -> str:
-        return case.get(f"layout_{name}", default)
+        return case.layout_of(name)
 
     q, k, v = (make_input(arena, shape, torch.float16, name, layout(name), spread(case, name)) for name in "qkv")
-    causal = bool(case.get("causal", False))
-    sm_scale = float(case.get("sm_scale", 1.0 / math.sqrt(case["D"])))
+    causal = bool(case.causal)
+    sm_scale = float(case.sm_scale or 1.0 / math.sqrt(case.D))
     o_ref, lse_ref = forward(q, k, v, causal, sm_scale)
     # o and lse live in guarded buffers too, so a kernel that writes into them is caught.
     o = make_input(arena, shape, torch.float16, "o", layout("o"))

@@ -1,6 +1,6 @@
 """Step 10a: the backward pass of a row softmax, dx = y * (dy - rowsum(dy * y)).
 
-A case is a dict with
+A case (checks.registry.Case) sets
     shape      [M, N], N <= 16384 (a row fits one block)
     layout_y   contiguous | transposed | sliced   (the memory layout of y; checks.memory.layout_view)
     layout_dy  the same for dy
@@ -17,19 +17,20 @@ import torch
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p05_softmax import NEG_INF, neg_inf_mask
+from checks.registry import Case
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    shape = tuple(case["shape"])
-    y = make_input(arena, shape, torch.float32, "y", case.get("layout_y", "contiguous"), float(case.get("scale", 1.0)))
-    fill = case.get("fill", "random")
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    shape = tuple(case.shape)
+    y = make_input(arena, shape, torch.float32, "y", case.layout_of("y"), float(case.scale or 1.0))
+    fill = case.fill or "random"
     if fill == "neg_inf":
         y.masked_fill_(neg_inf_mask(shape, arena.generator, arena.device), NEG_INF)
     elif fill != "random":
         raise ValueError(f"unknown fill {fill!r}")
     # y is drawn as logits, then turned into their softmax in its own (guarded) memory.
     y.copy_(torch.softmax(y.double(), dim=-1).float())
-    dy = make_input(arena, shape, torch.float32, "dy", case.get("layout_dy", "contiguous"))
+    dy = make_input(arena, shape, torch.float32, "dy", case.layout_of("dy"))
     return {"y": y, "dy": dy}
 
 

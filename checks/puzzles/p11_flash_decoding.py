@@ -15,32 +15,32 @@ from typing import Any
 import torch
 
 from checks.memory import Arena, make_input
-from checks.puzzles import BaselineFn, Expected, Work
+from checks.puzzles import BaselineFn, Expected, Work, sdpa_held_to
 from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.registry import Case
 
 O_DIMS = ("batch", "heads", "head-dim columns")
 LSE_DIMS = ("batch", "heads")
 
 
-def scale_of(case: dict[str, Any]) -> float:
-    return float(case.get("sm_scale", 1.0 / math.sqrt(case["D"])))
+def scale_of(case: Case) -> float:
+    return float(case.sm_scale or 1.0 / math.sqrt(case.D))
 
 
-def draw_decoding(case: dict[str, Any], arena: Arena, heads_q: int, heads_kv: int) -> dict[str, Any]:
+def draw_decoding(case: Case, arena: Arena, heads_q: int, heads_kv: int) -> dict[str, Any]:
     """q (B, heads_q, D); k, v (B, heads_kv, N, D): float16 views in the layouts the case asks for."""
-    b, n, d = case["B"], case["N"], case["D"]
-    default = case.get("layout", "contiguous")
-    layout_q = case.get("layout_q", "contiguous")
+    b, n, d = case.B, case.N, case.D
+    layout_q = case.layout_q or "contiguous"  # q is (B, H, D): the shared layout is the cache's
     inputs: dict[str, Any] = {"q": make_input(arena, (b, heads_q, d), torch.float16, "q", layout_q, spread(case, "q"))}
     for name in ("k", "v"):
-        layout = case.get(f"layout_{name}", default)
+        layout = case.layout_of(name)
         inputs[name] = make_input(arena, (b, heads_kv, n, d), torch.float16, name, layout, spread(case, name))
     inputs["sm_scale"] = scale_of(case)
     return inputs
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    return draw_decoding(case, arena, case["H"], case["H"])
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    return draw_decoding(case, arena, case.H, case.H)
 
 
 def decoding_reference(
@@ -79,26 +79,15 @@ def sdpa_backends(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, **kwargs: Any
 ) -> dict[str, BaselineFn]:
     """SDPA held to each backend that runs this shape here (flash, cuDNN, efficient, math)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
-    found: dict[str, BaselineFn] = {}
-    for name, backend in (
+    backends = (
         ("sdpa flash", SDPBackend.FLASH_ATTENTION),
         ("sdpa cudnn", SDPBackend.CUDNN_ATTENTION),
         ("sdpa efficient", SDPBackend.EFFICIENT_ATTENTION),
         ("sdpa math", SDPBackend.MATH),
-    ):
-
-        def call(backend: SDPBackend = backend) -> torch.Tensor:
-            with sdpa_kernel(backend):
-                return sdpa(q, k, v, scale, **kwargs)
-
-        try:
-            call()
-        except RuntimeError:  # this backend has no kernel for this device, dtype or shape
-            continue
-        found[name] = call
-    return found
+    )
+    return sdpa_held_to(backends, lambda: sdpa(q, k, v, scale, **kwargs))
 
 
 def flex_decoding(

@@ -22,10 +22,11 @@ from checks.puzzles.p11_flash_decoding import (
     sdpa,
     sdpa_backends,
 )
+from checks.registry import Case
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    return draw_decoding(case, arena, case["G"] * case["H_kv"], case["H_kv"])
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    return draw_decoding(case, arena, case.G * case.H_kv, case.H_kv)
 
 
 def reference(inputs: dict[str, Any]) -> list[Expected]:

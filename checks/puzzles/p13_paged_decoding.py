@@ -20,18 +20,19 @@ from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
 from checks.puzzles.p09_flash_attention_v2_fwd import spread
 from checks.puzzles.p11_flash_decoding import LSE_DIMS, O_DIMS, decoding_reference, kv_work, scale_of
+from checks.registry import Case
 
 
-def lengths(case: dict[str, Any]) -> list[int]:
+def lengths(case: Case) -> list[int]:
     """The case's seq_lens, or B sequences of N keys."""
-    return [int(n) for n in case["seq_lens"]] if "seq_lens" in case else [int(case["N"])] * int(case["B"])
+    return [int(n) for n in case.seq_lens] if case.seq_lens is not None else [int(case.N)] * int(case.B)
 
 
-def page_layout(case: dict[str, Any], generator: torch.Generator) -> tuple[torch.Tensor, int]:
+def page_layout(case: Case, generator: torch.Generator) -> tuple[torch.Tensor, int]:
     """(block_table (B, max_pages) int64, num_pages): every sequence's pages, then pages no sequence uses."""
-    lens, size = lengths(case), int(case["page_size"])
+    lens, size = lengths(case), int(case.page_size)
     used = [math.ceil(n / size) for n in lens]
-    spare = int(case.get("spare_pages", len(lens) + 2))
+    spare = int(len(lens) + 2 if case.spare_pages is None else case.spare_pages)
     num_pages, max_pages = sum(used) + spare, max(used) + 1
     device = generator.device  # a generator draws only on its own device (the GPU's, on a GPU)
     order = torch.randperm(num_pages, generator=generator, device=device).cpu()
@@ -44,12 +45,12 @@ def page_layout(case: dict[str, Any], generator: torch.Generator) -> tuple[torch
     return table, num_pages
 
 
-def make_inputs(case: dict[str, Any], arena: Arena) -> dict[str, Any]:
-    b, h_kv, d, size = case["B"], case["H_kv"], case["D"], int(case["page_size"])
+def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
+    b, h_kv, d, size = case.B, case.H_kv, case.D, int(case.page_size)
     lens = torch.tensor(lengths(case))
     assert len(lens) == b, "a case gives one length per sequence"
     table, num_pages = page_layout(case, arena.generator)
-    q = arena.randn((b, case["G"] * h_kv, d), torch.float16, "q", spread(case, "q"))
+    q = arena.randn((b, case.G * h_kv, d), torch.float16, "q", spread(case, "q"))
     live = torch.zeros(num_pages, size, dtype=torch.bool)
     for z in range(b):
         for j in range(math.ceil(int(lens[z]) / size)):

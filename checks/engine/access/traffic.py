@@ -124,7 +124,7 @@ def answer_key_log(puzzle: Any, timeout: float = 120.0) -> dict[str, Any] | None
 
     if not puzzle.solution.exists():
         return None
-    digest = hashlib.sha1(puzzle.solution.read_bytes() + repr(puzzle.cases["cpu"][0]).encode()).hexdigest()[:16]
+    digest = hashlib.sha1(puzzle.solution.read_bytes() + repr(puzzle.cases.cpu[0]).encode()).hexdigest()[:16]
     path = KEY_LOGS / f"{puzzle.stem}-{digest}.pt"
     try:
         return torch.load(path, weights_only=True)

@@ -19,9 +19,8 @@ the order. Any other event, a repeated or out-of-order one, a line that is not
 JSON, or a field of the wrong type marks the stream as tampered with: the verdict is never a pass.
 
 The wire is typed: each kind of event is a dataclass here (the case event is `CaseObservation`), and `feed_line`
-builds it from its line with `checks.engine.contract.wire.build`, which checks every field against its annotation and
-refuses
-an unknown or a missing one, naming it; the `Job` is read the same way. The plans a plan event carries stay JSON
+builds it from its line with `checks.records.build`, which checks every field against its annotation and refuses an
+unknown or a missing one, naming it; the `Job` is read the same way. The plans a plan event carries stay JSON
 (`dict[str, Any]`): a plan is data, performed op by op by the replay and compared as it came between the case's two
 draws (`checks.engine.contract.plan.first_difference`); its form is checked op by op by
 `checks.engine.contract.plan.check` (through
@@ -33,10 +32,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from checks.engine.contract.observations import CaseObservation
-from checks.engine.contract.wire import build
+from checks.records import build
 
 TIME_COMMAND = "time"
 RECORD, REPLAY = "record", "replay"
@@ -76,7 +75,7 @@ class Job:
 
     @classmethod
     def from_json(cls, text: str) -> Job:
-        """The job the grader wrote; WireError (a TypeError naming the field) for a field unknown, missing or of
+        """The job the grader wrote; RecordError (a TypeError naming the field) for a field unknown, missing or of
         the wrong type."""
         return build(cls, json.loads(text), "job")
 
@@ -104,13 +103,16 @@ def access_path(workdir: Path, index: int) -> Path:
 
 @dataclass
 class Machine:
-    """machine: what the grading process runs on (`checks.engine.machine.detect`)."""
+    """machine: what a process grades on (`checks.engine.machine.detect` finds it), the one record of it: the grading
+    process works with it and sends it as its machine event (`asdict`), which the grader reads back as it is."""
 
-    mode: str  # "gpu" or "interpreter"
-    device: str  # what to print: the GPU's name or "CPU (Triton interpreter)"
-    torch: str
-    triton: str
-    numpy: str
+    mode: Literal["gpu", "interpreter"]
+    device: str  # where tensors go, as torch names it: "cuda" or "cpu"
+    name: str  # what to print: the GPU's name or "CPU (Triton interpreter)"
+    torch_version: str
+    triton_version: str  # "missing" where Triton is not installed
+    numpy_version: str
+    problem: str | None = None  # why this machine cannot grade (the environment event says it too), or None
 
 
 @dataclass
@@ -137,10 +139,9 @@ class Missing:
 
 
 @dataclass
-class CasePlan:
-    """plan: what the learner's function asked of the GPU on the two draws of one case, or how the call failed."""
+class RecordedCall:
+    """What the learner's function asked of the GPU on one call, recorded (the fields of a plan event)."""
 
-    index: int
     plans: list[dict[str, Any]]  # checks.engine.contract.plan: checked by checks.engine.contract.plan.check, not here
     raised: str
     raised_where: list[str]
@@ -150,15 +151,15 @@ class CasePlan:
 
 
 @dataclass
-class TimingPlan:
-    """timing_plan: the plan at the timing size (one draw)."""
+class CasePlan(RecordedCall):
+    """plan: what the learner's function asked of the GPU on the two draws of one case, or how the call failed."""
 
-    plans: list[dict[str, Any]]
-    raised: str
-    raised_where: list[str]
-    stub: bool
-    printed: str
-    seconds: float
+    index: int
+
+
+@dataclass
+class TimingPlan(RecordedCall):
+    """timing_plan: the plan at the timing size (one draw)."""
 
 
 @dataclass
@@ -232,7 +233,7 @@ class CheckedLines:
     def feed_line(self, line: str) -> Event | None:
         """Check one line; return its event (the dataclass of its kind), or None (and set `tampered`) when it breaks
         the protocol: a line that is not an accepted event, lacks the token, has a field unknown, missing or of the
-        wrong type (`checks.engine.contract.wire.build` names it), or comes out of order."""
+        wrong type (`checks.records.build` names it), or comes out of order."""
         if self.tampered:
             return None
         try:

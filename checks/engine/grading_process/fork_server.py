@@ -8,14 +8,15 @@ with the grader (SOCK_SEQPACKET: one message per send). It never loads a submiss
 it stays one thread, so that a fork copies nothing half done (numpy's OpenBLAS stops its threads before each fork;
 a first fork at start makes sure, and a server with another thread refuses to serve).
 
-A request is {"id": n, "args": [...], "env": {...}} with two file descriptors: the grading process's standard input and
-its output log. The server forks; the grading process it forked starts a session of its own (so that the grader's kill
-and its sealing treat it as a process it started itself), takes the descriptors as its standard input, output and error,
-the request's environment and the repository as its folder, and runs `checks.engine.grading_process.main` as
-`python -m checks.engine.grading_process.main ARGS` would, to the same exit. The server answers
-{"id": n, "forked": pid}, or {"id": n, "refused": why} for an environment other than its own (torch and Triton read
-theirs at import: a grading process must have the one the server imported them with), and
-{"ended": pid, "status": wait status} once that process is reaped.
+A request (`checks.engine.contract.messages.ForkRequest`: its number, the arguments and the environment) comes with
+two file descriptors: the grading process's standard input and its output log. The server forks; the grading process
+it forked starts a session of its own (so that the grader's kill and its sealing treat it as a process it started
+itself), takes the descriptors as its standard input, output and error, the request's environment and the repository
+as its folder, and runs `checks.engine.grading_process.main` as
+`python -m checks.engine.grading_process.main ARGS` would, to the same exit. The server answers `Forked` (the pid),
+or `Refused` (why) for a malformed request (the message names the field) or an environment other than its own (torch
+and Triton read theirs at import: a grading process must have the one the server imported them with), and `Ended`
+(the pid and its wait status) once that process is reaped; `Stopped` when it cannot serve at all.
 
 It is a child subreaper: an orphan of a grading process comes back to it, where the grader's sealing
 (`checks.engine.processes.sealing.left_behind`) finds and kills it; the server reaps it. It ends when the grader's
@@ -29,7 +30,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
-import json
 import os
 import select
 import signal
@@ -37,9 +37,11 @@ import socket
 import sys
 import threading
 import traceback
-from typing import Any, NoReturn
+from typing import NoReturn
 
+from checks.engine.contract.messages import Answer, Ended, Forked, ForkRequest, Refused, Stopped, decode, encode
 from checks.engine.processes import process_table
+from checks.records import RecordError
 
 MAX_MESSAGE = 1 << 20
 # What a grading process's environment may differ in from the server's: variables nothing reads at import. Pytest sets
@@ -54,9 +56,9 @@ def compared_environment(env: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if name not in PER_CALL and not name.startswith(COURSE_SETTINGS)}
 
 
-def send(sock: socket.socket, **message: Any) -> None:
+def send(sock: socket.socket, message: Answer) -> None:
     with contextlib.suppress(OSError):  # the grader is gone: the next receive says so
-        sock.send(json.dumps(message).encode())
+        sock.send(encode(message))
 
 
 def import_for_grading() -> str:
@@ -120,24 +122,32 @@ class Server:
             if not data:
                 self.stop()
                 return None
-            request = json.loads(data) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else {}
-            if len(fds) != 2 or not isinstance(request.get("env"), dict) or not isinstance(request.get("args"), list):
-                self.refuse(request, fds, "a request without its arguments, environment and two file descriptors")
-            elif compared_environment(request["env"]) != self.env:
-                self.refuse(request, fds, "an environment other than the one the server imported torch and Triton with")
+            try:
+                if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                    raise ValueError("a request longer than a message may be")
+                request = decode(data, ForkRequest)
+            except (ValueError, RecordError) as exc:  # answered, and the server serves on
+                self.refuse(None, fds, f"a malformed request ({exc})")
+                continue
+            if len(fds) != 2:
+                self.refuse(request.id, fds, "a request without its two file descriptors")
+            elif compared_environment(request.env) != self.env:
+                self.refuse(
+                    request.id, fds, "an environment other than the one the server imported torch and Triton with"
+                )
             elif (pid := os.fork()) == 0:
                 self.leave()
-                return [str(a) for a in request["args"]], request["env"], fds
+                return request.args, request.env, fds
             else:
                 self.forked.add(pid)
                 for fd in fds:
                     os.close(fd)
-                send(self.sock, id=request.get("id"), forked=pid)
+                send(self.sock, Forked(request.id, pid))
 
-    def refuse(self, request: dict[str, Any], fds: list[int], why: str) -> None:
+    def refuse(self, request_id: int | None, fds: list[int], why: str) -> None:
         for fd in fds:
             os.close(fd)
-        send(self.sock, id=request.get("id"), refused=why)
+        send(self.sock, Refused(request_id, why))
 
     def reap(self) -> None:
         """Reap every child that ended, the orphans it adopted included; report the grading processes'."""
@@ -150,7 +160,7 @@ class Server:
                 return
             if pid in self.forked:
                 self.forked.discard(pid)
-                send(self.sock, ended=pid, status=status)
+                send(self.sock, Ended(pid, status))
 
     def stop(self) -> None:
         """The grader left: stop the grading processes nobody reads any more, and the orphans they left."""
@@ -229,7 +239,7 @@ def serve_until_forked(argv: list[str] | None = None) -> list[str]:
     except Exception:  # noqa: BLE001 - said to the grader, which starts its grading processes itself then
         problem = traceback.format_exc()
     if problem:
-        send(sock, stopped=problem)
+        send(sock, Stopped(problem))
         raise SystemExit(1)
     gc.freeze()  # ... and none in a grading process writes to the objects imported here
     request = Server(sock, env).serve()

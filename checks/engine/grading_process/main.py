@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from checks.engine.contract.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, 
 from checks.engine.machine import autotune_without_benchmarks, detect
 from checks.engine.phases import mark
 from checks.engine.record.hardening import event_writer, harden
-from checks.registry import Puzzle
+from checks.registry import Case, Puzzle
 
 
 class Events:
@@ -64,7 +65,7 @@ def record_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
         events.emit("missing", names=missing)
         return
     fn = getattr(module, puzzle.name)
-    cases = puzzle.cases["cpu" if job.interpret else "gpu"]  # the stage's; on a GPU machine both record on the GPU
+    cases = puzzle.cases.on(gpu=not job.interpret)  # the stage's; on a GPU machine both record on the GPU
     selection = job.cases if job.cases is not None else list(range(len(cases)))
     raised = False
     for index in selection:
@@ -75,16 +76,15 @@ def record_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
             break  # the stub says nothing more
         raised = raised or bool(recorded["raised"])  # the other cases still say which shapes raise
     else:
-        if job.time_plan and puzzle.bench and not raised:
-            case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
-            recorded = record_case(fn, module, spec, case, job, 0, machine, names, draws=1)
+        if job.time_plan and puzzle.timing_case and not raised:
+            recorded = record_case(fn, module, spec, puzzle.timing_case, job, 0, machine, names, draws=1)
             mark("timing plan recorded")
             events.emit("timing_plan", **recorded)
     events.emit("observed")
 
 
 def record_case(
-    fn: Any, module: Any, spec: Any, case: dict, job: Job, index: int, machine: Any, names: dict, draws: int = 2
+    fn: Any, module: Any, spec: Any, case: Case, job: Job, index: int, machine: Any, names: dict, draws: int = 2
 ) -> dict[str, Any]:
     """The plans of one case on `draws` draws that differ only in the data values, or how the call failed."""
     import io
@@ -160,7 +160,7 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     )
     observer = Observer(machine, {**job.names, **kernel_files}, workdir)
     interpret = machine.mode == "interpreter"
-    cases = puzzle.cases["gpu" if machine.mode == "gpu" else "cpu"]
+    cases = puzzle.cases.on(gpu=machine.mode == "gpu")
     selection = job.cases if job.cases is not None else list(range(len(cases)))
     kept = KeptState()  # what the submission keeps between calls goes from each replayed call to the next
     for index, replay in zip(selection, job.replays, strict=False):
@@ -194,7 +194,7 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
 
 
 def rerun_fresh(
-    plan: dict, kernels: dict, spec: Any, case: dict, job: Job, index: int, machine: Any, workdir: Path
+    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Any, workdir: Path
 ) -> bool:
     """Perform a case's plan again on the same inputs, its kept tensors as they were made (a new `KeptState`), and
     save what it returns; whether that went through. The grader compares the two: a call right from there and wrong
@@ -268,14 +268,7 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
     """Everything after the token: the machine, the audit hook, the submission's cases and its timing."""
     if machine is None:  # the grader hands a prestarted process only a job of the mode it was started for
         machine = detect(force_interpreter=job.interpret and not (job.role == RECORD and job.record_on_gpu))
-    events.emit(
-        "machine",
-        mode=machine.mode,
-        device=machine.name,
-        torch=machine.torch_version,
-        triton=machine.triton_version,
-        numpy=machine.numpy_version,
-    )
+    events.emit("machine", **asdict(machine))
     if machine.problem:
         events.emit("environment", problem=machine.problem)
         return 0

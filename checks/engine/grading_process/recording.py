@@ -47,7 +47,7 @@ def record_call(
     from checks.engine.replay.perform import Performer
     from checks.puzzles import spec_module
 
-    case = puzzle.cases["cpu"][case_index]
+    case = puzzle.cases.cpu[case_index]
     source = extract([(str(p.resolve()), p.name, p.read_text(encoding="utf-8")) for p in paths])
     if source.problems:
         raise ValueError(f"a kernel uses what a Triton kernel cannot: {source.problems[0]}")
@@ -84,7 +84,7 @@ def record_file(
     scalars = {k: v for k, v in inputs.items() if isinstance(v, (bool, int, float))}
     return {
         "puzzle": number,
-        "case": dict(puzzle.cases["cpu"][case_index]),
+        "case": puzzle.cases.cpu[case_index].given(),
         "seed": seed,
         "inputs": shapes,
         "scalars": scalars,

@@ -30,7 +30,7 @@ from checks.engine.judging.rules.rulebook import first_problem
 from checks.engine.judging.wording import triton_error_gloss
 from checks.memory import describe_tensor
 from checks.puzzles import spec_module
-from checks.registry import Puzzle
+from checks.registry import Case, Puzzle
 
 # case parameters that the description of the inputs already shows (shapes, layouts, flags)
 _SHOWN = {"shape", "n", "M", "N", "K", "B", "H", "D", "layout", "layout_a", "layout_b", "causal", "sm_scale", "dtype"}
@@ -48,14 +48,14 @@ def describe_inputs(inputs: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def describe_case(case: dict[str, Any], inputs: dict[str, Any]) -> str:
+def describe_case(case: Case, inputs: dict[str, Any]) -> str:
     """The inputs, plus what is special about this case's values (scale, fill, ...)."""
-    extras = ", ".join(f"{k}={v}" for k, v in case.items() if k not in _SHOWN and k != "note")
+    extras = ", ".join(f"{k}={v}" for k, v in case.given().items() if k not in _SHOWN and k != "note")
     text = describe_inputs(inputs)
     if extras:
         text += f" [{extras}]"
-    if case.get("note"):
-        text += f" ({case['note']})"
+    if case.note:
+        text += f" ({case.note})"
     return text
 
 
@@ -120,7 +120,7 @@ class Judge:
         self.spec = spec_module(puzzle)
         self.seed = seed
         self.device = "cuda" if mode == "gpu" else "cpu"
-        self.cases = puzzle.cases["gpu" if mode == "gpu" else "cpu"]
+        self.cases = puzzle.cases.on(gpu=mode == "gpu")
         self.workdir = workdir
         self.artifacts = artifacts
         self.picture = ""

@@ -78,7 +78,7 @@ class Stage:
         `file`: the file graded as the learner named it, repeated in every command the verdict suggests."""
         self.puzzle, self.job, self.workdir, self.file = puzzle, job, workdir, file
         self.first_failure, self.stopped_early = first_failure, False
-        cases = puzzle.cases["gpu" if mode == "gpu" else "cpu"]
+        cases = puzzle.cases.on(gpu=mode == "gpu")
         self.selection = job.cases if job.cases is not None else list(range(len(cases)))
         self.stream = Stream(self.selection)
         self.judge = Judge(puzzle, job.seed, mode, workdir, artifacts)
@@ -251,7 +251,7 @@ class Stage:
             V.FAILED,
             "",
             mode=machine.mode if machine else "",
-            device=machine.device if machine else "",
+            device=machine.name if machine else "",
             seed=self.job.seed,
             debugging=self.job.debugging,
             cases=self.results,
@@ -318,7 +318,7 @@ class Stage:
                 stopped = f"grading stopped at the first failing case, case {first.index + 1}"
                 v.summary = f"{stopped} ({first.description}): {first.problem}"
             if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
-                params = [self.judge.cases[r.index] for r in self.results]
+                params = [self.judge.cases[r.index].given() for r in self.results]
                 v.details += failure_pattern(params, [r.passed for r in self.results], first.cause)
             if self.job.earlier and self.puzzle.builds_on:
                 label = self.job.names.get(str(Path(self.job.earlier).resolve()), self.job.earlier)
@@ -345,7 +345,7 @@ class Stage:
     def apply_timings(self, v: V.Verdict) -> None:
         timings = self.stream.timings or Timings()
         if self.timing_problem and self.stream.timings is None:  # nothing to time: the recording said why
-            case = {k: val for k, val in (self.puzzle.bench or {}).items() if k != "baseline"}
+            case = self.puzzle.timing_case.given() if self.puzzle.timing_case else {}
             timings = Timings(case=case, problem=self.timing_problem)
         try:  # both outputs at the timing size, read once, compared here and then dropped
             v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))

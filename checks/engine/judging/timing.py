@@ -41,16 +41,6 @@ def bar_message(ratio: float, min_ratio: float | None, baseline: str) -> str | N
     )
 
 
-def loosest_tolerance(tolerance: dict[str, Any]) -> tuple[float, float]:
-    """(atol, rtol) covering every output: the shared entry, or the largest of the per-output ones."""
-    if "atol" in tolerance:
-        return float(tolerance["atol"]), float(tolerance.get("rtol", 0.0))
-    entries = [t for t in tolerance.values() if isinstance(t, dict) and "atol" in t]
-    if not entries:
-        return 0.0, 0.0
-    return max(float(t["atol"]) for t in entries), max(float(t.get("rtol", 0.0)) for t in entries)
-
-
 def output_difference(
     yours: Any, key: Any, atol: float, rtol: float, slack: float = OUTPUT_SLACK, chunk: int = COMPARE_CHUNK
 ) -> str | None:
@@ -146,14 +136,14 @@ def from_measurement(
         return {}
     problem = raw.problem  # the submission could not run at the timing size: what the process saw
     if outputs is not None and not problem:
-        problem = output_difference(*outputs, *loosest_tolerance(puzzle.tolerance))
+        problem = output_difference(*outputs, *puzzle.loosest_tolerance())
         if problem and raw.outputs_compared:  # a large output: the grading process saved a sample of it
             problem += f" (of the elements compared: {raw.outputs_compared[:80]})"
     times, baseline = raw.times, raw.baseline
     if times and not ({"yours", baseline} <= set(times) and all(t > 0 for t in times.values())):
         raise ValueError("timings without the submission's or the baseline's time")
     peaks = Peaks(**raw.peaks) if raw.peaks else None
-    min_ratio = (puzzle.speed_bar or {}).get("min_ratio")
+    min_ratio = puzzle.speed_bar.min_ratio if puzzle.speed_bar else None
     rounds = raw.rounds  # fair timing: the ratios come from paired rounds
     if rounds is not None and (
         set(rounds) != set(times)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import select
 import signal
@@ -29,9 +28,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, NoReturn
 
+from checks.engine.contract.messages import Answer, Ended, Forked, ForkRequest, Refused, Stopped, decode, encode
 from checks.engine.processes import process_table
+from checks.records import RecordError
 from checks.registry import ROOT
 
 ENV = "CHECKS_FORK_SERVER"  # "1": fork interpreter grading processes from a fork server
@@ -83,7 +84,7 @@ class ForkServerClient:
             if self.problem:
                 raise ServerGone(self.problem)
             self.requests += 1
-            request = json.dumps({"id": self.requests, "args": args, "env": env}).encode()
+            request = encode(ForkRequest(self.requests, args, env))
             try:
                 socket.send_fds(self.sock, [request], [stdin, log])
             except OSError as exc:
@@ -93,16 +94,15 @@ class ForkServerClient:
                 message = self.next_message(deadline - time.monotonic())
                 if message is None:
                     self.gone(f"it did not answer in {START_LIMIT:g} s")
-                elif message.get("id") != self.requests:  # the answer to a request given up on (interrupted)
-                    if "forked" in message:
-                        with contextlib.suppress(OSError):
-                            os.kill(int(message["forked"]), signal.SIGKILL)
-                elif "forked" in message:
-                    return int(message["forked"])
-                elif "refused" in message:
-                    raise ServerGone(str(message["refused"]))
+                elif isinstance(message, Forked):
+                    if message.id == self.requests:
+                        return message.pid
+                    with contextlib.suppress(OSError):  # the answer to a request given up on (interrupted)
+                        os.kill(message.pid, signal.SIGKILL)
+                elif isinstance(message, Refused) and message.id in (self.requests, None):  # None: it was malformed
+                    raise ServerGone(message.why)
 
-    def next_message(self, timeout: float) -> dict[str, Any] | None:
+    def next_message(self, timeout: float) -> Answer | None:
         """The server's next message, or None when none came in `timeout` seconds; an ended grading process's is kept in
         `ended`. ServerGone when the server ended or stopped. The caller holds `lock`."""
         if not select.select([self.sock], [], [], max(0.0, timeout))[0]:
@@ -113,11 +113,14 @@ class ForkServerClient:
             self.gone(f"its socket failed ({exc})")
         if not data:
             self.gone("it ended")
-        message = json.loads(data)
-        if "stopped" in message:
-            self.gone(f"it could not serve: {message['stopped']}")
-        if "ended" in message:
-            self.ended[int(message["ended"])] = int(message["status"])
+        try:
+            message = decode(data, Forked, Refused, Ended, Stopped)
+        except (ValueError, RecordError) as exc:
+            self.gone(f"it sent a malformed message ({exc})")
+        if isinstance(message, Stopped):
+            self.gone(f"it could not serve: {message.why}")
+        if isinstance(message, Ended):
+            self.ended[message.pid] = message.status
         return message
 
     def gone(self, why: str) -> NoReturn:

@@ -21,11 +21,12 @@ import torch
 from checks.engine.access.patches import record_access
 from checks.engine.access.recorder import AccessRecorder
 from checks.engine.contract.observations import BufferObs, CaseObservation, LaunchObs
-from checks.engine.contract.protocol import access_path
+from checks.engine.contract.protocol import Machine, access_path
 from checks.engine.inputs import draw
-from checks.engine.machine import NUMPY_PITFALL_TEXT, Machine
+from checks.engine.machine import NUMPY_PITFALL_TEXT
 from checks.engine.replay.launches import Tracker, watch_launches
 from checks.memory import Arena
+from checks.registry import Case
 
 
 def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, list[str]]:
@@ -77,7 +78,7 @@ class Observer:
         return result, tracker, recorder
 
     def observe(
-        self, replay: Any, spec: Any, case: dict[str, Any], seed: int, index: int, out: Path, data_seed: int
+        self, replay: Any, spec: Any, case: Case, seed: int, index: int, out: Path, data_seed: int
     ) -> CaseObservation:
         """One replay of the case's plan on inputs drawn here (values from `data_seed`); outputs saved to `out`."""
         arena, inputs = draw(spec, case, seed, index, self.machine.device, data_seed)

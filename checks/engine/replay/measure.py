@@ -140,10 +140,10 @@ class TimingRun:
 
         self.spec, self.device = spec, device
         self.contenders: dict[str, Callable[[], Any]] = {}
-        case = {k: v for k, v in puzzle.bench.items() if k != "baseline"}
-        baseline = puzzle.bench.get("baseline", "torch")
-        self.raw: dict[str, Any] = {"case": case, "times": {}, "baseline": baseline, "problem": None}
-        if not case:
+        case = puzzle.timing_case
+        timed = case.given() if case else {}
+        self.raw: dict[str, Any] = {"case": timed, "times": {}, "baseline": puzzle.baseline, "problem": None}
+        if case is None:
             return
         sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
         gen = torch.Generator(device=device)
@@ -185,7 +185,7 @@ class TimingRun:
         if key is not None:
             contenders["answer key"] = lambda: key(*args)
             self.replays["answer key"] = key
-        contenders[baseline] = spec.baseline(inputs)
+        contenders[puzzle.baseline] = spec.baseline(inputs)
         self.resets: dict[Any, Callable[[], Any]] = {}  # a captured graph's replay -> what fills its memory first
         if device == "cuda":  # each as the replay of a CUDA graph where it can be captured: kernel time, not host time
             graphed = {}

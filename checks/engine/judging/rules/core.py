@@ -224,9 +224,7 @@ def compare_all(ctx: CaseContext, outputs: list[Any]) -> list[tuple[Any, Mismatc
     """(expected output, its Mismatch or None) for every output, each with its own tolerance."""
     pairs = []
     for out, exp in zip(outputs, ctx.expected, strict=True):
-        atol, rtol = ctx.puzzle.tolerance_for(exp.name)
-        rtol = max(rtol, float(ctx.case.get("rtol", 0.0)))  # a case of ill-conditioned inputs may allow more
-        atol = max(atol, float(ctx.case.get("atol", 0.0)))  # and one of scaled-up inputs, larger values
+        atol, rtol = _tolerance(ctx, exp)
         pairs.append((exp, compare(exp.name, out, exp.value, atol, rtol, exp.dims)))
     return pairs
 
@@ -310,9 +308,10 @@ def misscaled(ctx: CaseContext, exp: Any) -> str:
 
 
 def _tolerance(ctx: CaseContext, exp: Any) -> tuple[float, float]:
-    """(atol, rtol) of an output in this case: the puzzle's, widened where the case allows more (as compare_all)."""
+    """(atol, rtol) of an output in this case: the puzzle's, widened where the case allows more: a case of
+    ill-conditioned inputs may allow a larger rtol, and one of scaled-up inputs a larger atol."""
     atol, rtol = ctx.puzzle.tolerance_for(exp.name)
-    return max(atol, float(ctx.case.get("atol", 0.0))), max(rtol, float(ctx.case.get("rtol", 0.0)))
+    return max(atol, float(ctx.case.atol or 0.0)), max(rtol, float(ctx.case.rtol or 0.0))
 
 
 _MOST_SCORES = 1 << 25  # the largest score matrix (all heads) the causal recomputation makes

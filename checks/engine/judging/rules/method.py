@@ -54,7 +54,7 @@ def causal_skipping(
     first key comes after its last query row is wasted. A program that stores rows of `keys`
     (dk, dv) owns those key rows: a Q or dO tile whose last query comes before its first key is.
     """
-    if not bool(ctx.inputs.get("causal", ctx.case.get("causal", False))):
+    if not bool(ctx.inputs.get("causal", bool(ctx.case.causal))):
         return None
     log = log_of(ctx)
     if log is None:

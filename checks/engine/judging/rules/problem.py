@@ -29,7 +29,7 @@ class CaseContext:
     """One graded call as the parent sees it."""
 
     puzzle: Any  # checks.registry.Puzzle
-    case: dict[str, Any]  # the case's entry in puzzles.yaml
+    case: Any  # checks.registry.Case: the case's entry in puzzles.yaml
     inputs: dict[str, Any]  # re-derived from the seed in the parent (tensors and scalars)
     expected: list[Any]  # checks.puzzles.Expected, computed in the parent
     outputs: list[Any]  # what the learner's function returned, loaded from the observation

@@ -24,7 +24,7 @@ from checks.engine.judging.rules import core, decoding, launch_order, method, pl
 from checks.engine.judging.rules.declare import EVERY_CALL, ON_REQUEST, Rule
 from checks.engine.judging.rules.pictures import PictureKind
 from checks.engine.judging.rules.problem import CaseContext, Problem
-from checks.registry import Puzzle, load_puzzles
+from checks.registry import Puzzle, RegistryError, load_puzzles
 
 MODULES = (plan_rules, core, launch_order, method, decoding)  # the modules that declare rules
 
@@ -63,6 +63,11 @@ INTERPRETER_STAGE_EXCUSED = (V.ENVIRONMENT, V.INTERNAL)
 class RulebookError(ValueError):
     """The rulebook does not fit the declared rules, or puzzles.yaml asks for a rule it lacks or gives one
     parameters it does not take."""
+
+
+class RegistryRulesError(RulebookError, RegistryError):
+    """puzzles.yaml asks for a rule the rulebook lacks, or gives one parameters it does not take: a broken registry,
+    as a misspelt key is."""
 
 
 def declared_rules() -> dict[str, Rule]:
@@ -219,7 +224,19 @@ def check_registry(puzzles: tuple[Puzzle, ...] | list[Puzzle]) -> None:
     """Raise a `RulebookError` listing every `rules:` entry of the puzzles that does not fit the rulebook."""
     problems = parameter_problems(puzzles)
     if problems:
-        raise RulebookError("puzzles.yaml does not fit the rulebook:\n  " + "\n  ".join(problems))
+        listed = "; ".join(problems)
+        raise RegistryRulesError(f"puzzles.yaml does not fit the rulebook: {listed}. Correct its `rules:`.")
 
 
-check_registry(load_puzzles())  # a wrong parameter in puzzles.yaml stops every grade at once, not one case later
+def checked_registry() -> tuple[Puzzle, ...]:
+    """The registry's puzzles, their `rules:` checked against the rulebook: every grade starts here, so that a wrong
+    parameter in puzzles.yaml stops every grade at once, not one case later. RegistryError (RegistryRulesError for the
+    rules) when the registry is broken."""
+    puzzles = load_puzzles()
+    if not (_checked and _checked[0] is puzzles):
+        check_registry(puzzles)
+        _checked[:] = [puzzles]
+    return puzzles
+
+
+_checked: list[tuple[Puzzle, ...]] = []  # the registry (load_puzzles's tuple) whose rules were checked last
