@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from checks.authoring.wrong import known_wrong, name_of
+from checks.authoring.wrong import known_wrong
 from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.memory import Arena, poisonable
 from checks.registry import ROOT, Puzzle, load_puzzles
@@ -31,10 +31,6 @@ def wrong_kernels() -> list[tuple[Puzzle, Path]]:
 
 def puzzle_params() -> list:
     return [pytest.param(p, id=p.stem) for p in READY]
-
-
-def wrong_params() -> list:
-    return [pytest.param(p, f, id=f"{p.stem}/{name_of(f)}") for p, f in wrong_kernels()]
 
 
 def right_submissions() -> list[tuple[str, Path]]:
