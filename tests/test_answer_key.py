@@ -77,17 +77,18 @@ def test_switching_a_rule_off_lets_its_known_wrong_kernel_through(rule, monkeypa
     """The mutation check on real kernels: its kernel is rejected for the rule (as every known-wrong kernel is, above),
     and with the rule off, no longer rejected for it.
 
-    With the rule on, grading stops at the kernel's first failing case; with the rule off, that case is graded again:
-    a rule switched off finds nothing in any case, so that case is the one where it mattered.
+    With the rule on, grading stops at the kernel's first failing case; with the rule off, the cases up to that one are
+    graded again (those before it too: a kernel that keeps state between calls fails only after them), not those
+    after it: a rule switched off finds nothing in any case, so the first one it rejected is where it mattered.
     """
     found = PINS[rule]
     assert found is not None, f"no known-wrong kernel is rejected by {rule} alone: add one"
     puzzle, path = found
     with_rule = grade_wrong(puzzle, path)
     assert_rejected_for_its_reason(path, with_rule)
-    failing = [case.index for case in with_rule.cases if not case.passed]
+    judged = [case.index for case in with_rule.cases]
     switch_off(monkeypatch, rule)
-    verdict = grade_wrong(puzzle, path, cases=failing[-1:] or None)  # none failed: it was rejected before any case ran
+    verdict = grade_wrong(puzzle, path, cases=judged or None)  # none judged: it was rejected before any case ran
     assert not meets(verdict, expectations(path)), format_verdict(verdict)
 
 

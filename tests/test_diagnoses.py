@@ -17,6 +17,7 @@ from checks.engine.judging.rules import core
 from checks.engine.judging.wording import triton_error_gloss
 from checks.learner import progress
 from checks.registry import ROOT, get_puzzle
+from tests.helpers import submission
 
 DIAGNOSES = ROOT / "tests" / "submissions" / "diagnoses"
 STEP_9A_KEY = "solutions/09a_flash_attention_v2_fwd_noncausal.py"
@@ -30,10 +31,14 @@ def report(tmp_path: Path, monkeypatch, capsys, number: str, file: Path, *args: 
     return capsys.readouterr().out
 
 
+def causal_report(tmp_path: Path, monkeypatch, capsys, name: str) -> str:
+    """The report of the puzzle 9 submission `name` (a causal mask off by one key), on the answer key of step 9a."""
+    return report(tmp_path, monkeypatch, capsys, "9", submission(DIAGNOSES, name, tmp_path), "--earlier", STEP_9A_KEY)
+
+
 @pytest.mark.slow
 def test_a_causal_mask_without_the_diagonal_is_named_with_its_empty_row(tmp_path, monkeypatch, capsys):
-    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_diagonal_left_out.py", "--earlier",
-                 STEP_9A_KEY)  # fmt: skip
+    out = causal_report(tmp_path, monkeypatch, capsys, "09_causal_diagonal_left_out")
     assert (
         "Yours is what the reference gives when query row i sees the keys 0..i - 1 instead of 0..i: the causal "
         "boundary is 1 key to the left of the diagonal (the diagonal key (query i's own) is left out;" in out
@@ -45,8 +50,7 @@ def test_a_causal_mask_without_the_diagonal_is_named_with_its_empty_row(tmp_path
 
 @pytest.mark.slow
 def test_a_causal_mask_one_key_past_the_diagonal_is_named_not_a_scale(tmp_path, monkeypatch, capsys):
-    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_one_key_past_diagonal.py", "--earlier",
-                 STEP_9A_KEY)  # fmt: skip
+    out = causal_report(tmp_path, monkeypatch, capsys, "09_causal_one_key_past_diagonal")
     assert (
         "Yours is what the reference gives when query row i sees the keys 0..i + 1 instead of 0..i: the causal "
         "boundary is 1 key to the right of the diagonal (1 key past the diagonal is let in;" in out
@@ -62,8 +66,7 @@ def test_nan_from_small_scores_is_not_called_an_overflow(tmp_path, monkeypatch, 
     # without the two causal diagnoses (the mutation check), what is left is where, and that no exp overflowed
     monkeypatch.setattr(core, "causal_boundary", lambda ctx, exp: "")
     monkeypatch.setattr(core, "fully_masked_rows", lambda ctx, exp: "")
-    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_diagonal_left_out.py", "--earlier",
-                 STEP_9A_KEY)  # fmt: skip
+    out = causal_report(tmp_path, monkeypatch, capsys, "09_causal_diagonal_left_out")
     assert "Your output has NaN or inf although every input is finite, yet the exp of these scores cannot " in out
     assert "exp overflowed" not in out, out
     assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
@@ -77,8 +80,8 @@ def test_a_causal_boundary_off_by_one_is_proven_on_long_sequences_too(tmp_path):
     puzzle = get_puzzle(9)
     for name, keys in (("09_causal_diagonal_left_out", "0..i - 1"), ("09_causal_one_key_past_diagonal", "0..i + 1")):
         for case in (3, 5):  # N = 130 with blocks that end past it, and N = 64, a whole block
-            verdict = grade(puzzle, DIAGNOSES / f"{name}.py", cases=[case], seed=3, timeout=120, time_it=False,
-                            earlier=ROOT / STEP_9A_KEY)  # fmt: skip
+            graded, step = submission(DIAGNOSES, name, tmp_path), ROOT / STEP_9A_KEY
+            verdict = grade(puzzle, graded, cases=[case], seed=3, timeout=120, time_it=False, earlier=step)
             text = V.format_verdict(verdict, puzzle.title)
             assert f"query row i sees the keys {keys} instead of 0..i" in text, text
 

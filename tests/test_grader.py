@@ -17,7 +17,7 @@ from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
 from checks.memory import Arena, fill_poison, is_poison
 from checks.registry import ROOT, Puzzle, get_puzzle
-from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE, right_submissions
+from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE, right_submissions, submission
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 
@@ -37,7 +37,7 @@ BROKEN = [
     ("syntax_error", V.ERROR, "did not load"),
     ("wrong_name", V.ERROR, "does not define vector_add"),
     ("kernel_raises", V.ERROR, "kernel_raises.py, line 11"),
-    ("host_raises", V.ERROR, "Your code raised TypeError: multiple values for argument 'BLOCK'"),
+    ("host_raises", V.ERROR, "Your code raised TypeError: multiple values for argument 'BLOCK_SIZE'"),
     ("aborts", V.CRASHED, "SIGABRT"),
     ("exits_quietly", V.CRASHED, "remove any exit()"),
     ("returns_tuple", V.FAILED, "must return 1 tensor"),
@@ -48,8 +48,8 @@ BROKEN = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "status", "text"), BROKEN, ids=[b[0] for b in BROKEN])
-def test_broken_submissions_get_a_verdict_not_a_traceback(name, status, text):
-    verdict = grade(get_puzzle(1), SUBMISSIONS / "broken" / f"{name}.py", timeout=60)
+def test_broken_submissions_get_a_verdict_not_a_traceback(name, status, text, tmp_path):
+    verdict = grade(get_puzzle(1), submission(SUBMISSIONS / "broken", name, tmp_path), timeout=60)
     report = V.format_verdict(verdict)
     assert verdict.status == status, report
     assert text in report, report
