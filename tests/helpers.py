@@ -17,10 +17,10 @@ import pytest
 import torch
 import yaml
 
-from checks.authoring.wrong import EDIT_SUFFIX, apply_edits, known_wrong
+from checks.authoring.wrong import EDIT_SUFFIX, apply_edits, known_wrong, source_of
 from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.memory import Arena, poisonable
-from checks.registry import ROOT, Puzzle, load_puzzles
+from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
 READY = [p for p in load_puzzles() if p.ready]
 # puzzle 1 whose first case sleeps for two minutes: a check to interrupt while it runs the learner's code
@@ -45,11 +45,12 @@ def submission(folder: Path, name: str, into: Path) -> Path:
     """The file of the submission `name` under tests/submissions/<folder>: `name.py` itself, or the one its edit file
     `name.edit.yaml` stands for, written into the folder `into` as `name.py`.
 
-    An edit file makes a submission from another of its folder, so that the one mistake it adds is all that tells
-    them apart (as solutions/wrong/'s edit files do from an answer key, with the same `edits`):
+    An edit file puts one mistake into a right submission, so that the mistake is all that tells them apart. Its
+    `edits` (and `doc`, the docstring) are solutions/wrong/'s (checks.authoring.wrong), applied to an answer key
+    (`base: 1`, puzzle 1's) or to another file of the folder (`from: name.py`, without that file's docstring):
 
-        from: 09_causal_diagonal_left_out.py   # the file it starts from, without that file's docstring
-        doc: |-                                # its own docstring, if any
+        from: 09_causal_diagonal_left_out.py
+        doc: |-
           Wrong: ...
         edits:
           - old: "    keys_end = offs_m\\n"
@@ -60,12 +61,16 @@ def submission(folder: Path, name: str, into: Path) -> Path:
         return path
     edit = folder / f"{name}{EDIT_SUFFIX}"
     spec = yaml.safe_load(edit.read_text(encoding="utf-8"))
-    body = (folder / spec["from"]).read_text(encoding="utf-8")
-    if body.startswith('"""'):
-        body = body[body.index('"""', 3) + 3 :].lstrip("\n")
-    body = apply_edits(body, spec["edits"], str(edit))
+    if "base" in spec:
+        text = source_of(get_puzzle(str(spec["base"])), edit)
+    else:
+        body = (folder / spec["from"]).read_text(encoding="utf-8")
+        if body.startswith('"""'):
+            body = body[body.index('"""', 3) + 3 :].lstrip("\n")
+        body = apply_edits(body, spec["edits"], str(edit))
+        text = f'"""{spec["doc"]}"""\n\n{body}' if "doc" in spec else body
     written = into / f"{name}.py"
-    written.write_text(f'"""{spec["doc"]}"""\n\n{body}' if "doc" in spec else body, encoding="utf-8")
+    written.write_text(text, encoding="utf-8")
     return written
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from checks import verdict as V
+from checks.authoring.wrong import answer_key_body
 from checks.cli import main
 from checks.engine.grade import grade
 from checks.engine.judging.rules.compare import compare, describe_indices
@@ -353,19 +354,11 @@ def test_numpy_shim_turns_one_element_blocks_into_ints():
         interpreter._patch_lang_tensor = original
 
 
-PRINTS = """
-import warnings
-
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+# puzzle 1's answer key with a host function of its own, which prints and is wrong (with a warning) for one length
+PRINTS = (
+    "import warnings\n\n"
+    + answer_key_body(get_puzzle(1)).split("\n\n\ndef vector_add")[0]
+    + """
 
 
 def vector_add(x, y):
@@ -378,6 +371,7 @@ def vector_add(x, y):
     add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK_SIZE=256)
     return out
 """
+)
 
 
 @pytest.mark.slow

@@ -303,35 +303,42 @@ def copy_kernel(src_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
 """
 
 
-@pytest.mark.slow
-def test_a_grid_that_depends_on_the_data_fails(tmp_path):
-    verdict = grade_code(
-        tmp_path,
-        COPY_KERNEL
-        + """
-def vector_add(x, y):
-    out = torch.empty_like(x)
+# host functions around COPY_KERNEL whose plan the replay cannot take: (its body, the rule, what the verdict says)
+HOST_FROM_THE_DATA = {
+    "a grid": (
+        """
     extra = int(abs(float(x.sum())) * 1e4) % 1000  # the data decides the grid
     copy_kernel[(triton.cdiv(x.numel(), 1024) + extra,)](x, out, x.numel(), 1.0, BLOCK=1024)
     return out
 """,
-    )
-    assert verdict.rule == "plan_from_shapes" and "the grid of launch 1 (`copy_kernel`)" in verdict.summary
-
-
-@pytest.mark.slow
-def test_a_scalar_that_depends_on_the_data_fails(tmp_path):
-    verdict = grade_code(
-        tmp_path,
-        COPY_KERNEL
-        + """
-def vector_add(x, y):
-    out = torch.empty_like(x)
+        "plan_from_shapes",
+        "the grid of launch 1 (`copy_kernel`)",
+    ),
+    "a scalar": (
+        """
     copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), float(y[0]), BLOCK=1024)
     return out
 """,
-    )
-    assert verdict.rule == "plan_from_shapes" and "argument `scale` of launch 1" in verdict.summary
+        "plan_from_shapes",
+        "argument `scale` of launch 1",
+    ),
+    "a returned tensor that is not in the plan": (
+        """
+    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), 1.0, BLOCK=1024)
+    return out + y
+""",
+        "torch_free",
+        "Output 1 that your function returned was computed on the host",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", sorted(HOST_FROM_THE_DATA))
+def test_what_the_host_computes_from_the_data_fails(tmp_path, what):
+    body, rule, said = HOST_FROM_THE_DATA[what]
+    verdict = grade_code(tmp_path, COPY_KERNEL + "\ndef vector_add(x, y):\n    out = torch.empty_like(x)" + body)
+    assert verdict.rule == rule and said in verdict.summary, verdict.summary
 
 
 @pytest.mark.slow
@@ -391,23 +398,6 @@ def vector_add(x, y):
     )
     assert verdict.rule == "kernel_calls" and "a call of `open`" in verdict.summary and "line 11" in verdict.summary
     assert not touched.exists()  # the kernel never ran, in the recording or in the replay
-
-
-@pytest.mark.slow
-def test_a_returned_tensor_that_is_not_in_the_plan_fails(tmp_path):
-    verdict = grade_code(
-        tmp_path,
-        COPY_KERNEL
-        + """
-def vector_add(x, y):
-    out = torch.empty_like(x)
-    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), 1.0, BLOCK=1024)
-    return out + y
-""",
-    )
-    assert verdict.rule == "torch_free" and "Output 1 that your function returned was computed on the host" in (
-        verdict.summary
-    )
 
 
 @pytest.mark.slow
