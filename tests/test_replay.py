@@ -464,11 +464,13 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ATTACKS))
-def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, monkeypatch):
+def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name):
+    """In grading processes forked from the fork server where the machine has one (seconds sooner than started ones,
+    and the same verdicts: tests/test_fork_server.py); the replay and the grader that judge it are the same either way.
+    tests/test_integrity.py grades the attacks on the grading process itself in processes started as in production,
+    as the tests below grade a launch per element and a method chosen by the device."""
     from checks.engine.grade import grade
-    from checks.engine.processes import forking
 
-    monkeypatch.delenv(forking.ENV, raising=False)  # a grading process started as in production
     rule, words, *puzzle = ATTACKS[name]
     number = puzzle[0] if puzzle else 1
     verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", interpret=True, time_it=False, first_failure=True)
