@@ -22,12 +22,18 @@ pytest_plugins = ("pytester",)  # tests/test_suite.py runs small suites of its o
 
 
 def pytest_collection_modifyitems(items):
-    """The modules with tests that grade (marked slow) first, then those without: each module's tests stay together
-    and in their order (a module-scoped fixture is made once). pytest-xdist's workers (`-n 2`) take the tests in this
-    order, in chunks that shrink towards the end: they end together, filling the last minutes with tests of a second
-    or less instead of one worker alone on a long one."""
-    grading = {item.module for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.module not in grading)
+    """The modules with tests that grade (marked slow) first, those with the fewest such tests first of all, then the
+    modules without: each module's tests stay together and in their order (a module-scoped fixture is made once).
+
+    pytest-xdist's workers (`-n 2`) take the tests in this order, in chunks that shrink towards the end. A module with
+    one or a few grading tests holds long ones (a class graded through Slurm, the warm grader, Ctrl-C during a check),
+    one with many holds a short grading each (the known-wrong kernels): long tests first and short ones last, the two
+    workers end together instead of one of them alone on a long test."""
+    grading: dict[object, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            grading[item.module] = grading.get(item.module, 0) + 1
+    items.sort(key=lambda item: (item.module not in grading, grading.get(item.module, 0)))
 
 
 @pytest.fixture(autouse=True)
