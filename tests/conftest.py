@@ -21,6 +21,15 @@ if not torch.cuda.is_available():
 pytest_plugins = ("pytester",)  # tests/test_suite.py runs small suites of its own under these settings
 
 
+def pytest_configure(config):
+    """With pytest-xdist's workers (`-n 2`, whose default is --dist load), --dist worksteal: a worker that runs out of
+    tests takes half of those the other still has queued. --dist load deals the tests out by their number, not their
+    time: one worker was left with a queue of gradings while the other, dealt the fast tests, waited minutes at the
+    end. (An explicit --dist load reads the same here, and is taken as worksteal too.)"""
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "worksteal"
+
+
 def pytest_collection_modifyitems(items):
     """The modules with tests that grade (marked slow) first, those with the fewest such tests first of all, then the
     modules without: each module's tests stay together and in their order (a module-scoped fixture is made once).
