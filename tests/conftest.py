@@ -21,6 +21,30 @@ if not torch.cuda.is_available():
 pytest_plugins = ("pytester",)  # tests/test_suite.py runs small suites of its own under these settings
 
 
+def pytest_configure(config):
+    """With pytest-xdist's workers (`-n 2`, whose default is --dist load), --dist worksteal: a worker that runs out of
+    tests takes half of those the other still has queued. --dist load deals the tests out by their number, not their
+    time: one worker was left with a queue of gradings while the other, dealt the fast tests, waited minutes at the
+    end. (An explicit --dist load reads the same here, and is taken as worksteal too.)"""
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "worksteal"
+
+
+def pytest_collection_modifyitems(items):
+    """The modules with tests that grade (marked slow) first, those with the fewest such tests first of all, then the
+    modules without: each module's tests stay together and in their order (a module-scoped fixture is made once).
+
+    pytest-xdist's workers (`-n 2`) take the tests in this order, in chunks that shrink towards the end. A module with
+    one or a few grading tests holds long ones (a class graded through Slurm, the warm grader, Ctrl-C during a check),
+    one with many holds a short grading each (the known-wrong kernels): long tests first and short ones last, the two
+    workers end together instead of one of them alone on a long test."""
+    grading: dict[object, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            grading[item.module] = grading.get(item.module, 0) + 1
+    items.sort(key=lambda item: (item.module not in grading, grading.get(item.module, 0)))
+
+
 @pytest.fixture(autouse=True)
 def environment_as_found():
     """Each test leaves os.environ as it found it. Code a test runs in this process writes to it: torch.compile adds

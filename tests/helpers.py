@@ -1,5 +1,6 @@
 """Helpers the test modules share: the registry's puzzles and their known-wrong kernels as pytest parameters,
-the right submissions in other styles, switching a rule off for a mutation test, and hand-made access logs."""
+the right submissions in other styles, the submissions made from another by an edit, switching a rule off for a
+mutation test, and hand-made access logs."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from typing import Any
 
 import pytest
 import torch
+import yaml
 
-from checks.authoring.wrong import known_wrong, name_of
+from checks.authoring.wrong import EDIT_SUFFIX, apply_edits, known_wrong, source_of
 from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.memory import Arena, poisonable
-from checks.registry import ROOT, Puzzle, load_puzzles
+from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
 READY = [p for p in load_puzzles() if p.ready]
 # puzzle 1 whose first case sleeps for two minutes: a check to interrupt while it runs the learner's code
@@ -33,14 +35,43 @@ def puzzle_params() -> list:
     return [pytest.param(p, id=p.stem) for p in READY]
 
 
-def wrong_params() -> list:
-    return [pytest.param(p, f, id=f"{p.stem}/{name_of(f)}") for p, f in wrong_kernels()]
-
-
 def right_submissions() -> list[tuple[str, Path]]:
     """Each right submission in another style, with the puzzle its name starts with (`10a_x.py` is 10a)."""
     paths = sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
     return [(re.match(r"\d+[a-z]?", p.name).group(), p) for p in paths]
+
+
+def submission(folder: Path, name: str, into: Path) -> Path:
+    """The file of the submission `name` under tests/submissions/<folder>: `name.py` itself, or the one its edit file
+    `name.edit.yaml` stands for, written into the folder `into` as `name.py`.
+
+    An edit file puts one mistake into a right submission, so that the mistake is all that tells them apart. Its
+    `edits` (and `doc`, the docstring) are solutions/wrong/'s (checks.authoring.wrong), applied to an answer key
+    (`base: 1`, puzzle 1's) or to another file of the folder (`from: name.py`, without that file's docstring):
+
+        from: 09_causal_diagonal_left_out.py
+        doc: |-
+          Wrong: ...
+        edits:
+          - old: "    keys_end = offs_m\\n"
+            new: "    keys_end = offs_m + 2\\n"
+    """
+    path = folder / f"{name}.py"
+    if path.exists():
+        return path
+    edit = folder / f"{name}{EDIT_SUFFIX}"
+    spec = yaml.safe_load(edit.read_text(encoding="utf-8"))
+    if "base" in spec:
+        text = source_of(get_puzzle(str(spec["base"])), edit)
+    else:
+        body = (folder / spec["from"]).read_text(encoding="utf-8")
+        if body.startswith('"""'):
+            body = body[body.index('"""', 3) + 3 :].lstrip("\n")
+        body = apply_edits(body, spec["edits"], str(edit))
+        text = f'"""{spec["doc"]}"""\n\n{body}' if "doc" in spec else body
+    written = into / f"{name}.py"
+    written.write_text(text, encoding="utf-8")
+    return written
 
 
 def switch_off(monkeypatch: pytest.MonkeyPatch, rule: str) -> None:

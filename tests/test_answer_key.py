@@ -8,22 +8,22 @@ from pathlib import Path
 import pytest
 
 from checks import verdict as V
-from checks.authoring.wrong import known_wrong, materialize
+from checks.authoring.wrong import known_wrong, materialize, name_of
 from checks.engine.grade import grade
 from checks.engine.judging.rules import rulebook
 from checks.instructor.solutions import expectations, meets
 from checks.verdict import format_verdict
-from tests.helpers import READY, puzzle_params, switch_off, wrong_params
+from tests.helpers import READY, puzzle_params, switch_off, wrong_kernels
 
 pytestmark = pytest.mark.slow
 
 
-def grade_wrong(puzzle, path):
+def grade_wrong(puzzle, path, cases: list[int] | None = None):
     expected = expectations(path)
     timeout = 10 if any(e.rule == V.TIMEOUT for e in expected) else None  # an endless loop: no need to wait long
     with tempfile.TemporaryDirectory(prefix="wrong-") as folder:
         graded = materialize(puzzle, path, Path(folder))
-        return grade(puzzle, graded, timeout=timeout, time_it=False, first_failure=True)
+        return grade(puzzle, graded, timeout=timeout, time_it=False, first_failure=True, cases=cases)
 
 
 @pytest.mark.parametrize("puzzle", puzzle_params())
@@ -32,22 +32,6 @@ def test_answer_key_passes(puzzle, machine_mode):
     assert verdict.passed, format_verdict(verdict)
     assert verdict.mode == machine_mode
     assert len(verdict.cases) == len(puzzle.cases.on(gpu=machine_mode == "gpu"))
-
-
-@pytest.mark.parametrize(("puzzle", "path"), wrong_params())
-def test_known_wrong_kernel_is_rejected(puzzle, path):
-    expected = expectations(path)
-    verdict = grade_wrong(puzzle, path)
-    report = format_verdict(verdict)
-    assert not verdict.passed, f"{path.name} must fail:\n{report}"
-    assert verdict.status in (V.FAILED, V.ERROR, V.TIMEOUT, V.CRASHED), report
-    assert meets(verdict, expected), f"expected {expected!r}, rejected by {verdict.rule!r}:\n{report}"
-    if verdict.rule == "values" and any(why in e.text for e in expected for why in SAYS_WHY):
-        # a GPU verdict that says only where takes the interpreter's why (checks.engine.grade.explain_wrong_values)
-        assert next(c for c in verdict.cases if not c.passed).diagnosed, report
-
-
-SAYS_WHY = ("the merge of the splits",)  # what `values` says when its access log shows why
 
 
 def pinning_kernel(rule: str):
@@ -60,16 +44,51 @@ def pinning_kernel(rule: str):
 
 
 PINNED = sorted(set(rulebook.all_rules()))
+PINS = {rule: pinning_kernel(rule) for rule in PINNED}
+PINNING = {found[1]: rule for rule, found in PINS.items() if found is not None}
+
+
+@pytest.mark.parametrize(
+    ("puzzle", "path"),
+    [pytest.param(p, f, id=f"{p.stem}/{name_of(f)}") for p, f in wrong_kernels() if f not in PINNING],
+)
+def test_known_wrong_kernel_is_rejected(puzzle, path):
+    """Each known-wrong kernel but those that pin a rule, which the mutation check below grades and judges the same
+    way before it switches their rule off."""
+    assert_rejected_for_its_reason(path, grade_wrong(puzzle, path))
+
+
+def assert_rejected_for_its_reason(path: Path, verdict: V.Verdict) -> None:
+    expected = expectations(path)
+    report = format_verdict(verdict)
+    assert not verdict.passed, f"{path.name} must fail:\n{report}"
+    assert verdict.status in (V.FAILED, V.ERROR, V.TIMEOUT, V.CRASHED), report
+    assert meets(verdict, expected), f"expected {expected!r}, rejected by {verdict.rule!r}:\n{report}"
+    if verdict.rule == "values" and any(why in e.text for e in expected for why in SAYS_WHY):
+        # a GPU verdict that says only where takes the interpreter's why (checks.engine.grade.explain_wrong_values)
+        assert next(c for c in verdict.cases if not c.passed).diagnosed, report
+
+
+SAYS_WHY = ("the merge of the splits",)  # what `values` says when its access log shows why
 
 
 @pytest.mark.parametrize("rule", PINNED)
 def test_switching_a_rule_off_lets_its_known_wrong_kernel_through(rule, monkeypatch):
-    """The mutation check on real kernels: with the rule off, its kernel is no longer rejected for it."""
-    found = pinning_kernel(rule)
+    """The mutation check on real kernels: its kernel is rejected for the rule (as every known-wrong kernel is, above),
+    and with the rule off, no longer rejected for it.
+
+    With the rule on, grading stops at the kernel's first failing case; with the rule off, the cases up to that one are
+    graded again (those before it too: a kernel that keeps state between calls fails only after them), not those
+    after it: a rule switched off finds nothing in any case, so the first one it rejected is where it mattered.
+    """
+    found = PINS[rule]
     assert found is not None, f"no known-wrong kernel is rejected by {rule} alone: add one"
     puzzle, path = found
+    with_rule = grade_wrong(puzzle, path)
+    assert_rejected_for_its_reason(path, with_rule)
+    judged = [case.index for case in with_rule.cases]
     switch_off(monkeypatch, rule)
-    verdict = grade_wrong(puzzle, path)
+    verdict = grade_wrong(puzzle, path, cases=judged or None)  # none judged: it was rejected before any case ran
     assert not meets(verdict, expectations(path)), format_verdict(verdict)
 
 

@@ -17,6 +17,7 @@ from checks.engine.judging.rules import core
 from checks.engine.judging.wording import triton_error_gloss
 from checks.learner import progress
 from checks.registry import ROOT, Case, get_puzzle
+from tests.helpers import submission
 
 DIAGNOSES = ROOT / "tests" / "submissions" / "diagnoses"
 STEP_9A_KEY = "solutions/09a_flash_attention_v2_fwd_noncausal.py"
@@ -30,31 +31,87 @@ def report(tmp_path: Path, monkeypatch, capsys, number: str, file: Path, *args: 
     return capsys.readouterr().out
 
 
-@pytest.mark.slow
-def test_a_causal_mask_without_the_diagonal_is_named_with_its_empty_row(tmp_path, monkeypatch, capsys):
-    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_diagonal_left_out.py", "--earlier",
-                 STEP_9A_KEY)  # fmt: skip
-    assert (
-        "Yours is what the reference gives when query row i sees the keys 0..i - 1 instead of 0..i: the causal "
-        "boundary is 1 key to the left of the diagonal (the diagonal key (query i's own) is left out;" in out
-    ), out
-    assert "Query row 0 then sees no key at all: the row max stays -inf and exp(-inf - (-inf)) is NaN" in out, out
-    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
-    assert "exp overflowed" not in out and "subtract the row max first" not in out, out
+EVERY_FAILING_CASE_IS_CAUSAL = "Every failing case has causal=True; all cases with causal=False pass"
+# each submission -> (its puzzle, what its report must say, the guesses it must not make)
+DIAGNOSED = {
+    "01_mask_off_by_one": (
+        "1",
+        [
+            "your store lets exactly one element past the end through, so its mask or bound is off by one "
+            "(offsets <= n where offsets < n belongs): fix that comparison."
+        ],
+        ["give that store a mask"],
+    ),
+    "02_store_mask_wrong_shape": (  # a common Triton error is glossed beside the raw one
+        "2",
+        [
+            "Your code raised ValueError: Cannot make_shape_compatible: incompatible dimensions at index 1",
+            "What Triton's error means: two blocks in one operation have shapes that do not fit together (a mask, "
+            "offsets or values of another shape than the pointers they go with",
+        ],
+        [],
+    ),
+    "08a_batch_head_swapped": (  # a program's rows land elsewhere
+        "8a",
+        [
+            "272 elements past its end, starting right after its last element; that is exactly 1 whole slice of o "
+            "along (query rows, head-dim columns), 17 x 16 elements each, and 1 such slice of o ([0, 1] along batch, "
+            "heads) no kernel wrote: a program's rows landed past the end instead of in their own place, which a mask "
+            "would only hide.",
+            "batch = pid // H, head = pid % H",
+        ],
+        ["give that store a mask"],
+    ),
+    "09_causal_diagonal_left_out": (  # row 0 sees no key: NaN, not an overflow
+        "9",
+        [
+            "Yours is what the reference gives when query row i sees the keys 0..i - 1 instead of 0..i: the causal "
+            "boundary is 1 key to the left of the diagonal (the diagonal key (query i's own) is left out;",
+            "Query row 0 then sees no key at all: the row max stays -inf and exp(-inf - (-inf)) is NaN",
+            EVERY_FAILING_CASE_IS_CAUSAL,
+        ],
+        ["exp overflowed", "subtract the row max first"],
+    ),
+    "09_causal_one_key_past_diagonal": (  # padding past the end counts too: not a scale
+        "9",
+        [
+            "Yours is what the reference gives when query row i sees the keys 0..i + 1 instead of 0..i: the causal "
+            "boundary is 1 key to the right of the diagonal (1 key past the diagonal is let in;",
+            "The keys past the end of the sequence that this lets in count too",
+            EVERY_FAILING_CASE_IS_CAUSAL,
+        ],
+        ["A constant scale is applied twice or left out", "exp overflowed"],
+    ),
+    "13_seq_lens_one_page_short": (  # keys never read, named for every sequence
+        "13",
+        [
+            "your kernels never loaded the keys 284-299 of sequence 0 (16 of 300); 29-44 of sequence 1 (16 of 45); "
+            "114-129 of sequence 2 (16 of 130) from k_cache: every sequence misses its last 16 keys (one page), so "
+            "the programs' key range ends 16 short of seq_lens[b]; let it run to seq_lens[b]",
+            "batch: all 3",  # every wrong element is accounted for, not only the NaN of batch 2
+            "Where a program loaded none of its keys it stored nothing",
+        ],
+        ["read only the parts of it that a kernel wrote", "a tail that a block or its mask misses"],
+    ),
+}
+EARLIER = {"9": ("--earlier", STEP_9A_KEY)}  # puzzle 9's submissions build on the answer key of step 9a
+
+
+def diagnosis_report(tmp_path: Path, monkeypatch, capsys, name: str) -> str:
+    number = DIAGNOSED[name][0]
+    graded = submission(DIAGNOSES, name, tmp_path)
+    return report(tmp_path, monkeypatch, capsys, number, graded, *EARLIER.get(number, ()))
 
 
 @pytest.mark.slow
-def test_a_causal_mask_one_key_past_the_diagonal_is_named_not_a_scale(tmp_path, monkeypatch, capsys):
-    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_one_key_past_diagonal.py", "--earlier",
-                 STEP_9A_KEY)  # fmt: skip
-    assert (
-        "Yours is what the reference gives when query row i sees the keys 0..i + 1 instead of 0..i: the causal "
-        "boundary is 1 key to the right of the diagonal (1 key past the diagonal is let in;" in out
-    ), out
-    assert "The keys past the end of the sequence that this lets in count too" in out, out
-    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
-    assert "A constant scale is applied twice or left out" not in out, out
-    assert "exp overflowed" not in out, out
+@pytest.mark.parametrize("name", sorted(DIAGNOSED))
+def test_a_report_names_the_cause_its_evidence_proves_and_no_guess(name, tmp_path, monkeypatch, capsys):
+    out = diagnosis_report(tmp_path, monkeypatch, capsys, name)
+    _, said, not_said = DIAGNOSED[name]
+    for text in said:
+        assert text in out, out
+    for text in not_said:
+        assert text not in out, out
 
 
 @pytest.mark.slow
@@ -62,11 +119,10 @@ def test_nan_from_small_scores_is_not_called_an_overflow(tmp_path, monkeypatch, 
     # without the two causal diagnoses (the mutation check), what is left is where, and that no exp overflowed
     monkeypatch.setattr(core, "causal_boundary", lambda ctx, exp: "")
     monkeypatch.setattr(core, "fully_masked_rows", lambda ctx, exp: "")
-    out = report(tmp_path, monkeypatch, capsys, "9", DIAGNOSES / "09_causal_diagonal_left_out.py", "--earlier",
-                 STEP_9A_KEY)  # fmt: skip
+    out = diagnosis_report(tmp_path, monkeypatch, capsys, "09_causal_diagonal_left_out")
     assert "Your output has NaN or inf although every input is finite, yet the exp of these scores cannot " in out
     assert "exp overflowed" not in out, out
-    assert "Every failing case has causal=True; all cases with causal=False pass" in out, out
+    assert EVERY_FAILING_CASE_IS_CAUSAL in out, out
 
 
 @pytest.mark.slow
@@ -77,24 +133,10 @@ def test_a_causal_boundary_off_by_one_is_proven_on_long_sequences_too(tmp_path):
     puzzle = get_puzzle(9)
     for name, keys in (("09_causal_diagonal_left_out", "0..i - 1"), ("09_causal_one_key_past_diagonal", "0..i + 1")):
         for case in (3, 5):  # N = 130 with blocks that end past it, and N = 64, a whole block
-            verdict = grade(puzzle, DIAGNOSES / f"{name}.py", cases=[case], seed=3, timeout=120, time_it=False,
-                            earlier=ROOT / STEP_9A_KEY)  # fmt: skip
+            graded, step = submission(DIAGNOSES, name, tmp_path), ROOT / STEP_9A_KEY
+            verdict = grade(puzzle, graded, cases=[case], seed=3, timeout=120, time_it=False, earlier=step)
             text = V.format_verdict(verdict, puzzle.title)
             assert f"query row i sees the keys {keys} instead of 0..i" in text, text
-
-
-@pytest.mark.slow
-def test_keys_never_read_are_named_for_every_sequence(tmp_path, monkeypatch, capsys):
-    out = report(tmp_path, monkeypatch, capsys, "13", DIAGNOSES / "13_seq_lens_one_page_short.py")
-    assert (
-        "your kernels never loaded the keys 284-299 of sequence 0 (16 of 300); 29-44 of sequence 1 (16 of 45); "
-        "114-129 of sequence 2 (16 of 130) from k_cache: every sequence misses its last 16 keys (one page), so the "
-        "programs' key range ends 16 short of seq_lens[b]; let it run to seq_lens[b]" in out
-    ), out
-    assert "batch: all 3" in out, out  # every wrong element is accounted for, not only the NaN of batch 2
-    assert "Where a program loaded none of its keys it stored nothing" in out, out
-    assert "read only the parts of it that a kernel wrote" not in out, out
-    assert "a tail that a block or its mask misses" not in out, out
 
 
 @pytest.mark.slow
@@ -110,39 +152,6 @@ def test_a_broken_step_9a_is_named_when_the_failing_case_runs_only_its_code(tmp_
         in out
     ), out
     assert f"make check PUZZLE=9 FILE={nine} ARGS='--earlier {shown} --seed 3'" in out, out
-
-
-@pytest.mark.slow
-def test_an_off_by_one_store_mask_is_told_what_it_lets_through(tmp_path, monkeypatch, capsys):
-    out = report(tmp_path, monkeypatch, capsys, "1", DIAGNOSES / "01_mask_off_by_one.py")
-    assert (
-        "your store lets exactly one element past the end through, so its mask or bound is off by one "
-        "(offsets <= n where offsets < n belongs): fix that comparison." in out
-    ), out
-    assert "give that store a mask" not in out, out
-
-
-@pytest.mark.slow
-def test_swapped_batch_and_head_indices_are_told_their_rows_land_elsewhere(tmp_path, monkeypatch, capsys):
-    out = report(tmp_path, monkeypatch, capsys, "8a", DIAGNOSES / "08a_batch_head_swapped.py")
-    assert (
-        "272 elements past its end, starting right after its last element; that is exactly 1 whole slice of o along "
-        "(query rows, head-dim columns), 17 x 16 elements each, and 1 such slice of o ([0, 1] along batch, heads) no "
-        "kernel wrote: a program's rows landed past the end instead of in their own place, which a mask would only "
-        "hide." in out
-    ), out
-    assert "batch = pid // H, head = pid % H" in out, out
-    assert "give that store a mask" not in out, out
-
-
-@pytest.mark.slow
-def test_a_common_triton_error_is_glossed_beside_the_raw_one(tmp_path, monkeypatch, capsys):
-    out = report(tmp_path, monkeypatch, capsys, "2", DIAGNOSES / "02_store_mask_wrong_shape.py")
-    assert "Your code raised ValueError: Cannot make_shape_compatible: incompatible dimensions at index 1" in out
-    assert (
-        "What Triton's error means: two blocks in one operation have shapes that do not fit together (a mask, "
-        "offsets or values of another shape than the pointers they go with" in out
-    ), out
 
 
 @pytest.mark.parametrize(

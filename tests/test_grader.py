@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from checks import verdict as V
+from checks.authoring.wrong import answer_key_body
 from checks.cli import main
 from checks.engine.grade import grade
 from checks.engine.judging.rules.compare import compare, describe_indices
@@ -17,7 +18,7 @@ from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
 from checks.memory import Arena, fill_poison, is_poison
 from checks.registry import ROOT, Puzzle, get_puzzle
-from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE, right_submissions
+from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE, right_submissions, submission
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 
@@ -37,7 +38,7 @@ BROKEN = [
     ("syntax_error", V.ERROR, "did not load"),
     ("wrong_name", V.ERROR, "does not define vector_add"),
     ("kernel_raises", V.ERROR, "kernel_raises.py, line 11"),
-    ("host_raises", V.ERROR, "Your code raised TypeError: multiple values for argument 'BLOCK'"),
+    ("host_raises", V.ERROR, "Your code raised TypeError: multiple values for argument 'BLOCK_SIZE'"),
     ("aborts", V.CRASHED, "SIGABRT"),
     ("exits_quietly", V.CRASHED, "remove any exit()"),
     ("returns_tuple", V.FAILED, "must return 1 tensor"),
@@ -48,8 +49,8 @@ BROKEN = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "status", "text"), BROKEN, ids=[b[0] for b in BROKEN])
-def test_broken_submissions_get_a_verdict_not_a_traceback(name, status, text):
-    verdict = grade(get_puzzle(1), SUBMISSIONS / "broken" / f"{name}.py", timeout=60)
+def test_broken_submissions_get_a_verdict_not_a_traceback(name, status, text, tmp_path):
+    verdict = grade(get_puzzle(1), submission(SUBMISSIONS / "broken", name, tmp_path), timeout=60)
     report = V.format_verdict(verdict)
     assert verdict.status == status, report
     assert text in report, report
@@ -353,19 +354,11 @@ def test_numpy_shim_turns_one_element_blocks_into_ints():
         interpreter._patch_lang_tensor = original
 
 
-PRINTS = """
-import warnings
-
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+# puzzle 1's answer key with a host function of its own, which prints and is wrong (with a warning) for one length
+PRINTS = (
+    "import warnings\n\n"
+    + answer_key_body(get_puzzle(1)).split("\n\n\ndef vector_add")[0]
+    + """
 
 
 def vector_add(x, y):
@@ -378,6 +371,7 @@ def vector_add(x, y):
     add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK_SIZE=256)
     return out
 """
+)
 
 
 @pytest.mark.slow

@@ -37,15 +37,58 @@ def test_pages_come_in_course_order_from_puzzles_yaml():
     )
 
 
+SECRET = "# MY SECRET ANSWER\ndef vector_add(x, y):\n    return x\n"
+
+
+def learners_answer_on_disk(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """notebooks/01_vector_add.ipynb, the learner's working copy, holds an answer (its stub cell is SECRET) from now
+    on; what reads it is listed in the list returned, and reading it through nbformat fails the test."""
+    import json
+
+    from checks.registry import get_puzzle
+
+    notebook = json.loads(get_puzzle(1).notebook.read_text(encoding="utf-8"))
+    for cell in notebook["cells"]:
+        if "stub" in cell["metadata"].get("tags", []):
+            cell["source"] = SECRET
+    mine = json.dumps(notebook)
+    working_copy = get_puzzle(1).notebook
+    read_text, read = Path.read_text, []
+
+    def learners_disk(self: Path, *args, **kwargs) -> str:
+        if self.resolve() == working_copy.resolve():
+            read.append(self)
+            return mine
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", learners_disk)
+    monkeypatch.setattr("nbformat.read", lambda *a, **k: pytest.fail("make html read a notebook file"))
+    return read
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """One make html of every page (about 20 s) for the tests that read the pages, made while the learner's working
+    copy of notebook 1 holds an answer: (the pages' folder, what make html printed, the working copies it read)."""
+    import contextlib
+    import io
+
+    out, printed = tmp_path_factory.mktemp("html"), io.StringIO()
+    with pytest.MonkeyPatch.context() as monkeypatch, contextlib.redirect_stdout(printed):
+        read = learners_answer_on_disk(monkeypatch)
+        assert html.main(["--out", str(out), "--no-figures"]) == 0
+    return out, printed.getvalue(), read
+
+
 @needs_nbconvert
-def test_every_notebook_is_rendered_indexed_and_linked_in_course_order(tmp_path, capsys):
-    assert html.main(["--out", str(tmp_path), "--no-figures"]) == 0
+def test_every_notebook_is_rendered_indexed_and_linked_in_course_order(rendered):
+    out_dir, out, _ = rendered
     stems = [path.stem for path, _ in html.course_notebooks()]
-    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    index = (out_dir / "index.html").read_text(encoding="utf-8")
     links = re.findall(r'<li><a href="([^"]+)\.html">', index)
     assert links == stems, "the index lists the notebooks in course order"
     for i, stem in enumerate(stems):
-        page = tmp_path / f"{stem}.html"
+        page = out_dir / f"{stem}.html"
         assert page.exists() and page.stat().st_size > 10_000, page
         text = page.read_text(encoding="utf-8")
         assert text.count('href="index.html"') == 2  # at the top and at the bottom
@@ -58,39 +101,17 @@ def test_every_notebook_is_rendered_indexed_and_linked_in_course_order(tmp_path,
         assert "cdnjs" not in text and "MathJax.Hub" not in text  # nothing fetched for the maths
         if stem != "reference":
             assert 'href="reference.html"' in text and 'href="reference.ipynb"' not in text  # the link leads to a page
-    assert (tmp_path / "figures" / "memory_hierarchy.png").exists()  # the pages' pictures are beside them
-    out = capsys.readouterr().out
+    assert (out_dir / "figures" / "memory_hierarchy.png").exists()  # the pages' pictures are beside them
     assert "open" in out and "built from their sources" in out and "built from their sources" in index
 
 
-@pytest.mark.slow  # renders every page (about 20 s)
 @needs_nbconvert
-def test_a_learners_answer_never_reaches_the_pages(tmp_path, monkeypatch):
+def test_a_learners_answer_never_reaches_the_pages(rendered, monkeypatch):
     """make html renders the sources, not the notebooks/ folder where the learner's answers are."""
-    import json
-
-    from checks.registry import get_puzzle
-
-    notebook = json.loads(get_puzzle(1).notebook.read_text(encoding="utf-8"))
-    for cell in notebook["cells"]:
-        if "stub" in cell["metadata"].get("tags", []):
-            cell["source"] = "# MY SECRET ANSWER\ndef vector_add(x, y):\n    return x\n"
-    mine = json.dumps(notebook)
-    working_copy = get_puzzle(1).notebook
+    out, _, read = rendered
     real = html.course_notebooks()
-    read_text, read = Path.read_text, []
-
-    def learners_disk(self: Path, *args, **kwargs) -> str:  # notebooks/01_vector_add.ipynb holds an answer
-        if self.resolve() == working_copy.resolve():
-            read.append(self)
-            return mine
-        return read_text(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "read_text", learners_disk)
-    monkeypatch.setattr("nbformat.read", lambda *a, **k: pytest.fail("make html read a notebook file"))
+    learners_answer_on_disk(monkeypatch)
     assert html.course_notebooks() == real
-    out = tmp_path / "out"
-    assert html.main(["--out", str(out), "--no-figures"]) == 0
     assert "MY SECRET ANSWER" not in (out / "01_vector_add.html").read_text(encoding="utf-8")
     assert not read, "make html read the working copy of a notebook"
 
@@ -130,11 +151,12 @@ def test_a_missing_nbconvert_is_explained(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "index.html").exists()
 
 
-@pytest.mark.slow  # renders every page once
 @needs_nbconvert
-def test_a_second_make_html_keeps_the_pages_that_did_not_change(tmp_path, monkeypatch, capsys):
-    assert html.main(["--out", str(tmp_path), "--no-figures"]) == 0
-    first = capsys.readouterr().out
+def test_a_second_make_html_keeps_the_pages_that_did_not_change(rendered, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    shutil.copytree(rendered[0], tmp_path, dirs_exist_ok=True)  # the pages of a first make html, and their keys
+    first = rendered[1]
     count = len(html.course_notebooks())
     assert f"Rendering {count} page(s):" in first and f"[{count}/{count}]" in first  # it says how far it is
     assert html.main(["--out", str(tmp_path), "--no-figures"]) == 0

@@ -47,8 +47,9 @@ def honest(selection: list[int]) -> list[str]:
     return [*lines, line("observed")]
 
 
-def feed(lines: list[str], selection: list[int] | None = None) -> Stream:
-    stream = Stream(selection or [0, 1], token=TOKEN)
+def feed(lines: list[str], selection: list[int] | None = None, kind: type = Stream):
+    """A grading process's report (kind Stream) or a recording (RecordStream), fed these lines."""
+    stream = kind(selection or [0, 1], token=TOKEN)
     for text in lines:
         stream.feed_line(text)
     return stream
@@ -130,10 +131,7 @@ def timing_plan(**data) -> str:
 
 
 def record(lines: list[str], selection: list[int] | None = None) -> RecordStream:
-    stream = RecordStream(selection or [0, 1], token=TOKEN)
-    for text in lines:
-        stream.feed_line(text)
-    return stream
+    return feed(lines, selection, RecordStream)
 
 
 def test_an_honest_recording_is_accepted():

@@ -303,35 +303,42 @@ def copy_kernel(src_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
 """
 
 
-@pytest.mark.slow
-def test_a_grid_that_depends_on_the_data_fails(tmp_path):
-    verdict = grade_code(
-        tmp_path,
-        COPY_KERNEL
-        + """
-def vector_add(x, y):
-    out = torch.empty_like(x)
+# host functions around COPY_KERNEL whose plan the replay cannot take: (its body, the rule, what the verdict says)
+HOST_FROM_THE_DATA = {
+    "a grid": (
+        """
     extra = int(abs(float(x.sum())) * 1e4) % 1000  # the data decides the grid
     copy_kernel[(triton.cdiv(x.numel(), 1024) + extra,)](x, out, x.numel(), 1.0, BLOCK=1024)
     return out
 """,
-    )
-    assert verdict.rule == "plan_from_shapes" and "the grid of launch 1 (`copy_kernel`)" in verdict.summary
-
-
-@pytest.mark.slow
-def test_a_scalar_that_depends_on_the_data_fails(tmp_path):
-    verdict = grade_code(
-        tmp_path,
-        COPY_KERNEL
-        + """
-def vector_add(x, y):
-    out = torch.empty_like(x)
+        "plan_from_shapes",
+        "the grid of launch 1 (`copy_kernel`)",
+    ),
+    "a scalar": (
+        """
     copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), float(y[0]), BLOCK=1024)
     return out
 """,
-    )
-    assert verdict.rule == "plan_from_shapes" and "argument `scale` of launch 1" in verdict.summary
+        "plan_from_shapes",
+        "argument `scale` of launch 1",
+    ),
+    "a returned tensor that is not in the plan": (
+        """
+    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), 1.0, BLOCK=1024)
+    return out + y
+""",
+        "torch_free",
+        "Output 1 that your function returned was computed on the host",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", sorted(HOST_FROM_THE_DATA))
+def test_what_the_host_computes_from_the_data_fails(tmp_path, what):
+    body, rule, said = HOST_FROM_THE_DATA[what]
+    verdict = grade_code(tmp_path, COPY_KERNEL + "\ndef vector_add(x, y):\n    out = torch.empty_like(x)" + body)
+    assert verdict.rule == rule and said in verdict.summary, verdict.summary
 
 
 @pytest.mark.slow
@@ -391,23 +398,6 @@ def vector_add(x, y):
     )
     assert verdict.rule == "kernel_calls" and "a call of `open`" in verdict.summary and "line 11" in verdict.summary
     assert not touched.exists()  # the kernel never ran, in the recording or in the replay
-
-
-@pytest.mark.slow
-def test_a_returned_tensor_that_is_not_in_the_plan_fails(tmp_path):
-    verdict = grade_code(
-        tmp_path,
-        COPY_KERNEL
-        + """
-def vector_add(x, y):
-    out = torch.empty_like(x)
-    copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), 1.0, BLOCK=1024)
-    return out + y
-""",
-    )
-    assert verdict.rule == "torch_free" and "Output 1 that your function returned was computed on the host" in (
-        verdict.summary
-    )
 
 
 @pytest.mark.slow
@@ -474,11 +464,13 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ATTACKS))
-def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, monkeypatch):
+def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name):
+    """In grading processes forked from the fork server where the machine has one (seconds sooner than started ones,
+    and the same verdicts: tests/test_fork_server.py); the replay and the grader that judge it are the same either way.
+    tests/test_integrity.py grades the attacks on the grading process itself in processes started as in production,
+    as the tests below grade a launch per element and a method chosen by the device."""
     from checks.engine.grade import grade
-    from checks.engine.processes import forking
 
-    monkeypatch.delenv(forking.ENV, raising=False)  # a grading process started as in production
     rule, words, *puzzle = ATTACKS[name]
     number = puzzle[0] if puzzle else 1
     verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", interpret=True, time_it=False, first_failure=True)

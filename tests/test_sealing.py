@@ -23,10 +23,10 @@ def mine(proc: subprocess.Popen) -> set[int]:
     return {proc.pid} | spawn.own_processes()
 
 
-# A grading process stand-in: it starts a grandchild (in its own session with `escape`; with `detached`, twice
-# forked, in its own session and with an emptied environment, so that nothing of the grading process is left on it)
-# that sleeps, and exits.
-PARENT = """
+# A grandchild that a grading process stand-in leaves behind, sleeping: in its own session with `escape`; with
+# `detached`, twice forked, in its own session and with an emptied environment, so that nothing of the grading
+# process is left on it.
+LEAVE_ONE = """
 import os, sys, time
 if os.fork() == 0:
     if sys.argv[1] in ("escape", "detached"):
@@ -37,8 +37,9 @@ if os.fork() == 0:
         os._exit(0)
     time.sleep(60)
     os._exit(0)
-time.sleep(0.2)
 """
+# A grading process stand-in: it leaves its grandchild, and exits.
+PARENT = LEAVE_ONE + "time.sleep(0.2)\n"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -80,21 +81,8 @@ def test_an_orphan_that_is_no_grading_processes_is_left_alone():
         warm.wait()
 
 
-# A grading process stand-in that takes its token, leaves a process behind (in its own session with `escape`)
-# and ends without a report.
-LEAVES_ONE_BEHIND = """
-import os, sys, time
-sys.stdin.readline()
-if os.fork() == 0:
-    if sys.argv[1] in ("escape", "detached"):
-        os.setsid()
-    if sys.argv[1] == "detached":
-        if os.fork() == 0:
-            os.execve("/bin/sleep", ["sleep", "60"], {})
-        os._exit(0)
-    time.sleep(60)
-    os._exit(0)
-"""
+# A grading process stand-in that takes its token, leaves its grandchild and ends without a report.
+LEAVES_ONE_BEHIND = "import sys\nsys.stdin.readline()\n" + LEAVE_ONE
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -86,28 +86,17 @@ def test_speed_bar(ratio, min_ratio, fails):
         assert f"{ratio:.2f}x" in message and "torch.matmul" in message and f"{float(min_ratio):g}x" in message
 
 
+def judge_matmul(times: dict[str, float]) -> dict:
+    """The timing verdict of a 4096-cubed matmul with these milliseconds, against torch.matmul with a bar of 0.8x."""
+    return judge(CASE, times, "torch.matmul", 0.8, MATMUL_BYTES, MATMUL_FLOPS, PEAKS)
+
+
 def test_judge_fails_below_the_bar_and_passes_above():
-    slow = judge(
-        CASE,
-        {"yours": 2.0, "answer key": 1.0, "torch.matmul": 1.0},
-        "torch.matmul",
-        0.8,
-        MATMUL_BYTES,
-        MATMUL_FLOPS,
-        PEAKS,
-    )
+    slow = judge_matmul({"yours": 2.0, "answer key": 1.0, "torch.matmul": 1.0})
     assert slow["ratio_vs_baseline"] == pytest.approx(0.5)
     assert slow["ratio_vs_answer_key"] == pytest.approx(0.5)
     assert "0.50x" in slow["bar_failed"]
-    fast = judge(
-        CASE,
-        {"yours": 1.0, "answer key": 1.1, "torch.matmul": 0.9},
-        "torch.matmul",
-        0.8,
-        MATMUL_BYTES,
-        MATMUL_FLOPS,
-        PEAKS,
-    )
+    fast = judge_matmul({"yours": 1.0, "answer key": 1.1, "torch.matmul": 0.9})
     assert "bar_failed" not in fast
     assert fast["ratio_vs_baseline"] == pytest.approx(0.9)
     assert fast["roofline_share"] == pytest.approx(MATMUL_FLOPS / 700e9 / 1.0)
