@@ -86,8 +86,8 @@ test-fast: env-dev ## the fast tests only (no grading processes), in well under 
 	$(DEV_PY) -m pytest -q -m "not slow" -p no:xdist $(ARGS)
 
 lint: env-dev ## ruff over the code, and the grader's import contracts (pyproject.toml: no circle, nothing upward)
-	$(DEV_PY) -m ruff check checks solutions tests
-	$(DEV_PY) -m ruff format --check checks tests
+	$(DEV_PY) -m ruff check checks solutions tests bench
+	$(DEV_PY) -m ruff format --check checks tests bench
 	$(DEV_PY) -c "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
 
 # Jupyter refuses to start as root without --allow-root (a container, a cloud VM): pass it there.
