@@ -204,12 +204,14 @@ def test_a_grader_for_other_settings_retires_the_old_one_and_a_stopped_one_clean
     first = _check(env, "1", "--solution")
     assert first.returncode == 0
     old = _one_socket(folder, first)
-    assert _check(dict(env, CHECKS_SOME_SETTING="x"), "1", "--solution").returncode == 0
-    for _ in range(100):
-        if not old.exists():
+    second = _check(dict(env, CHECKS_SOME_SETTING="x"), "1", "--solution")
+    assert second.returncode == 0
+    for _ in range(100):  # the old one gone, the new one listening
+        if not old.exists() and len(list(folder.glob("*.sock"))) == 1:
             break
         time.sleep(0.1)
-    assert not old.exists() and len(list(folder.glob("*.sock"))) == 1
+    assert not old.exists()
+    _one_socket(folder, second)  # failing, what the folder, the logs and the check hold
     servers = lambda: [pid for pid, args in _processes() if "warm_server" in args and str(folder) in args]
     for _ in range(100):  # the retired one removes its socket first, then stops its spare processes and ends
         if len(servers()) == 1:

@@ -5,9 +5,12 @@ import json
 import os
 import tempfile
 
-# the check's folder is on no command line: look for the newest events file of a check under the temporary folder
+# the check's folder is on no command line: look for the newest events file of a recording process under the
+# temporary folder (its own, unless another check is recording beside it)
 EVENTS = max(
-    glob.glob(os.path.join(os.path.dirname(tempfile.gettempdir()), "checks-*", "**", "events-*.jsonl"), recursive=True),
+    glob.glob(
+        os.path.join(os.path.dirname(tempfile.gettempdir()), "checks-*", "**", "events-record.jsonl"), recursive=True
+    ),
     key=os.path.getmtime,
 )
 
