@@ -101,6 +101,15 @@ class OutputSample:
                 key.append(b)
         return mine, key
 
+    def save(self, yours: Any, workdir: Path) -> Path:
+        """`compared(yours)` saved where the grader reads it (`timing_outputs_path`); that path."""
+        import torch
+
+        mine, key = self.compared(yours)
+        path = timing_outputs_path(workdir)
+        torch.save({"yours": mine, "answer key": key}, path)
+        return path
+
 
 def _taken(output: Any, picked: Any) -> Any:
     """An output's compared elements (all of them when `picked` is None), on the CPU."""
@@ -170,9 +179,7 @@ class TimingRun:
             return
         self.sample = sample
         if sample is not None:
-            path = timing_outputs_path(workdir)
-            torch.save(dict(zip(("yours", "answer key"), sample.compared(mine), strict=True)), path)
-            self.raw.update(outputs_file=path.name)
+            self.raw.update(outputs_file=sample.save(mine, workdir).name)
             if sample.sampled:
                 self.raw["outputs_compared"] = sample.sampled
         del mine
@@ -249,5 +256,4 @@ class TimingRun:
             found = run()
         if self.device == "cuda":
             torch.cuda.synchronize()
-        yours, theirs = self.sample.compared(found)
-        torch.save({"yours": yours, "answer key": theirs}, timing_outputs_path(self.workdir))
+        self.sample.save(found, self.workdir)
