@@ -14,7 +14,7 @@ import torch
 from checks.engine.access.log import STORE
 from checks.engine.contract.observations import CaseObservation
 from checks.engine.judging.rules import rulebook
-from checks.engine.judging.rules.launch_order import grouped_order
+from checks.engine.judging.rules.launch_order import best_working_set, grouped_order, grouped_working_set
 from checks.engine.judging.rules.method import causal_skipping, p_never_stored, parallel_over_queries
 from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.registry import case_from, get_puzzle
@@ -53,6 +53,33 @@ def test_grouped_order_follows_the_tiles_of_a_persistent_kernel(programs: int) -
     assert problem is not None and "load 1 row-tile of a and 16 column-tiles of b" in problem.message
     wave = "16 tiles (each program's first, then each one's next)" if programs < 16 else "16 programs"
     assert f"Your first {wave} load" in problem.message
+
+
+@pytest.mark.parametrize("tile", [32, 64])  # the interpreter config's tiles, and the key's for small products on a GPU
+def test_puzzle_4s_cases_tell_row_major_and_column_major_order_from_grouped_at_a_gpus_tiles_too(tile: int) -> None:
+    """On a GPU the interpreter stage replays the tiles the GPU chose (64 x 64 for the answer key's small products):
+    a wide case must still tell row-major order apart, and a tall one column-major order, or a wrong order passes."""
+    rule = get_puzzle(4).rules["grouped_order"]
+    wave, factor = rule["first_wave"], rule["factor"]
+    grids = [(-(-c.M // tile), -(-c.N // tile)) for c in get_puzzle(4).cases.cpu]
+    tells = {order: [] for order in ("row-major", "column-major")}
+    for m, n in grids:
+        best = best_working_set(m, n, min(wave, m * n))
+        tells["row-major"].append(grouped_working_set(m, n, 1, min(wave, m * n)) > factor * best)
+        tells["column-major"].append(grouped_working_set(m, n, m, min(wave, m * n)) > factor * best)
+    assert any(tells["row-major"]) and any(tells["column-major"]), (tile, grids)
+
+
+@pytest.mark.parametrize(
+    ("puzzle", "rule", "causal"), [("9a", "parallel_over_queries", False), ("9", "causal_skipping", True),
+                                   ("10b", "causal_skipping", True), ("10", "causal_skipping", True)]
+)  # fmt: skip
+def test_an_attention_rule_has_a_case_longer_than_a_gpus_128_row_blocks(puzzle: str, rule: str, causal: bool) -> None:
+    """The answer keys take 128-row blocks on a GPU; a case whose sequence fits in one cannot tell skipping or
+    splitting from not, so each rule needs a case of more than 128 rows (and causal, for causal skipping)."""
+    spec = get_puzzle(puzzle)
+    assert rule in spec.rules
+    assert any(c.N > 128 and (c.causal or not causal) for c in spec.cases.cpu), [c.N for c in spec.cases.cpu]
 
 
 def test_grouped_order_says_nothing_where_the_grid_cannot_tell() -> None:
@@ -221,7 +248,7 @@ def _case(number: int, **match: Any) -> int:
 
 @pytest.mark.slow
 def test_matmul_fast_answer_key_passes_and_row_major_order_fails() -> None:
-    case = _case(4, M=128, N=512)
+    case = _case(4, M=128, N=1024)
     assert problems(recorded(4, "key", case)) == []
     assert problems(recorded(4, "row_major_order", case)) == ["grouped_order"]
 
