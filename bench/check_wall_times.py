@@ -1,9 +1,12 @@
 """Wall time of `python -m checks N --solution` in a course checkout, with and without the warm grader.
 
 For each puzzle: a run through the warm grader (CHECKS_WARM=1; it starts the grader and warms the caches), a
-second run through it (what a learner at a terminal meets), then a run without it (CHECKS_WARM=0: a fresh
-grader, compile cache and roofline already warm). Prints one line per run: checkout, puzzle, mode, seconds,
-verdict. Usage: `python -m bench wall-times CHECKOUT N [N ...]` (the checkout whose grader is timed).
+second run right after it, a third after a pause of PAUSE_S seconds ($CHECKS_BENCH_PAUSE_S, else 15: a learner
+reads the verdict and edits, and the warm grader's next grading processes start meanwhile), then a run without it
+(CHECKS_WARM=0: a fresh grader, compile cache and roofline already warm). Prints one line per run: checkout,
+puzzle, run, seconds to the full report, seconds to the correctness verdict (the line that says every case is
+correct, printed before the timing; the full report where there is none), and the verdict. Usage:
+`python -m bench wall-times CHECKOUT N [N ...]` (the checkout whose grader is timed).
 """
 
 from __future__ import annotations
@@ -15,16 +18,30 @@ import sys
 import time
 from pathlib import Path
 
+from checks.engine.grade import CORRECT_NOW_TIMING
 
-def timed(root: Path, puzzle: str, warm: bool) -> tuple[float, str]:
+PAUSE_S = float(os.environ.get("CHECKS_BENCH_PAUSE_S", "15"))
+RUNS = (("warm, first", True, 0.0), ("warm, second", True, 0.0), ("warm, after a pause", True, PAUSE_S),
+        ("no warm grader", False, 0.0))  # fmt: skip
+
+
+def timed(root: Path, puzzle: str, warm: bool) -> tuple[float, float, str]:
+    """(seconds to the full report, seconds to the correctness verdict, the verdict's line)."""
     env = dict(os.environ, CHECKS_WARM="1" if warm else "0", CHECKS_PROGRESS_FILE=os.devnull)
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "checks", puzzle, "--solution"], cwd=root, env=env, capture_output=True, text=True
-    )
+    verdict_at = None
+    lines: list[str] = []
+    with subprocess.Popen(
+        [sys.executable, "-m", "checks", puzzle, "--solution"], cwd=root, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
+    ) as check:  # fmt: skip
+        for line in check.stdout or ():
+            if verdict_at is None and line.startswith(CORRECT_NOW_TIMING[:20]):
+                verdict_at = time.perf_counter() - start
+            lines.append(line.rstrip("\n"))
     seconds = time.perf_counter() - start
-    last = [line for line in done.stdout.splitlines() if line.split(":")[0].isupper() and ":" in line]
-    return seconds, (last or ["?"])[-1][:400]
+    last = [line for line in lines if line.split(":")[0].isupper() and ":" in line]
+    return seconds, seconds if verdict_at is None else verdict_at, (last or ["?"])[-1][:400]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,10 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("puzzles", nargs="+", help="puzzle numbers")
     args = parser.parse_args(argv)
     root, puzzles = args.checkout.resolve(), args.puzzles
+    print("checkout\tpuzzle\trun\treport s\tverdict s\tverdict", flush=True)
     for puzzle in puzzles:
-        for mode, warm in (("warm, first", True), ("warm, second", True), ("no warm grader", False)):
-            seconds, verdict = timed(root, puzzle, warm)
-            print(f"{root.name or root}\t{puzzle}\t{mode}\t{seconds:.1f}\t{verdict}", flush=True)
+        for mode, warm, pause in RUNS:
+            time.sleep(pause)
+            seconds, verdict_seconds, verdict = timed(root, puzzle, warm)
+            print(f"{root.name or root}\t{puzzle}\t{mode}\t{seconds:.1f}\t{verdict_seconds:.1f}\t{verdict}", flush=True)
     subprocess.run([sys.executable, "-m", "checks.warm", "stop"], cwd=root, capture_output=True)
     return 0
 

@@ -126,3 +126,48 @@ def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_
         "Every GPU case matched, but in Triton's interpreter" in wrong.summary and "of 5 cases failed" in wrong.summary
     )
     assert "start with case 1 " in wrong.summary, wrong.summary  # n = 3000, in part 0
+
+
+# -- the verdict before the speed: a GPU stage asks before it times -------------------------------------------------
+def _passed_stage(before_timing):
+    """A GPU stage whose every case passed, at the event that ends its cases (the replay waits to be told to time)."""
+    from checks.engine.contract.protocol import TIME_COMMAND, Job
+    from checks.engine.judging.stage import Stage
+    from checks.registry import ROOT, get_puzzle
+
+    puzzle = get_puzzle("1")
+    stage = Stage(puzzle, Job("1", "m.py", {}, 7), "gpu", ROOT, time_it=True)
+    stage.results = [case(i) for i in stage.selection]
+    stage.before_timing = before_timing
+    return stage, TIME_COMMAND
+
+
+@pytest.mark.parametrize("interpreter_passed", [True, False])
+def test_a_gpu_stage_times_only_once_the_interpreter_stage_passed(interpreter_passed: bool) -> None:
+    from checks.engine.contract.protocol import Observed
+
+    asked: list[bool] = []
+    stage, time_command = _passed_stage(lambda: asked.append(True) or interpreter_passed)
+    assert stage.judge_event(Observed()) == (time_command if interpreter_passed else None)
+    assert asked == [True] and stage.time_it is interpreter_passed  # declined: its verdict gives no speed
+    stage.results[0] = case(0, passed=False)  # a failing GPU case: neither asked nor timed
+    asked.clear()
+    assert stage.judge_event(Observed()) is None and asked == []
+
+
+def test_the_correctness_verdict_is_said_before_the_timing_and_a_failure_elsewhere_is_never_timed() -> None:
+    from concurrent.futures import Future
+
+    from checks.engine import grade as grading
+
+    def said_for(cpu: V.Verdict) -> tuple[bool, list[str]]:
+        done: Future = Future()
+        done.set_result(cpu)
+        events: list[dict] = []
+        printed: list[str] = []
+        return grading.correct_in_the_interpreter(done, events.append, printed), [e["text"] for e in events]
+
+    timed, lines = said_for(V.Verdict("1", V.PASSED, "ok", mode="interpreter"))
+    assert timed and lines == [grading.INTERPRETER_STAGE, grading.CORRECT_NOW_TIMING]
+    timed, lines = said_for(part(case(0, passed=False), status=V.FAILED, summary="1 of 5 cases failed"))
+    assert not timed and lines == [grading.INTERPRETER_STAGE]  # the failure comes with the verdict, untimed

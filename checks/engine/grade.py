@@ -27,6 +27,7 @@ from checks.engine.contract.protocol import Job
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage
+from checks.engine.phases import mark
 from checks.engine.processes.prestart import part_count, part_workdir
 from checks.engine.submission import EarlierSource, SubmissionError, earlier_step, notebook_code
 from checks.registry import Puzzle, shown
@@ -163,6 +164,8 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     with ThreadPoolExecutor(max_workers=len(parts) + 1) as pool:
         runs = [pool.submit(part.run, limit) for part in parts]
         interpreted = pool.submit(lambda: merge_parts([run.result() for run in runs], params))
+        said: list[str] = []  # the progress lines already printed
+        gpu_stage.before_timing = lambda: correct_in_the_interpreter(interpreted, progress, said)
         try:
             verdict = gpu_stage.run(limit)
         except BaseException:  # Ctrl-C: the interpreter stage's processes are stopped too, not waited for
@@ -176,9 +179,24 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
             for part in parts:
                 part.cancel()
             return explained or verdict
-        if progress:
+        if progress and INTERPRETER_STAGE not in said:
             progress({"event": "stage", "text": INTERPRETER_STAGE})
         return merge_interpreter_stage(verdict, interpreted.result())
+
+
+def correct_in_the_interpreter(interpreted: Future, progress: Progress | None, said: list[str]) -> bool:
+    """Every GPU case passed and the GPU waits to time the submission: first the interpreter stage's verdict, said
+    at once when it passed (the learner reads it while the timing runs); False, so nothing is timed, when it failed."""
+    if progress:
+        progress({"event": "stage", "text": INTERPRETER_STAGE})
+        said.append(INTERPRETER_STAGE)
+    cpu = interpreted.result()
+    if not (cpu.passed or cpu.status in rulebook.INTERPRETER_STAGE_EXCUSED):
+        return False
+    mark("correctness said")
+    if progress:
+        progress({"event": "stage", "text": CORRECT_NOW_TIMING})
+    return True
 
 
 def warm_up_cuda() -> None:
@@ -192,6 +210,7 @@ def warm_up_cuda() -> None:
 
 
 INTERPRETER_STAGE = "  ... and once more in Triton's CPU interpreter, which sees every load (small cases)"
+CORRECT_NOW_TIMING = "Correct on every case. Timing yours against the answer key and the baseline (a few seconds) ..."
 
 
 def merge_interpreter_stage(gpu: V.Verdict, cpu: V.Verdict) -> V.Verdict:

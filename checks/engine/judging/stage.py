@@ -91,6 +91,9 @@ class Stage:
         self.timeout = 0.0
         self.timing_problem = ""  # why the timing size has no plan to replay (the learner's code raised there)
         self.replayed = False  # the replay process took its job
+        # asked once every case has passed, before the timing: whether to time (the interpreter stage beside a GPU
+        # stage passed), so that a submission failing anywhere is never timed
+        self.before_timing: Callable[[], bool] | None = None
         self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
@@ -232,7 +235,12 @@ class Stage:
                 if self.progress and not result.stub:
                     self.progress({"event": "case", **result.__dict__})
             elif isinstance(event, Observed):
-                return TIME_COMMAND if self.time_it and self.all_passed() else None
+                if not (self.time_it and self.all_passed()):
+                    return None
+                if self.before_timing is not None and not self.before_timing():
+                    self.time_it = False  # failed elsewhere: not timed, and its verdict has no speed to give
+                    return None
+                return TIME_COMMAND
         except Tampered as exc:
             self.tampered = str(exc)
         except rulebook.RuleFailed as exc:
