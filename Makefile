@@ -30,7 +30,7 @@ endif
 # said before make's own "*** [Makefile:N: target] Error 2" line when a target is run without PUZZLE
 NO_PUZZLE = make's own line below, ending in Error 2, only repeats that no puzzle was given: the Makefile is fine.
 
-.PHONY: help check solutions notebooks test test-fast lint lab env env-dev hint progress grade grade-slurm doctor html bench gpu-run map
+.PHONY: help check solutions notebooks test test-all test-fast lint lab env env-dev hint progress grade grade-slurm doctor html bench gpu-run map
 
 help: ## list the targets
 	@echo "Triton puzzles: make <target> [PUZZLE=N] [FILE=path]"
@@ -77,9 +77,14 @@ notebooks: env ## regenerate notebooks/*.ipynb and the README table; keeps noteb
 XDIST = $(shell $(DEV_PY) -c "import xdist" >/dev/null 2>&1 && echo "-n 2")
 RUFF = $(shell $(DEV_PY) -m ruff --version >/dev/null 2>&1 && echo yes)
 
+# the tests `make test` runs, as a pytest -m expression (`make test-all`: every one)
+MARKS ?= not exhaustive
 test: env-dev ## run the test suite (what CI runs)
 	$(DEV_PY) -m checks.authoring.build --check
 	$(if $(RUFF),$(MAKE) --no-print-directory lint,@echo "ruff is not installed here: lint skipped")
+	$(DEV_PY) -m pytest $(XDIST) -q -m "$(MARKS)" $(ARGS)
+
+test-all: env-dev ## every test, the known-wrong kernels beside one of the same rules too (about twice as long)
 	$(DEV_PY) -m pytest $(XDIST) -q $(ARGS)
 
 test-fast: env-dev ## the fast tests only (no grading processes), in well under a minute

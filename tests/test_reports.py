@@ -99,6 +99,19 @@ def test_swapped_axes_are_named(expected):
 def test_a_permutation_is_named(expected):
     shuffled = expected.flatten()[torch.randperm(expected.numel())].reshape(expected.shape)
     assert "exactly the expected values, in other places (a permutation)" in said(shuffled, expected)
+    two_swapped = expected.clone()
+    two_swapped[3, 4], two_swapped[20, 7] = expected[20, 7], expected[3, 4]
+    assert "(a permutation)" in said(two_swapped, expected)
+
+
+def test_small_errors_are_not_called_a_permutation(expected):
+    """An accumulator of too few bits is off a little here and there: sorted, yours and the expected values still
+    agree within the tolerance, but no wrong element holds another place's value."""
+    off = expected.clone()
+    off[5, 6] += 0.003  # beyond atol + rtol * |e|, well inside the gaps between neighbouring sorted values
+    assert "permutation" not in said(off, expected, atol=1e-3, rtol=1e-3)
+    off[9, 1] -= 0.004
+    assert "permutation" not in said(off, expected, atol=1e-3, rtol=1e-3)
 
 
 def test_a_constant_scale_factor_is_named():
