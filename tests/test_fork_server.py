@@ -213,3 +213,22 @@ def test_a_server_with_a_second_thread_does_not_serve():
 def test_a_forked_grading_process_ends_with_the_status_python_gives_its_exit():
     assert [exit_code(code) for code in (None, 0, 3, True, -1, 256)] == [0, 0, 3, 1, 255, 0]
     assert exit_code("a message, printed") == 1
+
+
+@pytest.mark.slow
+def test_a_pid_used_again_is_a_running_process_not_the_ended_one_before_it(tmp_path):
+    """The server reports each ended grading process; a status nobody asked for stays until asked. Once the system
+    gives its pid to a new grading process (pid_max is 32768 on many machines: a long class wraps around), that
+    status is not the new process's: it runs, and `stop_all` must still stop it, or the next check's sealing finds
+    a process of the server nobody knows and calls the learner's code a tamperer."""
+    spawn.start_grading_process(tmp_path, interpret=True, preload=True).kill()  # the server runs
+    server = forking._server[0]
+    limit = int(Path("/proc/sys/kernel/pid_max").read_text())
+    server.ended.update(dict.fromkeys(range(1, limit + 1), 0))  # a stale "exited 0" for every pid there can be
+    proc = spawn.start_grading_process(tmp_path, interpret=True, preload=True)
+    try:
+        assert proc.poll() is None and not _ended(proc.pid)
+    finally:
+        spawn.kill(proc)
+        server.ended.clear()
+    assert proc.returncode == -signal.SIGKILL

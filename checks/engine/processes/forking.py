@@ -95,6 +95,8 @@ class ForkServerClient:
                 if message is None:
                     self.gone(f"it did not answer in {START_LIMIT:g} s")
                 elif isinstance(message, Forked):
+                    # the pid is a new process's now: an earlier one's status nobody asked for is not its own
+                    self.ended.pop(message.pid, None)
                     if message.id == self.requests:
                         return message.pid
                     with contextlib.suppress(OSError):  # the answer to a request given up on (interrupted)
