@@ -36,10 +36,13 @@ def puzzle_params() -> list:
     return [pytest.param(p, id=p.stem) for p in READY]
 
 
-def right_submissions() -> list[tuple[str, Path]]:
-    """Each right submission in another style, with the puzzle its name starts with (`10a_x.py` is 10a)."""
-    paths = sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
-    return [(re.match(r"\d+[a-z]?", p.name).group(), p) for p in paths]
+RIGHT = ROOT / "tests" / "submissions" / "right"
+
+
+def right_submissions() -> list[tuple[str, str]]:
+    """Each right submission in another style (under RIGHT), by name, with the puzzle its name starts with (`10a_x`
+    is 10a)."""
+    return [(re.match(r"\d+[a-z]?", name).group(), name) for name in submission_names(RIGHT)]
 
 
 def submission_names(folder: Path) -> list[str]:

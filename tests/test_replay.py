@@ -20,7 +20,7 @@ from checks import verdict as V
 from checks.engine.contract.kernel_source import extract
 from checks.engine.contract.plan import PlanError, check, first_difference
 from checks.registry import ROOT, get_puzzle
-from tests.helpers import submission, submission_names
+from tests.helpers import RIGHT, right_submissions, submission, submission_names
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
 
@@ -100,9 +100,9 @@ def test_a_kernel_body_may_use_only_the_kernel_language(line, said):
     assert problems and "k.py, line 7, in kernel `k`" in problems[0] and said in problems[0], problems
 
 
-def test_every_answer_key_variant_and_right_submission_uses_only_the_kernel_language():
+def test_every_answer_key_variant_and_right_submission_uses_only_the_kernel_language(tmp_path):
     files = [*sorted((ROOT / "solutions").glob("*.py")), *sorted((ROOT / "solutions" / "variants").glob("*.py"))]
-    files += sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
+    files += [submission(RIGHT, name, tmp_path) for _, name in right_submissions()]
     for path in files:
         sources = [(str(path), path.name, path.read_text(encoding="utf-8"))]
         for puzzle in ("9", "10"):  # these build on a step: its key comes first, as the grader puts it
