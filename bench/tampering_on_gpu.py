@@ -9,12 +9,14 @@ Usage: `python -m bench tampering [NAME ...]` from the course folder.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
 from checks import verdict as V
 from checks.engine.grade import grade
 from checks.registry import get_puzzle
+from tests.helpers import submission
 from tests.test_integrity import SUBMISSIONS
 from tests.test_replay import ATTACKS, GPU_ATTACKS
 
@@ -42,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in names or sorted(table):
         number, want, words = table[name]
         start = time.perf_counter()
-        verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", time_it=False, first_failure=True, timeout=120)
+        with tempfile.TemporaryDirectory() as folder:  # an edit file is written out there as name.py
+            graded = submission(TAMPERING, name, Path(folder))
+            verdict = grade(get_puzzle(number), graded, time_it=False, first_failure=True, timeout=120)
         report = V.format_verdict(verdict)
         got = verdict.rule if verdict.status == V.FAILED else verdict.status
         if verdict.passed:

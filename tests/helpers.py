@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import math
 import re
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from checks.authoring.wrong import EDIT_SUFFIX, apply_edits, known_wrong, source_of
+from checks.authoring.wrong import EDIT_SUFFIX, apply_edits, known_wrong, name_of, source_of
 from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.memory import Arena, poisonable
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
@@ -35,19 +36,28 @@ def puzzle_params() -> list:
     return [pytest.param(p, id=p.stem) for p in READY]
 
 
-def right_submissions() -> list[tuple[str, Path]]:
-    """Each right submission in another style, with the puzzle its name starts with (`10a_x.py` is 10a)."""
-    paths = sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
-    return [(re.match(r"\d+[a-z]?", p.name).group(), p) for p in paths]
+RIGHT = ROOT / "tests" / "submissions" / "right"
+
+
+def right_submissions() -> list[tuple[str, str]]:
+    """Each right submission in another style (under RIGHT), by name, with the puzzle its name starts with (`10a_x`
+    is 10a)."""
+    return [(re.match(r"\d+[a-z]?", name).group(), name) for name in submission_names(RIGHT)]
+
+
+def submission_names(folder: Path) -> list[str]:
+    """The names of the submissions under `folder`: its `name.py` files and its edit files `name.edit.yaml`."""
+    return sorted({name_of(p) for p in [*folder.glob("*.py"), *folder.glob(f"*{EDIT_SUFFIX}")]})
 
 
 def submission(folder: Path, name: str, into: Path) -> Path:
     """The file of the submission `name` under tests/submissions/<folder>: `name.py` itself, or the one its edit file
-    `name.edit.yaml` stands for, written into the folder `into` as `name.py`.
+    `name.edit.yaml` stands for, written into the folder `into` as `name.py` (the name a report shows).
 
-    An edit file puts one mistake into a right submission, so that the mistake is all that tells them apart. Its
-    `edits` (and `doc`, the docstring) are solutions/wrong/'s (checks.authoring.wrong), applied to an answer key
-    (`base: 1`, puzzle 1's) or to another file of the folder (`from: name.py`, without that file's docstring):
+    An edit file puts one mistake (or one attack) into another submission, so that it is all that tells them apart.
+    Its `edits`, `append` and `doc` (the docstring) are solutions/wrong/'s (checks.authoring.wrong), applied to an
+    answer key (`base: 1`, puzzle 1's) or to another file of the folder (`from: name.py`, without that file's
+    docstring):
 
         from: 09_causal_diagonal_left_out.py
         doc: |-
@@ -67,11 +77,17 @@ def submission(folder: Path, name: str, into: Path) -> Path:
         body = (folder / spec["from"]).read_text(encoding="utf-8")
         if body.startswith('"""'):
             body = body[body.index('"""', 3) + 3 :].lstrip("\n")
-        body = apply_edits(body, spec["edits"], str(edit))
+        body = apply_edits(body, spec.get("edits", []), str(edit)) + spec.get("append", "")
         text = f'"""{spec["doc"]}"""\n\n{body}' if "doc" in spec else body
     written = into / f"{name}.py"
     written.write_text(text, encoding="utf-8")
     return written
+
+
+def submission_text(folder: Path, name: str) -> str:
+    """The text of the submission `name` under `folder` (see submission), for writing it elsewhere."""
+    with tempfile.TemporaryDirectory() as into:
+        return submission(folder, name, Path(into)).read_text(encoding="utf-8")
 
 
 def switch_off(monkeypatch: pytest.MonkeyPatch, rule: str) -> None:

@@ -11,6 +11,7 @@ from checks import verdict as V
 from checks.authoring.wrong import source_of
 from checks.instructor import classroom
 from checks.registry import ROOT, get_puzzle
+from tests.helpers import submission_text
 
 CRASHES = """
 import os
@@ -40,13 +41,13 @@ def vector_add(x, y):
 def small_class() -> dict[str, tuple[str, str]]:
     """path under DIR -> (source, status `make grade` gives it)."""
     wrong = ROOT / "solutions" / "wrong" / "01_vector_add" / "grid_rounds_down.edit.yaml"
-    tampering = ROOT / "tests" / "submissions" / "tampering" / "appends_verdict.py"
+    tampering = submission_text(ROOT / "tests" / "submissions" / "tampering", "appends_verdict")
     return {
         "alice/01_vector_add.py": ((ROOT / "solutions" / "01_vector_add.py").read_text(encoding="utf-8"), V.PASSED),
         "alice/05_softmax.py": ((ROOT / "solutions" / "05_softmax.py").read_text(encoding="utf-8"), V.PASSED),
         "bob/1-add.py": (source_of(get_puzzle(1), wrong), V.FAILED),
         "carol_05.py": (CRASHES, V.CRASHED),
-        "ivan/01.py": (tampering.read_text(encoding="utf-8"), V.TAMPERED),
+        "ivan/01.py": (tampering, V.TAMPERED),
         "mallory/01_vector_add.py": (OVERWRITES_OTHERS, V.FAILED),
     }
 

@@ -15,6 +15,7 @@ from checks.authoring.build import build_notebook
 from checks.authoring.wrong import source_of
 from checks.instructor import classroom
 from checks.registry import ROOT, get_puzzle
+from tests.helpers import submission_text
 from tests.small_class import small_class
 
 WRONG = ROOT / "solutions" / "wrong" / "01_vector_add"
@@ -55,8 +56,8 @@ CLASS = {
     "dave": ("dave/01.py", (WRONG / "endless_loop.py").read_text(encoding="utf-8"), V.TIMEOUT),
     "erin": ("erin/01_cheat.py", (WRONG / "decoy_kernel.py").read_text(encoding="utf-8"), V.FAILED),
     "frank": ("frank-1.py", SEGFAULTS, V.CRASHED),
-    "ivan": ("ivan/01_vector_add.py", (TAMPERING / "appends_verdict.py").read_text(encoding="utf-8"), V.TAMPERED),
-    "judy": ("judy/01.py", (TAMPERING / "forges_case_reports.py").read_text(encoding="utf-8"), V.TAMPERED),
+    "ivan": ("ivan/01_vector_add.py", submission_text(TAMPERING, "appends_verdict"), V.TAMPERED),
+    "judy": ("judy/01.py", submission_text(TAMPERING, "forges_case_reports"), V.TAMPERED),
 }
 # each check's time limit: dave's endless loop holds the class this long, the others take a few seconds each
 LIMIT_S = 15

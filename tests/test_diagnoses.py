@@ -16,7 +16,7 @@ from checks.authoring.stubs import module_body, strip_markers
 from checks.engine.judging.rules import core
 from checks.engine.judging.wording import triton_error_gloss
 from checks.learner import progress
-from checks.registry import ROOT, Case, get_puzzle
+from checks.registry import ROOT, Case, get_puzzle, shown
 from tests.helpers import submission
 
 DIAGNOSES = ROOT / "tests" / "submissions" / "diagnoses"
@@ -143,15 +143,15 @@ def test_a_causal_boundary_off_by_one_is_proven_on_long_sequences_too(tmp_path):
 def test_a_broken_step_9a_is_named_when_the_failing_case_runs_only_its_code(tmp_path, monkeypatch, capsys):
     nine = tmp_path / "nine.py"
     nine.write_text(module_body(strip_markers(get_puzzle(9).solution.read_text(encoding="utf-8"))), encoding="utf-8")
-    step = DIAGNOSES / "09a_no_l_rescale.py"
+    step = submission(DIAGNOSES, "09a_no_l_rescale", tmp_path)
     out = report(tmp_path, monkeypatch, capsys, "9", nine, "--earlier", str(step))
-    shown = "tests/submissions/diagnoses/09a_no_l_rescale.py"
+    given = shown(step)  # as messages show it: outside the course folder, as given
     assert (
-        f"Case 1 launched only kernels of your step 9a code (`_attn_fwd`, in {shown}): the mistake is in that code, "
-        f"not in this puzzle's; check step 9a on its own first: make check PUZZLE=9a FILE={shown} ARGS='--seed 3'."
+        f"Case 1 launched only kernels of your step 9a code (`_attn_fwd`, in {given}): the mistake is in that code, "
+        f"not in this puzzle's; check step 9a on its own first: make check PUZZLE=9a FILE={given} ARGS='--seed 3'."
         in out
     ), out
-    assert f"make check PUZZLE=9 FILE={nine} ARGS='--earlier {shown} --seed 3'" in out, out
+    assert f"make check PUZZLE=9 FILE={nine} ARGS='--earlier {given} --seed 3'" in out, out
 
 
 @pytest.mark.parametrize(

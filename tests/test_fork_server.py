@@ -16,24 +16,25 @@ from typing import Any
 import pytest
 
 from checks import verdict as V
-from checks.authoring.wrong import source_of
+from checks.authoring.wrong import EDIT_SUFFIX, materialize
 from checks.engine.grade import grade
 from checks.engine.grading_process.fork_server import exit_code
 from checks.engine.processes import forking, process_table, sealing, spawn
 from checks.engine.processes.forking import ForkedProcess
 from checks.registry import ROOT, get_puzzle
+from tests.helpers import submission
 
 pytestmark = pytest.mark.skipif(not forking.wanted(), reason="the fork server serves only Linux machines without a GPU")
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
-# (file, the verdict it must get): None is the answer key
+# (file, the verdict it must get): None is the answer key, (folder, name) a submission under tests/submissions/
 EITHER_WAY = {
     "answer key": (None, V.PASSED),
     # a deterministic one: thread_answer's wrong elements depend on its thread's timing, which differs run to run
     "known-wrong kernel": (ROOT / "solutions" / "wrong" / "01_vector_add" / "off_by_one.edit.yaml", V.FAILED),
     "stub": (ROOT / "notebooks" / "01_vector_add.ipynb", V.ERROR),
-    "crash": (SUBMISSIONS / "broken" / "aborts.py", V.CRASHED),
-    "tampering": (SUBMISSIONS / "tampering" / "leaves_a_process_through_a_library.py", V.TAMPERED),
+    "crash": (("broken", "aborts"), V.CRASHED),
+    "tampering": (("tampering", "leaves_a_process_through_a_library"), V.TAMPERED),
 }
 # a crash lists the grading process's frames: the first one is the fork server's module, not the grading process's
 FIRST_FRAME = re.compile(r'^.*File ".*(fork_server|grading_process/main)\.py", line \d+ in <module>\n', re.MULTILINE)
@@ -65,10 +66,10 @@ def verdict_across_runs(verdict: V.Verdict) -> dict[str, Any]:
 @pytest.mark.parametrize("kind", EITHER_WAY)
 def test_a_forked_grading_process_gives_the_verdict_a_started_one_gives(kind, monkeypatch, tmp_path):
     path, status = EITHER_WAY[kind]
-    if path is not None and path.name.endswith(".edit.yaml"):  # a known-wrong edit of the answer key, written out
-        written = tmp_path / path.name.replace(".edit.yaml", ".py")
-        written.write_text(source_of(get_puzzle(1), path), encoding="utf-8")
-        path = written
+    if isinstance(path, tuple):  # a submission under tests/submissions/, written out if it is an edit file
+        path = submission(SUBMISSIONS / path[0], path[1], tmp_path)
+    elif path is not None and path.name.endswith(EDIT_SUFFIX):  # a known-wrong edit of the answer key, written out
+        path = materialize(get_puzzle(1), path, tmp_path)
 
     def graded(forked: bool) -> dict[str, Any]:
         monkeypatch.setenv(forking.ENV, "1" if forked else "0")

@@ -18,19 +18,19 @@ from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
 from checks.memory import Arena, fill_poison, is_poison
 from checks.registry import ROOT, Puzzle, get_puzzle
-from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE, right_submissions, submission
+from tests.helpers import RIGHT, SLEEPS_IN_ITS_FIRST_CASE, right_submissions, submission
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 
 
 def right_params() -> list:
-    return [pytest.param(number, p, id=p.stem) for number, p in right_submissions()]
+    return [pytest.param(number, name, id=name) for number, name in right_submissions()]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("number", "path"), right_params())
-def test_right_answers_in_other_styles_pass(number, path):
-    verdict = grade(get_puzzle(number), path)
+@pytest.mark.parametrize(("number", "name"), right_params())
+def test_right_answers_in_other_styles_pass(number, name, tmp_path):
+    verdict = grade(get_puzzle(number), submission(RIGHT, name, tmp_path))
     assert verdict.passed, V.format_verdict(verdict)
 
 

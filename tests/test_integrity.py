@@ -20,6 +20,7 @@ from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, spawn
 from checks.records import RecordError
 from checks.registry import get_puzzle
+from tests.helpers import submission
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
 TOKEN = "s3cret"
@@ -287,9 +288,9 @@ REASONS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "number", "status"), SUBMISSIONS, ids=[s[0] for s in SUBMISSIONS])
-def test_tampering_submissions_never_pass(name, number, status, monkeypatch):
+def test_tampering_submissions_never_pass(name, number, status, monkeypatch, tmp_path):
     monkeypatch.delenv(forking.ENV, raising=False)  # each in a grading process started as in production
-    verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", timeout=60)
+    verdict = grade(get_puzzle(number), submission(TAMPERING, name, tmp_path), timeout=60)
     assert isinstance(spawn.started[-1], subprocess.Popen)
     report = V.format_verdict(verdict)
     assert verdict.status == status, report

@@ -20,6 +20,7 @@ from checks import verdict as V
 from checks.engine.contract.kernel_source import extract
 from checks.engine.contract.plan import PlanError, check, first_difference
 from checks.registry import ROOT, get_puzzle
+from tests.helpers import RIGHT, right_submissions, submission, submission_names
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
 
@@ -99,9 +100,9 @@ def test_a_kernel_body_may_use_only_the_kernel_language(line, said):
     assert problems and "k.py, line 7, in kernel `k`" in problems[0] and said in problems[0], problems
 
 
-def test_every_answer_key_variant_and_right_submission_uses_only_the_kernel_language():
+def test_every_answer_key_variant_and_right_submission_uses_only_the_kernel_language(tmp_path):
     files = [*sorted((ROOT / "solutions").glob("*.py")), *sorted((ROOT / "solutions" / "variants").glob("*.py"))]
-    files += sorted((ROOT / "tests" / "submissions" / "right").glob("*.py"))
+    files += [submission(RIGHT, name, tmp_path) for _, name in right_submissions()]
     for path in files:
         sources = [(str(path), path.name, path.read_text(encoding="utf-8"))]
         for puzzle in ("9", "10"):  # these build on a step: its key comes first, as the grader puts it
@@ -464,7 +465,7 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ATTACKS))
-def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name):
+def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, tmp_path):
     """In grading processes forked from the fork server where the machine has one (seconds sooner than started ones,
     and the same verdicts: tests/test_fork_server.py); the replay and the grader that judge it are the same either way.
     tests/test_integrity.py grades the attacks on the grading process itself in processes started as in production,
@@ -473,7 +474,8 @@ def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name):
 
     rule, words, *puzzle = ATTACKS[name]
     number = puzzle[0] if puzzle else 1
-    verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", interpret=True, time_it=False, first_failure=True)
+    graded = submission(TAMPERING, name, tmp_path)
+    verdict = grade(get_puzzle(number), graded, interpret=True, time_it=False, first_failure=True)
     report = V.format_verdict(verdict)
     assert not verdict.passed and verdict.rule == rule, report
     assert words in report, report
@@ -488,7 +490,7 @@ GPU_ATTACKS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GPU_ATTACKS))
-def test_a_method_chosen_by_the_device_is_judged_where_it_runs(name, monkeypatch):
+def test_a_method_chosen_by_the_device_is_judged_where_it_runs(name, monkeypatch, tmp_path):
     import torch
 
     from checks.engine.grade import grade
@@ -496,7 +498,7 @@ def test_a_method_chosen_by_the_device_is_judged_where_it_runs(name, monkeypatch
 
     monkeypatch.delenv(forking.ENV, raising=False)
     rule, words, number = GPU_ATTACKS[name]
-    verdict = grade(get_puzzle(number), TAMPERING / f"{name}.py", time_it=False, first_failure=True)
+    verdict = grade(get_puzzle(number), submission(TAMPERING, name, tmp_path), time_it=False, first_failure=True)
     report = V.format_verdict(verdict)
     if torch.cuda.is_available():  # the GPU stage and the interpreter stage, both recorded on the GPU
         assert not verdict.passed and verdict.rule == rule and words in report, report
@@ -506,7 +508,7 @@ def test_a_method_chosen_by_the_device_is_judged_where_it_runs(name, monkeypatch
 
 def test_every_attack_file_is_tested():
     replayed = set(ATTACKS) | set(GPU_ATTACKS)
-    hardening = {p.stem for p in TAMPERING.glob("*.py")} - replayed
+    hardening = set(submission_names(TAMPERING)) - replayed
     from tests.test_integrity import SUBMISSIONS
 
     assert hardening <= {name for name, *_ in SUBMISSIONS}, hardening - {name for name, *_ in SUBMISSIONS}
@@ -538,12 +540,13 @@ def test_a_call_that_asks_for_more_operations_than_a_plan_holds_is_refused_where
 
 
 @pytest.mark.slow
-def test_a_launch_per_element_is_refused_at_the_plan_limit_with_the_learners_line(monkeypatch):
+def test_a_launch_per_element_is_refused_at_the_plan_limit_with_the_learners_line(monkeypatch, tmp_path):
     from checks.engine.grade import grade
     from checks.engine.processes import forking
 
     monkeypatch.delenv(forking.ENV, raising=False)
-    verdict = grade(get_puzzle(1), TAMPERING / "answer_as_scalars.py", interpret=True, time_it=False)
+    graded = submission(TAMPERING, "answer_as_scalars", tmp_path)
+    verdict = grade(get_puzzle(1), graded, interpret=True, time_it=False)
     too_long = [c for c in verdict.cases if "PlanTooLong" in c.problem]
     assert too_long, V.format_verdict(verdict)  # the cases of more elements than a plan holds operations
     assert "launch one kernel whose grid covers the whole output" in too_long[0].problem
