@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import math
 import re
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,14 @@ from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 READY = [p for p in load_puzzles() if p.ready]
 # puzzle 1 whose first case sleeps for two minutes: a check to interrupt while it runs the learner's code
 SLEEPS_IN_ITS_FIRST_CASE = "import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n"
+
+
+def as_at_a_terminal() -> None:
+    """`preexec_fn` of a check a test sends Ctrl-C to: SIGINT and SIGQUIT at their defaults, as at a terminal. A
+    command started in the background of a non-interactive shell (`pytest ... &`) ignores both, and so does every
+    process it starts, unless it sets them again: such a check would never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def wrong_kernels() -> list[tuple[Puzzle, Path]]:

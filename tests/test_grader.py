@@ -18,7 +18,7 @@ from checks.engine.submission import SubmissionError, notebook_code
 from checks.learner import progress
 from checks.memory import Arena, fill_poison, is_poison
 from checks.registry import ROOT, Puzzle, get_puzzle
-from tests.helpers import RIGHT, SLEEPS_IN_ITS_FIRST_CASE, right_submissions, submission
+from tests.helpers import RIGHT, SLEEPS_IN_ITS_FIRST_CASE, as_at_a_terminal, right_submissions, submission
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 
@@ -119,7 +119,8 @@ def test_ctrl_c_during_a_check_stops_it_and_its_grading_process(tmp_path, fork_s
     env = dict(os.environ, CHECKS_WARM="0", CHECKS_FORK_SERVER=fork_server, TMPDIR=str(work),  # the machine's mode
                CHECKS_PROGRESS_FILE=str(tmp_path / "progress.json"))  # fmt: skip
     client = subprocess.Popen([sys.executable, "-m", "checks", "1", "--file", str(slow)], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=as_at_a_terminal)  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and client.poll() is None:  # until case 1 runs: the learner's time.sleep
         # the recording process has reported its machine, its last event before it calls the learner's function

@@ -19,7 +19,7 @@ import pytest
 from checks import warm
 from checks.engine.processes import process_table
 from checks.registry import ROOT
-from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE
+from tests.helpers import SLEEPS_IN_ITS_FIRST_CASE, as_at_a_terminal
 
 
 def test_only_a_person_at_a_terminal_gets_a_warm_grader() -> None:
@@ -171,6 +171,7 @@ def test_a_check_whose_terminal_went_away_is_stopped_and_the_next_one_is_served(
             env=env,
             stdout=out,
             stderr=out,
+            preexec_fn=as_at_a_terminal,
         )
     for _ in range(600):  # until its recording process runs case 1: it is in the learner's time.sleep
         if _started_a_case(folder.parent, earlier):
