@@ -36,7 +36,7 @@ def timed(root: Path, puzzle: str, warm: bool) -> tuple[float, float, str]:
         stderr=subprocess.DEVNULL, text=True,
     ) as check:  # fmt: skip
         for line in check.stdout or ():
-            if verdict_at is None and line.startswith(CORRECT_NOW_TIMING[:20]):
+            if verdict_at is None and line.rstrip("\n") == CORRECT_NOW_TIMING:
                 verdict_at = time.perf_counter() - start
             lines.append(line.rstrip("\n"))
     seconds = time.perf_counter() - start

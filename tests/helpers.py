@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib.util
 import math
 import re
 import signal
@@ -27,6 +28,11 @@ from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 READY = [p for p in load_puzzles() if p.ready]
 # puzzle 1 whose first case sleeps for two minutes: a check to interrupt while it runs the learner's code
 SLEEPS_IN_ITS_FIRST_CASE = "import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n"
+
+
+# Jupyter's packages, which executing notebooks needs (make env-dev; a GPU machine without network has none): where
+# they are, tests/test_notebooks.py grades each answer key as its notebook filled with it
+JUPYTER = all(importlib.util.find_spec(name) for name in ("nbformat", "nbclient", "ipykernel"))
 
 
 def as_at_a_terminal() -> None:

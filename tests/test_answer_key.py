@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import tempfile
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from checks.engine.grade import grade
 from checks.engine.judging.rules import rulebook
 from checks.instructor.solutions import expectations, meets
 from checks.verdict import format_verdict
-from tests.helpers import READY, puzzle_params, switch_off, wrong_kernels
+from tests.helpers import JUPYTER, READY, puzzle_params, switch_off, wrong_kernels
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +26,7 @@ def grade_wrong(puzzle, path, cases: list[int] | None = None):
         return grade(puzzle, graded, timeout=timeout, time_it=False, first_failure=True, cases=cases)
 
 
-# Jupyter's packages: where they are, tests/test_notebooks.py grades each answer key as its notebook filled with it
-NOTEBOOKS_RUN = all(importlib.util.find_spec(name) for name in ("nbformat", "nbclient", "ipykernel"))
-
-
-@pytest.mark.skipif(NOTEBOOKS_RUN, reason="graded as its notebook filled with it (tests/test_notebooks.py)")
+@pytest.mark.skipif(JUPYTER, reason="graded as its notebook filled with it (tests/test_notebooks.py)")
 @pytest.mark.parametrize("puzzle", puzzle_params())
 def test_answer_key_passes(puzzle, machine_mode):
     verdict = grade(puzzle, solution=True)

@@ -131,7 +131,7 @@ def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_
 # -- the verdict before the speed: a GPU stage asks before it times -------------------------------------------------
 def _passed_stage(before_timing):
     """A GPU stage whose every case passed, at the event that ends its cases (the replay waits to be told to time)."""
-    from checks.engine.contract.protocol import TIME_COMMAND, Job
+    from checks.engine.contract.protocol import Job
     from checks.engine.judging.stage import Stage
     from checks.registry import ROOT, get_puzzle
 
@@ -139,16 +139,16 @@ def _passed_stage(before_timing):
     stage = Stage(puzzle, Job("1", "m.py", {}, 7), "gpu", ROOT, time_it=True)
     stage.results = [case(i) for i in stage.selection]
     stage.before_timing = before_timing
-    return stage, TIME_COMMAND
+    return stage
 
 
 @pytest.mark.parametrize("interpreter_passed", [True, False])
 def test_a_gpu_stage_times_only_once_the_interpreter_stage_passed(interpreter_passed: bool) -> None:
-    from checks.engine.contract.protocol import Observed
+    from checks.engine.contract.protocol import TIME_COMMAND, Observed
 
     asked: list[bool] = []
-    stage, time_command = _passed_stage(lambda: asked.append(True) or interpreter_passed)
-    assert stage.judge_event(Observed()) == (time_command if interpreter_passed else None)
+    stage = _passed_stage(lambda: asked.append(True) or interpreter_passed)
+    assert stage.judge_event(Observed()) == (TIME_COMMAND if interpreter_passed else None)
     assert asked == [True] and stage.time_it is interpreter_passed  # declined: its verdict gives no speed
     stage.results[0] = case(0, passed=False)  # a failing GPU case: neither asked nor timed
     asked.clear()
