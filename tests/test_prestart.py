@@ -135,3 +135,28 @@ def test_the_interpreter_stage_beside_a_gpu_stage_records_as_the_gpu_stage_does(
     assert (gpu, gpu_args, gpu_env) == (interpreter, interpreter_args, interpreter_env)
     assert not any(str(tmp_path) in arg for arg in gpu_args)  # no folder on the command line
     assert "interpreter" in replay[1] and replay[2]["CHECKS_ROLE"] == "replay-interpreter"
+
+
+@pytest.mark.slow
+def test_on_a_gpu_machine_the_next_spare_starts_as_a_check_takes_one_and_outlives_its_tidying(monkeypatch) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the processes are interpreter ones: this machine has no GPU
+    monkeypatch.setattr(prestart, "spare_ahead", lambda interpret: True)  # as on a GPU machine
+    prestart.prestart_spare(interpret=False)
+    ready = list(prestart._prestarted.values())
+    taken = prestart.take_spare(interpret=False)
+    assert taken is not None and prestart._spare and prestart._spare[0][0] != taken
+    assert [prestart._prestarted.get((str(taken), True, role)) for role in (RECORD, REPLAY)] == ready, (
+        "the check lost the spare it took"
+    )
+    assert all(proc.poll() is None for proc in ready)
+    following = [proc for key, proc in prestart._prestarted.items() if key[0] == str(prestart._spare[0][0])]
+    assert len(following) == 2, "the next check's recording and replay processes are under way"
+    prestart.discard_prestarted()  # this check's processes no stage took over: stopped ...
+    assert not [key for key in prestart._prestarted if key[0] == str(taken)]
+    prestart.stop_all()  # ... and every other one it started, when it is over
+    assert all(proc.poll() is None for proc in following), "the next check's spare was stopped with this one's"
+    prestart.prestart_spare(interpret=False)  # the warm grader's between_checks: the spare under way is kept
+    assert [proc for key, proc in prestart._prestarted.items() if key[0] == str(prestart._spare[0][0])] == following
+    prestart.drop_spare()
+    assert all(proc.wait(timeout=30) is not None for proc in following) and not prestart._prestarted
+    shutil.rmtree(taken)

@@ -8,6 +8,7 @@ import re
 import warnings
 
 from checks.engine.contract.protocol import Machine
+from checks.engine.lean_interpreter import lean_interpreter
 
 NUMPY_PITFALL_TEXT = "only 0-dimensional arrays can be converted to Python scalars"
 # What numpy 2.x (before 2.4) says each time Triton's interpreter turns a one-element block into an int
@@ -66,6 +67,7 @@ def detect(force_interpreter: bool = False) -> Machine:
         )
     if interpret:
         quiet_interpreter()
+        lean_interpreter()
         machine = Machine(
             "interpreter", "cpu", "CPU (Triton interpreter)", torch.__version__, triton.__version__, numpy.__version__
         )

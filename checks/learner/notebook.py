@@ -21,6 +21,7 @@ from typing import Any
 
 from checks import verdict as V
 from checks.engine.judging.rules.rulebook import checked_registry
+from checks.engine.lean_interpreter import lean_interpreter
 from checks.engine.machine import (
     autotune_without_benchmarks,
     numpy_pitfall,
@@ -43,6 +44,7 @@ def setup() -> str:
     os.environ["TRITON_INTERPRET"] = "1"
     autotune_without_benchmarks()
     quiet_interpreter()
+    lean_interpreter()
     import numpy
     import triton
 

@@ -34,9 +34,15 @@ def prestart(workdir: Path, interpret: bool, record_on_gpu: bool = False) -> Non
 
 
 def discard_prestarted() -> None:
-    """Stop every prestarted grading process that no stage took over (say, the submission could not be read)."""
-    while _prestarted:
-        kill(_prestarted.popitem()[1])
+    """Stop every prestarted grading process that no stage took over (say, the submission could not be read), but
+    the spare's: those wait for the next check."""
+    for key in [key for key in _prestarted if not _of_spare(key[0])]:
+        kill(_prestarted.pop(key))
+
+
+def _of_spare(workdir: str) -> bool:
+    """Whether `workdir` is the spare's folder, or a part's folder in it."""
+    return bool(_spare) and Path(workdir).is_relative_to(_spare[0][0])
 
 
 def likely_gpu(interpret: bool) -> bool:
@@ -65,24 +71,49 @@ _spare: list[tuple[Path, bool]] = []  # (workdir, interpret) a warm grader prest
 
 
 def prestart_spare(interpret: bool) -> None:
-    """Start the grading processes of the next check now, in a fresh folder (a warm grader, between checks)."""
+    """Start the grading processes of the next check now, in a fresh folder (a warm grader or a notebook, between
+    checks); a spare of this mode already under way is kept."""
+    if _spare and _spare[0][1] == interpret:
+        return
+    drop_spare()  # of the other mode
     workdir = Path(tempfile.mkdtemp(prefix="checks-"))
-    prestart_for(workdir, interpret)
     _spare[:] = [(workdir, interpret)]
+    prestart_for(workdir, interpret)
+
+
+def drop_spare() -> None:
+    """Stop the spare grading processes and remove their folder."""
+    while _spare:
+        workdir = _spare.pop()[0]
+        for key in [key for key in _prestarted if Path(key[0]).is_relative_to(workdir)]:
+            kill(_prestarted.pop(key))
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @atexit.register
-def drop_spare() -> None:
-    """Stop the spare grading processes and remove their folder (a notebook's kernel or a warm grader leaving)."""
-    while _spare:
-        shutil.rmtree(_spare.pop()[0], ignore_errors=True)
+def leave() -> None:
+    """Stop the spare and every other prestarted grading process (a notebook's kernel or a warm grader leaving)."""
+    drop_spare()
     discard_prestarted()
 
 
+def spare_ahead(interpret: bool) -> bool:
+    """Whether the next check's spare starts as a check begins (a GPU machine), not once it is over."""
+    return likely_gpu(interpret)
+
+
 def take_spare(interpret: bool) -> Path | None:
-    """The folder `prestart_spare` started grading processes in, when they are of this mode; else None."""
+    """The folder `prestart_spare` started grading processes in, when they are of this mode; else None.
+
+    On a GPU machine the next check's spare starts at once, as this check begins: its processes import torch and make
+    their CUDA contexts (about 4 s) on cores this check leaves idle, so that a check started right after this one
+    finds them ready. On a CPU they start once the check is over (the warm grader's `between_checks`, a notebook's
+    check), not on the cores the interpreter stage runs on."""
     if _spare and _spare[0][1] == interpret:
-        return _spare.pop()[0]
+        workdir = _spare.pop()[0]
+        if spare_ahead(interpret):
+            prestart_spare(interpret)
+        return workdir
     if _spare:  # of the other mode: of no use to this check
         drop_spare()
     return None
@@ -134,8 +165,12 @@ def take_prestarted(workdir: Path, interpret: bool, role: str = RECORD) -> Gradi
 
 def stop_all() -> None:
     """Stop every grading process this process started that is still running (a warm grader, once a check
-    is over or its terminal went away), prestarted ones included."""
+    is over or its terminal went away), prestarted ones included, but the spare's: they wait for the next check."""
+    spare = {key: proc for key, proc in _prestarted.items() if _of_spare(key[0])}
     _prestarted.clear()
+    _prestarted.update(spare)
+    kept = [proc for proc in started if proc in spare.values()]
     while started:
-        if (proc := started.pop()).poll() is None:
+        if (proc := started.pop()) not in kept and proc.poll() is None:
             kill(proc)
+    started.extend(kept)
