@@ -79,12 +79,17 @@ RUFF = $(shell $(DEV_PY) -m ruff --version >/dev/null 2>&1 && echo yes)
 
 # the tests `make test` runs, as a pytest -m expression (`make test-all`: every one)
 MARKS ?= not exhaustive
+# The course's modules compiled to bytecode once, before the suite: hundreds of processes it starts import them, and
+# where PYTHONDONTWRITEBYTECODE is set (container images often set it) each would compile them again (0.13 s each).
+BYTECODE = $(DEV_PY) -m compileall -q checks tests solutions bench >/dev/null
 test: env-dev ## run the test suite (what CI runs)
 	$(DEV_PY) -m checks.authoring.build --check
 	$(if $(RUFF),$(MAKE) --no-print-directory lint,@echo "ruff is not installed here: lint skipped")
+	@$(BYTECODE)
 	$(DEV_PY) -m pytest $(XDIST) -q -m "$(MARKS)" $(ARGS)
 
 test-all: env-dev ## every test: also the 91 known-wrong kernels beside one of the same rules (about 190 s more grading)
+	@$(BYTECODE)
 	$(DEV_PY) -m pytest $(XDIST) -q $(ARGS)
 
 test-fast: env-dev ## the fast tests only (no grading processes), in well under a minute

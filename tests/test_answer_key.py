@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def grade_wrong(puzzle, path, cases: list[int] | None = None):
     expected = expectations(path)
-    timeout = 10 if any(e.rule == V.TIMEOUT for e in expected) else None  # an endless loop: no need to wait long
+    timeout = 4 if any(e.rule == V.TIMEOUT for e in expected) else None  # an endless loop: no need to wait long
     with tempfile.TemporaryDirectory(prefix="wrong-") as folder:
         graded = materialize(puzzle, path, Path(folder))
         return grade(puzzle, graded, timeout=timeout, time_it=False, first_failure=True, cases=cases)

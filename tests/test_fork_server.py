@@ -233,3 +233,35 @@ def test_a_pid_used_again_is_a_running_process_not_the_ended_one_before_it(tmp_p
         spawn.kill(proc)
         server.ended.clear()
     assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+def test_a_maps_recording_is_forked_and_records_what_a_started_one_records(monkeypatch):
+    from checks.engine.processes import access_recording
+
+    handles: list[object] = []
+
+    def start(args, log_path):
+        handles.append(spawn.start_map_recording(args, log_path))
+        return handles[-1]
+
+    monkeypatch.setattr(access_recording, "start_map_recording", start)
+    key = ROOT / "solutions" / "02_matrix_add.py"
+    forked = access_recording.record_in_own_process(2, key, case=0, timeout=120)
+    monkeypatch.setenv(forking.ENV, "0")
+    started = access_recording.record_in_own_process(2, key, case=0, timeout=120)
+    assert isinstance(handles[0], ForkedProcess) and isinstance(handles[1], subprocess.Popen)
+    assert same(forked["log"], started["log"]) and forked["inputs"] == started["inputs"]
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, tensors by their values, through dicts and lists."""
+    import torch
+
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b

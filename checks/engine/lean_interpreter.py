@@ -1,5 +1,5 @@
 """Triton's interpreter without the work it does and then throws away: every kernel it runs gives the same values,
-raises the same errors, and takes less time (a third less on the right submissions of tests/submissions/right/).
+raises the same errors, and takes less time (`bench/results/check-time-cpu.md`).
 
 Three kinds of waste, all in the interpreter's Python (a kernel in the interpreter spends its time in Triton's
 front end, building a type for every operation, not in numpy):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from checks.records import Mismatch, RecordError, build
 
@@ -23,11 +23,13 @@ T = TypeVar("T")
 
 @dataclass
 class ForkRequest:
-    """A grading process to fork: `python -m checks.engine.grading_process.main ARGS` with the environment `env`."""
+    """A grading process to fork: `python -m checks.engine.grading_process.main ARGS` with the environment `env`, or
+    with `program` "map", `python -m checks.engine.grading_process.recording ARGS` (an access log for a map)."""
 
     id: int  # the request's number, repeated in its answer
     args: list[str]
     env: dict[str, str]
+    program: Literal["grading", "map"] = "grading"
 
 
 @dataclass

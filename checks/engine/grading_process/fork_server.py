@@ -8,11 +8,12 @@ with the grader (SOCK_SEQPACKET: one message per send). It never loads a submiss
 it stays one thread, so that a fork copies nothing half done (numpy's OpenBLAS stops its threads before each fork;
 a first fork at start makes sure, and a server with another thread refuses to serve).
 
-A request (`checks.engine.contract.messages.ForkRequest`: its number, the arguments and the environment) comes with
-two file descriptors: the grading process's standard input and its output log. The server forks; the grading process
-it forked starts a session of its own (so that the grader's kill and its sealing treat it as a process it started
-itself), takes the descriptors as its standard input, output and error, the request's environment and the repository
-as its folder, and runs `checks.engine.grading_process.main` as
+A request (`checks.engine.contract.messages.ForkRequest`: its number, the arguments, the environment and the program:
+a grading process, or the recording of an access log for a map) comes with two file descriptors: the grading
+process's standard input and its output log. The server forks; the grading process it forked starts a session of its
+own (so that the grader's kill and its sealing treat it as a process it started itself), takes the descriptors as its
+standard input, output and error, the request's environment and the repository as its folder, and runs
+`checks.engine.grading_process.main` (a map's: `checks.engine.grading_process.recording`) as
 `python -m checks.engine.grading_process.main ARGS` would, to the same exit. The server answers `Forked` (the pid),
 or `Refused` (why) for a malformed request (the message names the field) or an environment other than its own (torch
 and Triton read theirs at import: a grading process must have the one the server imported them with), and `Ended`
@@ -68,6 +69,7 @@ def import_for_grading() -> str:
 
     detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
     import checks.engine.grading_process.main
+    import checks.engine.grading_process.recording
     import checks.engine.replay.case_runner
     from checks.engine.record.plan_recorder import warm_up
 
@@ -106,8 +108,9 @@ class Server:
         self.wakeup_read, self.wakeup_write = os.pipe()
         os.set_blocking(self.wakeup_write, False)
 
-    def serve(self) -> tuple[list[str], dict[str, str], list[int]] | None:
-        """Answer requests until the grader leaves (None); in a forked grading process, its request (args, env, fds)."""
+    def serve(self) -> tuple[str, list[str], dict[str, str], list[int]] | None:
+        """Answer requests until the grader leaves (None); in a forked grading process, its request (program, args,
+        env, fds)."""
         signal.set_wakeup_fd(self.wakeup_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that a child's end wakes the select
         while True:
@@ -137,7 +140,7 @@ class Server:
                 )
             elif (pid := os.fork()) == 0:
                 self.leave()
-                return request.args, request.env, fds
+                return request.program, request.args, request.env, fds
             else:
                 self.forked.add(pid)
                 for fd in fds:
@@ -179,10 +182,11 @@ class Server:
         self.sock.close()
 
 
-def become(args: list[str], env: dict[str, str], fds: list[int]) -> None:
-    """Make this forked grading process what `python -m checks.engine.grading_process.main ARGS` started with `env`
-    would be."""
+def become(program: str, args: list[str], env: dict[str, str], fds: list[int]) -> None:
+    """Make this forked grading process what `python -m checks.engine.grading_process.main ARGS` (`program` "map":
+    `python -m checks.engine.grading_process.recording ARGS`) started with `env` would be."""
     from checks.engine.grading_process import main as grading_main
+    from checks.engine.grading_process import recording
     from checks.registry import ROOT
 
     os.setsid()  # a session of its own, as spawn starts every grading process
@@ -195,7 +199,7 @@ def become(args: list[str], env: dict[str, str], fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(env)
     os.chdir(ROOT)
-    sys.argv = [grading_main.__file__, *args]
+    sys.argv = [(recording if program == "map" else grading_main).__file__, *args]
 
 
 def end_as_python_does(code: int, interrupted: bool = False) -> NoReturn:
@@ -227,9 +231,9 @@ def exit_code(code: object) -> int:
     return 1
 
 
-def serve_until_forked(argv: list[str] | None = None) -> list[str]:
+def serve_until_forked(argv: list[str] | None = None) -> tuple[str, list[str]]:
     """Be the fork server until the grader leaves (then exit); in a forked grading process, ready to grade: its
-    arguments."""
+    program ("grading" or "map") and its arguments."""
     args = sys.argv[1:] if argv is None else argv
     gc.disable()  # no collection leaves holes in the pages the grading processes share ...
     sock = socket.socket(fileno=int(args[0]))
@@ -247,17 +251,18 @@ def serve_until_forked(argv: list[str] | None = None) -> list[str]:
         raise SystemExit(0)
     gc.enable()
     become(*request)
-    return sys.argv[1:]
+    return request[0], sys.argv[1:]
 
 
 if __name__ == "__main__":
     # The grading process's main is called here, at the top, so that the frames below it are as many as when
     # `python -m checks.engine.grading_process.main` runs it (a crash lists them in the learner's output).
     from checks.engine.grading_process.main import main as grade
+    from checks.engine.grading_process.recording import main as record_for_a_map
 
-    grading = serve_until_forked()
+    program, grading = serve_until_forked()
     try:
-        end_as_python_does(exit_code(grade(grading)))
+        end_as_python_does(exit_code((record_for_a_map if program == "map" else grade)(grading)))
     except SystemExit as exc:
         end_as_python_does(exit_code(exc.code))
     except BaseException as exc:  # noqa: BLE001 - reported and ended as Python ends a program on it

@@ -77,14 +77,14 @@ class ForkServerClient:
         self.requests = 0  # requests sent, each answered with its number
         self.problem = ""  # why it no longer serves
 
-    def fork(self, args: list[str], env: dict[str, str], stdin: int, log: int) -> int:
-        """The pid of a grading process forked with these arguments and environment, `stdin` and `log` as its
-        standard input and output; ServerGone when the server cannot fork it."""
+    def fork(self, args: list[str], env: dict[str, str], stdin: int, log: int, program: str = "grading") -> int:
+        """The pid of a grading process (`program`: "grading" or "map") forked with these arguments and environment,
+        `stdin` and `log` as its standard input and output; ServerGone when the server cannot fork it."""
         with self.lock:
             if self.problem:
                 raise ServerGone(self.problem)
             self.requests += 1
-            request = encode(ForkRequest(self.requests, args, env))
+            request = encode(ForkRequest(self.requests, args, env, program))  # type: ignore[arg-type]
             try:
                 socket.send_fds(self.sock, [request], [stdin, log])
             except OSError as exc:
@@ -204,9 +204,12 @@ _server: list[ForkServerClient] = []  # the one server of this process, once sta
 _starting = threading.Lock()
 
 
-def fork_grading_process(args: list[str], env: dict[str, str], log: int) -> ForkedProcess | None:
-    """A grading process `python -m checks.engine.grading_process.main ARGS` forked by the fork server, with `env` and
-    `log` as its output; None when it cannot be (see the module's docstring): the caller starts one itself."""
+def fork_grading_process(
+    args: list[str], env: dict[str, str], log: int, program: str = "grading"
+) -> ForkedProcess | None:
+    """A grading process `python -m checks.engine.grading_process.main ARGS` (`program` "map":
+    `python -m checks.engine.grading_process.recording ARGS`) forked by the fork server, with `env` and `log` as its
+    output; None when it cannot be (see the module's docstring): the caller starts one itself."""
     if not wanted():
         return None
     with _starting:
@@ -215,7 +218,7 @@ def fork_grading_process(args: list[str], env: dict[str, str], log: int) -> Fork
     server = _server[0]
     read, write = os.pipe()
     try:
-        pid = server.fork(args, env, read, log)
+        pid = server.fork(args, env, read, log, program)
     except BaseException as exc:
         os.close(write)
         if isinstance(exc, ServerGone):

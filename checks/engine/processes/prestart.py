@@ -137,11 +137,15 @@ def check_folder(interpret: bool, start: bool) -> Iterator[Path]:
 
 
 PARTS_ENV = "CHECKS_INTERPRETER_PARTS"  # how many processes share the interpreter stage on a GPU machine
-MAX_PARTS, CORES_PER_PART = 3, 4
+# At most 2: with the lean interpreter (checks.engine.lean_interpreter) two parts give the verdict line of 1, 9 and 11
+# as soon as three did (1.1-1.7 s after the command on an H200), and the next check's six processes start in 3-4 s
+# where eight took 4-5 s: a check right after another one waits less for them
+# (bench/results/2026-11-29-h200-spare-ahead/README.md).
+MAX_PARTS, CORES_PER_PART = 2, 4
 
 
 def part_count() -> int:
-    """Grading processes for the interpreter stage beside a GPU stage: one per 4 cores, at most 3, unless
+    """Grading processes for the interpreter stage beside a GPU stage: one per 4 cores, at most 2, unless
     $CHECKS_INTERPRETER_PARTS says (the instructors' tools, which grade several submissions at once, set 1)."""
     chosen = os.environ.get(PARTS_ENV, "")
     if chosen.isdigit() and int(chosen) > 0:

@@ -95,12 +95,16 @@ def start_grading_process(
     return proc
 
 
-def start_map_recording(args: list[str], log_path: Path) -> subprocess.Popen:
+def start_map_recording(args: list[str], log_path: Path) -> GradingProcessHandle:
     """The process that records an access log for a map or the answer key's traffic
-    (`python -m checks.engine.grading_process.recording ARGS`), started as every grading process is: in its own
-    session, with the grading processes' environment, and known to the sealing while it runs."""
+    (`python -m checks.engine.grading_process.recording ARGS`), started as every grading process is (forked by the fork
+    server where it serves): in its own session, with the grading processes' environment, and known to the sealing
+    while it runs."""
+    env = grading_process_env(True)
     with open(log_path, "ab") as log, starting:
-        proc = start_module("checks.engine.grading_process.recording", *args, env=grading_process_env(True), stdout=log)
+        proc = forking.fork_grading_process(args, env, log.fileno(), program="map") or start_module(
+            "checks.engine.grading_process.recording", *args, env=env, stdout=log
+        )
         started.append(proc)
     return proc
 
