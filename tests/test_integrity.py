@@ -1,8 +1,8 @@
 """A submission cannot write or sway its own verdict: forged reports, reaching into the grader, early exits.
 
 The protocol checks run in-process on hand-written event lines; the submissions under
-tests/submissions/tampering/ are graded for real, each in a grading process started as in production (not forked
-by the fork server: tests/test_fork_server.py grades some of them that way too).
+tests/submissions/tampering/ are graded for real, in grading processes forked by the fork server (`make grade`'s) and,
+in `make test-all`, in processes started afresh (`make check`'s on a CPU, and every one on a GPU).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from checks.engine.contract.protocol import Job, RecordStream, Stream
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, spawn
+from checks.engine.processes.forking import ForkedProcess
 from checks.records import RecordError
 from checks.registry import get_puzzle
 from tests.helpers import submission
@@ -286,12 +287,20 @@ REASONS = {
 }
 
 
+# Each attack is graded in grading processes forked by the fork server (as `make grade` starts them, and every other
+# grading of the suite); `make test-all` grades each again in processes started afresh, as `make check` starts them.
+STARTS = [pytest.param("forked", id="forked"), pytest.param("started", id="started", marks=pytest.mark.exhaustive)]
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("start", STARTS)
 @pytest.mark.parametrize(("name", "number", "status"), SUBMISSIONS, ids=[s[0] for s in SUBMISSIONS])
-def test_tampering_submissions_never_pass(name, number, status, monkeypatch, tmp_path):
-    monkeypatch.delenv(forking.ENV, raising=False)  # each in a grading process started as in production
+def test_tampering_submissions_never_pass(name, number, status, start, monkeypatch, tmp_path):
+    if start == "started":
+        monkeypatch.delenv(forking.ENV, raising=False)
     verdict = grade(get_puzzle(number), submission(TAMPERING, name, tmp_path), timeout=60)
-    assert isinstance(spawn.started[-1], subprocess.Popen)
+    started_as = subprocess.Popen if start == "started" or not forking.wanted() else ForkedProcess
+    assert isinstance(spawn.started[-1], started_as)
     report = V.format_verdict(verdict)
     assert verdict.status == status, report
     if status == V.TAMPERED:
