@@ -1,7 +1,8 @@
 """Grading processes started ahead of their check: they import torch and Triton while the grader does.
 
 `prestart_for` starts the processes a check will use before the grader imports torch; a warm grader or a
-notebook starts the next check's after each check (`prestart_spare`); `checks.engine.processes.run` takes them over.
+notebook keeps the next check's waiting (`prestart_spare`: on a GPU machine started as a check takes its own, on a
+CPU once a check is over); `checks.engine.processes.run` takes them over.
 """
 
 from __future__ import annotations
