@@ -84,11 +84,10 @@ def prestart_spare(interpret: bool) -> None:
 
 def drop_spare() -> None:
     """Stop the spare grading processes and remove their folder."""
+    for key in [key for key in _prestarted if _of_spare(key[0])]:
+        kill(_prestarted.pop(key))
     while _spare:
-        workdir = _spare.pop()[0]
-        for key in [key for key in _prestarted if Path(key[0]).is_relative_to(workdir)]:
-            kill(_prestarted.pop(key))
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(_spare.pop()[0], ignore_errors=True)
 
 
 @atexit.register
