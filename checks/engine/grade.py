@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from checks import verdict as V
+from checks.engine.answer_key import kept_plan
 from checks.engine.contract.protocol import Job
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
@@ -136,6 +137,8 @@ def grade(
         shown_file = str(shown(file)) if file is not None and not solution else ""
         shown_file = shown_as if shown_as is not None else shown_file
         stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure, shown_file)
+        if gpu and time_it and puzzle.timing_case is not None:  # recorded here once, beside this check; then kept
+            stage.key_plan = kept_plan(puzzle)
         if not gpu:
             return stage.run(limit)
         return with_interpreter_stage(stage, workdir, limit, progress)

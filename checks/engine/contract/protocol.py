@@ -69,6 +69,9 @@ class Job:
     kernel_source: dict[str, Any] | None = None
     replays: list[dict[str, Any]] = field(default_factory=list)  # per selected case: {"plan": ...} or {"observation"}
     timing_plan: dict[str, Any] | None = None
+    # the answer key's plan at the timing size and its kernels' source, as the grader's own process recorded and keeps
+    # them (checks.engine.answer_key.kept_plan); None: the replay records the key's plan itself
+    key_plan: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), allow_nan=True)

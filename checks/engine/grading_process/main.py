@@ -139,6 +139,7 @@ def record_case(
 def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: Path, token: str = "") -> Any:
     """Perform each case's plan with the kernels built from the submission's source, on inputs drawn here with
     values no other process knows; report each as an observation. The function that replays the timing plan."""
+    from checks.engine.answer_key import parameters_of
     from checks.engine.contract.kernel_source import KernelSource
     from checks.engine.contract.observations import CaseObservation
     from checks.engine.replay.case_runner import Observer
@@ -190,7 +191,7 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     events.emit("observed")
     if job.timing_plan is None:
         return None
-    return TimedReplay(job.timing_plan, kernels, puzzle_parameters(puzzle), machine.device)
+    return TimedReplay(job.timing_plan, kernels, parameters_of(puzzle), machine.device)
 
 
 def rerun_fresh(
@@ -225,16 +226,6 @@ def own_folder(folder: Path) -> Path:
     os.environ["TMPDIR"] = str(folder)
     tempfile.tempdir = None  # tempfile reads TMPDIR again
     return folder
-
-
-def puzzle_parameters(puzzle: Any) -> list[str]:
-    """The names of the graded function's parameters, read from the answer key's source (never run here)."""
-    import ast
-
-    for node in ast.walk(ast.parse(puzzle.solution.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.FunctionDef) and node.name == puzzle.name:
-            return [a.arg for a in node.args.args]
-    raise LookupError(f"the answer key defines no {puzzle.name}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,12 +291,12 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         return 0
     # while the grader judges the cases, the untimed half of the timing: inputs, a first call of each side,
     # the graphs; the clock runs only if the grader asks (every case passed), and the grader does nothing beside it
-    from checks.engine.answer_key import replayed_answer_key
+    from checks.engine.answer_key import parameters_of, replayed_answer_key
     from checks.engine.replay.measure import TimingRun
     from checks.puzzles import spec_module
 
-    try:
-        key = replayed_answer_key(puzzle, puzzle_parameters(puzzle), machine.device, workdir)
+    try:  # the key's plan as the grader keeps it (no Python of the key runs here), else recorded here
+        key = replayed_answer_key(puzzle, parameters_of(puzzle), machine.device, workdir, job.key_plan)
         prepared: TimingRun | Exception = TimingRun(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir,
                                                     key_fn=key)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - the grader's own error, reported only if the timing is asked for

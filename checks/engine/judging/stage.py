@@ -94,6 +94,9 @@ class Stage:
         # asked once every case has passed, before the timing: whether to time (the interpreter stage beside a GPU
         # stage passed), so that a submission failing anywhere is never timed
         self.before_timing: Callable[[], bool] | None = None
+        # the answer key's plan at the timing size as the grader's process keeps it (checks.engine.answer_key.KeptPlan:
+        # `ready()`, `settle()`); None: the replay records the key's plan itself
+        self.key_plan: Any = None
         self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
@@ -153,10 +156,13 @@ class Stage:
         self.judge.data_seed = data_seed
         recorded = recording.timing_plan  # None unless asked for (time_it)
         timing_plan = self.timing_plan_of(recorded, source) if self.time_it and recorded is not None else None
+        key_plan = self.key_plan.ready() if self.key_plan is not None and timing_plan is not None else None
         replay_job = replace(
             record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
-            timing_plan=timing_plan,
+            timing_plan=timing_plan, key_plan=key_plan,
         )  # fmt: skip
+        if key_plan is not None:
+            mark("kept key plan sent")
         self.replayed = True
         mark("replay job ready")
         process = GradingProcess(replay_job, self.stream, max(left, 1.0), self.workdir, self._stop.is_set, replayer)
@@ -227,6 +233,7 @@ class Stage:
         try:
             if isinstance(event, CaseObservation):
                 result = self.judge.case_result(self.stream.cases[-1])
+                mark(f"case {result.index} judged")
                 self.results.append(result)
                 self.launched[result.index] = {launch.kernel for launch in self.stream.cases[-1].launches}
                 if self.first_failure and not result.passed and not result.stub:
@@ -240,6 +247,8 @@ class Stage:
                 if self.before_timing is not None and not self.before_timing():
                     self.time_it = False  # failed elsewhere: not timed, and its verdict has no speed to give
                     return None
+                if self.key_plan is not None:  # a key's plan still recording here uses the GPU: not while timing
+                    self.key_plan.settle()
                 return TIME_COMMAND
         except Tampered as exc:
             self.tampered = str(exc)

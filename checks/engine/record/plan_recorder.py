@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import linecache
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,7 @@ _FILLS = {
 }  # fmt: skip
 _COPIES = ("clone", "_to_copy", "lift_fresh_copy", "contiguous")
 _NO_DATA = ("_local_scalar_dense", "lift_fresh", "detach", "alias", "is_nonzero", "sym_size", "sym_stride")
+_TO_PYTHON = ("_local_scalar_dense", "is_nonzero")  # a tensor's value handed to Python (`.item()`, `bool(t)`)
 
 
 # A tensor that a call uses but neither made nor was given is kept between calls (made at import, or by an earlier
@@ -82,6 +84,9 @@ class PlanRecorder(TorchDispatchMode):
         self._autotuning: dict[str, Any] | None = None
         self._busy = False
         self.fresh: set[int] = set()  # storages made in this call from numpy or Python values (and their copies)
+        self.from_inputs: set[int] = set()  # storages holding an input's values (the inputs, copies of them)
+        # where the call read an input's values on the host: a plan that depends on the data, not on shapes alone
+        self.read_inputs: list[str] = []
         for name, t in inputs.items():
             if isinstance(t, torch.Tensor):
                 data = t.dtype.is_floating_point  # integer inputs are metadata (a page table); floats are data
@@ -91,6 +96,7 @@ class PlanRecorder(TorchDispatchMode):
                     "kind": "input",
                     "data": data,
                 }
+                self.from_inputs.add(_address(t))
 
     # -- torch operations --------------------------------------------------------------------------------------
     @classmethod
@@ -118,6 +124,8 @@ class PlanRecorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if name == "lift_fresh" and isinstance(out, torch.Tensor):  # torch.tensor, torch.as_tensor, from_numpy
             self.fresh.add(_address(out))
+        if name in _TO_PYTHON and self._reads_inputs(args):
+            self.read_inputs.append(f"aten.{name}")
         if name in _NO_DATA:
             return
         if name in _FILLS and isinstance(out, torch.Tensor):
@@ -138,6 +146,7 @@ class PlanRecorder(TorchDispatchMode):
                     self._host_write(out, f"aten.{name}")
                 return  # a view, or an in-place op handled below
         if name in _COPIES and isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
+            self._carried(args[0], out, name)
             if self._known(args[0]):
                 self._alloc(out, "empty")
                 self.ops.append({"op": "copy", "dst": self.ref(out), "src": self.ref(args[0])})
@@ -149,6 +158,8 @@ class PlanRecorder(TorchDispatchMode):
             return
         if name == "copy_" and len(args) >= 2:
             dst, src = args[0], args[1]
+            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+                self._carried(src, dst, name)
             if not self._known(dst):
                 return
             if isinstance(src, torch.Tensor) and self._known(src):
@@ -166,6 +177,9 @@ class PlanRecorder(TorchDispatchMode):
                 value = value.item()
             self.ops.append({"op": "fill", "dst": self.ref(args[0]), "value": value})
             return
+        if self._reads_inputs(tensors_in):  # computed from an input's values (on the host, or by torch)
+            self.read_inputs.append(f"aten.{name}")
+            self.from_inputs |= {_address(r) for r in _flat([out]) if isinstance(r, torch.Tensor)}
         data = any(self._data(t) for t in tensors_in)
         for t in tensors_in:
             if _writes(func) and self._known(t) and _is_written(func, t, args, kwargs):
@@ -173,6 +187,17 @@ class PlanRecorder(TorchDispatchMode):
         for result in _flat([out]):
             if isinstance(result, torch.Tensor) and not any(_address(result) == _address(t) for t in tensors_in):
                 self._host(result, f"aten.{name}", data)
+
+    def _reads_inputs(self, args: Any) -> bool:
+        return any(isinstance(t, torch.Tensor) and _address(t) in self.from_inputs for t in _flat(list(args)))
+
+    def _carried(self, source: torch.Tensor, copy: torch.Tensor, name: str) -> None:
+        """A copy of an input's values holds them too; one that takes them off the GPU to the host reads them."""
+        if _address(source) not in self.from_inputs:
+            return
+        self.from_inputs.add(_address(copy))
+        if copy.device.type == "cpu" and source.device.type != "cpu":
+            self.read_inputs.append(f"aten.{name} to the host")
 
     def _alloc(self, t: torch.Tensor, fill: Any) -> None:
         if dtype_name(t.dtype) not in DTYPES:
@@ -418,18 +443,38 @@ def _is_written(func: Any, t: torch.Tensor, args: tuple, kwargs: dict) -> bool:
 
 
 @contextlib.contextmanager
-def launches_recorded(recorder: PlanRecorder) -> Iterator[None]:
-    """Every Triton launch inside the block is written into the plan instead of run."""
+def launches_recorded(recorder: PlanRecorder, this_thread_only: bool = False) -> Iterator[None]:
+    """Every Triton launch inside the block is written into the plan instead of run. With `this_thread_only`, only
+    this thread's: another thread's launch runs as usual (the grader's process records the answer key's plan in a
+    thread of its own); in a recording process every thread's launch is written down, none runs."""
     from triton.runtime.autotuner import Autotuner
 
-    def run(self: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> None:
-        if not warmup:
-            recorder.launch(self, args, kwargs, grid)
+    owner = threading.get_ident()
 
-    def tuned(self: Any, *args: Any, **kwargs: Any) -> None:
-        recorder.autotuned(self, args, kwargs)
+    def elsewhere() -> bool:
+        return this_thread_only and threading.get_ident() != owner
 
-    with replaced([*((cls, "run", run) for cls in kernel_classes()), (Autotuner, "run", tuned)]):
+    def recording(original: Any) -> Any:
+        def run(self: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> Any:
+            if elsewhere():
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            if not warmup:
+                recorder.launch(self, args, kwargs, grid)
+            return None
+
+        return run
+
+    def tuning(original: Any) -> Any:
+        def tuned(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if elsewhere():
+                return original(self, *args, **kwargs)
+            recorder.autotuned(self, args, kwargs)
+            return None
+
+        return tuned
+
+    classes = kernel_classes()
+    with replaced([*((cls, "run", recording(cls.run)) for cls in classes), (Autotuner, "run", tuning(Autotuner.run))]):
         yield
 
 

@@ -16,7 +16,9 @@ import torch
 from checks.engine.contract.plan import PlanError
 from checks.memory import Arena, poisonable, span
 
-_chosen: dict[tuple, int] = {}  # (kernel, sizes of its scalar arguments) -> the config the GPU found fastest
+# (the kernel object, sizes of its scalar arguments) -> the config the GPU found fastest; by the object, not its name,
+# so a kernel of the submission never chooses for a kernel of the answer key that has its name
+_chosen: dict[tuple, int] = {}
 RESET_BYTE = 0xFF  # what a timed call's `torch.empty` memory holds when it starts (NaN in floats, -1 in integers)
 
 
@@ -160,7 +162,7 @@ class Performer:
         named = op.get("tuning_key") or [k for k, v in first["args"].items() if "scalar" in v]
         # as Triton's autotuner keys its choice: the values of its `key` arguments and every argument's dtype
         key = (
-            op["kernel"],
+            kernel,  # equal to itself alone (Triton's kernels compare by identity)
             len(op["alternatives"]),  # the choice is an index into these: a pruning that left others is its own
             tuple((k, str(first["args"][k])) for k in named if k in first["args"]),
             tuple(str(v["tensor"].get("dtype")) for v in first["args"].values() if "tensor" in v),
