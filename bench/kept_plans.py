@@ -1,7 +1,7 @@
 """Each answer key's plan at its timing size, recorded as the grader records it to keep (checks.engine.answer_key),
 twice on fresh inputs: whether it may be kept (it reads no input's values), whether the two recordings are one plan,
 and how long one takes. On a GPU the recorder sees every read of an input's values (they must come off the device
-through torch); `tests/test_kept_key_plan.py` checks the same on a CPU at the small cases. Usage:
+through torch); `tests/test_kept_between_checks.py` checks the same on a CPU at the small cases. Usage:
 `python -m bench kept-plans [N ...]` (every puzzle with a timing case when none is given); one TSV line per puzzle.
 """
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from checks import verdict as V
+from checks.engine.access.traffic import record_answer_key_log_ahead
 from checks.engine.answer_key import kept_plan
 from checks.engine.contract.protocol import Job
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
@@ -151,6 +152,7 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
     and the puzzles' rules on passes over memory. Its cases are shared by a few grading processes
     (`checks.engine.judging.interpreter_parts`), which are stopped if the GPU stage fails.
     """
+    record_answer_key_log_ahead(gpu_stage.puzzle)  # what a passing verdict shows beside yours, ready by then
     params = [case.given() for case in gpu_stage.puzzle.cases.cpu]
     subsets = split_cases(len(params), part_count())
     parts = []

@@ -13,6 +13,8 @@ minimum says in words what it means:
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -112,28 +114,73 @@ def traffic_lines(
 
 
 KEY_LOGS = Path(__file__).resolve().parents[3] / "build" / "traffic"
+_recordings: dict[Path, Future] = {}  # a key's log being recorded now (its file) -> the log, once recorded
+_recordings_lock = threading.Lock()
 
 
-def answer_key_log(puzzle: Any, timeout: float = 120.0) -> dict[str, Any] | None:
-    """The answer key's access log on the puzzle's first CPU case, recorded once and kept under build/traffic."""
+def key_log_path(puzzle: Any) -> Path | None:
+    """Where the answer key's access log on the puzzle's first CPU case is kept (None: the puzzle has no key)."""
     import hashlib
-
-    import torch
-
-    from checks.engine.processes.access_recording import MapError, record_in_own_process
 
     if not puzzle.solution.exists():
         return None
     digest = hashlib.sha1(puzzle.solution.read_bytes() + repr(puzzle.cases.cpu[0]).encode()).hexdigest()[:16]
-    path = KEY_LOGS / f"{puzzle.stem}-{digest}.pt"
+    return KEY_LOGS / f"{puzzle.stem}-{digest}.pt"
+
+
+def answer_key_log(puzzle: Any, timeout: float = 120.0) -> dict[str, Any] | None:
+    """The answer key's access log on the puzzle's first CPU case, recorded once and kept under build/traffic (the
+    recording already under way, if `record_answer_key_log_ahead` started it)."""
+    path = key_log_path(puzzle)
+    if path is None:
+        return None
+    kept = _kept_log(path)
+    if kept is not None:
+        return kept
+    return _recording(puzzle, path, timeout).result()
+
+
+def record_answer_key_log_ahead(puzzle: Any, timeout: float = 120.0) -> None:
+    """Start recording the answer key's access log now, beside the check, where none is kept yet: a passing verdict
+    shows it, and on a GPU machine the process that records it takes seconds to start."""
+    path = key_log_path(puzzle)
+    if path is not None and not path.exists():
+        _recording(puzzle, path, timeout)
+
+
+def _kept_log(path: Path) -> dict[str, Any] | None:
+    import torch
+
     try:
         return torch.load(path, weights_only=True)
     except Exception:  # noqa: BLE001 - no usable copy yet: record it
-        pass
+        return None
+
+
+def _recording(puzzle: Any, path: Path, timeout: float) -> Future:
+    with _recordings_lock:
+        found = _recordings.get(path)
+        if found is not None:
+            return found
+        found = _recordings[path] = Future()
+    threading.Thread(target=_record, args=(found, puzzle, path, timeout), daemon=True, name="key-log").start()
+    return found
+
+
+def _record(found: Future, puzzle: Any, path: Path, timeout: float) -> None:
+    import torch
+
+    from checks.engine.processes.access_recording import MapError, record_in_own_process
+
     try:
         log = record_in_own_process(puzzle.number, puzzle.solution, 0, timeout)["log"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(log, path)
+        found.set_result(log)
     except MapError:
-        return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(log, path)
-    return log
+        found.set_result(None)
+    except BaseException as exc:  # noqa: BLE001 - raised where the log is asked for
+        found.set_exception(exc)
+    finally:
+        with _recordings_lock:
+            _recordings.pop(path, None)

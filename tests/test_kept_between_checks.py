@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +17,7 @@ import torch
 
 from checks import verdict as V
 from checks.engine import answer_key
-from checks.engine.answer_key import KeptPlan, key_plan_here, key_source, kept_plan, parameters_of
+from checks.engine.answer_key import KeptPlan, kept_plan, key_plan_here, key_source, parameters_of
 from checks.engine.record.plan_recorder import PlanRecorder
 from checks.puzzles import spec_module
 from checks.registry import Bench, get_puzzle, load_puzzles
@@ -78,7 +80,7 @@ def test_the_recorder_notes_a_call_that_reads_its_inputs_values(name):
     x, y = torch.randn(8), torch.randn(8)
     recorder = PlanRecorder({"x": x, "y": y}, {})
     with recorder:
-        eval(READS.get(name) or NO_READS[name])  # noqa: S307 - the test's own line
+        eval(READS.get(name) or NO_READS[name])
     assert bool(recorder.read_inputs) is (name in READS), recorder.read_inputs
 
 
@@ -136,7 +138,7 @@ def test_a_failed_recording_is_not_kept_and_the_next_check_records_again(monkeyp
 
 
 def test_a_check_takes_the_kept_plan_only_once_it_is_recorded(monkeypatch):
-    release = __import__("threading").Event()
+    release = threading.Event()
 
     def slow(puzzle, device):
         release.wait(30)
@@ -222,11 +224,10 @@ def test_the_replay_performs_the_kept_plan_and_runs_none_of_the_keys_python(monk
 
 def test_the_timing_times_the_kept_plan(tmp_path):
     """The timing's key side is the kept plan's replay: its outputs are the ones the grader compares."""
-    from tests.test_timing import FakeClock
-
     from checks.engine.answer_key import replayed_answer_key
     from checks.engine.judging.judge import load_timing_outputs
     from checks.engine.replay.measure import TimingRun
+    from tests.test_timing import FakeClock
 
     puzzle = small(get_puzzle(1))
     kept = key_plan_here(puzzle, "cpu")
@@ -318,3 +319,49 @@ def test_a_submission_cannot_change_the_kept_plan(name, tmp_path):
         assert verdict.passed, verdict.summary
     assert kept_plan(puzzle, "cpu").found is kept.found and json.dumps(kept.ready(), sort_keys=True) == before
     assert before == json.dumps(key_plan_here(puzzle, "cpu"), sort_keys=True)
+
+
+# -- the answer key's access log (the traffic a passing verdict shows beside yours) -----------------------------------
+def test_the_keys_access_log_is_recorded_once_ahead_and_waited_for(monkeypatch, tmp_path):
+    """Started ahead (a GPU check starts it as it begins), the key's log is recorded by one process; a verdict that
+    asks for it meanwhile waits for that recording, and a later check reads the kept file."""
+    from checks.engine.access import traffic
+    from checks.engine.processes import access_recording
+
+    monkeypatch.setattr(traffic, "KEY_LOGS", tmp_path)
+    release, calls = threading.Event(), []
+
+    def recording(number, path, case, timeout, earlier=None, seed=1):
+        calls.append(number)
+        release.wait(30)
+        return {"log": {"recorded": number}}
+
+    monkeypatch.setattr(access_recording, "record_in_own_process", recording)
+    puzzle = get_puzzle(1)
+    traffic.record_answer_key_log_ahead(puzzle)
+    traffic.record_answer_key_log_ahead(puzzle)  # already under way: not a second process
+    asked = ThreadPoolExecutor(1).submit(traffic.answer_key_log, puzzle)
+    time.sleep(0.2)
+    assert not asked.done()  # waits for the recording started ahead
+    release.set()
+    assert asked.result(timeout=30) == {"recorded": "1"} and calls == ["1"]
+    traffic.record_answer_key_log_ahead(puzzle)  # kept now: nothing starts
+    assert traffic.answer_key_log(puzzle) == {"recorded": "1"} and calls == ["1"]
+
+
+def test_a_gpu_check_starts_the_keys_access_log_before_its_stages(monkeypatch, tmp_path):
+    from checks.engine import grade as grading
+    from checks.engine.contract.protocol import Job
+    from checks.engine.judging.stage import Stage
+
+    class Started(Exception):
+        pass
+
+    def ahead(puzzle):
+        raise Started(puzzle.number)
+
+    monkeypatch.setattr(grading, "record_answer_key_log_ahead", ahead)
+    monkeypatch.setattr(grading, "split_cases", lambda *a: pytest.fail("a stage was set up before the key's log"))
+    stage = Stage(get_puzzle(1), Job("1", "m.py", {}, 7), "gpu", tmp_path, time_it=True)
+    with pytest.raises(Started, match="1"):
+        grading.with_interpreter_stage(stage, tmp_path, 10.0, None)
