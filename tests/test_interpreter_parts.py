@@ -113,10 +113,15 @@ def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_
         workdir.mkdir()
         module, names, _ = grading.prepare(puzzle, file, False, workdir)
         job = Job(puzzle.number, str(module), names, 7, interpret=True, cases=cases, solution_file=str(puzzle.solution))
-        return grading.with_interpreter_stage(Stage(puzzle, job, "interpreter", workdir), workdir, 120, None)
+        first = Stage(puzzle, job, "interpreter", workdir)
+        first.traffic_later = True  # as a GPU stage, which records no access log: the parts' traffic is shown
+        return grading.with_interpreter_stage(first, workdir, 120, None)
 
     right = run(puzzle.solution, None, "right")
-    assert right.passed and "every load stayed inside" in right.details[-1]
+    traffic = [i for i, line in enumerate(right.details) if line.startswith("Memory traffic")]
+    assert right.passed and len(traffic) == 1 and "every load stayed inside" in right.details[traffic[0] - 1]
+    assert right.details[traffic[0]].startswith("Memory traffic of interpreter case 1: ")
+    assert right.details[-1].startswith("  programs: ") and "answer key" in right.details[-1]
     assert [(tmp_path / "right" / name).is_dir() for name in ("interpreter", "interpreter-1", "interpreter-2")] == [
         True
     ] * 3

@@ -241,7 +241,7 @@ def test_the_timing_times_the_kept_plan(tmp_path):
 
 
 # -- the key's autotuning choice is its own ---------------------------------------------------------------------------
-def test_a_kernel_named_like_the_keys_does_not_choose_the_keys_config(monkeypatch):
+def test_a_kernel_named_like_the_keys_does_not_choose_the_keys_config(own_gpu_lock, monkeypatch):
     """On a GPU a replay times each config of an autotuned launch once and keeps the fastest for later launches. A
     submission's kernel with the name of one of the key's kernels chooses for itself alone."""
     import triton.testing
@@ -259,6 +259,7 @@ def test_a_kernel_named_like_the_keys_does_not_choose_the_keys_config(monkeypatc
             return lambda config, **options: ran.append((self.owner, config))
 
     def clock(fn, **kwargs) -> float:
+        assert held(timing=False)  # timed with the GPU to itself
         fn()
         owner, config = ran[-1]
         kernel = submissions if owner == "submission" else key
@@ -365,3 +366,110 @@ def test_a_gpu_check_starts_the_keys_access_log_before_its_stages(monkeypatch, t
     stage = Stage(get_puzzle(1), Job("1", "m.py", {}, 7), "gpu", tmp_path, time_it=True)
     with pytest.raises(Started, match="1"):
         grading.with_interpreter_stage(stage, tmp_path, 10.0, None)
+
+
+@pytest.mark.parametrize("later", [True, False])
+def test_an_interpreter_stage_beside_a_gpu_stage_judges_without_waiting_for_the_keys_log(later, monkeypatch, tmp_path):
+    """The interpreter stage's verdict is what lets the GPU time the submission; the key's traffic it is shown beside
+    comes once the timing is done (`traffic_later`), so that no verdict waits for the process that records it."""
+    from checks.engine.contract.protocol import Job
+    from checks.engine.judging import stage as staging
+
+    asked: list[str] = []
+    monkeypatch.setattr(staging, "answer_key_log", lambda puzzle: asked.append(puzzle.number))
+    part = staging.Stage(get_puzzle(1), Job("1", "m.py", {}, 7, interpret=True), "interpreter", tmp_path)
+    part.traffic_later = later
+    part.results = [V.CaseResult(i, f"case {i + 1}", True) for i in part.selection]
+    part.judge.first_access = {}
+    monkeypatch.setattr(staging, "traffic_lines", lambda access, key: ["programs: 1 in 1 launch"])
+    verdict = V.Verdict(1, V.FAILED, "")
+    part.finished_verdict(verdict)
+    shown = any(line.startswith("Memory traffic of case 1") for line in verdict.details)
+    assert verdict.passed and asked == ([] if later else ["1"]) and shown is not later
+
+
+# -- the GPU to itself while a check is timed ------------------------------------------------------------------------
+@pytest.fixture
+def own_gpu_lock(monkeypatch, tmp_path):
+    """A lock file of this test's own (a made-up CUDA_VISIBLE_DEVICES): other tests' timings never meet it."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"test-{tmp_path.name}")
+
+
+def held(timing: bool) -> bool:
+    """Whether a lock another process or thread would take (exclusive for a timing, shared for a context) waits."""
+    import fcntl
+    import os
+
+    from checks.engine.timing import quiet_gpu_path
+
+    fd = os.open(quiet_gpu_path(), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if timing else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_a_spare_makes_its_cuda_context_only_once_the_timing_under_way_is_done(own_gpu_lock, monkeypatch):
+    from checks.engine import machine
+    from checks.engine.timing import quiet_gpu
+
+    made: list[float] = []
+    monkeypatch.setattr(machine, "make_cuda_context", lambda: made.append(time.monotonic()))
+    with quiet_gpu(timing=True):
+        spare = threading.Thread(target=machine.warm_up_gpu)
+        spare.start()
+        time.sleep(0.3)
+        assert made == [] and held(timing=False)  # the spare waits
+        released = time.monotonic()
+    spare.join(10)
+    assert len(made) == 1 and made[0] >= released and not held(timing=True)
+
+
+def test_a_timing_waits_for_a_context_being_made(own_gpu_lock, monkeypatch):
+    from checks.engine import machine
+    from checks.engine.timing import quiet_gpu
+
+    making = threading.Event()
+    monkeypatch.setattr(machine, "make_cuda_context", lambda: (making.set(), time.sleep(0.4)))
+    spare = threading.Thread(target=machine.warm_up_gpu)
+    spare.start()
+    making.wait(10)
+    started = time.monotonic()
+    with quiet_gpu(timing=True):
+        waited = time.monotonic() - started
+    spare.join(10)
+    assert waited > 0.2
+
+
+def test_the_rounds_are_timed_with_the_gpu_to_themselves(own_gpu_lock, tmp_path):
+    from checks.engine.answer_key import replayed_answer_key
+    from checks.engine.replay.measure import TimingRun
+
+    seen: list[bool] = []
+
+    def clock(fn) -> float:
+        seen.append(held(timing=False))  # a spare's context would wait
+        return 1.0
+
+    puzzle = small(get_puzzle(1))
+    key = replayed_answer_key(puzzle, parameters_of(puzzle), "cpu", tmp_path, key_plan_here(puzzle, "cpu"))
+    TimingRun(puzzle, spec_module(puzzle), torch.add, None, tmp_path, device="cpu", key_fn=key).rounds(clock, 2)
+    assert seen and all(seen) and not held(timing=True)
+
+
+def test_a_process_that_holds_the_gpu_takes_it_again_without_waiting(own_gpu_lock):
+    from checks.engine.timing import quiet_gpu
+
+    done = threading.Event()
+
+    def nested() -> None:
+        with quiet_gpu(timing=True), quiet_gpu(timing=True):  # an autotuner's choice inside the rounds
+            done.set()
+
+    worker = threading.Thread(target=nested, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert done.is_set() and not held(timing=True)  # not waiting on itself, and released after

@@ -28,7 +28,7 @@ from checks.engine.answer_key import kept_plan
 from checks.engine.contract.protocol import Job
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
-from checks.engine.judging.stage import Stage
+from checks.engine.judging.stage import Stage, traffic_details
 from checks.engine.phases import mark
 from checks.engine.processes.prestart import part_count, part_workdir
 from checks.engine.submission import EarlierSource, SubmissionError, earlier_step, notebook_code
@@ -161,11 +161,11 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
         # recorded on the GPU as the GPU stage records (the same environment: the method judged here is the one the
         # GPU runs), replayed in the interpreter
         job = replace(gpu_stage.job, interpret=True, record_on_gpu=True, cases=subset if len(subsets) > 1 else None)
-        parts.append(
-            Stage(
-                gpu_stage.puzzle, job, "interpreter", folder, first_failure=gpu_stage.first_failure, file=gpu_stage.file
-            )
+        part = Stage(
+            gpu_stage.puzzle, job, "interpreter", folder, first_failure=gpu_stage.first_failure, file=gpu_stage.file
         )
+        part.traffic_later = True  # added below once the GPU's verdict is in: the key's log is recorded meanwhile
+        parts.append(part)
     with ThreadPoolExecutor(max_workers=len(parts) + 1) as pool:
         runs = [pool.submit(part.run, limit) for part in parts]
         interpreted = pool.submit(lambda: merge_parts([run.result() for run in runs], params))
@@ -186,7 +186,11 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
             return explained or verdict
         if progress and INTERPRETER_STAGE not in said:
             progress({"event": "stage", "text": INTERPRETER_STAGE})
-        return merge_interpreter_stage(verdict, interpreted.result())
+        merged = merge_interpreter_stage(verdict, interpreted.result())
+        access = next((part.judge.first_access for part in parts if part.judge.first_access is not None), None)
+        if merged.passed and interpreted.result().passed and access is not None:
+            merged.details += traffic_details(gpu_stage.puzzle, access, "interpreter case 1")
+        return merged
 
 
 def correct_in_the_interpreter(interpreted: Future, progress: Progress | None, said: list[str]) -> bool:

@@ -82,6 +82,13 @@ def detect(force_interpreter: bool = False) -> Machine:
 def warm_up_gpu() -> None:
     """Make this process's CUDA context and load Triton's launch helpers (about a second on a GPU machine) while
     it waits for its job, so that no check waits for them."""
+    from checks.engine.timing import quiet_gpu
+
+    with quiet_gpu(timing=False):  # not while another check is timed on this GPU
+        make_cuda_context()
+
+
+def make_cuda_context() -> None:
     import torch
     import triton
 

@@ -19,8 +19,11 @@ is the judge's (`checks.engine.judging.timing`); the replay's timing of a submis
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +159,44 @@ def speed_ratio(baseline_ms: float, yours_ms: float) -> float:
 
 
 # -- the clock (CUDA) -----------------------------------------------------------------------------
+
+
+def quiet_gpu_path() -> Path:
+    """The lock file of this GPU (as CUDA_VISIBLE_DEVICES names it) for the processes of this user."""
+    import tempfile
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace("/", "_").replace(",", "+") or "none"
+    return Path(tempfile.gettempdir()) / f"checks-quiet-gpu-{os.getuid()}-{visible[:64]}.lock"
+
+
+@contextlib.contextmanager
+def quiet_gpu(timing: bool) -> Iterator[None]:
+    """While a process times (`timing`: the rounds, an autotuner's choice), no grading process of this course makes
+    its CUDA context on the same GPU: a spare started ahead of the next check waits (`timing=False`) until the timing
+    is over, and a timing waits for a context being made to be done. An advisory lock (flock) on a file of this GPU;
+    without one (no such file can be made), nothing waits. A thread that holds it takes it again at once."""
+    import fcntl
+
+    held = _quiet.__dict__.setdefault("held", [])
+    if held:  # this thread holds it already (an autotuner's choice made inside the rounds)
+        yield
+        return
+    try:
+        fd = os.open(quiet_gpu_path(), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if timing else fcntl.LOCK_SH)
+        held.append(fd)
+        yield
+    finally:
+        if held:
+            held.pop()
+        os.close(fd)  # and with it the lock
+
+
+_quiet = threading.local()  # `held`: the lock's file while this thread holds it (a second flock would wait on it)
 
 
 def bench_ms(

@@ -97,6 +97,9 @@ class Stage:
         # the answer key's plan at the timing size as the grader's process keeps it (checks.engine.answer_key.KeptPlan:
         # `ready()`, `settle()`); None: the replay records the key's plan itself
         self.key_plan: Any = None
+        # the traffic of case 1 beside the answer key's: in the verdict, or (an interpreter stage beside a GPU stage)
+        # added by the caller once the GPU's timing is done, so that the verdict never waits for the key's log
+        self.traffic_later = False
         self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
@@ -349,13 +352,8 @@ class Stage:
             return
         v.status = V.PASSED
         v.summary = V.all_match(len(self.results))
-        if self.judge.first_access is not None:
-            key = answer_key_log(self.puzzle)
-            v.details += [
-                "Memory traffic of case 1: bytes read and written per tensor, as multiples of its size (1.0x: as many "
-                "bytes as the tensor has; the minimum is an input read once and an output written once):"
-            ]
-            v.details += ["  " + line for line in traffic_lines(self.judge.first_access, key)]
+        if self.judge.first_access is not None and not self.traffic_later:
+            v.details += traffic_details(self.puzzle, self.judge.first_access)
         if self.time_it:
             self.apply_timings(v)
 
@@ -385,6 +383,16 @@ class Stage:
             v.summary += " " + v.timings["summary"]
             if v.timings.get("noisy"):
                 v.summary += " " + str(v.timings["noisy"])
+
+
+def traffic_details(puzzle: Puzzle, access: dict[str, Any], case: str = "case 1") -> list[str]:
+    """The lines of a passing verdict on the memory traffic of `case` (its access log), beside the answer key's."""
+    key = answer_key_log(puzzle)
+    heading = (
+        f"Memory traffic of {case}: bytes read and written per tensor, as multiples of its size (1.0x: as many bytes "
+        "as the tensor has; the minimum is an input read once and an output written once):"
+    )
+    return [heading] + ["  " + line for line in traffic_lines(access, key)]
 
 
 def kernel_source(job: Job) -> KernelSource:

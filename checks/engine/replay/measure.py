@@ -25,6 +25,7 @@ from checks.engine.timing import (
     in_graph,
     interleaved,
     medians,
+    quiet_gpu,
     steadier,
     summarize,
 )
@@ -222,9 +223,10 @@ class TimingRun:
         round_clock = timer or (
             lambda f: bench_ms(f, warmup=ROUND_WARMUP_MS, rep=ROUND_REP_MS, before=self.resets.get(f))
         )
-        rounds = interleaved(contenders, round_clock, rounds_count, warmup=WARMUP_ROUNDS)
-        if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
-            rounds = steadier(rounds, interleaved(contenders, round_clock, rounds_count))
+        with quiet_gpu(timing=True):  # no grading process makes its CUDA context on this GPU meanwhile
+            rounds = interleaved(contenders, round_clock, rounds_count, warmup=WARMUP_ROUNDS)
+            if busy(summarize(rounds)):  # one more set of rounds before saying the GPU was busy
+                rounds = steadier(rounds, interleaved(contenders, round_clock, rounds_count))
         mark("rounds timed")
         self.save_timed_outputs()
         work = self.spec.work(self.inputs)

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from checks.engine.contract.plan import PlanError
+from checks.engine.timing import quiet_gpu
 from checks.memory import Arena, poisonable, span
 
 # (the kernel object, sizes of its scalar arguments) -> the config the GPU found fastest; by the object, not its name,
@@ -156,8 +157,6 @@ class Performer:
 
     def _fastest(self, op: dict[str, Any], kernel: Any) -> int:
         """The config Triton's autotuner would keep: each timed once here, the fastest remembered per sizes."""
-        import triton.testing
-
         first = op["alternatives"][0]
         named = op.get("tuning_key") or [k for k, v in first["args"].items() if "scalar" in v]
         # as Triton's autotuner keys its choice: the values of its `key` arguments and every argument's dtype
@@ -171,20 +170,24 @@ class Performer:
             return _chosen[key]
         restore = [self.value(first["args"][n]) for n in op.get("restore_value", []) if n in first["args"]]
         saved = [t.clone() for t in restore if isinstance(t, torch.Tensor)]
-        times = []
-        for alternative in op["alternatives"]:
-            try:
-                times.append(
-                    triton.testing.do_bench(
-                        lambda a=alternative: self._run(kernel, a, op), warmup=5, rep=25, return_mode="median"
-                    )
-                )
-            except Exception:  # noqa: BLE001 - a config that does not compile (too much shared memory) is not chosen
-                times.append(float("inf"))
-            for t, s in zip(restore, saved, strict=False):
-                t.copy_(s)
+        with quiet_gpu(timing=True):  # no grading process makes its CUDA context meanwhile
+            times = [self._time(kernel, alternative, op, restore, saved) for alternative in op["alternatives"]]
         _chosen[key] = min(range(len(times)), key=times.__getitem__)
         return _chosen[key]
+
+    def _time(self, kernel: Any, alternative: dict[str, Any], op: dict[str, Any], restore: list, saved: list) -> float:
+        """One config's time (do_bench's median; infinite for one that does not compile, with too much shared memory
+        say), the arguments it overwrites put back after it."""
+        import triton.testing
+
+        try:
+            run = lambda: self._run(kernel, alternative, op)
+            ms = float(triton.testing.do_bench(run, warmup=5, rep=25, return_mode="median"))
+        except Exception:  # noqa: BLE001 - a config that does not compile is not chosen
+            ms = float("inf")
+        for t, s in zip(restore, saved, strict=False):
+            t.copy_(s)
+        return ms
 
 
 class KeptState:
