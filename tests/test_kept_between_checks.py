@@ -84,6 +84,17 @@ def test_the_recorder_notes_a_call_that_reads_its_inputs_values(name):
     assert bool(recorder.read_inputs) is (name in READS), recorder.read_inputs
 
 
+def test_a_copy_of_an_input_off_the_device_is_a_read_of_its_values():
+    """On a GPU an input's values reach Python only through torch: `.item()`, or a copy to the host (`.cpu()`,
+    `.tolist()`, `.numpy()` make one). A copy on the device reads nothing there."""
+    on_device = torch.empty(8, device="meta")  # stands in for a GPU tensor: another device than the host's
+    recorder = PlanRecorder({"x": on_device}, {})
+    recorder._carried(on_device, torch.empty(8, device="meta"), "clone")
+    assert recorder.read_inputs == []
+    recorder._carried(on_device, torch.empty(8), "_to_copy")
+    assert recorder.read_inputs == ["aten._to_copy to the host"]
+
+
 @pytest.mark.parametrize("number", TIMED)
 def test_every_answer_keys_plan_depends_on_shapes_alone(number):
     """Each key's plan, recorded twice on fresh inputs of one size, is the same plan, and reads no input's values:
@@ -422,7 +433,7 @@ def test_a_spare_makes_its_cuda_context_only_once_the_timing_under_way_is_done(o
         spare = threading.Thread(target=machine.warm_up_gpu)
         spare.start()
         time.sleep(0.3)
-        assert made == [] and held(timing=False)  # the spare waits
+        assert made == [] and held(timing=False) and held(timing=True)  # the spare waits, and so would a timing
         released = time.monotonic()
     spare.join(10)
     assert len(made) == 1 and made[0] >= released and not held(timing=True)
