@@ -484,3 +484,24 @@ def test_a_process_that_holds_the_gpu_takes_it_again_without_waiting(own_gpu_loc
     worker.start()
     worker.join(5)
     assert done.is_set() and not held(timing=True)  # not waiting on itself, and released after
+
+
+def test_a_timing_stuck_in_its_kernel_holds_the_gpu_no_longer_than_the_wait(own_gpu_lock):
+    """A timing that never ends (a kernel stuck until its time limit) never makes another check run past its own:
+    after the wait, a spare makes its context and a timing times, without the lock."""
+    from checks.engine.timing import quiet_gpu
+
+    stuck, release = threading.Event(), threading.Event()
+
+    def timing_forever() -> None:
+        with quiet_gpu(timing=True):
+            stuck.set()
+            release.wait(30)
+
+    threading.Thread(target=timing_forever, daemon=True).start()
+    stuck.wait(10)
+    started = time.monotonic()
+    with quiet_gpu(timing=False, wait_s=0.3):
+        waited = time.monotonic() - started
+    release.set()
+    assert 0.3 <= waited < 5

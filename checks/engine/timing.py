@@ -23,6 +23,7 @@ import contextlib
 import os
 import statistics
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -169,12 +170,17 @@ def quiet_gpu_path() -> Path:
     return Path(tempfile.gettempdir()) / f"checks-quiet-gpu-{os.getuid()}-{visible[:64]}.lock"
 
 
+QUIET_WAIT_S = 20.0  # the longest a process waits for the GPU to be quiet (a timing hung in its kernel holds it)
+
+
 @contextlib.contextmanager
-def quiet_gpu(timing: bool) -> Iterator[None]:
+def quiet_gpu(timing: bool, wait_s: float = QUIET_WAIT_S) -> Iterator[None]:
     """While a process times (`timing`: the rounds, an autotuner's choice), no grading process of this course makes
     its CUDA context on the same GPU: a spare started ahead of the next check waits (`timing=False`) until the timing
     is over, and a timing waits for a context being made to be done. An advisory lock (flock) on a file of this GPU;
-    without one (no such file can be made), nothing waits. A thread that holds it takes it again at once."""
+    without one (no such file can be made), nothing waits. A thread that holds it takes it again at once. After
+    `wait_s` seconds it goes on without it (the rounds' spread then says whether the GPU was busy): a timing stuck in
+    a kernel until its time limit never makes another check run past its own."""
     import fcntl
 
     held = _quiet.__dict__.setdefault("held", [])
@@ -186,9 +192,17 @@ def quiet_gpu(timing: bool) -> Iterator[None]:
     except OSError:
         yield
         return
+    deadline = time.monotonic() + wait_s
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if timing else fcntl.LOCK_SH)
-        held.append(fd)
+        while True:
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_EX if timing else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+                held.append(fd)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break  # not quiet in time: on without it
+                time.sleep(0.01)
         yield
     finally:
         if held:
