@@ -215,35 +215,38 @@ def test_the_grader_waits_for_a_key_plan_still_recording_before_it_asks_for_the_
     assert stage.judge_event(Observed()) == TIME_COMMAND and waited == [True]
 
 
-def test_the_replay_performs_the_kept_plan_and_runs_none_of_the_keys_python(monkeypatch, tmp_path):
+def test_the_replay_performs_the_kept_plan_and_runs_none_of_the_keys_python(machine_mode, monkeypatch, tmp_path):
     """A plan kept from another key (one that subtracts) is what the replay performs: it takes the plan it is sent,
     and never loads the answer key's file."""
     from checks.engine import submission
     from checks.engine.answer_key import replayed_answer_key
 
+    device = "cuda" if machine_mode == "gpu" else "cpu"
     puzzle = small(get_puzzle(1))
-    minus = key_plan_here(small(puzzle, vector_add_key(tmp_path, name="minus.py")), "cpu")
+    minus = key_plan_here(small(puzzle, vector_add_key(tmp_path, name="minus.py")), device)
 
     def no_python(*args, **kwargs):
         raise AssertionError("the replay loaded the answer key's Python")
 
     monkeypatch.setattr(submission, "load_module", no_python)
-    key = replayed_answer_key(puzzle, parameters_of(puzzle), "cpu", tmp_path, minus)
-    x, y = torch.randn(4099), torch.randn(4099)
+    key = replayed_answer_key(puzzle, parameters_of(puzzle), device, tmp_path, minus)
+    x, y = torch.randn(4099, device=device), torch.randn(4099, device=device)
     assert torch.equal(key(x, y), x - y)
 
 
-def test_the_timing_times_the_kept_plan(tmp_path):
+def test_the_timing_times_the_kept_plan(machine_mode, tmp_path):
     """The timing's key side is the kept plan's replay: its outputs are the ones the grader compares."""
     from checks.engine.answer_key import replayed_answer_key
     from checks.engine.judging.judge import load_timing_outputs
     from checks.engine.replay.measure import TimingRun
     from tests.test_timing import FakeClock
 
+    device = "cuda" if machine_mode == "gpu" else "cpu"
     puzzle = small(get_puzzle(1))
-    kept = key_plan_here(puzzle, "cpu")
-    key = replayed_answer_key(puzzle, parameters_of(puzzle), "cpu", tmp_path, kept)
-    raw = TimingRun(puzzle, spec_module(puzzle), torch.add, None, tmp_path, device="cpu", key_fn=key).rounds(
+    kept = key_plan_here(puzzle, device)
+    key = replayed_answer_key(puzzle, parameters_of(puzzle), device, tmp_path, kept)
+    yours = replayed_answer_key(puzzle, parameters_of(puzzle), device, tmp_path, kept)  # a replayed plan, as yours is
+    raw = TimingRun(puzzle, spec_module(puzzle), yours, None, tmp_path, device=device, key_fn=key).rounds(
         timer=FakeClock(1.0), rounds_count=3
     )
     assert set(raw["rounds"]) == {"yours", "answer key", "torch.add"} and key.plan is kept["plan"]
@@ -455,7 +458,7 @@ def test_a_timing_waits_for_a_context_being_made(own_gpu_lock, monkeypatch):
     assert waited > 0.2
 
 
-def test_the_rounds_are_timed_with_the_gpu_to_themselves(own_gpu_lock, tmp_path):
+def test_the_rounds_are_timed_with_the_gpu_to_themselves(own_gpu_lock, machine_mode, tmp_path):
     from checks.engine.answer_key import replayed_answer_key
     from checks.engine.replay.measure import TimingRun
 
@@ -466,8 +469,11 @@ def test_the_rounds_are_timed_with_the_gpu_to_themselves(own_gpu_lock, tmp_path)
         return 1.0
 
     puzzle = small(get_puzzle(1))
-    key = replayed_answer_key(puzzle, parameters_of(puzzle), "cpu", tmp_path, key_plan_here(puzzle, "cpu"))
-    TimingRun(puzzle, spec_module(puzzle), torch.add, None, tmp_path, device="cpu", key_fn=key).rounds(clock, 2)
+    device = "cuda" if machine_mode == "gpu" else "cpu"
+    key = replayed_answer_key(puzzle, parameters_of(puzzle), device, tmp_path, key_plan_here(puzzle, device))
+    timing = TimingRun(puzzle, spec_module(puzzle), torch.add, None, tmp_path, device=device, key_fn=key)
+    assert "answer key" in timing.contenders  # the key's side is timed too
+    timing.rounds(clock, 2)
     assert seen and all(seen) and not held(timing=True)
 
 
