@@ -234,6 +234,20 @@ def test_the_replay_performs_the_kept_plan_and_runs_none_of_the_keys_python(mach
     assert torch.equal(key(x, y), x - y)
 
 
+def test_without_a_kept_plan_the_replay_records_the_keys_plan_on_its_first_call(machine_mode, tmp_path):
+    """The replay's own recording (no plan kept yet, or one that reads its inputs' values) gives the plan the grader
+    would keep, and the key's answer."""
+    from checks.engine.answer_key import replayed_answer_key
+
+    device = "cuda" if machine_mode == "gpu" else "cpu"
+    puzzle = small(get_puzzle(1))
+    key = replayed_answer_key(puzzle, parameters_of(puzzle), device, tmp_path)
+    assert key.plan is None
+    x, y = torch.randn(4099, device=device), torch.randn(4099, device=device)
+    assert torch.equal(key(x, y), x + y)
+    assert json.loads(json.dumps(key.plan)) == key_plan_here(puzzle, device)["plan"]
+
+
 def test_the_timing_times_the_kept_plan(machine_mode, tmp_path):
     """The timing's key side is the kept plan's replay: its outputs are the ones the grader compares."""
     from checks.engine.answer_key import replayed_answer_key

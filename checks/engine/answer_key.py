@@ -50,15 +50,17 @@ def key_source(puzzle: Any) -> Any:
     return extract([(str(p.resolve()), str(shown(p)), p.read_text(encoding="utf-8")) for p in key_files(puzzle)])
 
 
-def record_key_plan(puzzle: Any, module: Any, source: Any, args: tuple, this_thread_only: bool = False) -> Any:
-    """The key's plan for one call on `args` and the recorder that wrote it (its `read_inputs` says whether the plan
-    depends on the inputs' values). No kernel runs."""
+def record_key_plan(
+    puzzle: Any, module: Any, source: Any, inputs: dict[str, Any], this_thread_only: bool = False
+) -> Any:
+    """The key's plan for one call on `inputs` (by parameter name) and the recorder that wrote it (its `read_inputs`
+    says whether the plan depends on the inputs' values). No kernel runs."""
     from checks.engine.contract.plan import returned_kind
     from checks.engine.record.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
 
-    recorder = PlanRecorder(dict(zip(parameters_of(puzzle), args, strict=True)), {})
+    recorder = PlanRecorder(inputs, {})
     with recorder, launches_recorded(recorder, this_thread_only=this_thread_only):
-        returned = getattr(module, puzzle.name)(*args)
+        returned = getattr(module, puzzle.name)(*inputs.values())
     plan = recorder.plan(returned, returned_kind(returned), recorded_globals(module, source.global_names))
     return plan, recorder
 
@@ -94,7 +96,8 @@ class AnswerKeyReplay(TimedReplay):
 
     def perform(self, args: tuple, fill: bool) -> Any:
         if self.plan is None:
-            self.plan, _ = record_key_plan(self.puzzle, self.module, self.source, args)
+            inputs = dict(zip(self.parameters, args, strict=True))
+            self.plan, _ = record_key_plan(self.puzzle, self.module, self.source, inputs)
             self.build()
         return super().perform(args, fill)
 
@@ -179,9 +182,11 @@ def key_plan_here(puzzle: Any, device: str, case: Any = None) -> dict[str, Any] 
         module = load_module(puzzle.solution, f"kept_answer_key_{puzzle.stem}")
         generator = torch.Generator(device=device)
         generator.seed()
-        inputs = spec_module(puzzle).make_inputs(case or puzzle.timing_case, Arena(device, generator))
+        made = spec_module(puzzle).make_inputs(case or puzzle.timing_case, Arena(device, generator))
+        inputs = dict(zip(parameters_of(puzzle), made.values(), strict=True))
+        del made
         try:
-            plan, recorder = record_key_plan(puzzle, module, source, tuple(inputs.values()), this_thread_only=True)
+            plan, recorder = record_key_plan(puzzle, module, source, inputs, this_thread_only=True)
         finally:
             del inputs
             if device == "cuda":
