@@ -6,18 +6,22 @@ reads the verdict and edits, and the warm grader's next grading processes start 
 (CHECKS_WARM=0: a fresh grader, compile cache and roofline already warm). Prints one line per run: checkout,
 puzzle, run, seconds to the full report, seconds to the correctness verdict (the line that says every case is
 correct, printed before the timing; the full report where there is none), and the verdict. Usage:
-`python -m bench wall-times CHECKOUT N [N ...]` (the checkout whose grader is timed).
+`python -m bench wall-times CHECKOUT N [N ...] [--record FOLDER]` (the checkout whose grader is timed; --record adds
+the times to FOLDER's record.json, bench.records).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bench.figures import wall_times_of
+from bench.records import write_record
 from checks.engine.grade import CORRECT_NOW_TIMING
 
 PAUSE_S = float(os.environ.get("CHECKS_BENCH_PAUSE_S", "15"))
@@ -48,15 +52,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench wall-times", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkout", type=Path, help="the course checkout whose grader is timed")
     parser.add_argument("puzzles", nargs="+", help="puzzle numbers")
+    parser.add_argument("--record", type=Path, metavar="FOLDER", help="add the times to FOLDER/record.json")
     args = parser.parse_args(argv)
     root, puzzles = args.checkout.resolve(), args.puzzles
-    print("checkout\tpuzzle\trun\treport s\tverdict s\tverdict", flush=True)
+    lines = ["checkout\tpuzzle\trun\treport s\tverdict s\tverdict"]
+    print(lines[0], flush=True)
     for puzzle in puzzles:
         for mode, warm, pause in RUNS:
             time.sleep(pause)
             seconds, verdict_seconds, verdict = timed(root, puzzle, warm)
-            print(f"{root.name or root}\t{puzzle}\t{mode}\t{seconds:.1f}\t{verdict_seconds:.1f}\t{verdict}", flush=True)
+            lines.append(f"{root.name or root}\t{puzzle}\t{mode}\t{seconds:.1f}\t{verdict_seconds:.1f}\t{verdict}")
+            print(lines[-1], flush=True)
     subprocess.run([sys.executable, "-m", "checks.warm", "stop"], cwd=root, capture_output=True)
+    if args.record:
+        command = shlex.join(["python", "-m", "bench", "wall-times", *(sys.argv[1:] if argv is None else argv)])
+        write_record(args.record, command, wall_times_of("\n".join(lines)))
     return 0
 
 

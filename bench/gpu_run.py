@@ -9,7 +9,8 @@ Shard i runs `python -m checks.instructor.solutions --puzzle ...` with CUDA_VISI
 solutions-i.md, solutions-i.log); each `--also` command (a `python -m bench` command, `{out}` standing for the
 results folder) runs on the next GPU, its output in also-N-COMMAND.txt. After them, on GPU 0: `python -m bench
 tampering` (tampering.txt) and `python -m bench wall-times . PUZZLES` with the time marks of the last check
-(wall.tsv, phases.log and its table phases.txt). shards.txt gets each step's exit status and seconds. The folder
+(wall.tsv, phases.log and its table phases.txt). shards.txt gets each step's exit status and seconds, and record.json
+the run's record (bench.records), its figures read from those files. The folder
 defaults to bench/results/<date>-<gpu>/ (-b, -c, ... if taken). --dry-run prints the steps and the README instead.
 """
 
@@ -26,7 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks.bench_results import RESULTS, run_folder_name
+from bench.records import RecordError, current_commit, write_record
+from checks.bench_results import RESULTS, run_folder_name, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,7 +132,12 @@ def run_readme(command: str, commit: str, date: str, gpus: list[str], versions: 
     for step in (*plan.together, *plan.after):
         where = "all" if step.gpu is None else str(step.gpu)
         lines.append(f"| `{step.log}` | {step.name} | {where} | `python {' '.join(map(shown, step.argv[1:]))}` |")
-    lines += ["", "`shards.txt`: each step's exit status and seconds. What the run shows: (to be written).", ""]
+    lines += [
+        "",
+        "`shards.txt`: each step's exit status and seconds; `record.json`: the run's record, its figures",
+        "read from these files (`python -m bench records show FOLDER`). What the run shows: (to be written).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -149,18 +156,6 @@ def describe_machine() -> tuple[list[str], dict[str, str]]:
         except ImportError:
             versions[module] = "not installed"
     return gpus, versions
-
-
-def current_commit() -> str:
-    """The checkout's commit, with '(and uncommitted changes)' when the tree differs from it."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True)  # fmt: skip
-    except OSError:
-        return "unknown (no git)"
-    commit = head.stdout.strip() or "unknown"
-    return commit + (" (and uncommitted changes)" if dirty.stdout.strip() else "")
 
 
 def _start(step: Step, out: Path) -> tuple[subprocess.Popen, object, float]:
@@ -220,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_run(shards, out, also=args.also, tampering=args.tampering, latency=parse_puzzles(args.latency),
                     jobs=args.jobs, shard_limit_s=args.shard_limit)  # fmt: skip
     command = " ".join(["python -m bench gpu-run", *(shlex.quote(a) for a in (argv or sys.argv[1:]))])
-    readme = run_readme(command, current_commit(), date, gpus, versions, plan)
+    commit = current_commit()
+    readme = run_readme(command, commit, date, gpus, versions, plan)
     if args.dry_run:
         print(f"# results folder: {out}")
         together = [s.shell(out) + " &" for s in plan.together] + (["wait"] if plan.together else [])
@@ -233,7 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "README.md").write_text(readme, encoding="utf-8")
     (out / "gpu.txt").write_text("\n".join([*gpus, " ".join(f"{k} {v}" for k, v in versions.items())]) + "\n")
-    return execute(plan, out)
+    failed = execute(plan, out)
+    try:
+        record = write_record(out, command, commit=commit)
+    except RecordError as exc:  # the folder holds another tree's or machine's record: the results stay, unrecorded
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"The run's record: {shown(record)} (`python -m bench records show {shown(out)}`).")
+    return failed
 
 
 if __name__ == "__main__":

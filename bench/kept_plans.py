@@ -2,15 +2,21 @@
 twice on fresh inputs: whether it may be kept (it reads no input's values), whether the two recordings are one plan,
 and how long one takes. On a GPU the recorder sees every read of an input's values (they must come off the device
 through torch); `tests/test_kept_between_checks.py` checks the same on a CPU at the small cases. Usage:
-`python -m bench kept-plans [N ...]` (every puzzle with a timing case when none is given); one TSV line per puzzle.
+`python -m bench kept-plans [N ...] [--record FOLDER]` (every puzzle with a timing case when none is given); one TSV
+line per puzzle; --record adds the seconds and plan sizes to FOLDER's record.json (bench.records).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import time
+from pathlib import Path
 
+from bench.figures import kept_plans_of
+from bench.records import write_record
 from checks.engine.answer_key import key_plan_here
 from checks.registry import get_puzzle, load_puzzles
 
@@ -19,9 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench kept-plans", description=__doc__.split("\n\n")[0])
     parser.add_argument("puzzles", nargs="*", help="puzzle numbers (default: every puzzle with a timing case)")
     parser.add_argument("--device", default="cuda", help="where the inputs go (default: cuda)")
+    parser.add_argument("--record", type=Path, metavar="FOLDER", help="add the figures to FOLDER/record.json")
     args = parser.parse_args(argv)
     puzzles = [get_puzzle(n) for n in args.puzzles] or [p for p in load_puzzles() if p.ready and p.timing_case]
-    print("puzzle\ttiming case\tkept\tsame plan on two draws\tfirst s\tsecond s\tplan bytes")
+    lines = ["puzzle\ttiming case\tkept\tsame plan on two draws\tfirst s\tsecond s\tplan bytes"]
+    print(lines[0])
     differ = 0
     for puzzle in puzzles:
         seconds, plans = [], []
@@ -33,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         differ += not same
         size = len(json.dumps(plans[0])) if plans[0] else 0
         case = json.dumps(puzzle.timing_case.given(), sort_keys=True)
-        print(f"{puzzle.number}\t{case}\t{plans[0] is not None}\t{same}\t{seconds[0]:.3f}\t{seconds[1]:.3f}\t{size}")
+        timed = f"{seconds[0]:.3f}\t{seconds[1]:.3f}"
+        lines.append(f"{puzzle.number}\t{case}\t{plans[0] is not None}\t{same}\t{timed}\t{size}")
+        print(lines[-1], flush=True)
+    if args.record:
+        command = shlex.join(["python", "-m", "bench", "kept-plans", *(sys.argv[1:] if argv is None else argv)])
+        write_record(args.record, command, kept_plans_of("\n".join(lines)))
     return 1 if differ else 0
 
 

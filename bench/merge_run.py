@@ -8,7 +8,8 @@ the first run's description and lists the later run under `merged` (one entry pe
 its GPU, date, versions and copy rate), which the notebooks' figure captions read; a note says which
 puzzles came from which run. With --variant, only that variant's rows are merged (each row holds the
 variant's time and the answer key's, timed side by side), and the answer keys' rows stay. Then redraw with
-`python -m checks.instructor.bench --render RECORDED_RUN_FOLDER`.
+`python -m checks.instructor.bench --render RECORDED_RUN_FOLDER`. The recorded run's record.json (bench.records)
+gets its figures read again from the merged results.csv.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shlex
+import sys
 from pathlib import Path
 
+from bench.records import refresh_figures
 from checks.bench_results import recorded_run, shown
 
 RUN_KEYS = ("gpu", "date", "torch", "triton", "cuda", "python", "peaks", "command")
@@ -69,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     into = args.into or recorded_run()
     merged = merge(args.run, into, variant=args.variant)
     print(f"Merged puzzles {', '.join(merged)} into {shown(into / 'results.csv')}.")
+    refresh_figures(into, shlex.join(["python", "-m", "bench", "merge-run", *(sys.argv[1:] if argv is None else argv)]))
     return 0
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import copy
 import json
 import platform
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bench import figures, records
+from bench import figures, gpu_run, records
 from bench.records import Figure, Machine, Record, RecordError, compare, parse_record, read_record, write_record
 from checks.registry import ROOT
 
@@ -223,6 +224,19 @@ def test_each_figure_keeps_its_file_and_compare_asks_which_one(tmp_path, capsys)
     assert "A has no figure read from 'wall.tsv': its files are ['a/wall-after.tsv'" in capsys.readouterr().err
 
 
+def test_a_gpu_run_writes_its_record_from_its_files(tmp_path, monkeypatch, capsys):
+    """gpu-run's main with its steps replaced by one that writes a wall-time file: record.json holds its figures."""
+    out = tmp_path / "run"
+    monkeypatch.setattr(gpu_run, "describe_machine", lambda: (["NVIDIA H200, 580.159.04"], {"python": "3"}))
+    monkeypatch.setattr(gpu_run, "execute", lambda plan, folder: (folder / "wall.tsv").write_text(WALL_NEW) and 0)
+    monkeypatch.setattr(records, "machine_facts", lambda: H200)
+    assert gpu_run.main(["--latency", "1", "--out", str(out)]) == 0
+    record = read_record(out)
+    assert record.commands == [f"python -m bench gpu-run --latency 1 --out {out}"] and record.machine == H200
+    assert record.figures == [replace(f, file="wall.tsv") for f in figures.wall_times_of(WALL_NEW)]
+    assert "The run's record:" in capsys.readouterr().out
+
+
 FOLDERS = sorted(p for p in RESULTS.iterdir() if p.is_dir())
 
 
@@ -237,3 +251,15 @@ def test_every_run_folder_has_a_valid_record(folder):
     assert record.date[:10] == folder.name[:10], "the record's date is not the folder's"
     assert record.machine.gpu == "cpu" if "-cpu-" in folder.name else record.machine.gpu is None or (
         record.machine.gpu.split()[1].lower() in folder.name)  # fmt: skip
+
+
+def test_a_record_reads_its_figures_again_after_a_merge(tmp_path):
+    """merge-run rewrites a folder's results: refresh_figures reads them again and adds the command."""
+    write_record(tmp_path, "python -m bench wall-times . 1", figures.wall_times_of(WALL_OLD), commit="c", machine=H200)
+    (tmp_path / "wall.tsv").write_text(WALL_NEW)
+    records.refresh_figures(tmp_path, "python -m bench merge-run RUN")
+    record = read_record(tmp_path)
+    assert record.figures == [replace(f, file="wall.tsv") for f in figures.wall_times_of(WALL_NEW)]
+    assert record.commands[-1] == "python -m bench merge-run RUN"
+    assert records.refresh_figures(tmp_path / "none", "x") == tmp_path / "none" / "record.json"
+    assert not (tmp_path / "none").exists()
