@@ -6,8 +6,8 @@ reads the verdict and edits, and the warm grader's next grading processes start 
 (CHECKS_WARM=0: a fresh grader, compile cache and roofline already warm). Prints one line per run: checkout,
 puzzle, run, seconds to the full report, seconds to the correctness verdict (the line that says every case is
 correct, printed before the timing; the full report where there is none), and the verdict. Usage:
-`python -m bench wall-times CHECKOUT N [N ...] [--record FOLDER]` (the checkout whose grader is timed; --record adds
-the times to FOLDER's record.json, bench.records).
+`python -m bench wall-times CHECKOUT N [N ...] [--record FOLDER/wall-NAME.tsv]` (the checkout whose grader is timed;
+--record writes the lines to that file too and adds them to its run folder's record.json, bench.records).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.figures import wall_times_of
-from bench.records import write_record
+from bench.figures import reader_of, wall_times
+from bench.records import record_table
 from checks.engine.grade import CORRECT_NOW_TIMING
 
 PAUSE_S = float(os.environ.get("CHECKS_BENCH_PAUSE_S", "15"))
@@ -52,8 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench wall-times", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkout", type=Path, help="the course checkout whose grader is timed")
     parser.add_argument("puzzles", nargs="+", help="puzzle numbers")
-    parser.add_argument("--record", type=Path, metavar="FOLDER", help="add the times to FOLDER/record.json")
-    args = parser.parse_args(argv)
+    parser.add_argument("--record", type=Path, metavar="FILE", help="write the lines to FILE (a *wall*.tsv in a run "
+                        "folder) too, and add them to the folder's record.json")  # fmt: skip
+    args, args_given = parser.parse_args(argv), sys.argv[1:] if argv is None else argv
+    if args.record and reader_of(args.record) is not wall_times:
+        parser.error(f"--record {args.record}: name the file *wall*.tsv (say wall-after.tsv), so that it is read back")
     root, puzzles = args.checkout.resolve(), args.puzzles
     lines = ["checkout\tpuzzle\trun\treport s\tverdict s\tverdict"]
     print(lines[0], flush=True)
@@ -65,8 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             print(lines[-1], flush=True)
     subprocess.run([sys.executable, "-m", "checks.warm", "stop"], cwd=root, capture_output=True)
     if args.record:
-        command = shlex.join(["python", "-m", "bench", "wall-times", *(sys.argv[1:] if argv is None else argv)])
-        write_record(args.record, command, wall_times_of("\n".join(lines)))
+        record_table(args.record, "\n".join(lines), shlex.join(["python", "-m", "bench", "wall-times", *args_given]))
     return 0
 
 

@@ -2,8 +2,9 @@
 twice on fresh inputs: whether it may be kept (it reads no input's values), whether the two recordings are one plan,
 and how long one takes. On a GPU the recorder sees every read of an input's values (they must come off the device
 through torch); `tests/test_kept_between_checks.py` checks the same on a CPU at the small cases. Usage:
-`python -m bench kept-plans [N ...] [--record FOLDER]` (every puzzle with a timing case when none is given); one TSV
-line per puzzle; --record adds the seconds and plan sizes to FOLDER's record.json (bench.records).
+`python -m bench kept-plans [N ...] [--record FOLDER/kept-plans.tsv]` (every puzzle with a timing case when none is
+given); one TSV line per puzzle; --record writes them to that file too and adds them to its run folder's record.json
+(bench.records).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.figures import kept_plans_of
-from bench.records import write_record
+from bench.figures import kept_plans, reader_of
+from bench.records import record_table
 from checks.engine.answer_key import key_plan_here
 from checks.registry import get_puzzle, load_puzzles
 
@@ -25,8 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench kept-plans", description=__doc__.split("\n\n")[0])
     parser.add_argument("puzzles", nargs="*", help="puzzle numbers (default: every puzzle with a timing case)")
     parser.add_argument("--device", default="cuda", help="where the inputs go (default: cuda)")
-    parser.add_argument("--record", type=Path, metavar="FOLDER", help="add the figures to FOLDER/record.json")
-    args = parser.parse_args(argv)
+    parser.add_argument("--record", type=Path, metavar="FILE", help="write the lines to FILE (a kept-plans*.tsv in a "
+                        "run folder) too, and add them to the folder's record.json")  # fmt: skip
+    args, args_given = parser.parse_args(argv), sys.argv[1:] if argv is None else argv
+    if args.record and reader_of(args.record) is not kept_plans:
+        parser.error(f"--record {args.record}: name the file kept-plans*.tsv, so that it is read back")
     puzzles = [get_puzzle(n) for n in args.puzzles] or [p for p in load_puzzles() if p.ready and p.timing_case]
     lines = ["puzzle\ttiming case\tkept\tsame plan on two draws\tfirst s\tsecond s\tplan bytes"]
     print(lines[0])
@@ -45,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{puzzle.number}\t{case}\t{plans[0] is not None}\t{same}\t{timed}\t{size}")
         print(lines[-1], flush=True)
     if args.record:
-        command = shlex.join(["python", "-m", "bench", "kept-plans", *(sys.argv[1:] if argv is None else argv)])
-        write_record(args.record, command, kept_plans_of("\n".join(lines)))
+        record_table(args.record, "\n".join(lines), shlex.join(["python", "-m", "bench", "kept-plans", *args_given]))
     return 1 if differ else 0
 
 

@@ -288,6 +288,20 @@ def write_record(
     return file
 
 
+def record_table(file: Path | str, text: str, command: str) -> Path:
+    """Write a tool's printed table to `file`, in a run folder, and add the folder's figures, read from its files, to
+    its record (`write_record`); the record's path. RecordError where no reader of bench.figures reads a file of
+    that name (a wall-time table's name has "wall" in it and ends in .tsv: say, wall-after.tsv)."""
+    from bench.figures import reader_of
+
+    file = Path(file)
+    if reader_of(file) is None:
+        raise RecordError(f"{file.name}: bench.figures reads no file of this name, so its figures would be lost")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+    return write_record(file.parent, command)
+
+
 def refresh_figures(folder: Path, command: str) -> Path:
     """After `command` changed the result files of `folder` (`python -m bench merge-run`), its record's figures read
     from them again, the command added to its commands; nothing where the folder has no record."""

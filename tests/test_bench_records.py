@@ -13,6 +13,7 @@ import pytest
 
 from bench import figures, gpu_run, records
 from bench.records import Figure, Machine, Record, RecordError, compare, parse_record, read_record, write_record
+from checks.bench_results import gpu_slug
 from checks.registry import ROOT
 
 RESULTS = ROOT / "bench" / "results"
@@ -237,6 +238,26 @@ def test_a_gpu_run_writes_its_record_from_its_files(tmp_path, monkeypatch, capsy
     assert "The run's record:" in capsys.readouterr().out
 
 
+def test_a_tools_table_is_written_to_its_file_and_recorded(tmp_path, monkeypatch):
+    """wall-times and kept-plans --record FILE: the table goes to FILE and its figures into the folder's record; a
+    file name no reader reads is refused before anything runs."""
+    monkeypatch.setattr(records, "machine_facts", lambda: H200)
+    monkeypatch.setattr(records, "current_commit", lambda: "abc1234")
+    file = records.record_table(tmp_path / "run" / "wall-after.tsv", WALL_NEW, "python -m bench wall-times . 1")
+    assert (tmp_path / "run" / "wall-after.tsv").read_text() == WALL_NEW and file == tmp_path / "run" / "record.json"
+    record = read_record(tmp_path / "run")
+    assert record.figures == [replace(f, file="wall-after.tsv") for f in figures.wall_times_of(WALL_NEW)]
+    assert record.commands == ["python -m bench wall-times . 1"] and record.commit == "abc1234"
+    with pytest.raises(RecordError, match="reads no file of this name"):
+        records.record_table(tmp_path / "run" / "latency.txt", WALL_NEW, "x")
+    from bench import check_wall_times, kept_plans
+
+    for tool, argv in ((check_wall_times, [".", "1"]), (kept_plans, ["1"])):
+        with pytest.raises(SystemExit) as exit_:
+            tool.main([*argv, "--record", str(tmp_path / "times.txt")])
+        assert exit_.value.code == 2
+
+
 FOLDERS = sorted(p for p in RESULTS.iterdir() if p.is_dir())
 
 
@@ -248,9 +269,9 @@ def test_the_results_have_run_folders():
 def test_every_run_folder_has_a_valid_record(folder):
     """A new folder needs its record: gpu-run writes one; else `python -m bench records backfill FOLDER`."""
     record = read_record(folder)
-    assert record.date[:10] == folder.name[:10], "the record's date is not the folder's"
-    assert record.machine.gpu == "cpu" if "-cpu-" in folder.name else record.machine.gpu is None or (
-        record.machine.gpu.split()[1].lower() in folder.name)  # fmt: skip
+    assert record.date[:10] >= folder.name[:10], "the record is older than its folder's name says"
+    gpu = record.machine.gpu
+    assert gpu == "cpu" if "-cpu-" in folder.name else gpu is None or gpu_slug(gpu) in folder.name, gpu
 
 
 def test_a_record_reads_its_figures_again_after_a_merge(tmp_path):
