@@ -252,7 +252,7 @@ def write_record(
 
     `command`: the command line that made the results, as a reader would type it. `figures`: Figure objects or dicts
     with Figure's fields ({"name": "1/warm, second", "metric": "report", "unit": "s", "value": 8.0}; optional
-    "baseline", "baseline_value", "ratio"); None reads them from the folder's result files (bench.figures: `make
+    "baseline", "baseline_value", "ratio", "file"); None reads them from the folder's result files (bench.figures: `make
     solutions` tables, wall-time and kept-plan TSVs, results.csv, decoding-graphs CSVs). `commit` defaults to the
     checkout's, `machine` to `machine_facts()` of this machine, the date to now (UTC).
 
@@ -270,13 +270,14 @@ def write_record(
     file = folder / RECORD
     if file.exists():
         old = read_record(file)
-        if old.commit != commit:  # a figure of the same name, metric and file replaces the earlier one
+        if old.commit != commit:
             raise RecordError(f"{shown(file)} is of commit {old.commit}, this run of {commit}: give it its own folder")
         same = ("gpu", "driver", "python", "torch", "triton")
         if [getattr(old.machine, k) for k in same] != [getattr(machine, k) for k in same]:
             raise RecordError(f"{shown(file)} was made on {old.machine}, this run is on {machine}: give it its own "
                               "folder")  # fmt: skip
-        kept = [f for f in old.figures if (f.file, f.name, f.metric) not in {(g.file, g.name, g.metric) for g in new}]
+        replaced = {(g.file, g.name, g.metric) for g in new}  # a figure of the same file, name and metric: the new one
+        kept = [f for f in old.figures if (f.file, f.name, f.metric) not in replaced]
         record = Record([*old.commands, command], old.commit, old.date, old.machine, kept + new,
                         [*old.notes, *(n for n in notes if n not in old.notes)])  # fmt: skip
     else:

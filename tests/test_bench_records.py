@@ -284,3 +284,30 @@ def test_a_record_reads_its_figures_again_after_a_merge(tmp_path):
     assert record.commands[-1] == "python -m bench merge-run RUN"
     assert records.refresh_figures(tmp_path / "none", "x") == tmp_path / "none" / "record.json"
     assert not (tmp_path / "none").exists()
+
+
+def test_a_backfilled_record_holds_what_the_files_state_and_nothing_else(tmp_path, capsys):
+    stated = tmp_path / "2026-11-30-h200"
+    stated.mkdir()
+    readme = "# 2026-11-30: NVIDIA H200\n\n- command: `python -m bench gpu-run --latency 1`\n"
+    (stated / "README.md").write_text(readme + "- commit: 1d52b95 (and uncommitted changes)\n\nThe tree was fb73977.\n")
+    (stated / "gpu.txt").write_text("NVIDIA H200, 580.159.04\nNVIDIA H200, 580.159.04\n"
+                                    "python 3.12.3 torch 2.11.0+cu130 triton 3.6.0 numpy 2.5.2\n")  # fmt: skip
+    (stated / "wall.tsv").write_text(WALL_OLD)
+    (stated / "uname.txt").write_text("Linux 6.18.44-fc-v1272 #1 SMP x86_64\n")
+    assert records.main(["backfill", str(stated)]) == 0
+    record = read_record(stated)
+    assert (record.commands, record.commit, record.date) == (["python -m bench gpu-run --latency 1"], "fb73977",
+                                                             "2026-11-30")  # fmt: skip
+    assert record.machine == Machine(gpu="NVIDIA H200", gpus=2, driver="580.159.04", runtime="firecracker",
+                                     kernel="6.18.44-fc-v1272", python="3.12.3", torch="2.11.0+cu130",
+                                     triton="3.6.0")  # fmt: skip
+    assert record.figures == figures.figures_in(stated)
+    assert records.main(["backfill", str(stated)]) == 1 and "--force replaces it" in capsys.readouterr().err
+    silent = tmp_path / "2026-11-30-h100"
+    silent.mkdir()
+    (silent / "README.md").write_text("# Notes\n\nSome timings, commit added in abc1234.\n")
+    assert records.main(["backfill", str(silent)]) == 0
+    record = read_record(silent)
+    assert (record.commands, record.commit, record.figures) == ([], None, [])
+    assert record.machine == Machine()  # every fact null, the runtime unknown
