@@ -8,9 +8,11 @@ is null, never a guess. The prose README of a folder stays: it says what the run
     python -m bench records list [FOLDER ...]     # one line per record
     python -m bench records show A                # a record's facts and figures
     python -m bench records compare A B [--a-file F] [--b-file F]  # figures matched by name and metric, B/A
+    python -m bench records write FOLDER COMMAND [--commit SHA]  # this machine's facts, the folder's figures
     python -m bench records backfill FOLDER ...   # a record from what a folder's files state (`make bench`'s)
 
-A, B: a run folder or its record.json. A GPU run writes its record with `write_record(folder, command)`.
+A, B: a run folder or its record.json. A GPU run writes its record with `write_record(folder, command)` (or `records
+write`, its command line).
 """
 
 from __future__ import annotations
@@ -431,6 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     compared.add_argument("b", type=Path, help="run folder or record file B")
     compared.add_argument("--a-file", help="only A's figures read from this file of its folder (say wall-after.tsv)")
     compared.add_argument("--b-file", help="only B's figures read from this file of its folder")
+    write = commands.add_parser("write", help="write (or add to) a folder's record: this machine, the folder's files")
+    write.add_argument("folder", type=Path, help="the run folder")
+    write.add_argument("command", help="the command line that made the folder's results")
+    write.add_argument("--commit", help="the commit of the tree that ran (default: the checkout's)")
     backfill = commands.add_parser("backfill", help="write a folder's record from what its files state")
     backfill.add_argument("folders", nargs="+", type=Path, help="run folders")
     backfill.add_argument("--force", action="store_true", help="replace a record that is there")
@@ -441,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(list_lines(paths)))
         elif args.action == "show":
             print("\n".join(show_lines(args.path)))
+        elif args.action == "write":
+            file = write_record(args.folder, args.command, commit=args.commit)
+            print(f"Wrote {shown(file)} ({len(read_record(file).figures)} figures).")
         elif args.action == "compare":
             lines, matched = compare_lines(args.a, args.b, args.a_file, args.b_file)
             print("\n".join(lines))

@@ -248,6 +248,9 @@ def test_a_tools_table_is_written_to_its_file_and_recorded(tmp_path, monkeypatch
     record = read_record(tmp_path / "run")
     assert record.figures == [replace(f, file="wall-after.tsv") for f in figures.wall_times_of(WALL_NEW)]
     assert record.commands == ["python -m bench wall-times . 1"] and record.commit == "abc1234"
+    assert records.main(["write", str(tmp_path / "run"), "python -m bench kept-plans", "--commit", "abc1234"]) == 0
+    assert read_record(tmp_path / "run").commands[-1] == "python -m bench kept-plans"
+    assert records.main(["write", str(tmp_path / "run"), "x", "--commit", "def5678"]) == 1  # another tree
     with pytest.raises(RecordError, match="reads no file of this name"):
         records.record_table(tmp_path / "run" / "latency.txt", WALL_NEW, "x")
     from bench import check_wall_times, kept_plans
