@@ -23,7 +23,10 @@ import triton.language as tl
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
 BLOCK_M = tl.constexpr(16)  # the key pads the one query to a tensor-core tile's height: rows for tl.dot
 MIN_BLOCKS = 4  # key blocks per split, at least
-PROGRAMS_PER_SM = 8  # loads in flight from several programs per SM keep the memory bus busy
+# A grid of about 8 programs per SM. An SM holds one program of the split kernel at a time (its 136 KiB of shared
+# memory: bench/results/2026-12-06-cpu-sm90a-occupancy/), whose loads in flight are its pipeline's (num_stages=3);
+# 8 per SM took 5-9% less time than 4 at B = 1, N >= 65536 on an H200 (bench/tuning.md, "The decoding keys").
+PROGRAMS_PER_SM = 8
 
 
 @functools.cache
@@ -44,9 +47,9 @@ def next_power_of_2(n: int) -> int:
 
 
 def launch_shape(n_ctx: int, heads: int, device: torch.device) -> tuple[int, int]:
-    """(BLOCK_N, keys per split): enough splits to give every SM about PROGRAMS_PER_SM programs, but at
+    """(BLOCK_N, keys per split): enough splits for a grid of about PROGRAMS_PER_SM programs per SM, but at
     least MIN_BLOCKS key blocks per split, so that a split's work outweighs storing its partial result."""
-    if device.type == "cuda":  # 128 keys of 128 dims: 32 KiB of K in flight per load
+    if device.type == "cuda":  # 128 keys of 128 dims: 32 KiB of K per block
         block_n, sms = 128, sm_count(device)
     else:  # Triton's interpreter: smaller blocks, split as for an H100's 132 SMs
         block_n, sms = 16, 132
