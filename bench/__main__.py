@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # command -> (module, what it does, in
     "tune-flash-decoding": ("bench.tune_flash_decoding", "puzzle 11's two kernel forms at several launch shapes"),
     "short-in-wide-table": ("bench.short_in_wide_table", "key 13 on one short sequence in a wide block table"),
     "kept-plans": ("bench.kept_plans", "each answer key's plan at its timing size, as the grader keeps it, twice"),
+    "hopper": ("bench.hopper", "the Hopper track's keys (16a, 16b, 16) checked and timed beside torch, cuBLAS, cuDNN"),
     "records": ("bench.records", "the runs' records (record.json): list, show, compare two, back-fill a folder's"),
 }
 
