@@ -1,0 +1,89 @@
+"""The prefill puzzles (14): the reference and the answer key against torch's SDPA run on each sequence alone, and the
+arithmetic of the prefill rules (checks.engine.judging.rules.prefill). The rules' known-wrong kernels and the right
+answers in other styles are graded by tests/test_answer_key.py and tests/test_grader.py."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from checks.engine.judging.rules.prefill import _blocks_per_key, sequence_of
+from checks.memory import Arena
+from checks.puzzles import p14_varlen_attention as p14
+from checks.registry import Case, get_puzzle
+
+
+def sdpa_per_sequence(inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o (T, H_q, D), lse (H_q, T)) in float32: torch's SDPA on each sequence of the packed inputs alone, the lse from
+    the scores torch's softmax normalises."""
+    q, k, v, cu = inputs["q"].float(), inputs["k"].float(), inputs["v"].float(), inputs["cu_seqlens"].tolist()
+    group = q.shape[1] // k.shape[1]
+    o = torch.zeros(q.shape)
+    lse = torch.zeros(q.shape[1], q.shape[0])
+    for start, end in zip(cu[:-1], cu[1:], strict=True):
+        if end == start:
+            continue
+        qb, kb, vb = (x[start:end].transpose(0, 1) for x in (q, k, v))  # (H, n, D)
+        o[start:end] = F.scaled_dot_product_attention(
+            qb, kb, vb, is_causal=inputs["causal"], scale=inputs["sm_scale"], enable_gqa=True
+        ).transpose(0, 1)
+        s = qb @ kb.repeat_interleave(group, 0).transpose(1, 2) * inputs["sm_scale"]
+        if inputs["causal"]:
+            s = s.masked_fill(torch.ones(end - start, end - start, dtype=torch.bool).triu(1), float("-inf"))
+        lse[:, start:end] = torch.logsumexp(s, -1)
+    return o, lse
+
+
+def draw(**keys) -> dict:
+    return p14.make_inputs(Case(**keys), Arena("cpu", torch.Generator().manual_seed(0)))
+
+
+CASES = [
+    pytest.param({"H_kv": 2, "G": 2, "D": 32, "seq_lens": (9, 0, 20), "causal": True}, id="causal-gqa-empty"),
+    pytest.param({"H_kv": 1, "G": 4, "D": 64, "seq_lens": (1, 13), "layout": "sliced"}, id="sliced"),
+]
+
+
+@pytest.mark.parametrize("keys", CASES)
+def test_the_reference_is_sdpa_on_each_sequence_alone(keys):
+    inputs = draw(**keys)
+    o, lse = (e.value for e in p14.reference(inputs))
+    want_o, want_lse = sdpa_per_sequence(inputs)
+    torch.testing.assert_close(o.float(), want_o, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(lse.float(), want_lse, atol=1e-4, rtol=1e-4)
+
+
+def test_sliced_inputs_are_views_with_poison_beside_them():
+    q = draw(H_kv=1, G=2, D=32, seq_lens=(3, 4), layout="sliced")["q"]
+    assert q.stride() == (3 * 32, 32, 1)
+    gap = q.as_strided((7, 32), (96, 1), q.storage_offset() + 2 * 32)  # the head past the view, in every token
+    assert torch.isnan(gap).all() and not torch.isnan(q).any()
+
+
+@pytest.mark.slow  # runs the key in Triton's interpreter
+def test_the_answer_key_imported_alone_matches_sdpa_on_each_sequence():
+    puzzle = get_puzzle(14)
+    spec = importlib.util.spec_from_file_location("key_14_alone", puzzle.solution)
+    key = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(key)
+    inputs = draw(H_kv=1, G=2, D=32, seq_lens=(5, 0, 70), causal=True)
+    o, lse = key.varlen_attention(**inputs)
+    want_o, want_lse = sdpa_per_sequence(inputs)
+    torch.testing.assert_close(o.float(), want_o, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(lse, want_lse, atol=1e-3, rtol=1e-3)
+
+
+def test_a_token_belongs_to_its_sequence_and_empty_sequences_hold_none():
+    cu = np.array([0, 3, 3, 7, 7])  # lengths 3, 0, 4, 0
+    assert sequence_of(cu, np.arange(7)).tolist() == [0, 0, 0, 2, 2, 2, 2]
+
+
+def test_the_key_loads_a_block_of_queries_needs():
+    blocks = [(0, 3), (4, 7)]  # two blocks of four queries, tokens 0-7
+    assert _blocks_per_key(blocks, 0, 8, causal=False) == 2.0
+    assert _blocks_per_key(blocks, 0, 8, causal=True) == 1.5  # keys 0-3 for both blocks, 4-7 for the second
+    assert _blocks_per_key([], 0, 8, causal=True) == 1.0
