@@ -87,3 +87,26 @@ def test_the_key_loads_a_block_of_queries_needs():
     assert _blocks_per_key(blocks, 0, 8, causal=False) == 2.0
     assert _blocks_per_key(blocks, 0, 8, causal=True) == 1.5  # keys 0-3 for both blocks, 4-7 for the second
     assert _blocks_per_key([], 0, 8, causal=True) == 1.0
+
+
+def test_chunked_prefill_is_sdpa_over_the_context_and_the_new_tokens_bottom_right():
+    from checks.puzzles import p15_chunked_prefill as p15
+
+    keys = {"H_kv": 1, "G": 2, "D": 32, "page_size": 16, "context_lens": (20, 0, 16), "seq_lens": (5, 7, 0)}
+    inputs = p15.make_inputs(Case(**keys), Arena("cpu", torch.Generator().manual_seed(0)))
+    o, lse = (e.value.float() for e in p15.reference(inputs))
+    q, k, v, table, cu = (inputs[name] for name in ("q", "k", "v", "block_table", "cu_seqlens"))
+    for b, (start, end) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)):
+        n, new = int(inputs["context_lens"][b]), end - start
+        if new == 0:
+            continue
+        j = torch.arange(n)
+        pages, slots = table[b, j // 16].long(), j % 16
+        kb = torch.cat([inputs["k_cache"][pages, slots], k[start:end]]).float().transpose(0, 1)  # (H_kv, n + new, D)
+        vb = torch.cat([inputs["v_cache"][pages, slots], v[start:end]]).float().transpose(0, 1)
+        allowed = torch.arange(n + new)[None, :] <= n + torch.arange(new)[:, None]  # bottom-right
+        want = F.scaled_dot_product_attention(
+            q[start:end].float().transpose(0, 1), kb, vb, attn_mask=allowed, scale=inputs["sm_scale"], enable_gqa=True
+        )
+        torch.testing.assert_close(o[start:end], want.transpose(0, 1), atol=1e-4, rtol=1e-4)
+        assert torch.isfinite(lse[:, start:end]).all()

@@ -7,6 +7,7 @@ not apply it) and `ctx.inputs`, whose `cu_seqlens` says which tokens belong to w
     own_sequence              a program loads the queries, keys and values of one sequence only
     one_launch_per_kernel     each kernel is launched once for all sequences (no launch per sequence)
     no_padded_work            every program that loads the inputs stores results, and no buffer holds padding
+    context_pages_in_table    15: only the cache slots a sequence's row of block_table lists, up to context_lens
     causal_skipping_packed    with causal=True, no key block past a program's last query is loaded
     kv_once_per_query_block   each key and value is loaded about once per block of queries, not once per query head
 
@@ -25,6 +26,7 @@ import torch
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
 from checks.engine.access.queries import log_of, program_name, rows_of, stored_spans
 from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
+from checks.engine.judging.rules.decoding import live_slots, page_owners
 from checks.engine.judging.rules.pictures import ACCESS_MAP
 from checks.engine.judging.rules.problem import CaseContext, Problem, say
 from checks.verdict import plural
@@ -61,6 +63,18 @@ def distinct_touched(log: AccessLog, kind: int) -> int:
     return sum(
         int((c > 0).sum()) for c, region in zip(counts, log.regions, strict=False) if region.get("role") != "input"
     )
+
+
+def slot_loads(log: AccessLog, cache: str) -> np.ndarray:
+    """(num_pages, page_size) int: the loads of each slot of a paged cache (num_pages, page_size, H_kv, D), over its
+    heads and columns."""
+    counts = loads_per_element(log, cache)
+    return counts.reshape(counts.shape[0], counts.shape[1], -1).sum(-1).numpy()
+
+
+def cache_loads(log: AccessLog, cache: str) -> list[tuple[Program, int, int]]:
+    """(program, first page, last page) of each load of a paged cache."""
+    return [(who, lo, hi) for who, lo, hi in token_loads(log, cache)]  # a cache's first dimension is its pages
 
 
 def sequence_of(cu: np.ndarray, tokens: np.ndarray | int) -> np.ndarray:
@@ -198,6 +212,67 @@ def no_padded_work(
     return None
 
 
+# -- 15: the context's pages ------------------------------------------------------------------------
+@rule(
+    ON_REQUEST,
+    checks=(
+        "a sequence's programs read only the cache pages its row of `block_table` lists, and no slot past "
+        "`context_lens`"
+    ),
+    message=(
+        "Read only the sequence's own context: for cached key j of sequence b, load page block_table[b, j // "
+        "page_size] at slot j % page_size, and mask every j >= context_lens[b]."
+    ),
+    needs=(ACCESS_LOG,),
+    picture=ACCESS_MAP,
+    explains_gpu_values=True,  # the slots past a context hold NaN, and a page number past the table faults on a GPU
+)
+def context_pages_in_table(
+    ctx: CaseContext, caches: tuple[str, ...] = ("k_cache", "v_cache"), message: str | None = None
+) -> Problem | None:
+    """No slot of the `caches` is loaded unless it holds one of a sequence's first context_lens[b] cached tokens, and
+    a program that loads the new queries of sequence b loads no page of another sequence's context."""
+    log, cu = log_of(ctx), _cu(ctx)
+    cache, table, contexts = (ctx.inputs.get(name) for name in (caches[0], "block_table", "context_lens"))
+    if log is None or cu is None or not isinstance(cache, torch.Tensor) or not isinstance(contexts, torch.Tensor):
+        return None
+    num_pages, page_size = int(cache.shape[0]), int(cache.shape[1])
+    live = live_slots(table, contexts, page_size, num_pages)
+    owner = page_owners(table, contexts, page_size, num_pages)
+    mine: dict[Program, set[int]] = {}
+    for who, lo, _ in token_loads(log, "q") if log.index("q") >= 0 else []:
+        mine.setdefault(who, set()).add(int(sequence_of(cu, lo)))
+    for name in caches:
+        if log.index(name) < 0:
+            continue
+        dead = (slot_loads(log, name) > 0) & ~live
+        if dead.any():
+            pages = sorted({int(p) for p in np.nonzero(dead)[0]})
+            listed = [p for p in pages if owner[p] >= 0]
+            where = f" ({_few(listed)} listed in block_table, past context_lens there)" if listed else ""
+            measured = (
+                f"Your kernels loaded from {name} {int(dead.sum())} slots that hold no cached token of any sequence, "
+                f"in pages {_few(pages)}{where or ' (pages no context uses)'}."
+            )
+            return Problem(say(message, context_pages_in_table.message, measured))
+        for who, first, last in cache_loads(log, name):
+            own = mine.get(who)
+            if not own or len(own) != 1:
+                continue
+            for page in (first, last):
+                if owner[page] >= 0 and int(owner[page]) not in own:
+                    measured = (
+                        f"{program_name(log, *who)} loaded the queries of sequence {next(iter(own))} and page {page} "
+                        f"of {name}, a page of sequence {int(owner[page])}'s context."
+                    )
+                    return Problem(say(message, context_pages_in_table.message, measured))
+    return None
+
+
+def _few(items: list[int], most: int = 6) -> str:
+    return ", ".join(str(i) for i in items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
 # -- 14, 15: causal skipping within each sequence ---------------------------------------------------
 @rule(
     ON_REQUEST,
@@ -252,12 +327,17 @@ def causal_skipping_packed(
     picture=ACCESS_MAP,
 )
 def kv_once_per_query_block(
-    ctx: CaseContext, keys: tuple[str, ...] = ("k", "v"), slack: float = 1.5, message: str | None = None
+    ctx: CaseContext,
+    keys: tuple[str, ...] = ("k", "v"),
+    caches: tuple[str, ...] = (),
+    slack: float = 1.5,
+    message: str | None = None,
 ) -> Problem | None:
     """In each sequence, each element of `keys` is loaded on average at most `slack` times the number of blocks of
     queries of that sequence the kernels loaded (the distinct token ranges of the loads of q; with causal=True, the
     blocks that reach the key). The slack leaves room for key blocks that run past a block's last query to the end of
-    their tile; loading K and V once per query head of a group of 2 or more exceeds it."""
+    their tile; loading K and V once per query head of a group of 2 or more exceeds it. The paged `caches` (15) are
+    judged alike: every block of new queries of a sequence needs each key of its context once."""
     log, cu = log_of(ctx), _cu(ctx)
     q = ctx.inputs.get("q")
     if log is None or cu is None or not isinstance(q, torch.Tensor) or log.index("q") < 0:
@@ -285,7 +365,36 @@ def kv_once_per_query_block(
                     f"G = {group} query heads share each kv head."
                 )
                 return Problem(say(message, kv_once_per_query_block.message, measured))
+    for name in caches:
+        if log.index(name) < 0:
+            continue
+        problem = _context_reads(ctx, log, name, blocks, slack)
+        if problem:
+            return Problem(say(message, kv_once_per_query_block.message, problem))
     return None
+
+
+def _context_reads(
+    ctx: CaseContext, log: AccessLog, name: str, blocks: dict[int, set[tuple[int, int]]], slack: float
+) -> str:
+    """The sentence for the first sequence whose cached keys in `name` were loaded more than `slack` times per block
+    of its new queries, on average over its context's slots and kv heads; '' when none was."""
+    table, contexts = ctx.inputs["block_table"].cpu().numpy(), ctx.inputs["context_lens"].cpu().tolist()
+    counts = slot_loads(log, name)  # (num_pages, page_size), summed over kv heads and columns
+    heads_d = int(np.prod(ctx.inputs[name].shape[2:]))
+    size = counts.shape[1]
+    for b, n in enumerate(contexts):
+        if n == 0:
+            continue
+        j = np.arange(int(n))
+        seen = float(counts[table[b, j // size], j % size].sum()) / (n * heads_d)
+        allowed = slack * max(1, len(blocks.get(b, ())))
+        if seen > allowed + 1e-6:
+            return (
+                f"Your kernels loaded each cached key of sequence {b} in {name} {seen:.2f} times on average, for "
+                f"{plural(len(blocks.get(b, ())), 'block')} of its new queries ({allowed:.2f} times allowed)."
+            )
+    return ""
 
 
 def _blocks_per_key(blocks: list[tuple[int, int]], start: int, end: int, causal: bool) -> float:
