@@ -110,3 +110,58 @@ def test_chunked_prefill_is_sdpa_over_the_context_and_the_new_tokens_bottom_righ
         )
         torch.testing.assert_close(o[start:end], want.transpose(0, 1), atol=1e-4, rtol=1e-4)
         assert torch.isfinite(lse[:, start:end]).all()
+
+
+# -- the rules on hand-made logs (tests/test_decoding_rules.py's builder) ----------------------------
+def packed_log(heads_per_program: int, crossing: bool = False) -> tuple[dict, dict]:
+    """Two sequences of 8 and 4 tokens, H_kv = 1, G = 2, blocks of 4 tokens: each program loads its block of q (its
+    group's two heads, or one head when `heads_per_program` is 1) and its sequence's keys; `crossing`: the first
+    program's keys run on into the second sequence."""
+    from tests.test_decoding_rules import Log
+
+    cu = torch.tensor([0, 8, 12], dtype=torch.int32)
+    inputs = {"q": torch.zeros(12, 2, 4), "k": torch.zeros(12, 1, 4), "v": torch.zeros(12, 1, 4), "cu_seqlens": cu}
+    log = Log(q=(12, 2, 4), k=(12, 1, 4), v=(12, 1, 4)).launch((3, 2 // heads_per_program, 1))
+    pid = 0
+    for start, end in ((0, 4), (4, 8), (8, 12)):
+        first = 0 if start < 8 else 8
+        last = 11 if crossing and start == 0 else (7 if start < 8 else 11)
+        for head in range(0, 2, heads_per_program):
+            log.load(pid, "q", [(start, end - 1), (head, head + heads_per_program - 1)])
+            log.load(pid, "k", [(first, last)]).load(pid, "v", [(first, last)])
+            pid += 1
+    return log.data(), inputs
+
+
+def test_own_sequence_names_a_load_that_runs_into_the_next_sequence():
+    from checks.engine.judging.rules.prefill import own_sequence
+    from tests.test_decoding_rules import context
+
+    access, inputs = packed_log(2)
+    assert own_sequence(context(access, **inputs)) is None
+    access, inputs = packed_log(2, crossing=True)
+    problem = own_sequence(context(access, **inputs))
+    assert problem is not None and "loaded k tokens 0-11 in one load" in problem.message
+
+
+def test_kv_once_per_query_block_counts_blocks_of_queries_not_programs():
+    from checks.engine.judging.rules.prefill import kv_once_per_query_block
+    from tests.test_decoding_rules import context
+
+    access, inputs = packed_log(2)  # a program per block with both heads: each key once per block
+    assert kv_once_per_query_block(context(access, **inputs)) is None
+    access, inputs = packed_log(1)  # a program per block and head: each key twice per block
+    problem = kv_once_per_query_block(context(access, **inputs))
+    assert problem is not None and "4.00 times on average, for 2 blocks" in problem.message
+
+
+def test_one_launch_per_kernel_names_the_kernel_launched_again():
+    from checks.engine.judging.rules.prefill import one_launch_per_kernel
+    from tests.test_decoding_rules import context
+
+    access, inputs = packed_log(2)
+    assert one_launch_per_kernel(context(access, **inputs)) is None
+    access["launches"] = access["launches"] * 2
+    problem = one_launch_per_kernel(context(access, **inputs))
+    assert problem is not None
+    assert "launched `_attn_decode_split` 2 times in one call for 2 sequences" in problem.message
