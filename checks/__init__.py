@@ -31,8 +31,8 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
     engine.judging         the judge, in the grader's own process: the stage that runs the two processes and judges
                            what they report (judging.stage, judging.interpreter_parts), the plans' rules
                            (judging.plans), the cases (judging.judge, with the rules of judging.rules: the rulebook,
-                           core, method, decoding, launch_order, compare), the timing verdict (judging.timing) and
-                           the wording (judging.wording). It imports neither process's room.
+                           core, method, decoding, prefill, launch_order, compare), the timing verdict
+                           (judging.timing) and the wording (judging.wording). It imports neither process's room.
     engine.grading_process only the processes' entry points: main (a grading process in one role), fork_server,
                            recording (an access log for a map); nothing of the engine imports them.
     engine.processes       starting, running and sealing processes (spawn, prestart, run, forking, sealing,

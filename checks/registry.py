@@ -112,6 +112,8 @@ class Case:
     score_std: float | None = None
     page_size: int | None = None
     seq_lens: tuple[int, ...] | None = None
+    context_lens: tuple[int, ...] | None = None  # puzzle 15: each sequence's cached tokens, before its new ones
+    context: int | None = None  # puzzle 15's benchmark: every sequence's cached tokens
     spare_pages: int | None = None
     rtol: float | None = None  # loosens the puzzle's rtol for this case (checks.engine.judging.rules.core)
     atol: float | None = None  # loosens the puzzle's atol for this case (checks.engine.judging.rules.core)

@@ -16,7 +16,7 @@ from checks.engine.inputs import draw_case
 from checks.puzzles.p13_paged_decoding import gather
 from checks.registry import get_puzzle
 
-ATTENTION = ["8a", "8", "9a", "9", "10b", "10", "11", "12", "13"]
+ATTENTION = ["8a", "8", "9a", "9", "10b", "10", "11", "12", "13", "14", "15"]
 OVERFLOW = math.log(torch.finfo(torch.float32).max)  # exp(x) is inf in float32 from about x = 88.7
 
 
@@ -32,6 +32,8 @@ def large_case(number: str, device: str) -> int:
 def row_max_scores(inputs: dict) -> torch.Tensor:
     """The largest scaled score of each query row, in float64."""
     q, scale = inputs["q"].double(), inputs["sm_scale"]
+    if "cu_seqlens" in inputs:  # packed sequences (14, 15): each sequence's own keys, its context's first (15)
+        return torch.cat([packed_row_max(inputs, b) for b in range(len(inputs["cu_seqlens"]) - 1)])
     if q.dim() == 4:  # (B, H, N, D) against k (B, H, N, D)
         return ((q @ inputs["k"].double().transpose(-1, -2)) * scale).amax(-1).flatten()
     if "k_cache" in inputs:  # paged: each sequence's own keys
@@ -43,6 +45,19 @@ def row_max_scores(inputs: dict) -> torch.Tensor:
         return torch.cat(rows)
     k = inputs["k"].double().repeat_interleave(q.shape[1] // inputs["k"].shape[1], 1)
     return (torch.einsum("bhd,bhnd->bhn", q, k) * scale).amax(-1).flatten()
+
+
+def packed_row_max(inputs: dict, b: int) -> torch.Tensor:
+    """The largest allowed scaled score of each (query head, new token) of sequence b of a packed batch."""
+    start, end = (int(x) for x in inputs["cu_seqlens"][b : b + 2])
+    q, k = inputs["q"][start:end].double(), inputs["k"][start:end].double()
+    n = int(inputs["context_lens"][b]) if "context_lens" in inputs else 0
+    if n:
+        k = torch.cat([gather(inputs["k_cache"], inputs["block_table"][b], n).transpose(0, 1).double(), k])
+    scores = torch.einsum("qhd,khd->hqk", q, k.repeat_interleave(q.shape[1] // k.shape[1], 1)) * inputs["sm_scale"]
+    if inputs.get("causal", True):  # 15 is always causal, aligned bottom-right
+        scores = scores.masked_fill(torch.ones(end - start, n + end - start, dtype=torch.bool).triu(n + 1), -math.inf)
+    return scores.amax(-1).flatten()
 
 
 # The backward steps grade it on a GPU machine through the interpreter stage (the CPU cases, run beside every GPU

@@ -17,7 +17,7 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\n]+)`|```bash\n(.*?)```", re.DOTALL)
-MAX_WORDS = 1500
+MAX_WORDS = 1650  # 1500 before the prefill puzzles (14, 15) added their rows to the generated table
 
 
 def commands(page: Path, program: str) -> list[str]:
@@ -31,7 +31,7 @@ def commands(page: Path, program: str) -> list[str]:
     return found
 
 
-def test_the_readme_is_at_most_about_1500_words():
+def test_the_readme_is_at_most_about_1650_words():
     words = len(README.read_text(encoding="utf-8").split())
     assert words <= MAX_WORDS, f"README.md has {words} words; move what is not for the learner to a page in docs/."
 

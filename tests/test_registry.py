@@ -32,6 +32,8 @@ CONTRACT = [
     ("11", "flash_decoding", "flash_decoding"),
     ("12", "gqa_decoding", "gqa_decoding"),
     ("13", "paged_decoding", "paged_decoding"),
+    ("14", "varlen_attention", "varlen_attention"),
+    ("15", "chunked_prefill", "chunked_prefill"),
 ]
 
 
@@ -106,7 +108,7 @@ def test_step_10b_reuses_puzzle_10s_inputs_rather_than_a_copy():
 
 @pytest.mark.parametrize("given", [99, "abc", "10c", ""])
 def test_unknown_puzzle_is_a_clear_error(given):
-    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10, 11, 12, 13"
+    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10, 11, 12, 13, 14, 15"
     with pytest.raises(LookupError, match=f"^There is no puzzle {given}; the puzzles are {known}.$"):
         get_puzzle(given)
 

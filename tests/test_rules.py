@@ -222,7 +222,8 @@ def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
     """The facts about rules live in their declarations: the map, the GPU explanation, the access log."""
     assert rulebook.names(draws_map=True) <= rulebook.names(needs_access_log=True)
     assert rulebook.names(explains_gpu_values=True) == {
-        "no_load_outside", "no_write_outside", "inputs_unchanged", "pages_in_table"
+        "no_load_outside", "no_write_outside", "inputs_unchanged", "pages_in_table", "own_sequence",
+        "context_pages_in_table",
     }  # fmt: skip
     assert rulebook.names(explained_by_interpreter=True) == {"values"}
     assert set(rulebook.OUTCOMES) == {"raised", "speed_bar", "stub"}

@@ -163,6 +163,54 @@ def draw_pages(path: Path) -> None:
     _save(fig, path)
 
 
+def draw_packed(path: Path) -> None:
+    """Puzzle 14's first CPU case: the sequences packed along the tokens, and the answer key's grid over them (as on
+    Triton's interpreter), where the programs past a sequence's end return at once."""
+    from types import SimpleNamespace
+
+    from matplotlib.patches import Rectangle
+
+    from checks.registry import get_puzzle
+
+    plt = _pyplot()
+    case = get_puzzle(14).cases.cpu[0]
+    lens, group = [int(n) for n in case.seq_lens], int(case.G)
+    block_m, *_ = _answer_key(14).launch_shape(int(case.D), SimpleNamespace(type="cpu"))
+    tokens = max(block_m, group) // group
+    cu = [0]
+    for n in lens:
+        cu.append(cu[-1] + n)
+    blocks = -(-max(lens) // tokens)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 4.6), gridspec_kw={"height_ratios": [1, 1.4]})
+    for b, n in enumerate(lens):
+        top.add_patch(Rectangle((cu[b], 0), n, 1, color=f"C{b}", alpha=0.75))
+        top.text(cu[b] + n / 2, 0.5, f"sequence {b}: {n} tokens", ha="center", va="center", fontsize=8, color="white")
+        for m in range(1, -(-n // tokens)):
+            top.plot([cu[b] + m * tokens] * 2, [0, 1], color="white", linewidth=1)
+    top.set(xlim=(0, cu[-1]), ylim=(0, 1), xlabel="token t of q, k, v (T = cu_seqlens[-1])",
+            title=f"packed: cu_seqlens = {cu}; white lines: the key's blocks of {tokens} tokens ({block_m} rows, G = "
+                  f"{group})")  # fmt: skip
+    top.set_xticks(cu)
+    top.set_yticks([])
+    for b, n in enumerate(lens):
+        for m in range(blocks):
+            works = m * tokens < n
+            colour = f"C{b}" if works else "#dddddd"
+            bottom.add_patch(Rectangle((m, b), 0.95, 0.9, color=colour, alpha=0.75 if works else 1.0))
+            text = f"tokens {cu[b] + m * tokens}-{cu[b] + min(n, (m + 1) * tokens) - 1}" if works else "returns"
+            bottom.text(m + 0.47, b + 0.45, text, ha="center", va="center", fontsize=8,
+                        color="white" if works else "black")  # fmt: skip
+    bottom.set(
+        xlim=(0, blocks),
+        ylim=(len(lens), 0),
+        xlabel="program_id(0): the block of queries",
+        title=f"the grid (cdiv(max_seqlen, {tokens}), B, H_kv) = ({blocks}, {len(lens)}, H_kv), one kv head shown",
+    )
+    bottom.set_yticks([b + 0.45 for b in range(len(lens))], [f"program_id(1) = {b}" for b in range(len(lens))])
+    bottom.set_xticks([m + 0.47 for m in range(blocks)], [str(m) for m in range(blocks)])
+    _save(fig, path)
+
+
 DIAGRAMS = (
     Diagram(
         "decoding_split",
@@ -187,6 +235,14 @@ DIAGRAMS = (
         "last page, the slots past seq_lens in that page, and the pages no sequence uses hold NaN.",
         draw_pages,
     ),
+    Diagram(
+        "varlen_packed",
+        "Packed sequences and a grid sized by the longest",
+        "Puzzle 14's first CPU case: three sequences one after another along the tokens, and the answer key's grid "
+        "as it runs in Triton's interpreter: a program per block of queries of the longest sequence, per sequence; "
+        "in the shorter sequences, the programs whose block starts past the end return at once (grey).",
+        draw_packed,
+    ),
 )
 
 
@@ -200,11 +256,12 @@ def markdown(diagram: Diagram) -> str:
 
 def source_text() -> bytes:
     """What every diagram is drawn from: this file, the answer keys it asks, and the grader's page tables."""
-    parts = [Path(__file__), ROOT / "solutions" / "11_flash_decoding.py", ROOT / "checks/puzzles/p13_paged_decoding.py"]
+    parts = [Path(__file__), ROOT / "solutions" / "11_flash_decoding.py", ROOT / "checks/puzzles/p13_paged_decoding.py",
+             ROOT / "solutions" / "14_varlen_attention.py"]  # fmt: skip
     return b"".join(p.read_bytes() for p in parts) + repr(_cases()).encode()
 
 
 def _cases() -> list[Any]:
     from checks.registry import get_puzzle
 
-    return [get_puzzle(13).cases.cpu[0]]
+    return [get_puzzle(13).cases.cpu[0], get_puzzle(14).cases.cpu[0]]

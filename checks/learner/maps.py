@@ -228,19 +228,25 @@ def attention_visits(log: AccessLog) -> list[tuple[str, np.ndarray, list]]:
     A tile pair is ((first query row, end), (first key row, end), its step in its program).
     """
     names = {i: r["name"] for i, r in enumerate(log.regions)}
-    n = next((r["shape"][2] for r in log.regions if r["name"] == "q"), 0)
+    shape = next((r["shape"] for r in log.regions if r["name"] == "q"), [0, 0, 0, 0])
+    packed = len(shape) == 3  # (T, H, D): sequences packed along the tokens (14), the first head's group drawn
+    dim = 0 if packed else 2
+    n = shape[dim]
     rows = log.records.numpy()
     found = []
     for launch, info in enumerate(log.launches):
         mine = rows[rows[:, F["launch"]] == launch]
-        first_head = (mine[:, F["lo0"]] == 0) & (mine[:, F["lo1"]] == 0) & (mine[:, F["hi0"]] == 0)
-        mine = mine[first_head & (mine[:, F["hi1"]] == 0)]
+        if packed:
+            mine = mine[mine[:, F["lo1"]] == 0]
+        else:
+            first_head = (mine[:, F["lo0"]] == 0) & (mine[:, F["lo1"]] == 0) & (mine[:, F["hi0"]] == 0)
+            mine = mine[first_head & (mine[:, F["hi1"]] == 0)]
         image = np.full((n, n), np.nan)
         tiles: list = []
         owners = {"q": 0, "k": 0, None: 0}
         for pid in np.unique(mine[:, F["pid"]]):
             prog = mine[mine[:, F["pid"]] == pid]
-            visits, owner = _program_visits(prog, names, image)
+            visits, owner = _program_visits(prog, names, image, dim)
             tiles += visits
             owners[owner] += 1
         if tiles:
@@ -255,11 +261,13 @@ _SWEEPS = {
 }
 
 
-def _program_visits(prog: np.ndarray, names: dict[int, str], image: np.ndarray) -> tuple[list, str | None]:
-    """Fill the image with the order in which one program paired query and key tiles."""
+def _program_visits(
+    prog: np.ndarray, names: dict[int, str], image: np.ndarray, dim: int = 2
+) -> tuple[list, str | None]:
+    """Fill the image with the order in which one program paired query and key tiles (rows along `dim`)."""
 
     def rows_of(row: np.ndarray) -> tuple[int, int]:
-        return int(row[F["lo2"]]), int(row[F["hi2"]]) + 1
+        return int(row[F[f"lo{dim}"]]), int(row[F[f"hi{dim}"]]) + 1
 
     # A program owns the rows of an output it stores exactly once (FlashAttention-2's o, dq, dk, dv);
     # one that stores an output over and over (FlashAttention-1's o in its inner loop) owns none.
