@@ -279,6 +279,9 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
                 warm_up_gpu()  # the CUDA context and Triton's launch helpers, made before the seal
             except Exception:  # noqa: BLE001 - the learner's calls meet any real problem with the GPU themselves
                 pass
+        from checks.engine.record.landlock import seal
+
+        seal([own])  # and by the kernel, whatever writes (C, mmap): checks.engine.record.landlock
         harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent],
                own=list(job.names), writable=[own])  # fmt: skip
         from checks.engine.record.no_processes import forbid_processes

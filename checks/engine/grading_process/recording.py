@@ -99,6 +99,9 @@ def seal(folder: Path, own: list[str]) -> None:
     starts no process; a refusal ends the process, its reason on standard error."""
     import checks
     from checks.engine.record.hardening import harden
+    from checks.engine.record.landlock import seal as seal_by_the_kernel
+
+    seal_by_the_kernel([folder])  # whatever writes (C, mmap): checks.engine.record.landlock
 
     def refused(reason: str) -> None:
         print(f"The grader refuses this: {reason}.", file=sys.stderr, flush=True)
