@@ -355,6 +355,9 @@ def private() -> None:
 
 
 if __name__ == "__main__":
+    from checks.engine.processes.sealing import end_with_parent
+
+    end_with_parent()  # started by the grader: it ends when the grader does, however (a fork server's: fork_server)
     code = main()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()

@@ -124,4 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from checks.engine.processes.sealing import end_with_parent
+
+    end_with_parent()  # it ends when the grader does, however
     raise SystemExit(main())
