@@ -24,7 +24,8 @@ import checks
 from checks.engine.contract.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, fresh_outputs_path, outputs_path
 from checks.engine.machine import autotune_without_benchmarks, detect
 from checks.engine.phases import mark
-from checks.engine.record.hardening import event_writer, harden
+from checks.engine.processes.sealing import grader_digest
+from checks.engine.record.hardening import REFUSED_EXIT, event_writer, harden
 from checks.registry import Case, Puzzle
 
 
@@ -289,6 +290,9 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         forbid_processes()  # and at the system calls: no fork, exec or clone of a process, by any path
         record_all(job, puzzle, events, machine, workdir)
         return 0
+    if job.grader_digest and grader_digest() != job.grader_digest:  # written to while the recording ran
+        events.emit("refused", reason="changing the grader's files (checks/, solutions/ or puzzles.yaml)")
+        return REFUSED_EXIT
     replayed = replay_all(job, puzzle, events, machine, workdir, token)
     if replayed is None:
         return 0
@@ -318,9 +322,6 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
 def preload_role(role: str, machine: Any) -> None:
     """Import what the job of `role` will need, read the registry and, on a GPU, make the CUDA context while the
     grader writes the job: a check waits for none of it."""
-    import checks.engine.contract.observations
-    import checks.engine.replay.case_runner
-    import checks.puzzles
     from checks.registry import load_puzzles
 
     load_puzzles()
@@ -332,14 +333,28 @@ def preload_role(role: str, machine: Any) -> None:
         except Exception:  # noqa: BLE001 - the job says what is wrong with the GPU, in its own words
             pass
     if role == RECORD:
-        import checks.engine.submission
         from checks.engine.record.plan_recorder import warm_up
 
         warm_up()
     else:
-        import checks.engine.contract.kernel_source
-        import checks.engine.replay.kernels
-        import checks.engine.replay.perform  # noqa: F401
+        import_for_replay()
+
+
+def import_for_replay() -> None:
+    """Import every module of the grader's that a replay uses, each puzzle's inputs and reference included, before its
+    job comes: nothing of the grader's is read from disk once the recording ran (which, unsealed, may have written
+    there; the replay also compares the grader's files with their digest before it performs)."""
+    import checks.engine.answer_key
+    import checks.engine.contract.kernel_source
+    import checks.engine.inputs
+    import checks.engine.replay.kernels
+    import checks.engine.replay.measure
+    import checks.engine.replay.perform  # noqa: F401
+    from checks.puzzles import spec_module
+    from checks.registry import load_puzzles
+
+    for puzzle in load_puzzles():
+        spec_module(puzzle)
 
 
 def private() -> None:

@@ -14,14 +14,17 @@ process that outlived the grading process is tampering.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection
+from pathlib import Path
 
 from checks.engine.processes import process_table
+from checks.registry import ROOT
 
 PR_SET_CHILD_SUBREAPER = 36
 MARK = "CHECKS_GRADING_PROCESS"  # in the environment of every grading process, and so of all it starts
@@ -140,3 +143,18 @@ def left_behind(
         rounds += 1
         alive = _alive(session, mine, adopters, since)
     return described
+
+
+def grader_digest(root: Path = ROOT) -> str:
+    """A digest of the grader's files, by name and content: every file under checks/ and solutions/ (the answer keys,
+    which the replay may record) but Python's bytecode caches, and puzzles.yaml. The grader takes it before a
+    recording runs, and the replay compares it before it performs: a file the recording wrote into the grader's tree
+    (by any writer, where the kernel could not seal the recording process) stops the grading (30-40 ms)."""
+    digest = hashlib.sha256()
+    found = [*(root / "checks").rglob("*"), *(root / "solutions").rglob("*")]
+    files = sorted(p for p in found if "__pycache__" not in p.parts and not p.is_dir())
+    for path in [*files, root / "puzzles.yaml"]:
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with contextlib.suppress(OSError):
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
