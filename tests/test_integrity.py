@@ -19,6 +19,7 @@ from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, spawn
 from checks.engine.processes.forking import ForkedProcess
+from checks.engine.record import landlock
 from checks.records import RecordError
 from checks.registry import get_puzzle
 from tests.helpers import submission
@@ -267,6 +268,10 @@ SUBMISSIONS = [
     ("detaches_through_a_library", 1, V.TAMPERED),
     ("writes_the_progress_record", 1, V.TAMPERED),
     ("spawns_through_multiprocessing", 1, V.ERROR),  # no audit event: the seccomp filter makes the call fail
+    # writers in C, which no audit event shows: the kernel's seal makes the write fail and the wrong kernel is judged;
+    # where the kernel has no Landlock, the replay finds the grader's files changed (its digest) and grades nothing
+    ("saves_into_the_grader", 1, V.FAILED if landlock.abi() else V.TAMPERED),
+    ("writes_the_grader_through_sqlite", 1, V.FAILED if landlock.abi() else V.TAMPERED),
 ]
 # what the report must name, for the submissions the audit hook stops (checks.engine.record.hardening)
 REASONS = {
@@ -284,6 +289,11 @@ REASONS = {
     "detaches_through_a_library": "starting or signalling a process (subprocess)",
     "writes_the_progress_record": "writing outside the grading process's own folder",
     "spawns_through_multiprocessing": "tried to start a process (multiprocessing, subprocess, os.fork)",
+    **(
+        {}
+        if landlock.abi()
+        else dict.fromkeys(["saves_into_the_grader", "writes_the_grader_through_sqlite"], "changing the grader's files")
+    ),
 }
 
 
