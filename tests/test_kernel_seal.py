@@ -213,3 +213,24 @@ def test_the_network_filter_refuses_every_socket_but_a_unix_one():
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("REFUSED") == 2, done.stdout
+
+
+def test_an_unsealed_grading_is_said_in_the_report_the_doctor_and_the_class_csv(monkeypatch, tmp_path):
+    from checks import verdict as V
+    from checks.instructor import classroom
+    from checks.instructor.class_records import Result, Submission
+    from checks.learner import doctor
+    from checks.registry import get_puzzle
+
+    monkeypatch.setattr(landlock, "_abi", [0])
+    reason = landlock.unsealed_reason()
+    report = V.format_verdict(V.Verdict(1, V.PASSED, "All cases match.", unsealed=reason))
+    assert report.splitlines()[-1] == reason
+    finding = doctor.check_seal()
+    assert finding.level == doctor.NOTE and reason in finding.what
+    submission = Submission("ann", get_puzzle(1), tmp_path / "ann" / "p1.py")
+    classroom.write_csv([Result(submission, V.PASSED, "ok", 1.0, [], reason)], tmp_path / "class.csv", tmp_path)
+    assert f"no: {reason}" in (tmp_path / "class.csv").read_text()
+    monkeypatch.setattr(landlock, "_abi", [7])
+    assert doctor.check_seal().level == doctor.OK
+    assert "sealed" not in V.format_verdict(V.Verdict(1, V.PASSED, "All cases match."))
