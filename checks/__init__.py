@@ -22,7 +22,8 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            room.
     engine.record          what runs beside the learner's host code in the recording process: the plan recorder
                            (record.plan_recorder: launches, allocations, copies written down, never run) and the
-                           seal (record.hardening: an audit hook; writes only in its scratch folder, no process).
+                           seal (record.hardening: an audit hook; writes only in its scratch folder, no process;
+                           record.landlock: the kernel's seal, Landlock and seccomp, for writers in C too).
     engine.replay          the replay process's work: build the kernels from the checked text (replay.kernels),
                            perform a plan (replay.perform), observe a case (replay.case_runner, replay.launches),
                            time it (replay.measure). Record and replay never import each other; the answer key's
