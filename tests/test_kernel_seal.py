@@ -70,8 +70,20 @@ from pathlib import Path
 import checks.engine.record.hardening as hardening
 from checks.engine.grading_process import main as grading, recording
 from checks.engine.contract.protocol import Job
+from checks.engine.processes import process_table
+from checks.engine.record import landlock
 
 hardening.harden = grading.harden = lambda *args, **kwargs: None  # the seal alone
+sealing, threads = landlock.seal, Path(sys.argv[2]) / "threads.txt"
+
+
+def seal(writable):  # how many threads the process runs as it is sealed: Landlock binds only the one that asks
+    with open(threads, "a") as f:
+        f.write(f"{process_table.thread_count()}\\n")
+    return sealing(writable)
+
+
+landlock.seal = seal
 submission, work, scratch, maps = (Path(p) for p in sys.argv[1:5])
 recording.interpreter_setup()
 
@@ -152,6 +164,7 @@ def test_the_kernel_seals_the_recording_process_and_the_map_recorder(tmp_path, l
     assert not planted, planted
     assert not signalled, "a sealed process signalled a process outside its seal"
     assert (progress.read_bytes() if progress.exists() else None) == before
+    assert (work / "threads.txt").read_text().split() == ["1", "1"]  # sealed before any thread of theirs started
 
 
 def test_the_seal_leaves_the_folders_it_is_given_writable(tmp_path):
