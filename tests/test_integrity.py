@@ -17,9 +17,8 @@ from checks import verdict as V
 from checks.engine.contract.protocol import Job, RecordStream, Stream
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
-from checks.engine.processes import forking, spawn
+from checks.engine.processes import forking, landlock, spawn
 from checks.engine.processes.forking import ForkedProcess
-from checks.engine.record import landlock
 from checks.records import RecordError
 from checks.registry import get_puzzle
 from tests.helpers import submission

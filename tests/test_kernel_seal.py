@@ -1,4 +1,4 @@
-"""The kernel's seal (checks.engine.record.landlock) on the processes that run the learner's code.
+"""The kernel's seal (checks.engine.processes.landlock) on the processes that run the learner's code.
 
 The recording process and the map recorder are run for real (their own entry points, `main` and `recording.main`),
 with the audit hook switched off, so that only the kernel's seal stands: the learner's module, loaded there, tries
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.engine.record import landlock
+from checks.engine.processes import landlock
 from checks.registry import ROOT
 
 # the learner's module: each attack, and whether it went through, written into its own folder (which it may write)
@@ -71,7 +71,7 @@ import checks.engine.record.hardening as hardening
 from checks.engine.grading_process import main as grading, recording
 from checks.engine.contract.protocol import Job
 from checks.engine.processes import process_table
-from checks.engine.record import landlock
+from checks.engine.processes import landlock
 
 hardening.harden = grading.harden = lambda *args, **kwargs: None  # the seal alone
 sealing, threads = landlock.seal, Path(sys.argv[2]) / "threads.txt"
@@ -175,7 +175,7 @@ def test_the_seal_leaves_the_folders_it_is_given_writable(tmp_path):
         f"""
         import os, sys
         from pathlib import Path
-        from checks.engine.record import landlock
+        from checks.engine.processes import landlock
         events = open({str(tmp_path / "events.jsonl")!r}, "a")  # opened before the seal: still written
         version = landlock.seal([Path({str(own)!r})])
         events.write("after the seal\\n")
@@ -212,7 +212,7 @@ def test_the_network_filter_refuses_every_socket_but_a_unix_one():
     code = textwrap.dedent(
         """
         import socket
-        from checks.engine.record.landlock import forbid_network
+        from checks.engine.processes.landlock import forbid_network
         assert forbid_network()
         socket.socket(socket.AF_UNIX).close()
         for family, kind in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM)):

@@ -30,8 +30,8 @@ from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage, traffic_details
 from checks.engine.phases import mark
+from checks.engine.processes.landlock import unsealed_reason
 from checks.engine.processes.prestart import part_count, part_workdir
-from checks.engine.record.landlock import unsealed_reason
 from checks.engine.submission import EarlierSource, SubmissionError, earlier_step, notebook_code
 from checks.registry import Puzzle, shown
 

@@ -57,8 +57,8 @@ from checks import verdict as V
 from checks.engine.grade import grade, graded_module
 from checks.engine.judging.rules import rulebook
 from checks.engine.processes import forking
+from checks.engine.processes.landlock import unsealed_reason
 from checks.engine.processes.prestart import PARTS_ENV
-from checks.engine.record.landlock import unsealed_reason
 from checks.engine.submission import SubmissionError
 from checks.instructor.class_records import NOT_GRADED, Copy, Notice, Result, Submission
 from checks.registry import ROOT, Puzzle, UnknownPuzzle, exit_on_registry_error, get_puzzle, puzzle_id, shown
@@ -268,7 +268,7 @@ def write_csv(results: list[Result], path: Path, root: Path) -> None:
                     r.summary,
                     f"{r.seconds:.1f}",
                     s.path.relative_to(root).as_posix(),
-                    "no: " + r.unsealed if r.unsealed else "yes",  # by the kernel (checks.engine.record.landlock)
+                    "no: " + r.unsealed if r.unsealed else "yes",  # by the kernel (checks.engine.processes.landlock)
                 ]
             )
 

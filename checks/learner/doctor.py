@@ -156,7 +156,7 @@ def check_warm_grader() -> Finding:
 
 def check_seal() -> Finding:
     """Whether the kernel seals the process that runs the learner's code (Landlock), and why not."""
-    from checks.engine.record import landlock
+    from checks.engine.processes import landlock
 
     reason = landlock.unsealed_reason()
     if reason:

@@ -157,6 +157,11 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     mark("kernels built")
     # no Python of the submission runs here but its kernels, checked against the language; should one step out of
     # it, the audit hook refuses what it would need (processes, frames, ctypes, the grader's files, writes elsewhere)
+    if machine.mode == "interpreter":  # sealed by the kernel too: it writes only in the check's folder (on a GPU,
+        # Triton's compiler writes its cache and temporary files elsewhere: there the audit hook alone)
+        from checks.engine.processes.landlock import seal
+
+        seal([workdir])
     harden(
         [], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], kernel_files=list(kernel_files)
     )
@@ -280,9 +285,9 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
                 warm_up_gpu()  # the CUDA context and Triton's launch helpers, made before the seal
             except Exception:  # noqa: BLE001 - the learner's calls meet any real problem with the GPU themselves
                 pass
-        from checks.engine.record.landlock import seal
+        from checks.engine.processes.landlock import seal
 
-        seal([own])  # and by the kernel, whatever writes (C, mmap): checks.engine.record.landlock
+        seal([own])  # and by the kernel, whatever writes (C, mmap): checks.engine.processes.landlock
         harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent],
                own=list(job.names), writable=[own])  # fmt: skip
         from checks.engine.record.no_processes import forbid_processes
@@ -322,6 +327,9 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
 def preload_role(role: str, machine: Any) -> None:
     """Import what the job of `role` will need, read the registry and, on a GPU, make the CUDA context while the
     grader writes the job: a check waits for none of it."""
+    import checks.engine.contract.observations
+    import checks.engine.replay.case_runner
+    import checks.puzzles
     from checks.registry import load_puzzles
 
     load_puzzles()
@@ -333,6 +341,7 @@ def preload_role(role: str, machine: Any) -> None:
         except Exception:  # noqa: BLE001 - the job says what is wrong with the GPU, in its own words
             pass
     if role == RECORD:
+        import checks.engine.submission  # noqa: F401
         from checks.engine.record.plan_recorder import warm_up
 
         warm_up()

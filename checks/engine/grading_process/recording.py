@@ -98,10 +98,10 @@ def seal(folder: Path, own: list[str]) -> None:
     """The learner's code runs here as in a recording process: sealed, it writes only in `folder` (the log's) and
     starts no process; a refusal ends the process, its reason on standard error."""
     import checks
+    from checks.engine.processes.landlock import seal as seal_by_the_kernel
     from checks.engine.record.hardening import harden
-    from checks.engine.record.landlock import seal as seal_by_the_kernel
 
-    seal_by_the_kernel([folder])  # whatever writes (C, mmap): checks.engine.record.landlock
+    seal_by_the_kernel([folder])  # whatever writes (C, mmap): checks.engine.processes.landlock
 
     def refused(reason: str) -> None:
         print(f"The grader refuses this: {reason}.", file=sys.stderr, flush=True)
