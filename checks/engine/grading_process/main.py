@@ -296,7 +296,8 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         record_all(job, puzzle, events, machine, workdir)
         return 0
     if job.grader_digest and grader_digest() != job.grader_digest:  # written to while the recording ran
-        events.emit("refused", reason="changing the grader's files (checks/, solutions/ or puzzles.yaml)")
+        changed = "checks/, solutions/ or puzzles.yaml changed while it ran"
+        events.emit("refused", reason=f"changing the grader's files ({changed})")
         return REFUSED_EXIT
     replayed = replay_all(job, puzzle, events, machine, workdir, token)
     if replayed is None:
