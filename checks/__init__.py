@@ -22,7 +22,8 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            room.
     engine.record          what runs beside the learner's host code in the recording process: the plan recorder
                            (record.plan_recorder: launches, allocations, copies written down, never run) and the
-                           seal (record.hardening: an audit hook; writes only in its scratch folder, no process).
+                           seal (record.hardening: an audit hook; writes only in its scratch folder, no process; and
+                           the kernel's, processes.landlock).
     engine.replay          the replay process's work: build the kernels from the checked text (replay.kernels),
                            perform a plan (replay.perform), observe a case (replay.case_runner, replay.launches),
                            time it (replay.measure). Record and replay never import each other; the answer key's
@@ -36,7 +37,8 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
     engine.grading_process only the processes' entry points: main (a grading process in one role), fork_server,
                            recording (an access log for a map); nothing of the engine imports them.
     engine.processes       starting, running and sealing processes (spawn, prestart, run, forking, sealing,
-                           process_table, access_recording).
+                           process_table, access_recording; landlock: the kernel's seal on a process that runs the
+                           learner's code, Landlock and seccomp, which writers in C meet too).
     engine.access          the interpreter's access log: recorded in the replay (recorder, patches, regions), read
                            by the judge (log, queries, traffic).
     below them             engine.timing (the timing's arithmetic and clock, below the replay and the bench),

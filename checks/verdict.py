@@ -60,6 +60,8 @@ class Verdict:
     map_case: int | None = None  # the CPU case whose access map shows why a rule on memory accesses failed
     file: str = ""  # the file graded, as commands name it (FILE=...); "" for the puzzle's notebook
     earlier: str = ""  # the earlier step's code given with --earlier, as commands name it; "" when none was
+    # one sentence when the kernel did not seal the process that ran the learner's code (no Landlock); "" when it did
+    unsealed: str = ""
 
     @property
     def passed(self) -> bool:
@@ -226,6 +228,8 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
         TAMPERED: "FAILED",
     }.get(v.status, "NOT GRADED")
     out.append(f"{word}: {v.summary}")
+    if v.unsealed:
+        out.append(v.unsealed)
     if v.debugging:
         out.append(DEBUGGING_RUN.format(seed=v.seed, aside=" (its timings aside)" if v.mode == "gpu" else ""))
     if v.seed is not None and not v.passed and v.cases:

@@ -17,7 +17,7 @@ from checks import verdict as V
 from checks.engine.contract.protocol import Job, RecordStream, Stream
 from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
-from checks.engine.processes import forking, spawn
+from checks.engine.processes import forking, landlock, spawn
 from checks.engine.processes.forking import ForkedProcess
 from checks.records import RecordError
 from checks.registry import get_puzzle
@@ -267,7 +267,12 @@ SUBMISSIONS = [
     ("detaches_through_a_library", 1, V.TAMPERED),
     ("writes_the_progress_record", 1, V.TAMPERED),
     ("spawns_through_multiprocessing", 1, V.ERROR),  # no audit event: the seccomp filter makes the call fail
+    # writers in C, which no audit event shows: the kernel's seal makes the write fail and the wrong kernel is judged;
+    # where the kernel has no Landlock, the replay finds the grader's files changed (its digest) and grades nothing
+    ("saves_into_the_grader", 1, V.FAILED if landlock.abi() else V.TAMPERED),
+    ("writes_the_grader_through_sqlite", 1, V.FAILED if landlock.abi() else V.TAMPERED),
 ]
+WRITES_IN_C = ("saves_into_the_grader", "writes_the_grader_through_sqlite")  # stopped by the kernel's seal alone
 # what the report must name, for the submissions the audit hook stops (checks.engine.record.hardening)
 REASONS = {
     "emits_through_gc": "gc.get_objects",
@@ -284,6 +289,11 @@ REASONS = {
     "detaches_through_a_library": "starting or signalling a process (subprocess)",
     "writes_the_progress_record": "writing outside the grading process's own folder",
     "spawns_through_multiprocessing": "tried to start a process (multiprocessing, subprocess, os.fork)",
+    **(
+        {}
+        if landlock.abi()
+        else dict.fromkeys(["saves_into_the_grader", "writes_the_grader_through_sqlite"], "changing the grader's files")
+    ),
 }
 
 
@@ -296,6 +306,10 @@ STARTS = [pytest.param("forked", id="forked"), pytest.param("started", id="start
 @pytest.mark.parametrize("start", STARTS)
 @pytest.mark.parametrize(("name", "number", "status"), SUBMISSIONS, ids=[s[0] for s in SUBMISSIONS])
 def test_tampering_submissions_never_pass(name, number, status, start, monkeypatch, tmp_path):
+    if name in WRITES_IN_C and not landlock.abi():
+        # the writes would go through, into the tree the other tests grade from; the report says the grading was not
+        # sealed, and test_a_replay_refuses_when_the_graders_files_changed shows what the replay does then
+        pytest.skip("no Landlock here: the grading says it was not sealed")
     if start == "started":
         monkeypatch.delenv(forking.ENV, raising=False)
     verdict = grade(get_puzzle(number), submission(TAMPERING, name, tmp_path), timeout=60)
@@ -329,3 +343,15 @@ def test_the_grading_process_reports_its_own_exception_as_a_grader_error(tmp_pat
         stream.feed_line(text)
     assert not stream.tampered and "RuntimeError: Expected a 'cpu' device type" in stream.grader_error
     assert "in broken" in stream.grader_error  # the traceback, to show the instructor
+
+
+def test_a_replay_refuses_when_the_graders_files_changed(monkeypatch, tmp_path):
+    """Where the kernel cannot seal the recording process, a writer in C can change the grader's files: the replay
+    compares their digest with the one the grader took before the recording ran, and grades nothing."""
+    from checks.engine.processes import run
+
+    taken = run._digest
+    monkeypatch.setattr(run, "_digest", lambda role, workdir: taken(role, workdir) if role == "record" else "0" * 64)
+    verdict = grade(get_puzzle(1), None, solution=True, timeout=60)
+    report = V.format_verdict(verdict)
+    assert verdict.status == V.TAMPERED and "changing the grader's files" in report, report

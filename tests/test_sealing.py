@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from checks.engine.contract.protocol import Job
 from checks.engine.judging.stage import Stage
 from checks.engine.processes import forking, process_table, spawn
 from checks.engine.processes.sealing import MARK, adopt_orphans, left_behind
-from checks.registry import get_puzzle
+from checks.registry import ROOT, get_puzzle
 
 
 def mine(proc: subprocess.Popen) -> set[int]:
@@ -98,3 +99,81 @@ def test_a_grading_process_that_leaves_a_process_behind_has_tampered(how, tmp_pa
     verdict = Stage(get_puzzle("1"), job, "interpreter", tmp_path).run(timeout=30)
     assert verdict.status == V.TAMPERED and "outlived the grading process" in verdict.summary, verdict.summary
     assert left_behind(spawn.started[-1].pid, mine(spawn.started[-1])) == []  # it was killed
+
+
+# A grader that grades a submission whose host code never returns, so that its recording process is busy, not waiting
+# on the pipe whose end the grader's death would close.
+GRADER = """
+import sys
+from pathlib import Path
+from checks.engine.grade import grade
+from checks.registry import ROOT, get_puzzle
+submission = Path(sys.argv[1])
+submission.write_text("import time\\ndef vector_add(x, y):\\n    while True:\\n        time.sleep(0.05)\\n")
+grade(get_puzzle(1), submission, timeout=300)
+"""
+
+
+def _of_grader(grader: int) -> list[int]:
+    """The processes still running that the grader `grader` started (its grading processes, its fork server)."""
+    mark = f"CHECKS_GRADER_PID={grader}"
+    return [p.pid for p in process_table.processes() if not p.ended and mark in process_table.environment(p.pid)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.exhaustive  # seconds of imports: test_a_process_ends_with_its_parent_killed_by_sigkill is the cheap one
+@pytest.mark.parametrize("start", ["forked", "started"])
+def test_grading_processes_end_with_a_grader_killed_by_sigkill(start, tmp_path):
+    env = {**os.environ, "CHECKS_PHASES": str(tmp_path / "phases.txt")}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    if start == "started":
+        env.pop(forking.ENV, None)
+    grader = subprocess.Popen([sys.executable, "-c", GRADER, str(tmp_path / "p1.py")], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while "submission loaded" not in ((tmp_path / "phases.txt").read_text() if (tmp_path / "phases.txt").exists()
+                                          else ""):  # fmt: skip
+            assert grader.poll() is None and time.monotonic() < deadline, "the recording never began"
+            time.sleep(0.1)
+        running = _of_grader(grader.pid)
+        assert running, "no grading process found"
+    finally:
+        grader.kill()
+        grader.wait()
+    deadline = time.monotonic() + 10
+    while (left := _of_grader(grader.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:  # a failing test leaves nothing running either
+        os.kill(pid, 9)
+    assert not left, [process_table.command_line(pid) for pid in left]
+
+
+# A grader stand-in: it starts a process as spawn starts a grading process (whose entry point asks to end with it),
+# says its pid, and waits to be killed.
+PARENT_OF_ONE = """
+import os, subprocess, sys, time
+child = "from checks.engine.processes.sealing import end_with_parent as e; e(); print('ready', flush=True); " \\
+    "import time; time.sleep(60)"
+env = {**os.environ, "CHECKS_GRADER_PID": str(os.getpid())}
+print(subprocess.Popen([sys.executable, "-c", child], env=env, start_new_session=True).pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux parent-death signal")
+def test_a_process_ends_with_its_parent_killed_by_sigkill():
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_OF_ONE], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    child = int(parent.stdout.readline())
+    assert parent.stdout.readline().strip() == "ready"  # it has asked for the signal
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while (entry := process_table.lookup(child)) is not None and not entry.ended and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)  # this process may have adopted it (a child subreaper)
+    alive = entry is not None and not entry.ended
+    if alive:
+        os.kill(child, 9)
+    assert not alive, "the process outlived its parent"

@@ -30,6 +30,7 @@ from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage, traffic_details
 from checks.engine.phases import mark
+from checks.engine.processes.landlock import unsealed_reason
 from checks.engine.processes.prestart import part_count, part_workdir
 from checks.engine.submission import EarlierSource, SubmissionError, earlier_step, notebook_code
 from checks.registry import Puzzle, shown
@@ -140,9 +141,9 @@ def grade(
         stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure, shown_file)
         if gpu and time_it and puzzle.timing_case is not None:  # recorded here once, beside this check; then kept
             stage.key_plan = kept_plan(puzzle)
-        if not gpu:
-            return stage.run(limit)
-        return with_interpreter_stage(stage, workdir, limit, progress)
+        verdict = stage.run(limit) if not gpu else with_interpreter_stage(stage, workdir, limit, progress)
+        verdict.unsealed = unsealed_reason()  # said plainly where the kernel could not seal the recording process
+        return verdict
 
 
 def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progress: Progress | None) -> V.Verdict:

@@ -48,6 +48,7 @@ class Result:
     summary: str
     seconds: float
     details: list[str] = field(default_factory=list)
+    unsealed: str = ""  # why the kernel did not seal the process that ran the submission's code; "" when it did
 
     @property
     def passed(self) -> bool:

@@ -57,6 +57,7 @@ from checks import verdict as V
 from checks.engine.grade import grade, graded_module
 from checks.engine.judging.rules import rulebook
 from checks.engine.processes import forking
+from checks.engine.processes.landlock import unsealed_reason
 from checks.engine.processes.prestart import PARTS_ENV
 from checks.engine.submission import SubmissionError
 from checks.instructor.class_records import NOT_GRADED, Copy, Notice, Result, Submission
@@ -201,6 +202,7 @@ def _graded(submission: Submission, timeout: float | None) -> V.Verdict:
 def grade_one(submission: Submission, timeout: float | None) -> Result:
     """One submission's verdict; whatever goes wrong becomes a result, never an exception."""
     start = time.monotonic()
+    unsealed = unsealed_reason()
     try:
         verdict = _graded(submission, timeout)
         status, summary = verdict.status, verdict.summary
@@ -217,7 +219,7 @@ def grade_one(submission: Submission, timeout: float | None) -> Result:
     except Exception as exc:  # noqa: BLE001 - a grader bug must not stop the class
         status, details = V.INTERNAL, []
         summary = f"The grader failed on this submission ({type(exc).__name__}: {exc})."
-    return Result(submission, status, summary, time.monotonic() - start, details)
+    return Result(submission, status, summary, time.monotonic() - start, details, unsealed)
 
 
 def grade_all(submissions: list[Submission], root: Path, timeout: float | None, jobs: int = 1) -> list[Result]:
@@ -255,7 +257,7 @@ def grade_all(submissions: list[Submission], root: Path, timeout: float | None, 
 def write_csv(results: list[Result], path: Path, root: Path) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["learner", "puzzle", "status", "summary", "seconds", "file"])
+        writer.writerow(["learner", "puzzle", "status", "summary", "seconds", "file", "sealed"])
         for r in results:
             s = r.submission
             writer.writerow(
@@ -266,6 +268,7 @@ def write_csv(results: list[Result], path: Path, root: Path) -> None:
                     r.summary,
                     f"{r.seconds:.1f}",
                     s.path.relative_to(root).as_posix(),
+                    "no: " + r.unsealed if r.unsealed else "yes",  # by the kernel (checks.engine.processes.landlock)
                 ]
             )
 

@@ -112,6 +112,7 @@ def write_part(
                 "summary": r.summary,
                 "seconds": r.seconds,
                 "details": r.details,
+                "unsealed": r.unsealed,
             }
             for r in results
         ],
@@ -140,7 +141,9 @@ def read_part(place: Path, root: Path) -> Part | None:
     for row in data["results"]:
         entry = by_file[row["file"]]
         submission = Submission(entry["learner"], get_puzzle(entry["puzzle"]), root / entry["file"])
-        results[row["file"]] = Result(submission, row["status"], row["summary"], row["seconds"], row["details"])
+        results[row["file"]] = Result(
+            submission, row["status"], row["summary"], row["seconds"], row["details"], row.get("unsealed", "")
+        )
     warnings = [Notice(w["kind"], w["text"]) for w in data["warnings"]]
     return Part(data["shard"], data["count"], plan, warnings, results)
 

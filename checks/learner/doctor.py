@@ -154,6 +154,16 @@ def check_warm_grader() -> Finding:
     return Finding(OK, "warm grader: none running; the next `make check` at a terminal starts one")
 
 
+def check_seal() -> Finding:
+    """Whether the kernel seals the process that runs the learner's code (Landlock), and why not."""
+    from checks.engine.processes import landlock
+
+    reason = landlock.unsealed_reason()
+    if reason:
+        return Finding(NOTE, f"seal: {reason} Checks still grade; on a Linux kernel 5.13 or newer they are sealed")
+    return Finding(OK, f"seal: the kernel's Landlock (ABI {landlock.abi()}) seals the process that runs your code")
+
+
 def check_registry() -> Finding:
     try:
         from checks.registry import load_puzzles
@@ -231,6 +241,7 @@ def examine(kernel_timeout: float = KERNEL_TIMEOUT) -> list[Finding]:
         found.append(pitfall)
     found.append(check_jupyter())
     found.append(check_warm_grader())
+    found.append(check_seal())
     found.append(check_registry())
     if all(f.level != PROBLEM for f in found[1:4]) and (pitfall is None or pitfall.level != PROBLEM):
         found.append(check_kernel(interpreter, kernel_timeout))

@@ -72,6 +72,9 @@ class Job:
     # the answer key's plan at the timing size and its kernels' source, as the grader's own process recorded and keeps
     # them (checks.engine.answer_key.kept_plan); None: the replay records the key's plan itself
     key_plan: dict[str, Any] | None = None
+    # the digest of the grader's files taken before the recording ran (checks.engine.processes.sealing.grader_digest):
+    # the replay performs nothing if its own differs
+    grader_digest: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), allow_nan=True)

@@ -42,6 +42,7 @@ from typing import NoReturn
 
 from checks.engine.contract.messages import Answer, Ended, Forked, ForkRequest, Refused, Stopped, decode, encode
 from checks.engine.processes import process_table
+from checks.engine.processes.sealing import end_with_parent
 from checks.records import RecordError
 
 MAX_MESSAGE = 1 << 20
@@ -70,6 +71,9 @@ def import_for_grading() -> str:
     detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
     import checks.engine.grading_process.main
     import checks.engine.grading_process.recording
+    from checks.engine.grading_process.main import import_for_replay
+
+    import_for_replay()  # a forked replay reads nothing of the grader's from disk after its job
     import checks.engine.replay.case_runner
     from checks.engine.record.plan_recorder import warm_up
 
@@ -104,6 +108,7 @@ class Server:
 
     def __init__(self, sock: socket.socket, env: dict[str, str]) -> None:
         self.sock, self.env = sock, compared_environment(env)
+        self.pid = os.getpid()
         self.forked: set[int] = set()
         self.wakeup_read, self.wakeup_write = os.pipe()
         os.set_blocking(self.wakeup_write, False)
@@ -139,6 +144,7 @@ class Server:
                     request.id, fds, "an environment other than the one the server imported torch and Triton with"
                 )
             elif (pid := os.fork()) == 0:
+                end_with_parent(self.pid)  # the server's one thread: a grading process ends with the server
                 self.leave()
                 return request.program, request.args, request.env, fds
             else:

@@ -24,7 +24,8 @@ import checks
 from checks.engine.contract.protocol import PRELOAD_FLAG, RECORD, TIME_COMMAND, Job, fresh_outputs_path, outputs_path
 from checks.engine.machine import autotune_without_benchmarks, detect
 from checks.engine.phases import mark
-from checks.engine.record.hardening import event_writer, harden
+from checks.engine.processes.sealing import grader_digest
+from checks.engine.record.hardening import REFUSED_EXIT, event_writer, harden
 from checks.registry import Case, Puzzle
 
 
@@ -156,6 +157,11 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     mark("kernels built")
     # no Python of the submission runs here but its kernels, checked against the language; should one step out of
     # it, the audit hook refuses what it would need (processes, frames, ctypes, the grader's files, writes elsewhere)
+    if machine.mode == "interpreter":  # sealed by the kernel too: it writes only in the check's folder (on a GPU,
+        # Triton's compiler writes its cache and temporary files elsewhere: there the audit hook alone)
+        from checks.engine.processes.landlock import seal
+
+        seal([workdir])
     harden(
         [], event_writer(events._f, token), read_only=[Path(checks.__file__).parent], kernel_files=list(kernel_files)
     )
@@ -279,6 +285,9 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
                 warm_up_gpu()  # the CUDA context and Triton's launch helpers, made before the seal
             except Exception:  # noqa: BLE001 - the learner's calls meet any real problem with the GPU themselves
                 pass
+        from checks.engine.processes.landlock import seal
+
+        seal([own])  # and by the kernel, whatever writes (C, mmap): checks.engine.processes.landlock
         harden([workdir], event_writer(events._f, token), read_only=[Path(checks.__file__).parent],
                own=list(job.names), writable=[own])  # fmt: skip
         from checks.engine.record.no_processes import forbid_processes
@@ -286,6 +295,10 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         forbid_processes()  # and at the system calls: no fork, exec or clone of a process, by any path
         record_all(job, puzzle, events, machine, workdir)
         return 0
+    if job.grader_digest and grader_digest() != job.grader_digest:  # written to while the recording ran
+        changed = "checks/, solutions/ or puzzles.yaml changed while it ran"
+        events.emit("refused", reason=f"changing the grader's files ({changed})")
+        return REFUSED_EXIT
     replayed = replay_all(job, puzzle, events, machine, workdir, token)
     if replayed is None:
         return 0
@@ -329,14 +342,29 @@ def preload_role(role: str, machine: Any) -> None:
         except Exception:  # noqa: BLE001 - the job says what is wrong with the GPU, in its own words
             pass
     if role == RECORD:
-        import checks.engine.submission
+        import checks.engine.submission  # noqa: F401
         from checks.engine.record.plan_recorder import warm_up
 
         warm_up()
     else:
-        import checks.engine.contract.kernel_source
-        import checks.engine.replay.kernels
-        import checks.engine.replay.perform  # noqa: F401
+        import_for_replay()
+
+
+def import_for_replay() -> None:
+    """Import every module of the grader's that a replay uses, each puzzle's inputs and reference included, before its
+    job comes: nothing of the grader's is read from disk once the recording ran (which, unsealed, may have written
+    there; the replay also compares the grader's files with their digest before it performs)."""
+    import checks.engine.answer_key
+    import checks.engine.contract.kernel_source
+    import checks.engine.inputs
+    import checks.engine.replay.kernels
+    import checks.engine.replay.measure
+    import checks.engine.replay.perform  # noqa: F401
+    from checks.puzzles import spec_module
+    from checks.registry import load_puzzles
+
+    for puzzle in load_puzzles():
+        spec_module(puzzle)
 
 
 def private() -> None:
@@ -352,6 +380,9 @@ def private() -> None:
 
 
 if __name__ == "__main__":
+    from checks.engine.processes.sealing import end_with_parent
+
+    end_with_parent()  # started by the grader: it ends when the grader does, however (a fork server's: fork_server)
     code = main()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()

@@ -98,7 +98,10 @@ def seal(folder: Path, own: list[str]) -> None:
     """The learner's code runs here as in a recording process: sealed, it writes only in `folder` (the log's) and
     starts no process; a refusal ends the process, its reason on standard error."""
     import checks
+    from checks.engine.processes.landlock import seal as seal_by_the_kernel
     from checks.engine.record.hardening import harden
+
+    seal_by_the_kernel([folder])  # whatever writes (C, mmap): checks.engine.processes.landlock
 
     def refused(reason: str) -> None:
         print(f"The grader refuses this: {reason}.", file=sys.stderr, flush=True)
@@ -121,4 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from checks.engine.processes.sealing import end_with_parent
+
+    end_with_parent()  # it ends when the grader does, however
     raise SystemExit(main())

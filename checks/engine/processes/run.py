@@ -19,7 +19,7 @@ from checks.engine.contract.protocol import EXIT_COMMAND, RECORD, Event, Job, Ob
 from checks.engine.processes import process_table
 from checks.engine.processes.forking import server_pids
 from checks.engine.processes.prestart import take_prestarted
-from checks.engine.processes.sealing import adopt_orphans, left_behind
+from checks.engine.processes.sealing import adopt_orphans, grader_digest, left_behind
 from checks.engine.processes.spawn import GradingProcessHandle, kill, own_processes, start_grading_process
 
 
@@ -75,6 +75,18 @@ def _send(proc: GradingProcessHandle, command: str) -> None:
     _write(proc, command, close=True)
 
 
+_digests: dict[str, str] = {}  # the check's folder -> the digest of the grader's files taken before its recording ran
+
+
+def _digest(role: str, workdir: Path) -> str:
+    """The digest of the grader's files (sealing.grader_digest) for a job: taken as the recording starts, and the same
+    one handed to the replay that follows it in the folder (which compares it with its own before it performs)."""
+    if role == RECORD:
+        _digests[str(workdir)] = grader_digest()
+        return _digests[str(workdir)]
+    return _digests.pop(str(workdir), "") or grader_digest()
+
+
 class GradingProcess:
     """One grading process for one job: started (or taken over from `prestart`), its checked events read as they
     come (`events()`), answered once when it has observed everything (`answer()`), then how it ended (`end()`)."""
@@ -106,7 +118,7 @@ class GradingProcess:
         stream.token = secrets.token_hex(16)
         # a recording process writes only in a folder of its own, made here, removed when it has ended
         self.scratch = tempfile.mkdtemp(prefix="checks-") if job.role == RECORD else ""
-        job = replace(job, workdir=str(workdir), scratch=self.scratch)
+        job = replace(job, workdir=str(workdir), scratch=self.scratch, grader_digest=_digest(job.role, workdir))
         _write(self.proc, stream.token)
         _write(self.proc, job.to_json())  # the job goes over the pipe only this process holds
         self.start = time.monotonic()

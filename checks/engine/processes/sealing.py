@@ -14,14 +14,17 @@ process that outlived the grading process is tampering.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection
+from pathlib import Path
 
 from checks.engine.processes import process_table
+from checks.registry import ROOT
 
 PR_SET_CHILD_SUBREAPER = 36
 MARK = "CHECKS_GRADING_PROCESS"  # in the environment of every grading process, and so of all it starts
@@ -46,6 +49,30 @@ def adopt_orphans() -> bool:
                 done = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         _subreaper.append(done)
     return _subreaper[0]
+
+
+PR_SET_PDEATHSIG = 1
+GRADER_PID = "CHECKS_GRADER_PID"  # in a grading process's environment: the process that started it
+
+
+def end_with_parent(parent: int | None = None) -> bool:
+    """End this process (SIGKILL) when the thread that started it ends, however it ends (SIGKILL included): a grading
+    process never outlives its grader. `parent`: the pid it was started by (default: $CHECKS_GRADER_PID); a parent
+    already gone ends it now. True when the kernel will do it (Linux)."""
+    if parent is None:
+        named = os.environ.get(GRADER_PID, "")
+        parent = int(named) if named.isdigit() else None
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        done = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    if parent is not None and os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)
+    return done
 
 
 def _marked(pid: int) -> bool:
@@ -116,3 +143,18 @@ def left_behind(
         rounds += 1
         alive = _alive(session, mine, adopters, since)
     return described
+
+
+def grader_digest(root: Path = ROOT) -> str:
+    """A digest of the grader's files, by name and content: every file under checks/ and solutions/ (the answer keys,
+    which the replay may record) but Python's bytecode caches, and puzzles.yaml. The grader takes it before a
+    recording runs, and the replay compares it before it performs: a file the recording wrote into the grader's tree
+    (by any writer, where the kernel could not seal the recording process) stops the grading (30-40 ms)."""
+    digest = hashlib.sha256()
+    found = [*(root / "checks").rglob("*"), *(root / "solutions").rglob("*")]
+    files = sorted(p for p in found if "__pycache__" not in p.parts and not p.is_dir())
+    for path in [*files, root / "puzzles.yaml"]:
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with contextlib.suppress(OSError):
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

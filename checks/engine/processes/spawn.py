@@ -16,7 +16,7 @@ from typing import Any
 from checks.engine.contract.protocol import PRELOAD_FLAG, RECORD
 from checks.engine.processes import forking
 from checks.engine.processes.forking import ForkedProcess
-from checks.engine.processes.sealing import MARK, starting
+from checks.engine.processes.sealing import GRADER_PID, MARK, starting
 from checks.registry import ROOT
 
 GradingProcessHandle = subprocess.Popen | ForkedProcess  # a grading process, started here or forked by the fork server
@@ -59,6 +59,7 @@ def grading_process_env(interpret: bool) -> dict[str, str]:
     """
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
     env[MARK] = "1"  # sealing: what a grading process leaves behind is found by this mark
+    env[GRADER_PID] = str(os.getpid())  # sealing.end_with_parent: it ends with this process
     if interpret:
         for name in THREAD_VARIABLES:
             env.setdefault(name, "1")
