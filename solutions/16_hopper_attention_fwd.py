@@ -29,17 +29,20 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 @gluon.jit
 def _masked(s, j, offs_m, N, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
     # keys past N (the next head's rows, or TMA's zeros) and, when causal, keys after the query: -inf
+    ### BEGIN SOLUTION
     offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     valid = offs_n[None, :] < N
     if CAUSAL:
         valid = valid & (offs_n[None, :] <= offs_m[:, None])
     return gl.where(valid, s, float("-inf"))
+    ### END SOLUTION
 
 
 @gluon.jit
 def _attn_step(j, p, m_i, l_i, acc, q_tile, k_tiles, v_tiles, k_ready, v_ready, kv_empty, offs_m, N, qk_scale,
                ROWS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, MASKED: gl.constexpr,
                CAUSAL: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    ### BEGIN SOLUTION
     slot = j % STAGES
     prev = (j - 1) % STAGES
     # -- S_j = Q K_j^T and O += P_{j-1} V_{j-1}, both in flight
@@ -60,12 +63,14 @@ def _attn_step(j, p, m_i, l_i, acc, q_tile, k_tiles, v_tiles, k_ready, v_ready, 
     mbarrier.arrive(kv_empty.index(prev), count=1)  # this consumer is done with K_{j-1} and V_{j-1}
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     return p, m_new, l_i, acc
+    ### END SOLUTION
 
 
 @gluon.jit
 def _consumer(first, q_tile, q_ready, o_ptr, lse_ptr, sm_scale, N, row0, n_blocks, n_unmasked, k_tiles, v_tiles,
               k_ready, v_ready, kv_empty, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    ### BEGIN SOLUTION
     ROWS: gl.constexpr = BLOCK_M // 2
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -109,6 +114,7 @@ def _consumer(first, q_tile, q_ready, o_ptr, lse_ptr, sm_scale, N, row0, n_block
     gl.store(o_ptr + o_offs, acc.to(gl.float16), mask=rows_o[:, None] < N)
     lse = (m_i + gl.log2(l_i)) * 0.6931471805599453  # back to the natural log
     gl.store(lse_ptr + (row0 + offs_m).to(gl.int64), lse, mask=offs_m < N)
+    ### END SOLUTION
 
 
 # The three partitions take the same arguments (gl.warp_specialize asks it of the workers); each uses its share.
@@ -133,6 +139,7 @@ def _second_consumer(o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unm
 def _producer(o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unmasked, q_tiles, k_tiles, v_tiles, q_ready,
               k_ready, v_ready, kv_empty, q_desc, k_desc, v_desc, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    ### BEGIN SOLUTION
     ROWS: gl.constexpr = BLOCK_M // 2
     for half in gl.static_range(2):
         mbarrier.expect(q_ready.index(half), q_desc.block_type.nbytes)
@@ -146,11 +153,13 @@ def _producer(o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unmasked, 
         tma.async_copy_global_to_shared(k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(slot), k_tiles.index(slot))
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(slot), v_tiles.index(slot))
+    ### END SOLUTION
 
 
 @gluon.jit
 def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr):
+    ### BEGIN SOLUTION
     ROWS: gl.constexpr = BLOCK_M // 2
     start_m = gl.program_id(0) * BLOCK_M
     row0 = gl.program_id(1) * N  # this head's first row in the (B*H*N, D) views
@@ -187,9 +196,11 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.
                      q_ready, k_ready, v_ready, kv_empty, q_desc, k_desc, v_desc, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                      CAUSAL)),
     ], [4, 1], [240, 24])  # warps and registers per thread of the workers: the second consumer, the producer
+    ### END SOLUTION
 
 
 def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float):
+    ### BEGIN SOLUTION
     B, H, N, D = q.shape
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), device=q.device, dtype=torch.float32)
@@ -207,3 +218,4 @@ def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
     _attn_fwd[grid](q_desc, k_desc, v_desc, o, lse, sm_scale, N, HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                     CAUSAL=causal, STAGES=STAGES, num_warps=4, maxnreg=168)
     return o, lse
+    ### END SOLUTION

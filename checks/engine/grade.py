@@ -26,6 +26,7 @@ from checks import verdict as V
 from checks.engine.access.traffic import record_answer_key_log_ahead
 from checks.engine.answer_key import kept_plan
 from checks.engine.contract.protocol import Job
+from checks.engine.hopper import needs_hopper_verdict
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage, traffic_details
@@ -120,6 +121,9 @@ def grade(
                 "in README.md shows which puzzles can be graded."
             ),
         )
+    not_here = needs_hopper_verdict(puzzle, interpret)
+    if not_here is not None:
+        return not_here
     debugging = seed is not None
     seed = random.randrange(1, 2**31) if seed is None else seed
     gpu = not interpret and os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
@@ -140,7 +144,7 @@ def grade(
         stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure, shown_file)
         if gpu and time_it and puzzle.timing_case is not None:  # recorded here once, beside this check; then kept
             stage.key_plan = kept_plan(puzzle)
-        if not gpu:
+        if not gpu or puzzle.needs_hopper:  # Gluon's kernels have no interpreter stage: the GPU stage alone
             return stage.run(limit)
         return with_interpreter_stage(stage, workdir, limit, progress)
 

@@ -61,7 +61,8 @@ def grade_ahead(puzzle: Puzzle, interpret: bool = False, spare: bool = False, **
     or a notebook's spare ones, else started now (seconds sooner either way). With `spare`, the next check's
     are started afterwards (a notebook's kernel, where they import torch and Triton before that check)."""
     try:
-        with check_folder(interpret, start=puzzle.ready) as workdir:
+        # a Hopper step starts no grading processes ahead: away from a Hopper GPU it is not graded at all
+        with check_folder(interpret, start=puzzle.ready and not puzzle.needs_hopper) as workdir:
             from checks.engine.grade import grade  # imports torch, as the grading processes started above do
 
             return grade(puzzle, interpret=interpret, workdir=workdir, **options)
