@@ -29,13 +29,11 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 @gluon.jit
 def _masked(s, j, offs_m, N, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
     # keys past N (the next head's rows, or TMA's zeros) and, when causal, keys after the query: -inf
-    ### BEGIN SOLUTION
     offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     valid = offs_n[None, :] < N
     if CAUSAL:
         valid = valid & (offs_n[None, :] <= offs_m[:, None])
     return gl.where(valid, s, float("-inf"))
-    ### END SOLUTION
 
 
 @gluon.jit
@@ -70,7 +68,6 @@ def _attn_step(j, p, m_i, l_i, acc, q_tile, k_tiles, v_tiles, k_ready, v_ready, 
 def _consumer(first, q_tile, q_ready, o_ptr, lse_ptr, sm_scale, N, row0, n_blocks, n_unmasked, k_tiles, v_tiles,
               k_ready, v_ready, kv_empty, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr):
-    ### BEGIN SOLUTION
     ROWS: gl.constexpr = BLOCK_M // 2
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -114,7 +111,6 @@ def _consumer(first, q_tile, q_ready, o_ptr, lse_ptr, sm_scale, N, row0, n_block
     gl.store(o_ptr + o_offs, acc.to(gl.float16), mask=rows_o[:, None] < N)
     lse = (m_i + gl.log2(l_i)) * 0.6931471805599453  # back to the natural log
     gl.store(lse_ptr + (row0 + offs_m).to(gl.int64), lse, mask=offs_m < N)
-    ### END SOLUTION
 
 
 # The three partitions take the same arguments (gl.warp_specialize asks it of the workers); each uses its share.
@@ -159,7 +155,6 @@ def _producer(o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unmasked, 
 @gluon.jit
 def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr):
-    ### BEGIN SOLUTION
     ROWS: gl.constexpr = BLOCK_M // 2
     start_m = gl.program_id(0) * BLOCK_M
     row0 = gl.program_id(1) * N  # this head's first row in the (B*H*N, D) views
@@ -170,12 +165,14 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ### BEGIN SOLUTION
     for half in gl.static_range(2):
         mbarrier.init(q_ready.index(half), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(s), count=1)
         mbarrier.init(v_ready.index(s), count=1)
         mbarrier.init(kv_empty.index(s), count=2)  # one arrival from each consumer
+    ### END SOLUTION
 
     if CAUSAL:
         hi = gl.minimum(N, start_m + BLOCK_M)  # key blocks wholly after the tile's last query row are skipped
@@ -185,6 +182,7 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.
         n_unmasked = N // BLOCK_N
     n_blocks = gl.cdiv(hi, BLOCK_N)
 
+    ### BEGIN SOLUTION
     gl.warp_specialize([
         (_first_consumer, (o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unmasked, q_tiles, k_tiles,
                            v_tiles, q_ready, k_ready, v_ready, kv_empty, q_desc, k_desc, v_desc, HEAD_DIM, BLOCK_M,
@@ -200,7 +198,6 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.
 
 
 def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float):
-    ### BEGIN SOLUTION
     B, H, N, D = q.shape
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), device=q.device, dtype=torch.float32)
@@ -218,4 +215,3 @@ def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
     _attn_fwd[grid](q_desc, k_desc, v_desc, o, lse, sm_scale, N, HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                     CAUSAL=causal, STAGES=STAGES, num_warps=4, maxnreg=168)
     return o, lse
-    ### END SOLUTION

@@ -99,7 +99,6 @@ def _matmul_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr, STAGE
 
 
 def hopper_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    ### BEGIN SOLUTION
     M, K = a.shape
     _, N = b.shape
     c = torch.empty((M, N), device=a.device, dtype=torch.float16)
@@ -114,4 +113,3 @@ def hopper_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     grid = (min(num_sms, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)),)
     _matmul_kernel[grid](a_desc, b_desc, c_desc, M, N, K, GROUP_M, STAGES, num_warps=8)
     return c
-    ### END SOLUTION

@@ -32,6 +32,10 @@ CONTRACT = [
     ("11", "flash_decoding", "flash_decoding"),
     ("12", "gqa_decoding", "gqa_decoding"),
     ("13", "paged_decoding", "paged_decoding"),
+    # -- the Hopper track
+    ("16a", "tma_copy", "tma_copy"),
+    ("16b", "hopper_matmul", "hopper_matmul"),
+    ("16", "hopper_attention_fwd", "hopper_attention_fwd"),
 ]
 
 
@@ -106,7 +110,7 @@ def test_step_10b_reuses_puzzle_10s_inputs_rather_than_a_copy():
 
 @pytest.mark.parametrize("given", [99, "abc", "10c", ""])
 def test_unknown_puzzle_is_a_clear_error(given):
-    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10, 11, 12, 13"
+    known = ", ".join(number for number, _, _ in CONTRACT)
     with pytest.raises(LookupError, match=f"^There is no puzzle {given}; the puzzles are {known}.$"):
         get_puzzle(given)
 
