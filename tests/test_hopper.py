@@ -38,6 +38,8 @@ def progress_file(tmp_path, monkeypatch):
     path = tmp_path / "progress.json"
     monkeypatch.setenv(progress.ENV_FILE, str(path))
     return path
+
+
 WHY = "Triton's interpreter cannot run"
 
 
@@ -63,7 +65,8 @@ def test_a_hopper_step_has_every_part_and_gpu_cases_only(puzzle):
 def test_the_registry_refuses_a_requirement_it_does_not_know(tmp_path, monkeypatch):
     from checks.registry import RegistryError, read_registry
 
-    text = (ROOT / "puzzles.yaml").read_text(encoding="utf-8").replace("    requires: hopper", "    requires: ampere", 1)
+    text = (ROOT / "puzzles.yaml").read_text(encoding="utf-8")
+    text = text.replace("    requires: hopper", "    requires: ampere", 1)
     (broken := tmp_path / "puzzles.yaml").write_text(text, encoding="utf-8")
     with pytest.raises(RegistryError, match="'ampere'.*'hopper'"):
         read_registry(broken)
@@ -188,4 +191,3 @@ def test_the_course_says_the_track_needs_a_hopper_gpu_where_learners_read():
         assert "Hopper GPU only" in row
         lesson = puzzle.notebook_source.read_text(encoding="utf-8")
         assert "Hopper GPU" in lesson and "H100 or H200" in lesson
-
