@@ -191,3 +191,79 @@ def test_the_course_says_the_track_needs_a_hopper_gpu_where_learners_read():
         assert "Hopper GPU only" in row
         lesson = puzzle.notebook_source.read_text(encoding="utf-8")
         assert "Hopper GPU" in lesson and "H100 or H200" in lesson
+
+
+# -- record and replay: on a CPU up to the launch (a Gluon kernel runs on a Hopper GPU only) ------------------------
+class LaunchSeen:
+    """Stands in for a replayed kernel: what `kernel[grid](...)` was given."""
+
+    def __init__(self, name: str, seen: list) -> None:
+        self.name, self.seen = name, seen
+
+    def __getitem__(self, grid: tuple) -> object:
+        return lambda **kwargs: self.seen.append((self.name, grid, kwargs))
+
+
+@pytest.mark.parametrize("puzzle", HOPPER, ids=lambda p: p.stem)
+def test_a_gluon_plan_is_recorded_with_its_descriptors_and_replayed_up_to_the_launch(puzzle, monkeypatch, tmp_path):
+    import torch
+    from triton.experimental.gluon._runtime import GluonJITFunction
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from checks.engine.answer_key import key_plan_here
+    from checks.engine.contract.kernel_source import KernelSource
+    from checks.engine.contract.plan import check
+    from checks.engine.replay.kernels import build
+    from checks.engine.replay.perform import Performer
+    from checks.memory import Arena
+
+    sms = type("Properties", (), {"multi_processor_count": 132})()
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: sms)
+    case = puzzle.cases.gpu[2]  # sizes that are not multiples of a box
+    kept = key_plan_here(puzzle, "cpu", case)
+    plan, source = check(kept["plan"]), KernelSource.from_dict(kept["kernel_source"])
+    (launch,) = [op for op in plan["ops"] if op["op"] == "launch"]
+    alternative = launch["alternatives"][0]
+    descriptors = {name: v["descriptor"] for name, v in alternative["args"].items() if "descriptor" in v}
+    assert len(descriptors) == {"16a": 2, "16b": 3, "16": 3}[puzzle.number]
+    for body in descriptors.values():
+        assert body["base"]["storage"].startswith(("input:", "a")) and body["padding"] == "zero"
+        assert body["layout"]["swizzle_byte_width"] in (32, 64, 128) and len(body["block_shape"]) == 2
+    assert alternative["options"]["num_warps"] in (1, 4, 8)
+    if puzzle.number == "16":
+        assert alternative["options"]["maxnreg"] == 168
+
+    kernels, _ = build(source, plan["globals"], tmp_path)  # compiled from the checked text: Gluon's kernels
+    assert isinstance(kernels[launch["kernel"]], GluonJITFunction)
+    seen: list = []
+    arena = Arena("cpu", torch.Generator().manual_seed(1))
+    inputs = spec_module(puzzle).make_inputs(case, arena)  # named as the function's parameters, as recorded
+    fakes = {name: LaunchSeen(name, seen) for name in source.kernels}
+    Performer(plan, fakes, inputs, arena, "cpu", interpret=False).run()
+    ((name, grid, kwargs),) = seen
+    assert name == launch["kernel"] and list(grid) == alternative["grid"]
+    built = [v for v in kwargs.values() if isinstance(v, TensorDescriptor)]
+    assert len(built) == len(descriptors)
+    buffers = {b.buf.untyped_storage().data_ptr() for b in arena.buffers}  # the drawn inputs, the allocated outputs
+    assert all(d.base.untyped_storage().data_ptr() in buffers for d in built)  # over the replay's own tensors
+    assert kwargs["num_warps"] == alternative["options"]["num_warps"]
+
+
+def test_a_descriptor_reaching_past_its_tensors_allocation_is_refused(tmp_path):
+    import torch
+
+    from checks.engine.contract.plan import PlanError
+    from checks.engine.replay.perform import Performer
+
+    layout = {"swizzle_byte_width": 128, "element_bitwidth": 16, "rank": 2, "transposed": False, "fp4_padded": False,
+              "cga_layout": []}  # fmt: skip
+    ref = {"storage": "input:x", "dtype": "float16", "offset": 0, "shape": [64, 64], "strides": [64, 1]}
+    body = {"base": ref, "shape": [64, 64], "strides": [64, 1], "block_shape": [64, 64], "layout": layout,
+            "padding": "zero"}  # fmt: skip
+    performer = Performer({"ops": [], "returned": []}, {}, {"x": torch.zeros(64, 64, dtype=torch.float16)}, None,
+                          "cpu", interpret=False)  # fmt: skip
+    assert performer.value({"descriptor": body}).block_shape == [64, 64]
+    with pytest.raises(PlanError, match="reaches outside"):
+        performer.value({"descriptor": {**body, "shape": [128, 64]}})
+    with pytest.raises(PlanError, match="TMA cannot use"):
+        performer.value({"descriptor": {**body, "strides": [3, 1]}})
