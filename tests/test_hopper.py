@@ -267,3 +267,13 @@ def test_a_descriptor_reaching_past_its_tensors_allocation_is_refused(tmp_path):
         performer.value({"descriptor": {**body, "shape": [128, 64]}})
     with pytest.raises(PlanError, match="TMA cannot use"):
         performer.value({"descriptor": {**body, "strides": [3, 1]}})
+
+
+def test_the_pass_before_the_track_says_where_its_next_step_is_graded():
+    from checks.learner.session import what_next
+    from checks.registry import load_puzzles
+
+    ready = [p.number for p in load_puzzles() if p.ready]
+    before = ready[ready.index("16a") - 1]
+    assert "16a" in what_next(before) and "Hopper GPU (an H100 or H200)" in what_next(before, notebook=True)
+    assert "Hopper" not in what_next(1)

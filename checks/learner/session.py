@@ -53,6 +53,8 @@ def what_next(number: int | str, notebook: bool = False, file: str = "") -> str:
     else:
         again = f"make check PUZZLE={step.number}" + (" FILE=your_file.py" if file else "")
         how = f"open {shown(step.notebook)}, then `{again}`"
+    if step.needs_hopper:
+        how += " on a machine with a Hopper GPU (an H100 or H200)"
     return f"Next: puzzle {step.number} ({step.title}): {how}."
 
 
