@@ -149,7 +149,7 @@ def test_ctrl_c_during_a_check_stops_it_and_its_grading_process(tmp_path, fork_s
 def test_an_unknown_puzzle_gets_one_sentence_and_exit_2(capsys, given):
     assert main([given]) == 2
     err = capsys.readouterr().err
-    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10, 11, 12, 13"
+    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10, 11, 12, 13, 16a, 16b, 16"
     assert err.strip() == f"There is no puzzle {given}; the puzzles are {known}."
 
 
