@@ -54,6 +54,11 @@ def puzzle_params() -> list:
     return [pytest.param(p, id=p.stem) for p in READY]
 
 
+def written_params() -> list:
+    """Every ready puzzle, the Hopper track's too: for what its files hold, not how it is graded."""
+    return [pytest.param(p, id=p.stem) for p in load_puzzles() if p.ready]
+
+
 RIGHT = ROOT / "tests" / "submissions" / "right"
 
 

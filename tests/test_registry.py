@@ -10,7 +10,7 @@ from checks.authoring.stubs import BEGIN, END, make_stub
 from checks.authoring.wrong import known_wrong
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
-from tests.helpers import puzzle_params
+from tests.helpers import puzzle_params, written_params
 
 # The contract's table (shared/course-contract.md), in course order: number, slug, the function the
 # learner defines. Lettered steps come before their puzzle.
@@ -63,7 +63,7 @@ def test_ready_puzzle_has_every_part(puzzle):
     assert puzzle.tolerance, "tolerances live in puzzles.yaml"
 
 
-@pytest.mark.parametrize("puzzle", puzzle_params())
+@pytest.mark.parametrize("puzzle", written_params())
 def test_solution_defines_the_contract_names_and_marks_the_learner_part(puzzle):
     source = puzzle.solution.read_text(encoding="utf-8")
     tree = ast.parse(source)
@@ -124,7 +124,7 @@ def test_the_known_wrong_printer_takes_lettered_ids(capsys):
     assert "Puzzle 10a has no known-wrong kernel" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("puzzle", puzzle_params())
+@pytest.mark.parametrize("puzzle", written_params())
 def test_every_edited_answer_key_still_applies_and_differs(puzzle):
     from checks.authoring.wrong import EDIT_SUFFIX, answer_key_body, source_of
 
