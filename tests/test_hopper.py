@@ -277,3 +277,20 @@ def test_the_pass_before_the_track_says_where_its_next_step_is_graded():
     before = ready[ready.index("16a") - 1]
     assert "16a" in what_next(before) and "Hopper GPU (an H100 or H200)" in what_next(before, notebook=True)
     assert "Hopper" not in what_next(1)
+
+
+def test_a_gluon_kernel_outside_its_table_fails_kernel_calls_with_its_line():
+    from checks.engine.judging.plans import source_problem
+
+    key = (ROOT / "solutions" / "16a_tma_copy.py").read_text(encoding="utf-8")
+    line = "    pid = gl.program_id(0)\n"
+    bad = key.replace(
+        line, line + "    gl.inline_asm_elementwise('mov.b32 $0, $1;', '=r,r', [pid], gl.int32, True, 1)\n"
+    )
+    number = bad.splitlines().index(line.rstrip("\n")) + 2
+    found = source_problem(extract([("mine.py", "mine.py", bad)]))
+    assert (
+        found["rule"] == "kernel_calls" and f"mine.py, line {number}, in kernel `_tma_copy_kernel`" in found["message"]
+    )
+    assert "Gluon kernel" in found["message"] and "gl.inline_asm_elementwise" in found["message"]
+    assert source_problem(extract([("key.py", "key.py", key)])) is None
