@@ -1,7 +1,9 @@
 """The Hopper track's kernels compiled for sm_90a on this machine, not run: Triton's compiler (and the ptxas in its
 wheel) needs no GPU. The answer keys and the variant compile at the lessons' shapes; of the known-wrong kernels, the
 one with the wrong layout conversion does not compile, as its `expect:` says, and the one that reads the accumulator
-without its wait compiles without the wait for every product in flight (its wrong values need a GPU).
+without its wait compiles without the wait for every product in flight (its wrong values need a GPU). And the
+replay's way: the key's plan recorded, its kernels built from the checked text, and the plan performed under the
+replay process's seal (its audit hook), each launch compiled for sm_90a where a GPU would run it.
 
 The compiler runs in a fresh Python without TRITON_INTERPRET (the tests' own process has imported Triton's language
 for the interpreter). A GPU grades all of them (`make solutions`); this is the part a CPU can check, so it runs with
@@ -98,3 +100,61 @@ def test_the_keys_compile_for_sm_90a_and_two_known_wrong_kernels_do_what_they_sa
     assert "expected expand_dims input layout to be sliced in axis 1 but got 0" in layout["error"]
     (kernel,) = wait["compiled"]
     assert WAIT_ALL not in kernel["ptx"] and "wgmma.wait_group.sync.aligned 1" in kernel["ptx"]
+
+
+# The replay process's path for one case, on a CPU: the key's plan recorded, the kernels built from the checked text,
+# the seal of a replay process (harden with the kernel files), the plan performed with each launch compiled
+REPLAY = r"""
+import sys, tempfile
+from pathlib import Path
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import make_backend
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.runtime.jit import JITFunction, create_function_from_signature
+import checks
+from checks.engine.answer_key import key_plan_here
+from checks.engine.contract.kernel_source import KernelSource
+from checks.engine.record.hardening import harden
+from checks.engine.replay.kernels import build
+from checks.engine.replay.perform import Performer
+from checks.memory import Arena
+from checks.puzzles import spec_module
+from checks.registry import get_puzzle
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+def compile_instead(self, *args, grid, warmup, **kwargs):
+    backend = make_backend(TARGET)
+    binder = create_function_from_signature(self.signature, self.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = self._pack_args(backend, kwargs, bound, specialization, options)
+    kernel = triton.compile(GluonASTSource(self, signature, constexprs, attrs), target=TARGET, options=options.__dict__)
+    print("compiled", self.__name__, kernel.metadata.shared, flush=True)
+
+
+torch.cuda.get_device_properties = lambda device: type("P", (), {"multi_processor_count": 132})()
+puzzle = get_puzzle(sys.argv[1])
+case = puzzle.cases.gpu[2]
+kept = key_plan_here(puzzle, "cpu", case)
+plan, source = kept["plan"], KernelSource.from_dict(kept["kernel_source"])
+kernels, files = build(source, plan["globals"], Path(tempfile.mkdtemp()))
+JITFunction.run = compile_instead
+harden([], lambda reason: print("REFUSED", reason, flush=True), read_only=[Path(checks.__file__).parent],
+       kernel_files=list(files))
+arena = Arena("cpu", torch.Generator().manual_seed(1))
+Performer(plan, kernels, spec_module(puzzle).make_inputs(case, arena), arena, "cpu", interpret=False).run()
+print("performed", flush=True)
+"""
+
+
+def test_the_replay_builds_and_compiles_a_gluon_plan_under_its_seal(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(tmp_path / "cache"))  # compiled afresh, under the seal
+    done = subprocess.run(
+        [sys.executable, "-c", REPLAY, "16a"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "REFUSED" not in done.stdout
+    assert "compiled _tma_copy_kernel" in done.stdout and done.stdout.strip().endswith("performed")
