@@ -26,7 +26,7 @@ from checks import verdict as V
 from checks.engine.access.traffic import record_answer_key_log_ahead
 from checks.engine.answer_key import kept_plan
 from checks.engine.contract.protocol import Job
-from checks.engine.hopper import needs_hopper_verdict
+from checks.engine.hopper import GPU_ONLY, needs_hopper_verdict
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage, traffic_details
@@ -144,8 +144,12 @@ def grade(
         stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure, shown_file)
         if gpu and time_it and puzzle.timing_case is not None:  # recorded here once, beside this check; then kept
             stage.key_plan = kept_plan(puzzle)
-        if not gpu or puzzle.needs_hopper:  # Gluon's kernels have no interpreter stage: the GPU stage alone
+        if not gpu:
             return stage.run(limit)
+        if puzzle.needs_hopper:  # Gluon's kernels have no interpreter stage: the GPU stage alone, which says so
+            verdict = stage.run(limit)
+            verdict.details.append(GPU_ONLY)
+            return verdict
         return with_interpreter_stage(stage, workdir, limit, progress)
 
 

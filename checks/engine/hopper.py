@@ -13,6 +13,11 @@ from checks import verdict as V
 from checks.registry import Puzzle
 
 HOPPER_MAJOR = 9  # compute capability 9.x: H100, H200, GH200
+# what a Hopper step's verdict says in place of the interpreter stage's line
+GPU_ONLY = (
+    "No interpreter stage: Triton's interpreter cannot run Gluon, so this step is judged on the GPU alone (values, "
+    "the guard bands around every tensor, speed); a load outside a tensor shows only in the values it gives."
+)
 
 
 def hopper_here(interpret: bool = False) -> bool:
