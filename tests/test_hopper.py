@@ -28,7 +28,8 @@ from checks.puzzles import spec_module
 from checks.registry import ROOT
 from tests.helpers import HOPPER, READY
 
-pytestmark = pytest.mark.skipif(hopper_here(), reason="on a Hopper GPU these steps are graded, not refused")
+# on a Hopper GPU these steps are graded (tests/test_hopper_gpu.py), not refused
+refused_here = pytest.mark.skipif(hopper_here(), reason="a Hopper GPU grades these steps: tests/test_hopper_gpu.py")
 
 SENTENCE = "needs a Hopper GPU (an H100 or H200)"
 
@@ -72,6 +73,7 @@ def test_the_registry_refuses_a_requirement_it_does_not_know(tmp_path, monkeypat
         read_registry(broken)
 
 
+@refused_here
 @pytest.mark.parametrize("puzzle", HOPPER, ids=lambda p: p.stem)
 def test_a_check_here_says_in_one_sentence_that_the_step_needs_a_hopper_gpu_and_exits_2(puzzle, capsys):
     assert cli.main([puzzle.number, "--solution"]) == 2
@@ -81,6 +83,7 @@ def test_a_check_here_says_in_one_sentence_that_the_step_needs_a_hopper_gpu_and_
     assert f"make check PUZZLE={puzzle.number}" in said and "FAILED" not in out
 
 
+@refused_here
 def test_a_learners_check_is_not_recorded_and_progress_marks_the_steps(progress_file, capsys):
     assert cli.main(["16"]) == 2  # the notebook's stub: not graded, not recorded as a verdict
     capsys.readouterr()
@@ -93,6 +96,7 @@ def test_a_learners_check_is_not_recorded_and_progress_marks_the_steps(progress_
     assert not any(progress.NEEDS_HOPPER in line for line in lines if line.startswith("1 "))
 
 
+@refused_here
 @pytest.mark.slow  # a make, a notebook's spare grading processes started afterwards
 def test_make_check_exits_2_with_the_sentence():
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
@@ -105,6 +109,7 @@ def test_make_check_exits_2_with_the_sentence():
     assert SENTENCE in done.stdout and WHY in done.stdout
 
 
+@refused_here
 @pytest.mark.slow  # a make, a notebook's spare grading processes started afterwards
 def test_a_notebooks_check_says_so(monkeypatch, capsys, progress_file):
     from checks.learner import notebook
@@ -115,6 +120,7 @@ def test_a_notebooks_check_says_so(monkeypatch, capsys, progress_file):
     assert SENTENCE in out and WHY in out and "FAILED" not in out
 
 
+@refused_here
 def test_make_solutions_lists_the_steps_as_not_graded_here(capsys):
     assert solutions.main(["--puzzle", "16a", "--puzzle", "16b", "--puzzle", "16", "--jobs", "1"]) == 0
     out = capsys.readouterr().out
@@ -123,6 +129,7 @@ def test_make_solutions_lists_the_steps_as_not_graded_here(capsys):
     assert "16a, 16b, 16 not graded here" in out and "FAILED" not in out
 
 
+@refused_here
 def test_class_grading_records_the_steps_as_not_graded_here(tmp_path, capsys):
     (learner := tmp_path / "class" / "alice").mkdir(parents=True)
     (learner / "16a_copy.py").write_text((ROOT / "solutions" / "16a_tma_copy.py").read_text(), encoding="utf-8")
@@ -158,6 +165,7 @@ def test_a_kernel_that_hangs_is_said_as_a_barrier_never_completed():
 HOPPER_WRONG = [(p, path) for p in HOPPER for path in known_wrong(p)]
 
 
+@refused_here
 @pytest.mark.parametrize(("puzzle", "path"), HOPPER_WRONG, ids=[f"{p.number}-{name_of(f)}" for p, f in HOPPER_WRONG])
 def test_a_known_wrong_hopper_kernel_is_well_formed_and_refused_here(puzzle, path, tmp_path):
     expected = solutions.expectations(path)
