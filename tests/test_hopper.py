@@ -97,7 +97,7 @@ def test_a_learners_check_is_not_recorded_and_progress_marks_the_steps(progress_
 
 
 @refused_here
-@pytest.mark.slow  # a make, a notebook's spare grading processes started afterwards
+@pytest.mark.exhaustive  # the refusal above, through make or a notebook (a make; spare grading processes started)
 def test_make_check_exits_2_with_the_sentence():
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     env["CHECKS_PROGRESS_FILE"] = os.devnull
@@ -110,7 +110,7 @@ def test_make_check_exits_2_with_the_sentence():
 
 
 @refused_here
-@pytest.mark.slow  # a make, a notebook's spare grading processes started afterwards
+@pytest.mark.exhaustive  # the refusal above, through make or a notebook (a make; spare grading processes started)
 def test_a_notebooks_check_says_so(monkeypatch, capsys, progress_file):
     from checks.learner import notebook
 
