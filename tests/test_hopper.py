@@ -125,7 +125,7 @@ def test_make_solutions_lists_the_steps_as_not_graded_here(capsys):
     assert solutions.main(["--puzzle", "16a", "--puzzle", "16b", "--puzzle", "16", "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert out.count(solutions.NOT_HERE) >= 6  # a line as each is met, and a row of the table
-    assert "grading 0 known-wrong kernels" in out and "OK: every answer key passed" in out
+    assert "grading 0 known-wrong kernels" in out and "OK: every answer key graded here passed" in out
     assert "16a, 16b, 16 not graded here" in out and "FAILED" not in out
 
 

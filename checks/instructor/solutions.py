@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     skipped = [row.puzzle.number for row in rows if row.key is not None and not graded_here(row)]
     if skipped:
+        verdict = verdict.replace("every answer key passed", "every answer key graded here passed")
         verdict += f"; {', '.join(skipped)} not graded here: the Hopper track needs a Hopper GPU (an H100 or H200)"
     print(f"\n{'OK' if ok else 'NOT OK'}: {verdict} ({elapsed:.0f} s on {device or 'this machine'}).")
     if args.out:
