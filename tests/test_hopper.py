@@ -302,3 +302,17 @@ def test_a_gluon_kernel_outside_its_table_fails_kernel_calls_with_its_line():
     )
     assert "Gluon kernel" in found["message"] and "gl.inline_asm_elementwise" in found["message"]
     assert source_problem(extract([("key.py", "key.py", key)])) is None
+
+
+def test_make_doctor_says_where_the_track_is_graded(monkeypatch):
+    import torch
+
+    from checks.learner.doctor import check_device
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "Hopper track (16a, 16b, 16) needs a Hopper GPU" in check_device()[0].what
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda: (9, 0))
+    assert "Hopper track" not in check_device()[0].what
