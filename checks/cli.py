@@ -1,6 +1,7 @@
 """`python -m checks N [--file F] [--solution] [--json]`: grade one puzzle.
 
-Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error or a broken puzzles.yaml.
+Exit status: 0 passed, 1 failed (or not gradeable), 2 usage error, a broken puzzles.yaml, or a Hopper step (16a, 16b,
+16) checked where there is no Hopper GPU.
 
 The verdict of a learner's submission is recorded in the progress file (`make progress`, see `checks.learner.progress`),
 marked with the file's name when it is not the puzzle's notebook; runs of the course's own files under solutions/ are
@@ -131,6 +132,8 @@ def _main(argv: list[str] | None = None) -> int:
     print(verdict.to_json() if args.json else checked.report(learners=learners))
     if note:
         print(note, file=sys.stderr if args.json else sys.stdout)
+    if verdict.status == V.NEEDS_HOPPER:  # nothing was graded: this machine cannot run the step's kernels
+        return 2
     return 0 if verdict.passed else 1
 
 

@@ -68,6 +68,7 @@ MapKind = Literal["elementwise", "softmax", "matmul", "attention", "decoding"]  
 Layout = Literal["contiguous", "transposed", "sliced", "bnhd"]  # checks.memory.layout_view
 Fill = Literal["random", "neg_inf", "equal"]  # what softmax's cases write over their random values
 DType = Literal["float16", "bfloat16", "float32"]
+Requires = Literal["hopper"]  # a device the puzzle's kernels need: Gluon's Hopper kernels run on an H100 or H200 only
 
 
 # The schema of puzzles.yaml. Each dataclass is one level of the file: its fields are the keys allowed there (a field
@@ -224,6 +225,7 @@ class PuzzleEntry:
     timeout: float = 120.0
     rules: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # the rulebook checks names and parameters
     builds_on: int | str | None = None
+    requires: Requires | None = None
 
 
 @dataclass(frozen=True)
@@ -253,6 +255,13 @@ class Puzzle:
     map_kind: MapKind = "elementwise"  # how the access map is drawn (checks.learner.maps)
     order: int = 0  # place in the course: lettered steps sort before their puzzle (10a, 10b, 10)
     builds_on: str | None = None  # the earlier step whose graded code this puzzle's code may use (9 on 9a)
+    requires: Requires | None = None  # "hopper": graded on a Hopper GPU only (Gluon; no interpreter runs it)
+
+    @property
+    def needs_hopper(self) -> bool:
+        """Whether the puzzle is graded only on a Hopper GPU: its kernels are Gluon's, which Triton's interpreter
+        cannot run, so it has GPU cases only."""
+        return self.requires == "hopper"
 
     @property
     def ready(self) -> bool:
@@ -492,6 +501,7 @@ def _puzzle(entry: PuzzleEntry, order: int) -> Puzzle:
         map_kind=entry.map,
         order=order,
         builds_on=puzzle_id(entry.builds_on) if entry.builds_on else None,
+        requires=entry.requires,
     )
 
 

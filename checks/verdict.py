@@ -17,6 +17,7 @@ TIMEOUT = "timeout"
 CRASHED = "crashed"  # the grading process died (segfault, CUDA fault, killed for memory)
 ENVIRONMENT = "environment"  # the machine cannot grade (the numpy pitfall, no triton, ...)
 NOT_READY = "not-ready"  # the puzzle is listed but not written yet
+NEEDS_HOPPER = "needs-hopper"  # a Hopper step (Gluon) checked where there is no Hopper GPU: not graded here
 INTERNAL = "internal"  # the grader itself broke: never the learner's fault
 TAMPERED = "tampered"  # the grading process's report was incomplete or forged
 

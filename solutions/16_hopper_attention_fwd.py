@@ -40,6 +40,7 @@ def _masked(s, j, offs_m, N, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, s_layo
 def _attn_step(j, p, m_i, l_i, acc, q_tile, k_tiles, v_tiles, k_ready, v_ready, kv_empty, offs_m, N, qk_scale,
                ROWS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, MASKED: gl.constexpr,
                CAUSAL: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    ### BEGIN SOLUTION
     slot = j % STAGES
     prev = (j - 1) % STAGES
     # -- S_j = Q K_j^T and O += P_{j-1} V_{j-1}, both in flight
@@ -60,6 +61,7 @@ def _attn_step(j, p, m_i, l_i, acc, q_tile, k_tiles, v_tiles, k_ready, v_ready, 
     mbarrier.arrive(kv_empty.index(prev), count=1)  # this consumer is done with K_{j-1} and V_{j-1}
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     return p, m_new, l_i, acc
+    ### END SOLUTION
 
 
 @gluon.jit
@@ -133,6 +135,7 @@ def _second_consumer(o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unm
 def _producer(o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unmasked, q_tiles, k_tiles, v_tiles, q_ready,
               k_ready, v_ready, kv_empty, q_desc, k_desc, v_desc, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    ### BEGIN SOLUTION
     ROWS: gl.constexpr = BLOCK_M // 2
     for half in gl.static_range(2):
         mbarrier.expect(q_ready.index(half), q_desc.block_type.nbytes)
@@ -146,6 +149,7 @@ def _producer(o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unmasked, 
         tma.async_copy_global_to_shared(k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(slot), k_tiles.index(slot))
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(slot), v_tiles.index(slot))
+    ### END SOLUTION
 
 
 @gluon.jit
@@ -161,12 +165,14 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ### BEGIN SOLUTION
     for half in gl.static_range(2):
         mbarrier.init(q_ready.index(half), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(s), count=1)
         mbarrier.init(v_ready.index(s), count=1)
         mbarrier.init(kv_empty.index(s), count=2)  # one arrival from each consumer
+    ### END SOLUTION
 
     if CAUSAL:
         hi = gl.minimum(N, start_m + BLOCK_M)  # key blocks wholly after the tile's last query row are skipped
@@ -176,6 +182,7 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.
         n_unmasked = N // BLOCK_N
     n_blocks = gl.cdiv(hi, BLOCK_N)
 
+    ### BEGIN SOLUTION
     gl.warp_specialize([
         (_first_consumer, (o_ptr, lse_ptr, sm_scale, N, start_m, row0, n_blocks, n_unmasked, q_tiles, k_tiles,
                            v_tiles, q_ready, k_ready, v_ready, kv_empty, q_desc, k_desc, v_desc, HEAD_DIM, BLOCK_M,
@@ -187,6 +194,7 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N, HEAD_DIM: gl.
                      q_ready, k_ready, v_ready, kv_empty, q_desc, k_desc, v_desc, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                      CAUSAL)),
     ], [4, 1], [240, 24])  # warps and registers per thread of the workers: the second consumer, the producer
+    ### END SOLUTION
 
 
 def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float):
@@ -201,9 +209,11 @@ def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
     kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], gl.float16)
     k_desc = TensorDescriptor.from_tensor(k.view(B * H * N, D), [BLOCK_N, D], kv_layout)
     v_desc = TensorDescriptor.from_tensor(v.view(B * H * N, D), [BLOCK_N, D], kv_layout)
+    ### BEGIN SOLUTION
     grid = (triton.cdiv(N, BLOCK_M), B * H)
     # 9 warps (4 + 4 + 1, the producer's warpgroup counted whole) at 168 registers each at launch: the warpgroups
     # then trade registers (setmaxnreg) to 240 / 240 / 24
     _attn_fwd[grid](q_desc, k_desc, v_desc, o, lse, sm_scale, N, HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                     CAUSAL=causal, STAGES=STAGES, num_warps=4, maxnreg=168)
+    ### END SOLUTION
     return o, lse

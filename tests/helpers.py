@@ -25,7 +25,10 @@ from checks.engine.access.log import FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
 from checks.memory import Arena, poisonable
 from checks.registry import ROOT, Puzzle, get_puzzle, load_puzzles
 
-READY = [p for p in load_puzzles() if p.ready]
+# the puzzles graded in Triton's interpreter (on any machine); the Hopper track (Gluon) is graded on a Hopper GPU only,
+# and tests/test_hopper.py holds its tests
+READY = [p for p in load_puzzles() if p.ready and not p.needs_hopper]
+HOPPER = [p for p in load_puzzles() if p.needs_hopper]
 # puzzle 1 whose first case sleeps for two minutes: a check to interrupt while it runs the learner's code
 SLEEPS_IN_ITS_FIRST_CASE = "import time\n\n\ndef vector_add(x, y):\n    time.sleep(120)\n    return x + y\n"
 
@@ -49,6 +52,11 @@ def wrong_kernels() -> list[tuple[Puzzle, Path]]:
 
 def puzzle_params() -> list:
     return [pytest.param(p, id=p.stem) for p in READY]
+
+
+def written_params() -> list:
+    """Every ready puzzle, the Hopper track's too: for what its files hold, not how it is graded."""
+    return [pytest.param(p, id=p.stem) for p in load_puzzles() if p.ready]
 
 
 RIGHT = ROOT / "tests" / "submissions" / "right"

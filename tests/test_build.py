@@ -11,7 +11,7 @@ from checks.authoring import build
 from checks.authoring.stubs import make_stub
 from checks.engine.submission import STUB_MARKER, graded_cells
 from checks.registry import ROOT
-from tests.helpers import puzzle_params
+from tests.helpers import written_params
 
 
 def test_generated_files_are_in_sync():
@@ -106,7 +106,7 @@ def test_build_check_reports_drift(tmp_path, monkeypatch, capsys):
 MOST_TO_FILL = 60  # lines of code a learner writes in one graded cell, at most
 
 
-@pytest.mark.parametrize("puzzle", puzzle_params())
+@pytest.mark.parametrize("puzzle", written_params())
 def test_notebook_is_clean_and_its_graded_cells_are_short(puzzle):
     notebook = json.loads(puzzle.notebook.read_text())
     ids = [cell["id"] for cell in notebook["cells"]]

@@ -45,7 +45,7 @@ print(json.dumps(results))
 
 @pytest.mark.slow  # a fresh Python that imports torch and runs every key in the interpreter
 def test_every_answer_key_imports_and_runs_alone():
-    numbers = [p.number for p in load_puzzles() if p.ready]
+    numbers = [p.number for p in load_puzzles() if p.ready and not p.needs_hopper]  # Gluon: no interpreter runs it
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", _RUN_EACH_KEY, *numbers], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600

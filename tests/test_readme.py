@@ -17,7 +17,9 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\n]+)`|```bash\n(.*?)```", re.DOTALL)
-MAX_WORDS = 1650  # 1500 before the prefill puzzles (14, 15) added their rows to the generated table
+# The README's prose, at most: about 1500 words with the puzzle table as it stood at 13 puzzles (some 770 words of
+# table); the table, generated from puzzles.yaml, grows with every puzzle and is not counted
+MAX_PROSE_WORDS = 800
 
 
 def commands(page: Path, program: str) -> list[str]:
@@ -31,9 +33,18 @@ def commands(page: Path, program: str) -> list[str]:
     return found
 
 
-def test_the_readme_is_at_most_about_1650_words():
-    words = len(README.read_text(encoding="utf-8").split())
-    assert words <= MAX_WORDS, f"README.md has {words} words; move what is not for the learner to a page in docs/."
+def test_the_readmes_prose_is_at_most_about_800_words():
+    """Its prose: the puzzle table, generated from puzzles.yaml, grows with the course and is not counted."""
+    from checks.authoring.build import BEGIN_TABLE, END_TABLE
+
+    text = README.read_text(encoding="utf-8")
+    head, _, rest = text.partition(BEGIN_TABLE)
+    table, _, tail = rest.partition(END_TABLE)
+    assert table.count("\n| ") >= 3, "the generated puzzle table is where the README's markers say"
+    words = len((head + tail).split())
+    assert words <= MAX_PROSE_WORDS, (
+        f"README.md has {words} words besides its puzzle table; move what is not for the learner to a page in docs/."
+    )
 
 
 def test_the_readme_links_the_pages_that_left_it():

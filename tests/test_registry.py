@@ -10,7 +10,7 @@ from checks.authoring.stubs import BEGIN, END, make_stub
 from checks.authoring.wrong import known_wrong
 from checks.puzzles import spec_module
 from checks.registry import ROOT, get_puzzle, load_puzzles
-from tests.helpers import puzzle_params
+from tests.helpers import puzzle_params, written_params
 
 # The contract's table (shared/course-contract.md), in course order: number, slug, the function the
 # learner defines. Lettered steps come before their puzzle.
@@ -34,6 +34,10 @@ CONTRACT = [
     ("13", "paged_decoding", "paged_decoding"),
     ("14", "varlen_attention", "varlen_attention"),
     ("15", "chunked_prefill", "chunked_prefill"),
+    # -- the Hopper track
+    ("16a", "tma_copy", "tma_copy"),
+    ("16b", "hopper_matmul", "hopper_matmul"),
+    ("16", "hopper_attention_fwd", "hopper_attention_fwd"),
 ]
 
 
@@ -61,7 +65,7 @@ def test_ready_puzzle_has_every_part(puzzle):
     assert puzzle.tolerance, "tolerances live in puzzles.yaml"
 
 
-@pytest.mark.parametrize("puzzle", puzzle_params())
+@pytest.mark.parametrize("puzzle", written_params())
 def test_solution_defines_the_contract_names_and_marks_the_learner_part(puzzle):
     source = puzzle.solution.read_text(encoding="utf-8")
     tree = ast.parse(source)
@@ -108,7 +112,7 @@ def test_step_10b_reuses_puzzle_10s_inputs_rather_than_a_copy():
 
 @pytest.mark.parametrize("given", [99, "abc", "10c", ""])
 def test_unknown_puzzle_is_a_clear_error(given):
-    known = "1, 2, 3, 4, 5, 6, 7, 8a, 8, 9a, 9, 10a, 10b, 10, 11, 12, 13, 14, 15"
+    known = ", ".join(number for number, _, _ in CONTRACT)
     with pytest.raises(LookupError, match=f"^There is no puzzle {given}; the puzzles are {known}.$"):
         get_puzzle(given)
 
@@ -122,7 +126,7 @@ def test_the_known_wrong_printer_takes_lettered_ids(capsys):
     assert "Puzzle 10a has no known-wrong kernel" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("puzzle", puzzle_params())
+@pytest.mark.parametrize("puzzle", written_params())
 def test_every_edited_answer_key_still_applies_and_differs(puzzle):
     from checks.authoring.wrong import EDIT_SUFFIX, answer_key_body, source_of
 

@@ -24,6 +24,7 @@ BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 # An answer key that builds on a step loads that step's key between these lines when it runs on its own;
 # the grader and the notebooks put the step's code in front of it instead, and leave the lines out.
+KERNEL_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "gluon.jit")  # a kernel's stub body: pass
 RUN_ALONE_BEGIN = "### BEGIN RUN ALONE"
 RUN_ALONE_END = "### END RUN ALONE"
 
@@ -41,7 +42,7 @@ def _enclosing_def(lines: list[str], index: int, indent: int) -> tuple[str, bool
             name = stripped[4:].split("(")[0]
             k = j - 1
             while k >= 0 and lines[k].lstrip().startswith("@"):
-                if "triton.jit" in lines[k] or "triton.autotune" in lines[k] or "triton.heuristics" in lines[k]:
+                if any(deco in lines[k] for deco in KERNEL_DECORATORS):
                     return name, True
                 k -= 1
             return name, False

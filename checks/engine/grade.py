@@ -26,6 +26,7 @@ from checks import verdict as V
 from checks.engine.access.traffic import record_answer_key_log_ahead
 from checks.engine.answer_key import kept_plan
 from checks.engine.contract.protocol import Job
+from checks.engine.hopper import GPU_ONLY, needs_hopper_verdict
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage, traffic_details
@@ -121,6 +122,9 @@ def grade(
                 "in README.md shows which puzzles can be graded."
             ),
         )
+    not_here = needs_hopper_verdict(puzzle, interpret)
+    if not_here is not None:
+        return not_here
     debugging = seed is not None
     seed = random.randrange(1, 2**31) if seed is None else seed
     gpu = not interpret and os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
@@ -141,7 +145,13 @@ def grade(
         stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure, shown_file)
         if gpu and time_it and puzzle.timing_case is not None:  # recorded here once, beside this check; then kept
             stage.key_plan = kept_plan(puzzle)
-        verdict = stage.run(limit) if not gpu else with_interpreter_stage(stage, workdir, limit, progress)
+        if not gpu:
+            verdict = stage.run(limit)
+        elif puzzle.needs_hopper:  # Gluon's kernels have no interpreter stage: the GPU stage alone, which says so
+            verdict = stage.run(limit)
+            verdict.details.append(GPU_ONLY)
+        else:
+            verdict = with_interpreter_stage(stage, workdir, limit, progress)
         verdict.unsealed = unsealed_reason()  # said plainly where the kernel could not seal the recording process
         return verdict
 

@@ -32,7 +32,8 @@ the other jobs made noisy gives no speed verdict (`checks.engine.timing`) rather
 The results go to OUT/grades.csv (learner, puzzle, status, summary, seconds, file) and
 OUT/grades.xml (JUnit: a testsuite per puzzle, a testcase per submission; a failure element when
 its answers were wrong, an error element when it raised, crashed, ran out of time, or its grading
-process was tampered with or ended before reporting), OUT being build/grades unless --out says
+process was tampered with or ended before reporting; a skipped element for a Hopper step, status 'needs-hopper',
+where there is no Hopper GPU: not graded here), OUT being build/grades unless --out says
 otherwise. Each verdict that is not a pass is also printed with its summary as it comes.
 Learners' progress files are not touched.
 
@@ -296,7 +297,7 @@ def write_junit(results: list[Result], path: Path, root: Path) -> None:
             )
             if r.passed:
                 continue
-            if r.status == V.NOT_READY:
+            if r.status in (V.NOT_READY, V.NEEDS_HOPPER):  # not graded here: neither a failure nor an error
                 ET.SubElement(case, "skipped", message=r.summary)
                 counts["skipped"] += 1
             elif r.status in ERRORS:  # no answer to judge: it raised, crashed, hung or was not graded
@@ -445,6 +446,14 @@ def class_summary(results: list[Result], warnings: list[Notice], root: Path, tim
             f"{len(tampered)} submission(s) were not graded because their grading process was tampered with "
             "or ended before reporting (status 'tampered'; the reason is in their rows of the reports): "
             "read those files before trusting any result for them."
+        )
+    hopper = [r for r in results if r.status == V.NEEDS_HOPPER]
+    if hopper:
+        steps = ", ".join(sorted({r.submission.puzzle.number for r in hopper}))
+        lines.append(
+            f"{len(hopper)} submission(s) of the Hopper track ({steps}) were not graded here (status "
+            f"'{V.NEEDS_HOPPER}'): they need a Hopper GPU (an H100 or H200), since Triton's interpreter cannot run "
+            f"Gluon; grade them again on a machine with one, e.g. make grade DIR={root}."
         )
     lost = [r for r in results if r.status == NOT_GRADED]
     if lost:

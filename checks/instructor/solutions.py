@@ -92,6 +92,14 @@ def check_wrong(puzzle: Puzzle, path: Path) -> str:
     return ""
 
 
+NOT_HERE = "not graded here (needs a Hopper GPU)"  # a Hopper step (Gluon) on a machine without one
+
+
+def graded_here(row: PuzzleOutcome) -> bool:
+    """Whether the row's answer key was graded on this machine (not planned, not a Hopper step away from Hopper)."""
+    return row.key is not None and row.key.status != V.NEEDS_HOPPER
+
+
 HEADER = (
     "# | puzzle | answer key | cases | key ms | baseline | baseline ms | speed vs baseline | wrong kernels rejected"
 )
@@ -103,6 +111,9 @@ def table(rows: list[PuzzleOutcome]) -> list[str]:
         p, key = row.puzzle, row.key
         if key is None:
             body.append([p.number, p.slug, "planned", *["-"] * 6])
+            continue
+        if not graded_here(row):
+            body.append([p.number, p.slug, NOT_HERE, *["-"] * 6])
             continue
         ms = key.timings.get("ms", {}) if key.timings else {}
         base_name = p.baseline
@@ -131,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"puzzle {row.puzzle.number:>3} {row.puzzle.slug}: planned, skipped", flush=True)
             continue
         row.key = grade(row.puzzle, solution=True)
+        if row.key.status == V.NEEDS_HOPPER:  # its known-wrong kernels are not graded here either
+            print(f"puzzle {row.puzzle.number:>3} {row.puzzle.slug}: {NOT_HERE}", flush=True)
+            continue
         device = device or (row.key.device if row.key.mode else "")
         word = "passed" if row.key.passed else "FAILED"
         extra = " " + row.key.timings["summary"] if row.key.timings.get("summary") else ""
@@ -140,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if not row.key.passed:
             row.surprises.append(f"answer key: {row.key.summary}")
-    jobs = [(row, path) for row in rows if row.key is not None for path in known_wrong(row.puzzle)]
+    jobs = [(row, path) for row in rows if graded_here(row) for path in known_wrong(row.puzzle)]
     for row, _ in jobs:
         row.wrong_total += 1
     print(f"grading {len(jobs)} known-wrong kernels, {args.jobs} at a time ...", flush=True)
@@ -164,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     verdict = (
         "every answer key passed and every known-wrong kernel was rejected" if ok else f"{len(surprises)} problem(s)"
     )
+    skipped = [row.puzzle.number for row in rows if row.key is not None and not graded_here(row)]
+    if skipped:
+        verdict = verdict.replace("every answer key passed", "every answer key graded here passed")
+        verdict += f"; {', '.join(skipped)} not graded here: the Hopper track needs a Hopper GPU (an H100 or H200)"
     print(f"\n{'OK' if ok else 'NOT OK'}: {verdict} ({elapsed:.0f} s on {device or 'this machine'}).")
     if args.out:
         import torch

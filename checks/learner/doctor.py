@@ -98,9 +98,14 @@ def check_device() -> tuple[Finding, bool]:
         return Finding(NOTE, "device: unknown until torch is installed"), True
     forced = os.environ.get("TRITON_INTERPRET") == "1"
     if torch.cuda.is_available() and not forced:
-        return Finding(OK, f"GPU: {torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"), False
+        hopper = torch.cuda.get_device_capability()[0] == 9
+        track = "" if hopper else "; the Hopper track (16a, 16b, 16) needs a Hopper GPU (an H100 or H200)"
+        return Finding(OK, f"GPU: {torch.cuda.get_device_name()} (CUDA {torch.version.cuda}){track}"), False
     why = "TRITON_INTERPRET=1 is set" if forced else "no CUDA GPU"
-    where = f"{why}: kernels run in Triton's CPU interpreter (slower, small sizes, speed not graded)"
+    where = (
+        f"{why}: kernels run in Triton's CPU interpreter (slower, small sizes, speed not graded); the Hopper track "
+        "(16a, 16b, 16) needs a Hopper GPU (an H100 or H200)"
+    )
     return Finding(NOTE, where), True
 
 

@@ -27,6 +27,12 @@ STILL_STUCK = (
     "and what Triton's common error messages mean."
 )
 
+# a Hopper step has no access map (Triton's interpreter, which records it, cannot run Gluon)
+STILL_STUCK_HOPPER = (
+    "Still stuck? Re-read the lesson's picture of who waits on which barrier, then check again with a --seed from "
+    "the last report: the same shapes and values each time, so one change at a time shows what it does."
+)
+
 
 def reveal(number: int | str, path: Path | None = None, where: str = TERMINAL) -> list[str]:
     """Reveal one more hint of a puzzle (never more than it has) and return the lines to print, for a terminal
@@ -55,7 +61,9 @@ def reveal(number: int | str, path: Path | None = None, where: str = TERMINAL) -
         lines.append("That was the last hint.")
     else:
         lines.append(f"Ask again for hint {shown + 1} of {total} if you are still stuck.")
-    if shown == total:
+    if shown == total and puzzle.needs_hopper:
+        lines.append(STILL_STUCK_HOPPER)
+    elif shown == total:
         drawn = MAP_COMMAND[where].format(number=number, literal=puzzle.literal)
         lines.append(STILL_STUCK.format(map=drawn))
     return lines

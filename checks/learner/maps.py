@@ -484,6 +484,14 @@ def make_map(
     return png, traffic_lines(mine["log"], None if solution else key["log"])
 
 
+def no_map(puzzle: Puzzle) -> str:
+    """Why a Hopper step (Gluon) has no access map."""
+    return (
+        f"Puzzle {puzzle.number} has no access map: it is written in Gluon, which Triton's interpreter (where the map "
+        f"is recorded) cannot run; `make check PUZZLE={puzzle.number}` grades it on a Hopper GPU (an H100 or H200)."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Draw the map; under `make map`, a failure ends with what make's own last line means (`make_note`)."""
     code = _main(argv)
@@ -511,6 +519,8 @@ def _main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         puzzle = get_puzzle(args.puzzle)
+        if puzzle.needs_hopper:
+            raise MapError(no_map(puzzle))
         if not 1 <= args.case <= (count := len(puzzle.cases.cpu)):
             raise MapError(f"Puzzle {puzzle.number} has {count} cases in the interpreter: pick 1 to {count}.")
         png, lines = make_map(

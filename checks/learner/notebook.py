@@ -252,9 +252,12 @@ def show(number: int | str, file: str | None = None, case: int = 1, seed: int = 
     """Draw the access map of your graded cell (as last run) beside the answer key's: which program touched what.
 
     `case` is numbered from 1, as a check's report numbers the cases; `seed` draws it as a check with that seed."""
-    from checks.learner.maps import MapError, make_map  # matplotlib is imported only when a map is asked for
+    from checks.learner.maps import MapError, make_map, no_map  # matplotlib is imported only when a map is asked for
 
     puzzle = get_puzzle(number)
+    if puzzle.needs_hopper:
+        print(no_map(puzzle))
+        return None
     cells = [] if file else _ran_cells(number)
     source = (as_module(cells), "your graded cell") if cells else None
     out = picture_folder(puzzle) / f"{puzzle.stem}_map.png"

@@ -33,6 +33,7 @@ VERSION = 1
 # The verdicts worth remembering: those about the learner's code, not about the machine or the course.
 RECORDED = (V.PASSED, V.FAILED, V.ERROR, V.TIMEOUT, V.CRASHED)
 NOT_STARTED = "not started"  # recorded instead of "error" when the code graded is still the stub
+NEEDS_HOPPER = "needs a Hopper GPU"  # a Hopper step (Gluon) with no verdict yet: graded on an H100 or H200 only
 
 _memory: dict[str, Any] = {}  # the store when there is no file (under pytest)
 _warned: set[tuple[str, str]] = set()  # (file, kind of problem) already reported in this process
@@ -178,7 +179,7 @@ def table(data: dict[str, Any]) -> list[str]:
     rows = []
     for p in load_puzzles():
         e = data["puzzles"].get(str(p.number), {})
-        last = str(e.get("status", "-" if p.ready else "(no notebook yet)"))
+        last = str(e.get("status", NEEDS_HOPPER if p.needs_hopper else "-" if p.ready else "(no notebook yet)"))
         if last != V.PASSED and e.get("first_passed"):
             last += " (passed before)"
         if e.get("status") and e.get("mode") == "interpreter":
@@ -206,7 +207,9 @@ def next_step(data: dict[str, Any]) -> str:
     if not todo:
         return head + " Every puzzle is done; on a GPU, `make check PUZZLE=N` again records your speed."
     p = todo[0]
-    return head + f" Next: puzzle {p.number} ({p.title}) in {p.notebook.name}, then `make check PUZZLE={p.number}`."
+    where = " on a machine with a Hopper GPU (an H100 or H200)" if p.needs_hopper else ""
+    check = f"`make check PUZZLE={p.number}`{where}"
+    return head + f" Next: puzzle {p.number} ({p.title}) in {p.notebook.name}, then {check}."
 
 
 def main(argv: list[str] | None = None) -> int:

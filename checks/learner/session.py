@@ -53,6 +53,8 @@ def what_next(number: int | str, notebook: bool = False, file: str = "") -> str:
     else:
         again = f"make check PUZZLE={step.number}" + (" FILE=your_file.py" if file else "")
         how = f"open {shown(step.notebook)}, then `{again}`"
+    if step.needs_hopper:
+        how += " on a machine with a Hopper GPU (an H100 or H200)"
     return f"Next: puzzle {step.number} ({step.title}): {how}."
 
 
@@ -61,7 +63,8 @@ def grade_ahead(puzzle: Puzzle, interpret: bool = False, spare: bool = False, **
     or a notebook's spare ones, else started now (seconds sooner either way). With `spare`, the next check's
     are started afterwards (a notebook's kernel, where they import torch and Triton before that check)."""
     try:
-        with check_folder(interpret, start=puzzle.ready) as workdir:
+        # a Hopper step starts no grading processes ahead: away from a Hopper GPU it is not graded at all
+        with check_folder(interpret, start=puzzle.ready and not puzzle.needs_hopper) as workdir:
             from checks.engine.grade import grade  # imports torch, as the grading processes started above do
 
             return grade(puzzle, interpret=interpret, workdir=workdir, **options)

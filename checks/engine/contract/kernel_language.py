@@ -6,6 +6,11 @@ the plan, one of `BUILTINS`, or an entry of `LANGUAGE`: a path inside `triton.la
 and what it is. An attribute of a value (a tensor, a block pointer, a dtype) must be one of `ATTRIBUTES`.
 Everything else is outside the language, whatever it would reach: the table says what is allowed, not what is
 forbidden. The reference page's list of `tl` functions (notebooks/src/reference.md) is checked against it.
+
+A `@gluon.jit` kernel (the Hopper track, 16a, 16b, 16) resolves against a table of its own, `GLUON`: paths inside
+`triton.experimental.gluon.language` (`arange`, `nvidia.hopper.mbarrier.wait`), exactly the names those steps' answer
+keys use, and `GLUON_ATTRIBUTES` beside `ATTRIBUTES` (a descriptor's block type, a shared buffer's `.index`). A Triton
+kernel cannot reach Gluon's names, nor a Gluon kernel triton.language's.
 """
 
 from __future__ import annotations
@@ -62,3 +67,35 @@ FLOAT_WORDS = frozenset({"inf", "-inf", "+inf", "nan"})  # float("-inf")
 def lookup(path: str) -> str | None:
     """What `path` (relative to triton.language: "load", "math.exp2") is in the language, or None."""
     return LANGUAGE.get(path)
+
+
+# -- Gluon (triton.experimental.gluon.language), for @gluon.jit kernels: the names the Hopper track's keys use
+GLUON_ROOT = "triton.experimental.gluon.language"
+_GLUON_FUNCTIONS = """
+allocate_shared_memory arange cdiv convert_layout exp2 log2 max maximum minimum num_programs program_id static_range
+store sum warp_specialize where zeros
+nvidia.hopper.fence_async_shared nvidia.hopper.warpgroup_mma nvidia.hopper.warpgroup_mma_wait
+nvidia.hopper.mbarrier.arrive nvidia.hopper.mbarrier.expect nvidia.hopper.mbarrier.init
+nvidia.hopper.mbarrier.invalidate nvidia.hopper.mbarrier.wait
+nvidia.hopper.tma.async_copy_global_to_shared nvidia.hopper.tma.async_copy_shared_to_global nvidia.hopper.tma.store_wait
+"""
+# layouts are classes a kernel constructs, as a call (gl.SliceLayout(1, parent)) whose value is a constexpr
+_GLUON_LAYOUTS = "DotOperandLayout NVMMADistributedLayout SliceLayout nvidia.hopper.mbarrier.MBarrierLayout"
+_GLUON_DTYPES = "float16 float32 int32 int64"
+
+GLUON: dict[str, str] = {
+    **{name: FUNCTION for name in _GLUON_FUNCTIONS.split()},
+    **{name: FUNCTION for name in _GLUON_LAYOUTS.split()},
+    **{name: DTYPE for name in _GLUON_DTYPES.split()},
+    "constexpr": TYPE,
+}
+
+# Attributes of Gluon values: a tensor descriptor's block type and its byte count and shared layout, a shared-memory
+# buffer's slot (`.index(s)`) and its load (beside ATTRIBUTES' `.permute`, `.store`, `.load`, `.dtype`, `.shape`).
+GLUON_ATTRIBUTES = frozenset("block_type nbytes layout index".split())
+
+
+def lookup_gluon(path: str) -> str | None:
+    """What `path` (relative to triton.experimental.gluon.language: "arange", "nvidia.hopper.mbarrier.wait") is in
+    the Gluon table, or None."""
+    return GLUON.get(path)

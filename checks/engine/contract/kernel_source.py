@@ -24,9 +24,12 @@ from checks.engine.contract.kernel_language import (
     BUILTINS,
     FLOAT_WORDS,
     FUNCTION,
+    GLUON_ATTRIBUTES,
+    GLUON_ROOT,
     MESSAGE_CALLS,
     TYPE,
     lookup,
+    lookup_gluon,
 )
 
 # Statements and expressions a kernel body may hold: the rest (imports, classes, lambdas, comprehensions, f-strings,
@@ -41,6 +44,7 @@ ALLOWED_NODES = (
 # and Python's parser with another, so a kernel holds none of them.
 ODD_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 JIT_DECORATORS = ("jit", "autotune", "heuristics")
+GLUON_JIT = ("gluon.jit", "triton.experimental.gluon.jit")  # a Gluon kernel's decorator (the Hopper track)
 
 
 @dataclass
@@ -59,7 +63,9 @@ class KernelSource:
 
     files: list[SourceFile] = field(default_factory=list)
     kernels: list[str] = field(default_factory=list)
-    language_aliases: dict[str, str] = field(default_factory=dict)  # name -> "triton.language[.sub]" or "triton"
+    gluon_kernels: list[str] = field(default_factory=list)  # those of `kernels` written @gluon.jit
+    # name -> "triton.language[.sub]", "triton", or a path under triton.experimental.gluon (a module or a function)
+    language_aliases: dict[str, str] = field(default_factory=dict)
     global_names: list[str] = field(default_factory=list)  # module-level names the kernels read (values recorded)
     global_reads: dict[str, str] = field(default_factory=dict)  # such a name -> "label, line N, in kernel `k`"
     problems: list[str] = field(default_factory=list)  # "label, line N: what" for each forbidden use
@@ -88,12 +94,19 @@ def _dotted(node: ast.AST) -> str | None:
 def _is_kernel(node: ast.AST) -> bool:
     if not isinstance(node, ast.FunctionDef):
         return False
+    if _is_gluon(node):
+        return True
     for deco in node.decorator_list:
         target = deco.func if isinstance(deco, ast.Call) else deco
         name = _dotted(target) or ""
         if name.split(".")[-1] in JIT_DECORATORS and name.split(".")[0] in ("triton", "jit", "autotune", "heuristics"):
             return True
     return False
+
+
+def _is_gluon(node: ast.FunctionDef) -> bool:
+    """Whether a function is a Gluon kernel: decorated `@gluon.jit` (or `@gluon.jit(...)`)."""
+    return any(_dotted(d.func if isinstance(d, ast.Call) else d) in GLUON_JIT for d in node.decorator_list)
 
 
 def _jit_options(node: ast.FunctionDef) -> dict[str, Any]:
@@ -117,10 +130,13 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
             for alias in node.names:
                 if alias.name == "triton" or alias.name.startswith("triton.language"):
                     found[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else "triton"
+            for alias in node.names:
+                if alias.name.startswith(GLUON_ROOT) and alias.asname:
+                    found[alias.asname] = alias.name
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
-                if full.startswith("triton.language"):
+                if full.startswith("triton.language") or full.startswith(GLUON_ROOT):
                     found[alias.asname or alias.name] = full
     return found
 
@@ -154,6 +170,20 @@ def language_path(dotted: str, target: str) -> str | None:
     return ".".join([*target.split(".")[2:], *rest])
 
 
+def gluon_path(dotted: str, target: str) -> str | None:
+    """The path inside triton.experimental.gluon.language that `a.b.c` names when its root `a` is an alias of
+    `target` ("triton", or a module or function under triton.experimental.gluon.language); None when the chain
+    leaves it."""
+    _, *rest = dotted.split(".")
+    if target == "triton":
+        if rest[:3] != ["experimental", "gluon", "language"]:
+            return None
+        target, rest = GLUON_ROOT, rest[3:]
+    if target != GLUON_ROOT and not target.startswith(GLUON_ROOT + "."):
+        return None
+    return ".".join([*target.split(".")[4:], *rest])
+
+
 def _is_literal(node: ast.AST) -> bool:
     """A default a kernel's parameter may have: a number, a string, True, False or None, written out."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -168,8 +198,18 @@ class _Kernel:
     """One kernel's names, resolved: what in its body, defaults and annotations is outside the language, by line,
     and the module-level names it reads (with the line of the first read)."""
 
-    def __init__(self, fn: ast.FunctionDef, kernels: set[str], aliases: dict[str, str], module_names: set[str]):
+    def __init__(
+        self,
+        fn: ast.FunctionDef,
+        kernels: set[str],
+        aliases: dict[str, str],
+        module_names: set[str],
+        gluon_kernels: frozenset[str] = frozenset(),
+    ):
         self.fn, self.kernels, self.aliases, self.module_names = fn, kernels, aliases, module_names
+        self.gluon = fn.name in gluon_kernels  # resolved against Gluon's table, and calls only Gluon kernels
+        self.other_kind = (kernels - gluon_kernels) if self.gluon else (kernels & gluon_kernels)
+        self.attributes = ATTRIBUTES | GLUON_ATTRIBUTES if self.gluon else ATTRIBUTES
         self.parameters, self.local = _parameters(fn), _locals(fn)
         self.found: list[tuple[int, str]] = []
         self.globals_read: dict[str, int] = {}
@@ -177,6 +217,16 @@ class _Kernel:
         for node in ast.walk(fn):
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
+
+    def resolve(self, dotted: str) -> tuple[str | None, str | None]:
+        """(the path of `dotted`, whose root is a language alias, inside this kernel's language, and what it is
+        there): triton.language for a Triton kernel, Gluon's language for a Gluon kernel; Nones outside it."""
+        target = self.aliases[dotted.split(".")[0]]
+        if self.gluon:
+            path = gluon_path(dotted, target)
+            return path, lookup_gluon(path) if path is not None else None
+        path = language_path(dotted, target)
+        return path, lookup(path) if path is not None else None
 
     def problem(self, node: ast.AST, what: str) -> None:
         located: ast.AST | None = node
@@ -209,10 +259,10 @@ class _Kernel:
         root = dotted.split(".")[0] if dotted else ""
         kind = None
         if root in self.aliases and root not in self.local:
-            path = language_path(dotted, self.aliases[root])
-            kind = lookup(path) if path is not None else None
+            _, kind = self.resolve(dotted)
         if kind != TYPE:
-            self.problem(node, f"the annotation of `{name}`, which may only be tl.constexpr or tl.tensor")
+            allowed = "gl.constexpr" if self.gluon else "tl.constexpr or tl.tensor"
+            self.problem(node, f"the annotation of `{name}`, which may only be {allowed}")
 
     def node(self, node: ast.AST) -> None:
         if not isinstance(node, ALLOWED_NODES):
@@ -259,10 +309,9 @@ class _Kernel:
         dotted = _dotted(node)
         root = dotted.split(".")[0] if dotted else ""
         if root in self.aliases and root not in self.local:
-            path = language_path(dotted, self.aliases[root])
-            if path is None or lookup(path) is None:
-                self.problem(node, f"`{dotted}`, which is not in the kernel language (the tl.* functions, dtypes and "
-                             "types a kernel may use)")  # fmt: skip
+            if self.resolve(dotted)[1] is None:
+                self.problem(node, f"`{dotted}`, which is not in the kernel language (the {self.words} functions, "
+                             "dtypes and types a kernel may use)")  # fmt: skip
             return
         if root in self.kernels and root not in self.local:
             self.problem(node, f"`{dotted}`: a kernel of yours is called, never looked into")
@@ -275,21 +324,29 @@ class _Kernel:
             chain.append(current.attr)
             current = current.value
         for attr in reversed(chain):
-            if attr not in ATTRIBUTES:
+            if attr not in self.attributes:
                 self.problem(node, f"the attribute `.{attr}`, which is not one a kernel's values have (a tensor's "
                              "methods, .dtype, .shape, .element_ty)")  # fmt: skip
                 return
 
+    @property
+    def words(self) -> str:
+        return "gl.* (Gluon)" if self.gluon else "tl.*"
+
     def name(self, node: ast.Name) -> None:
         name = node.id
+        if name in self.other_kind and name not in self.local:
+            kinds = ("a Gluon kernel", "@triton.jit") if self.gluon else ("a Triton kernel", "@gluon.jit")
+            self.problem(node, f"`{name}`, which {kinds[0]} cannot use: it calls only kernels written {kinds[1]} "
+                         "as it is")  # fmt: skip
+            return
         if name in self.local or name in self.kernels:
             return
         if name in self.aliases:
             parent = self.parents.get(id(node))
             if isinstance(parent, ast.Attribute) and parent.value is node:
                 return  # the chain it starts is judged where it ends
-            path = language_path(name, self.aliases[name])
-            if path is None or lookup(path) is None:
+            if self.resolve(name)[1] is None:
                 self.problem(node, f"`{name}` itself as a value: a kernel uses its functions, not the module")
             return
         if name in self.module_names:
@@ -307,8 +364,7 @@ class _Kernel:
                 self.problem(node, f"a call of the local name `{name}`: a kernel calls tl.* functions, your kernels "
                              "and a few builtins by their own names")  # fmt: skip
             elif name in self.aliases and name not in self.local:
-                path = language_path(name, self.aliases[name])
-                if path is None or lookup(path) != FUNCTION:
+                if self.resolve(name)[1] != FUNCTION:
                     self.problem(node, f"a call of `{name}`, which is not the kernel language")
             elif name in self.module_names and name not in self.local and name not in self.kernels:
                 self.problem(node, f"a call of `{name}`, a module-level name: a kernel calls tl.* functions, your "
@@ -320,8 +376,7 @@ class _Kernel:
             dotted = _dotted(func)
             root = dotted.split(".")[0] if dotted else ""
             if dotted and root in self.aliases and root not in self.local:
-                path = language_path(dotted, self.aliases[root])
-                kind = lookup(path) if path is not None else None
+                path, kind = self.resolve(dotted)
                 if kind is not None and kind != FUNCTION and path != "constexpr":
                     self.problem(node, f"a call of `{dotted}`, which is not a function of the kernel language")
             elif dotted and root not in self.local and root not in self.module_names:
@@ -384,9 +439,11 @@ def extract(sources: list[tuple[str, str, str]]) -> KernelSource:
         parsed.append((path, label, text, tree))
         result.language_aliases.update(_aliases(tree))
     kernels = {node.name for *_, tree in parsed for node in tree.body if _is_kernel(node)}
+    gluon = frozenset(node.name for *_, tree in parsed for node in tree.body if _is_kernel(node) and _is_gluon(node))
     module_names = set().union(*(module_level_names(tree) for *_, tree in parsed)) if parsed else set()
     module_names -= kernels
     result.kernels = sorted(kernels)
+    result.gluon_kernels = sorted(gluon)
     for path, label, text, tree in parsed:
         lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # the lines Python's parser numbers
         keep = [""] * len(lines)
@@ -398,7 +455,7 @@ def extract(sources: list[tuple[str, str, str]]) -> KernelSource:
             for i in range(first, node.end_lineno or first + 1):
                 keep[i] = lines[i]
             options[node.name] = _jit_options(node)
-            kernel = _Kernel(node, kernels, result.language_aliases, module_names)
+            kernel = _Kernel(node, kernels, result.language_aliases, module_names, gluon)
             kernel.check()
             found = kernel.found + text_problems(node, lines)
             for name, line in kernel.globals_read.items():

@@ -29,6 +29,9 @@ A plan is JSON. Its parts:
             "strides": [...]}
     value  {"tensor": ref} | {"host": {"what": "aten.add", "where": "..."}} | {"scalar": number | bool | str | None}
            | {"dtype": "fp16"} | {"tuple": [value, ...]} | {"kernel": name} | {"unsupported": "type name"}
+           | {"descriptor": {"base": ref, "shape": [...], "strides": [...], "block_shape": [...],
+                             "layout": {NVMMASharedLayout's fields}, "padding": "zero" | "nan"}}
+                                   a Gluon tensor descriptor (the Hopper track): TMA's view of a plan tensor
 
 Two plans of the same case, drawn with different values, must be equal (`first_difference`): a plan depends on
 shapes, strides, dtypes, scalar inputs and integer (metadata) inputs, never on the values of the data.
@@ -88,8 +91,40 @@ def _check_value(value: Any, where: str, depth: int = 0) -> None:
     elif kind == "host":
         if not isinstance(body, dict):
             raise PlanError(f"{where}: a host computation without its description")
+    elif kind == "descriptor":
+        _check_descriptor(body, where)
     else:
         raise PlanError(f"{where}: a value of kind {kind!r}, which a plan does not have")
+
+
+DESCRIPTOR_LAYOUT = {
+    "swizzle_byte_width": int, "element_bitwidth": int, "rank": int, "transposed": bool, "fp4_padded": bool,
+    "cga_layout": list,
+}  # fmt: skip  # NVMMASharedLayout's fields, as a plan may carry them
+
+
+def _check_descriptor(body: Any, where: str) -> None:
+    """A Gluon tensor descriptor's value: a plan tensor, whole numbers for its shape, strides and box, a layout of
+    NVMMASharedLayout's fields and a padding TMA knows."""
+    keys = {"base", "shape", "strides", "block_shape", "layout", "padding"}
+    if not isinstance(body, dict) or set(body) != keys:
+        raise PlanError(f"{where}: a tensor descriptor without its base, shape, strides, box, layout and padding")
+    _check_ref(body["base"], where)
+    sizes = [body["shape"], body["strides"], body["block_shape"]]
+    if not all(isinstance(s, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in s) for s in sizes):
+        raise PlanError(f"{where}: a tensor descriptor whose shape, strides or box are not whole numbers")
+    layout = body["layout"]
+    if (
+        not isinstance(layout, dict)
+        or not set(layout) <= set(DESCRIPTOR_LAYOUT)
+        or not all(
+            isinstance(v, DESCRIPTOR_LAYOUT[k]) and (DESCRIPTOR_LAYOUT[k] is bool or not isinstance(v, bool))
+            for k, v in layout.items()
+        )
+    ):
+        raise PlanError(f"{where}: a tensor descriptor with a layout the grader does not build")
+    if body["padding"] not in ("zero", "nan"):
+        raise PlanError(f"{where}: a tensor descriptor with a padding TMA does not have")
 
 
 def check(plan: Any) -> dict[str, Any]:

@@ -27,6 +27,15 @@ def source_problem(source: KernelSource) -> dict[str, Any] | None:
     """The first use of something outside the kernel language in a kernel body, or None."""
     if not source.problems:
         return None
+    if any(f"in kernel `{name}`:" in source.problems[0] for name in source.gluon_kernels):  # the Hopper track
+        return _found(
+            kernel_calls.name,
+            f"A Gluon kernel uses what the course's Gluon language does not hold: {source.problems[0]}. A @gluon.jit "
+            "kernel may call only the gl.* functions, layouts and dtypes the Hopper lessons introduce (with "
+            f"mbarrier, tma, warpgroup_mma, warpgroup_mma_wait and fence_async_shared), your other @gluon.jit "
+            f"functions and {ALLOWED_CALLS}; none of your kernels ran.",
+            source.problems[1:6],
+        )
     return _found(
         kernel_calls.name,
         f"A kernel uses what a Triton kernel cannot: {source.problems[0]}. A kernel body may call only "

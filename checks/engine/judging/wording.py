@@ -18,7 +18,7 @@ from checks import verdict as V
 from checks.engine.contract.protocol import Ending, Environment, LoadError, Stream
 from checks.engine.processes.run import ProcessEnd
 from checks.engine.submission import defined_names
-from checks.registry import get_puzzle, shown
+from checks.registry import UnknownPuzzle, get_puzzle, shown
 
 
 def ending_verdict(v: V.Verdict, ending: Ending) -> None:
@@ -53,6 +53,15 @@ def learner_frame(output: str, names: dict[str, str]) -> str:
     return ""
 
 
+def hangs_on_a_barrier(number: int | str) -> bool:
+    """Whether a puzzle's kernels wait on mbarriers (the Hopper track, in Gluon), so that a kernel that never ends
+    is said as one waiting on a barrier."""
+    try:
+        return get_puzzle(number).needs_hopper
+    except UnknownPuzzle:
+        return False
+
+
 def unfinished_verdict(
     v: V.Verdict, end: ProcessEnd, stream: Stream, timeout: float, file: str = "", names: dict[str, str] | None = None
 ) -> None:
@@ -64,6 +73,15 @@ def unfinished_verdict(
         where = " running your function at the timing size, after every case"
     else:
         where = " while loading your code" if stream.machine else " while starting"
+    if end.timed_out and hangs_on_a_barrier(v.puzzle):
+        v.status = V.TIMEOUT
+        v.summary = (
+            f"Your code ran past the {timeout:.0f} s time limit{where}: a Gluon kernel that never ends is most often "
+            "waiting on an mbarrier that never completes (a wait on the wrong phase, an expect of more bytes than "
+            "the copies bring, an arrive that never comes); check each wait's phase against the number of times "
+            "its barrier has completed."
+        )
+        return
     if end.timed_out:
         v.status = V.TIMEOUT
         v.summary = (

@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from checks.engine.contract.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS, OPS_LIMIT
 from checks.engine.patching import kernel_classes, replaced
+from checks.engine.record.descriptors import descriptor_value, is_descriptor
 
 _FILLS = {
     "empty": "empty", "empty_like": "empty", "empty_strided": "empty", "empty_permuted": "empty",
@@ -313,6 +314,8 @@ class PlanRecorder(TorchDispatchMode):
             return {"tuple": [self.value(x) for x in v]}
         if isinstance(v, triton.runtime.jit.KernelInterface) and hasattr(v, "fn"):
             return {"kernel": v.fn.__name__}
+        if is_descriptor(v):  # Gluon's TMA descriptor over a plan tensor (the Hopper track)
+            return descriptor_value(v, self.value)
         try:
             import numpy as np
 

@@ -43,6 +43,23 @@ def remember_text(filename: str, text: str) -> None:
     linecache.cache[filename] = (len(text), None, lines, filename)
 
 
+def language_object(target: str) -> Any:
+    """What a language alias names: a module of triton.language or Gluon's language, or a function of one (Gluon's
+    `warpgroup_mma`, imported by name)."""
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError:
+        module, _, name = target.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+def gluon_jit() -> Any:
+    """Gluon's decorator, for the kernels written @gluon.jit (the Hopper track)."""
+    from triton.experimental import gluon
+
+    return gluon.jit
+
+
 def build(source: KernelSource, globals_: dict[str, Any], workdir: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """(name -> kernel, file -> how messages name it): each file's kernels, as checked, compiled from memory at their
     own lines (no file is written) in one namespace that holds only triton.language, the recorded module-level
@@ -51,7 +68,7 @@ def build(source: KernelSource, globals_: dict[str, Any], workdir: Path) -> tupl
 
     namespace: dict[str, Any] = {"__builtins__": kernel_builtins(), "__name__": "submission_kernels"}
     for alias, target in source.language_aliases.items():
-        namespace[alias] = importlib.import_module(target)
+        namespace[alias] = language_object(target)
     for name in source.global_names:
         if name not in globals_:
             where = source.global_reads.get(name, "a kernel")
@@ -64,5 +81,6 @@ def build(source: KernelSource, globals_: dict[str, Any], workdir: Path) -> tupl
         names[filename] = file.label
         exec(compile(file.text, filename, "exec"), namespace)
         for kernel, options in file.jit_options.items():
-            namespace[kernel] = triton.jit(namespace[kernel], **options)
+            jit = gluon_jit() if kernel in source.gluon_kernels else triton.jit
+            namespace[kernel] = jit(namespace[kernel], **options)
     return {name: namespace[name] for name in source.kernels if name in namespace}, names

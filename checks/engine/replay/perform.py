@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from checks.engine.contract.plan import PlanError
+from checks.engine.replay.descriptors import build_descriptor
 from checks.engine.timing import quiet_gpu
 from checks.memory import Arena, poisonable, span
 
@@ -78,6 +79,8 @@ class Performer:
             return tuple(self.value(v) for v in body)
         if kind == "dtype":
             return {str(getattr(tl, n)): getattr(tl, n) for n in dir(tl) if isinstance(getattr(tl, n), tl.dtype)}[body]
+        if kind == "descriptor":  # a Gluon tensor descriptor, rebuilt over this replay's tensor
+            return build_descriptor(body, self.tensor)
         if kind == "kernel":
             if body not in self.kernels:
                 raise PlanError(f"the kernel `{body}`, which is not in your code")
@@ -153,7 +156,8 @@ class Performer:
         for name in op.get("reset_to_zero", []):
             if isinstance(args.get(name), torch.Tensor):
                 args[name].zero_()
-        kernel[tuple(alternative["grid"])](**args, **alternative["options"])
+        # one mapping: a Gluon kernel may take a launch option as a parameter of its own (num_warps: gl.constexpr)
+        kernel[tuple(alternative["grid"])](**{**args, **alternative["options"]})
 
     def _fastest(self, op: dict[str, Any], kernel: Any) -> int:
         """The config Triton's autotuner would keep: each timed once here, the fastest remembered per sizes."""
