@@ -460,6 +460,9 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
     "three_passes_through_a_clone": ("limits", "read each element of x", "7"),
     # a method rule sees the kernels' stores through the copy the host made into the output
     "stores_through_a_host_copy": ("causal_skipping", "lie entirely on the masked side", "9"),
+    # one kernel text, one method: the interpreter passes scalars as a GPU's compiler specialises them
+    "method_by_a_one": ("grouped_order", "Launch the tiles of c in grouped order", "4"),
+    "method_by_a_float": ("limits", "read each element of x 3.00 times", "7"),
 }
 
 
