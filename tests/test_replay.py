@@ -463,6 +463,13 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
     # one kernel text, one method: the interpreter passes scalars as a GPU's compiler specialises them
     "method_by_a_one": ("grouped_order", "Launch the tiles of c in grouped order", "4"),
     "method_by_a_float": ("limits", "read each element of x 3.00 times", "7"),
+    # every config an autotuner may choose is judged: one that changes the method fails, named
+    "method_by_a_config": (
+        "grouped_order",
+        "With `matmul_kernel` with BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_SIZE_M=1",
+        "4",
+    ),
+    "method_by_a_block_size": ("causal_skipping", "With `_attn_fwd_causal` with BLOCK_M=32, BLOCK_N=32", "9"),
 }
 
 

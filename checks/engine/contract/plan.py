@@ -24,7 +24,9 @@ A plan is JSON. Its parts:
            {"op": "host_write", "dst": ref, "what": "aten.add_", "where": "..."}   not replayed: the message says so
            {"op": "launch", "kernel": name, "where": "...", "alternatives": [launch, ...],
             "reset_to_zero": [names], "restore_value": [names]}
-    launch {"grid": [x, y, z], "args": {name: value}, "options": {"num_warps": 4, ...}}
+    launch {"grid": [x, y, z], "args": {name: value}, "options": {"num_warps": 4, ...}, "config": {name: value}}
+                                   an autotuned launch has one per config the autotuner would try; its "config" names
+                                   the arguments the config sets (the values the replay reads are the args')
     ref    {"storage": "input:q" | "a3" | "c1", "dtype": "float16", "offset": bytes, "shape": [...],
             "strides": [...]}
     value  {"tensor": ref} | {"host": {"what": "aten.add", "where": "..."}} | {"scalar": number | bool | str | None}
@@ -36,6 +38,7 @@ shapes, strides, dtypes, scalar inputs and integer (metadata) inputs, never on t
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -296,3 +299,21 @@ def returned_kind(returned: Any) -> str:
     if isinstance(returned, (tuple, list)):
         return f"{type(returned).__name__} of {len(returned)}"
     return "tensor" if isinstance(returned, torch.Tensor) else type(returned).__name__
+
+
+def distinct_alternatives(op: dict[str, Any]) -> list[int]:
+    """The indices of an autotuned launch's configs that the interpreter runs differently: the first of each that
+    differs from the ones before it in its grid or its arguments (launch settings such as num_warps and num_stages
+    change nothing in the interpreter)."""
+    seen: dict[str, int] = {}
+    for index, alternative in enumerate(op["alternatives"]):
+        seen.setdefault(json.dumps([alternative["grid"], alternative["args"]], sort_keys=True, default=str), index)
+    return sorted(seen.values())
+
+
+def method_alternatives(plans: list[dict[str, Any]]) -> int:
+    """The most distinct configs (`distinct_alternatives`) any autotuned launch of these plans has."""
+    counts = [
+        len(distinct_alternatives(op)) for plan in plans for op in plan.get("ops", []) if op.get("op") == "launch"
+    ]
+    return max(counts, default=1)

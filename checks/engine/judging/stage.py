@@ -19,6 +19,7 @@ from checks import verdict as V
 from checks.engine.access.traffic import answer_key_log, traffic_lines
 from checks.engine.contract.kernel_source import KernelSource, extract
 from checks.engine.contract.observations import CaseObservation
+from checks.engine.contract.plan import method_alternatives
 from checks.engine.contract.protocol import (
     RECORD,
     REPLAY,
@@ -100,6 +101,11 @@ class Stage:
         # the traffic of case 1 beside the answer key's: in the verdict, or (an interpreter stage beside a GPU stage)
         # added by the caller once the GPU's timing is done, so that the verdict never waits for the key's log
         self.traffic_later = False
+        # the autotuned launches' configs the replay ran ({"kernel", "config"}: replay.perform.ran_config),
+        # and the most distinct configs one of the recorded plans' autotuned launches has (contract.plan)
+        self.configs_run: list[dict[str, Any]] = []
+        self.alternatives = 1
+        self.recorded_as: tuple[RecordStream, ProcessEnd, KernelSource, Job] | None = None  # for `replay_again`
         self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
@@ -126,7 +132,20 @@ class Stage:
                 raise
             end = process.end()
             mark("recording process ended")
+            self.recorded_as = (recording, end, source, record_job)
             return self.replay(recording, end, source, record_job, replayer, timeout - (time.monotonic() - start))
+        finally:
+            if replayer.poll() is None and not self.replayed:
+                kill(replayer)
+
+    def replay_again(self, first: Stage, timeout: float) -> V.Verdict:
+        """Replay the plans the stage `first` recorded (the learner's code does not run again) with this stage's choice
+        of autotuner configs (`Job.alternative`, `Job.chosen`), and judge."""
+        recording, end, source, record_job = first.recorded_as
+        record_job = replace(record_job, alternative=self.job.alternative, chosen=self.job.chosen)
+        replayer = start_grading_process(self.workdir, self.job.interpret, preload=True, role=REPLAY)
+        try:
+            return self.replay(recording, end, source, record_job, replayer, timeout)
         finally:
             if replayer.poll() is None and not self.replayed:
                 kill(replayer)
@@ -150,6 +169,7 @@ class Stage:
             self.stream.tampered = str(exc)
             return self.verdict(end)
         self.stream.machine = None
+        self.alternatives = method_alternatives([replay["plan"] for replay in replays if "plan" in replay])
         # the replay's data values: known to this process and the replay only, unless this is a debugging run
         data_seed = (
             debugging_data_seed(self.job.seed)
@@ -239,6 +259,7 @@ class Stage:
                 mark(f"case {result.index} judged")
                 self.results.append(result)
                 self.launched[result.index] = {launch.kernel for launch in self.stream.cases[-1].launches}
+                self.configs_run += [ran for ran in self.stream.cases[-1].configs if ran not in self.configs_run]
                 if self.first_failure and not result.passed and not result.stub:
                     self.stopped_early = True
                     self._stop.set()

@@ -1,0 +1,103 @@
+"""Every config an autotuned kernel runs on a GPU is the one the interpreter judges.
+
+Triton's interpreter cannot time an autotuner's configs, and a config may change the method (a constexpr that picks
+the launch order, the number of passes, whether a tile is skipped), not only the tile sizes. So:
+
+- beside a GPU stage, the GPU stage reports the config each autotuned launch ran (`Stage.configs_run`), and each
+  config it ran that the interpreter stage did not is judged in the interpreter once more (`on_the_gpus_configs`:
+  the interpreter replays, for that kernel, the alternative with those values);
+- with no GPU stage (a machine without a GPU), the interpreter judges every config of an autotuned launch that
+  differs from the others in its grid or its arguments (`every_config`): whatever a GPU would choose has then been
+  judged. Configs that differ only in launch settings (num_warps, num_stages) run alike in the interpreter and count
+  as one; configs that differ in a block size count as two, since a block size is a constexpr like any other that a
+  kernel can branch on. At most CONFIG_LIMIT are judged (every answer key tunes one config in the interpreter).
+
+A config judged after the first runs every case again in grading processes of its own; the verdict names the config
+of the first that fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from checks import verdict as V
+from checks.engine.judging.rules import rulebook
+from checks.engine.judging.stage import Stage
+
+CONFIG_LIMIT = 8  # distinct configs of one autotuned launch judged in the interpreter alone (the first included)
+
+
+def every_config(stage: Stage, verdict: V.Verdict, limit: float) -> V.Verdict:
+    """The interpreter stage's verdict (with no GPU stage), once every distinct config of its autotuned launches is
+    judged: the first config's verdict stands when it failed; else the first other config that fails, named."""
+    if not verdict.passed or stage.alternatives <= 1:
+        return verdict
+    count = min(stage.alternatives, CONFIG_LIMIT)
+    for alternative in range(1, count):
+        job = replace(stage.job, alternative=alternative)
+        other, ran = rerun(stage, job, stage.workdir / f"config-{alternative}", limit, again=True)
+        if not other.passed:
+            return config_failed(other, ran, count)
+    verdict.details.append(
+        f"Your autotuned kernels were judged with each of their {count} configs that differ in their arguments: "
+        "a GPU may choose any of them."
+    )
+    return verdict
+
+
+def chosen_sets(gpu: Stage, judged: list[dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
+    """The configs the GPU stage ran that the interpreter did not (`judged`), as `Job.chosen` maps, each kernel's
+    configs spread over as few maps as can hold them."""
+    missing: dict[str, list[dict[str, Any]]] = {}
+    for ran in gpu.configs_run:
+        if ran not in judged:
+            missing.setdefault(ran["kernel"], []).append(ran["config"])
+    count = max((len(configs) for configs in missing.values()), default=0)
+    return [{kernel: configs[min(i, len(configs) - 1)] for kernel, configs in missing.items()} for i in range(count)]
+
+
+def on_the_gpus_configs(gpu: Stage, parts: list[Stage], limit: float) -> V.Verdict | None:
+    """Judge in the interpreter each config the GPU stage ran that the interpreter stage's parts did not: the first
+    verdict that fails, with its config named; None when every one passed (or there was none to judge)."""
+    judged = [ran for part in parts for ran in part.configs_run]
+    for index, chosen in enumerate(chosen_sets(gpu, judged)):
+        job = replace(gpu.job, interpret=True, record_on_gpu=True, cases=None, chosen=chosen)
+        verdict, ran = rerun(gpu, job, gpu.workdir / f"gpu-config-{index}", limit)
+        if not verdict.passed and verdict.status not in rulebook.INTERPRETER_STAGE_EXCUSED:
+            return config_failed(verdict, ran, 0)
+    return None
+
+
+def rerun(
+    stage: Stage, job: Any, folder: Path, limit: float, again: bool = False
+) -> tuple[V.Verdict, list[dict[str, Any]]]:
+    """The submission graded again in the interpreter with another choice of configs, in processes of its own: the
+    verdict, and the configs its autotuned launches ran. `again`: replay the plans `stage` recorded (the same cases,
+    recorded for the interpreter), rather than record them anew."""
+    folder.mkdir(exist_ok=True)
+    other = Stage(stage.puzzle, job, "interpreter", folder, first_failure=stage.first_failure, file=stage.file)
+    verdict = other.replay_again(stage, limit) if again and stage.recorded_as else other.run(limit)
+    return verdict, other.configs_run
+
+
+def config_failed(verdict: V.Verdict, ran: list[dict[str, Any]], count: int) -> V.Verdict:
+    """A verdict of a config judged after the first, its summary naming the configs that ran (`count`: how many
+    distinct configs were judged in turn; 0: the config the GPU chose)."""
+    named = "; ".join(f"`{r['kernel']}` with {shown(r['config'])}" for r in ran) or "another config"
+    why = (
+        f"one of the {count} configs of your autotuner that differ in their arguments, each judged since a GPU may "
+        "choose any"
+        if count
+        else "the config the GPU chose"
+    )
+    verdict.summary = f"With {named} ({why}): {verdict.summary}"
+    verdict.details.insert(
+        0, "Every config your autotuner may run must compute the same method: the grader judges the one that runs."
+    )
+    return verdict
+
+
+def shown(config: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in config.items()) or "its defaults"
