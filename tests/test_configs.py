@@ -59,7 +59,6 @@ def test_the_config_the_gpu_stage_ran_is_judged_in_the_interpreter(tmp_path):
     from checks.engine.judging.stage import Stage
 
     puzzle = get_puzzle(4)
-
     graded = submission(TAMPERING, TAMPERING_NAME, tmp_path)
     job = Job(4, str(graded), {str(graded): graded.name}, seed=7, solution_file=str(puzzle.solution))
     gpu = Stage(puzzle, job, "gpu", tmp_path, first_failure=True)
@@ -75,3 +74,36 @@ def test_the_config_the_gpu_stage_ran_is_judged_in_the_interpreter(tmp_path):
     assert verdict is not None and not verdict.passed, verdict
     assert verdict.rule == "grouped_order", V.format_verdict(verdict)
     assert "GROUP_SIZE_M=1 (the config the GPU chose)" in verdict.summary, verdict.summary
+
+
+@pytest.mark.slow
+def test_the_tiles_the_gpu_stage_ran_are_judged_on_cases_sized_from_them(tmp_path):
+    """The GPU stage's report simulated: it ran a config of 128 x 128 tiles, which the interpreter stage ran too, on
+    cases too small for any launch order to show; the interpreter judges it once more on puzzle 4's method cases
+    sized from those tiles, and the row-major order fails. A config of tiles the cases are made for adds none."""
+    from checks.engine.judging.configs import on_the_gpus_configs, tile_of
+    from checks.engine.judging.stage import Stage
+    from checks.puzzles.p04_matmul_fast import method_cases
+
+    large = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_SIZE_M": 8}
+    assert tile_of(large) == 128 and tile_of({**large, "BLOCK_M": 64, "BLOCK_N": 64}) == 64
+    assert method_cases(64) == [] and [(c["M"], c["N"]) for c in method_cases(128)] == [(256, 2048), (2048, 256)]
+
+    puzzle = get_puzzle(4)
+    graded = submission(TAMPERING, "row_major_at_large_tiles", tmp_path)
+    job = Job(4, str(graded), {str(graded): graded.name}, seed=7, solution_file=str(puzzle.solution))
+    gpu = Stage(puzzle, job, "gpu", tmp_path, first_failure=True)
+    part = Stage(puzzle, replace(job, interpret=True), "interpreter", tmp_path)
+    gpu.configs_run = part.configs_run = [{"kernel": "matmul_kernel", "config": large}]
+    verdict = on_the_gpus_configs(gpu, [part], 120.0)
+    assert verdict is not None and verdict.rule == "grouped_order", verdict and V.format_verdict(verdict)
+    assert "on a case sized from its tiles" in verdict.summary and "(256, 40)" in verdict.summary, verdict.summary
+
+
+def test_a_kernel_only_the_timing_size_launched_is_named():
+    from checks.engine.judging.stage import unjudged_at_the_timing_size
+
+    launched = {0: {"matmul_kernel"}, 1: {"matmul_kernel", "fill"}}
+    assert unjudged_at_the_timing_size(["fill", "matmul_kernel"], launched) == []
+    (line,) = unjudged_at_the_timing_size(["matmul_kernel", "row_major_kernel"], launched)
+    assert "`row_major_kernel`, which no graded case ran" in line and "matmul_kernel" not in line

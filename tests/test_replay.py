@@ -470,6 +470,20 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
         "4",
     ),
     "method_by_a_block_size": ("causal_skipping", "With `_attn_fwd_causal` with BLOCK_M=32, BLOCK_N=32", "9"),
+    # a config's tiles larger than the puzzle's cases are made for: judged on cases sized from them
+    "row_major_at_large_tiles": ("grouped_order", "on a 2 x 16 grid of 128 x 128 tiles", "4"),
+    "column_major_at_large_tiles": ("grouped_order", "on a 16 x 2 grid of 128 x 128 tiles", "4"),
+}
+
+
+# the case an attack shows itself on, where grading it alone is enough (the cases the other configs and the method
+# cases sized from the tiles add come after it)
+ATTACK_CASES = {
+    "method_by_a_one": [8],
+    "method_by_a_config": [8],
+    "method_by_a_block_size": [3],
+    "row_major_at_large_tiles": [0],
+    "column_major_at_large_tiles": [0],
 }
 
 
@@ -485,7 +499,8 @@ def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, t
     rule, words, *puzzle = ATTACKS[name]
     number = puzzle[0] if puzzle else 1
     graded = submission(TAMPERING, name, tmp_path)
-    verdict = grade(get_puzzle(number), graded, interpret=True, time_it=False, first_failure=True)
+    cases = ATTACK_CASES.get(name)
+    verdict = grade(get_puzzle(number), graded, interpret=True, time_it=False, first_failure=True, cases=cases)
     report = V.format_verdict(verdict)
     assert not verdict.passed and verdict.rule == rule, report
     assert words in report, report

@@ -68,7 +68,7 @@ def specialised(kernel: Any, arguments: dict[str, Any]) -> dict[str, tuple[str, 
 
     types = compiler_types(kernel, arguments)
     found: dict[str, tuple[str, Any]] = {}
-    defaults = {p.name: p.default for p in inspect.signature(kernel.fn).parameters.values()}
+    defaults = {p.name: p.default for p in _typing(kernel)[0]}
     for name, kind in types.items():
         value = arguments.get(name, defaults.get(name))
         if kind == "constexpr" and isinstance(value, int) and not isinstance(value, bool):
@@ -83,21 +83,7 @@ def specialised(kernel: Any, arguments: dict[str, Any]) -> dict[str, tuple[str, 
 def compiler_types(kernel: Any, arguments: dict[str, Any]) -> dict[str, str]:
     """name -> the type Triton's launcher gives each scalar argument not declared constexpr ("constexpr" for one it
     specialises into a constant), computed by Triton's own binder with the kernel's `do_not_specialize` options."""
-    from triton.backends.compiler import BaseBackend
-    from triton.runtime import jit
-
-    fn = kernel.fn
-    signature = inspect.signature(fn)
-    options = getattr(kernel, "kwargs", {}) or {}
-    never = options.get("do_not_specialize") or []
-    never_aligned = options.get("do_not_specialize_on_alignment") or []
-    params = [
-        jit.KernelParam(i, p, i in never or p.name in never, i in never_aligned or p.name in never_aligned)
-        for i, p in enumerate(signature.parameters.values())
-    ]
-    binder = _binders.get(fn)
-    if binder is None:
-        binder = _binders[fn] = jit.create_function_from_signature(signature, params, BaseBackend)
+    params, binder = _typing(kernel)
     # only the scalars are typed here: every other argument stands in as None (a constexpr to the binder)
     given = {}
     for p in params:
@@ -114,4 +100,24 @@ def compiler_types(kernel: Any, arguments: dict[str, Any]) -> dict[str, str]:
     }
 
 
-_binders: dict[Any, Any] = {}  # a kernel's Python function -> Triton's binder for its signature
+def _typing(kernel: Any) -> tuple[list[Any], Any]:
+    """A kernel's parameters as Triton's launcher sees them (`KernelParam`, with its `do_not_specialize` options) and
+    Triton's binder for them, made once per kernel function and options."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime import jit
+
+    options = getattr(kernel, "kwargs", {}) or {}
+    never = tuple(options.get("do_not_specialize") or ())
+    never_aligned = tuple(options.get("do_not_specialize_on_alignment") or ())
+    key = (kernel.fn, never, never_aligned)
+    if key not in _binders:
+        signature = inspect.signature(kernel.fn)
+        params = [
+            jit.KernelParam(i, p, i in never or p.name in never, i in never_aligned or p.name in never_aligned)
+            for i, p in enumerate(signature.parameters.values())
+        ]
+        _binders[key] = (params, jit.create_function_from_signature(signature, params, BaseBackend))
+    return _binders[key]
+
+
+_binders: dict[Any, tuple[list[Any], Any]] = {}  # (kernel function, options) -> its parameters and Triton's binder

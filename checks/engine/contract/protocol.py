@@ -67,6 +67,8 @@ class Job:
     # `alternative`-th of its distinct configs, or, for a kernel named in `chosen`, the config the GPU stage ran
     alternative: int = 0
     chosen: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # cases after the puzzle's own interpreter cases, sized from the tiles judged (checks.registry.with_method_cases)
+    method_cases: list[dict[str, Any]] = field(default_factory=list)
     # the replay's job, written only after the recording process is gone:
     data_seed: int = 0  # the secret the data values of the replayed inputs are drawn with
     # checks.engine.contract.kernel_source.KernelSource, read before any code ran

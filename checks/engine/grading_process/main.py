@@ -272,9 +272,10 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         return 0
     if machine.mode == "interpreter":
         autotune_without_benchmarks()
-    from checks.registry import get_puzzle
+    from checks.registry import get_puzzle, with_method_cases
 
     puzzle = get_puzzle(job.puzzle)  # the one place a grading process turns the job's puzzle id into the puzzle
+    puzzle = with_method_cases(puzzle, job.method_cases)
     if job.role == RECORD:
         # hardening (checks.engine.record.hardening): the learner's code runs here, sealed: it writes only in
         # a folder of its own, starts no process, and stays off the grader's files and the replay that follows

@@ -14,6 +14,13 @@ the launch order, the number of passes, whether a tile is skipped), not only the
 
 A config judged after the first runs every case again in grading processes of its own; the verdict names the config
 of the first that fails.
+
+A method is judged on a case large enough for the config's tiles to show it. A puzzle's interpreter cases are made
+for tiles up to a size (64 rows for the launch order of 4 and the causal skipping of 9 and 10); a config whose
+largest block size (`tile_of`: its largest power of two of 16 or more) is larger is judged once more on the
+puzzle's method cases sized from it (`method_cases(tile)` of its module in checks.puzzles: 4's wide and tall grids
+of at least 2 x 16 tiles, a causal case of 9 and 10 with two key blocks past the first diagonal), added after the
+puzzle's own cases (checks.registry.with_method_cases), with that config chosen.
 """
 
 from __future__ import annotations
@@ -25,26 +32,68 @@ from typing import Any
 from checks import verdict as V
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage
+from checks.registry import with_method_cases
 
 CONFIG_LIMIT = 8  # distinct configs of one autotuned launch judged in the interpreter alone (the first included)
 
 
 def every_config(stage: Stage, verdict: V.Verdict, limit: float) -> V.Verdict:
     """The interpreter stage's verdict (with no GPU stage), once every distinct config of its autotuned launches is
-    judged: the first config's verdict stands when it failed; else the first other config that fails, named."""
-    if not verdict.passed or stage.alternatives <= 1:
+    judged, each on the puzzle's method cases too where its tiles are larger than its own cases are made for: the
+    first config's verdict stands when it failed; else the first other config that fails, named."""
+    if not verdict.passed:
         return verdict
     count = min(stage.alternatives, CONFIG_LIMIT)
+    ran = list(stage.configs_run)  # the configs each alternative's replay ran
     for alternative in range(1, count):
         job = replace(stage.job, alternative=alternative)
-        other, ran = rerun(stage, job, stage.workdir / f"config-{alternative}", limit, again=True)
-        if not other.passed:
-            return config_failed(other, ran, count)
-    verdict.details.append(
-        f"Your autotuned kernels were judged with each of their {count} configs that differ in their arguments: "
-        "a GPU may choose any of them."
-    )
+        other, configs = rerun(stage, job, stage.workdir / f"config-{alternative}", limit, again=True)
+        if not other.passed:  # named: the configs this alternative ran that the first did not
+            return config_failed(other, [c for c in configs if c not in stage.configs_run] or configs, count)
+        ran += [config for config in configs if config not in ran]
+    failed = on_method_cases(stage, stage.job, ran, limit)
+    if failed is not None:
+        return failed
+    if count > 1:
+        verdict.details.append(
+            f"Your autotuned kernels were judged with each of their {count} configs that differ in their arguments: "
+            "a GPU may choose any of them."
+        )
     return verdict
+
+
+def tile_of(config: dict[str, Any]) -> int:
+    """A config's largest block size: its largest value that is a power of two of 16 or more (0: none). Named by
+    value, not by name: a kernel's block sizes are named as the learner likes."""
+    sizes = [
+        v for v in config.values() if isinstance(v, int) and not isinstance(v, bool) and v >= 16 and not v & (v - 1)
+    ]
+    return max(sizes, default=0)
+
+
+def on_method_cases(stage: Stage, base: Any, ran: list[dict[str, Any]], limit: float) -> V.Verdict | None:
+    """Judge each config in `ran` whose tiles are larger than the puzzle's interpreter cases are made for on the
+    puzzle's method cases sized from them (recorded and replayed in the interpreter, that config chosen): the first
+    verdict that fails, its config named; None when each passed (or none needed them)."""
+    from checks.puzzles import spec_module
+
+    sized = getattr(spec_module(stage.puzzle), "method_cases", None)
+    if sized is None:
+        return None
+    first = len(stage.puzzle.cases.cpu)
+    for index, config in enumerate(ran):
+        extra = sized(tile_of(config["config"]))
+        if not extra:
+            continue
+        job = replace(
+            base, interpret=True, cases=list(range(first, first + len(extra))), method_cases=extra, alternative=0,
+            chosen={config["kernel"]: config["config"]},
+        )  # fmt: skip
+        puzzle = with_method_cases(stage.puzzle, extra)
+        verdict, judged = rerun(stage, job, stage.workdir / f"method-cases-{index}", limit, puzzle=puzzle)
+        if not verdict.passed and verdict.status not in rulebook.INTERPRETER_STAGE_EXCUSED:
+            return config_failed(verdict, judged or [config], -1)
+    return None
 
 
 def chosen_sets(gpu: Stage, judged: list[dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
@@ -67,17 +116,19 @@ def on_the_gpus_configs(gpu: Stage, parts: list[Stage], limit: float) -> V.Verdi
         verdict, ran = rerun(gpu, job, gpu.workdir / f"gpu-config-{index}", limit)
         if not verdict.passed and verdict.status not in rulebook.INTERPRETER_STAGE_EXCUSED:
             return config_failed(verdict, ran, 0)
-    return None
+    # the configs the GPU ran whose tiles are too large for the interpreter's own cases: on cases sized from them
+    return on_method_cases(gpu, replace(gpu.job, record_on_gpu=True), gpu.configs_run, limit)
 
 
 def rerun(
-    stage: Stage, job: Any, folder: Path, limit: float, again: bool = False
+    stage: Stage, job: Any, folder: Path, limit: float, again: bool = False, puzzle: Any = None
 ) -> tuple[V.Verdict, list[dict[str, Any]]]:
     """The submission graded again in the interpreter with another choice of configs, in processes of its own: the
     verdict, and the configs its autotuned launches ran. `again`: replay the plans `stage` recorded (the same cases,
-    recorded for the interpreter), rather than record them anew."""
+    recorded for the interpreter), rather than record them anew; `puzzle`: the puzzle with the job's method cases."""
     folder.mkdir(exist_ok=True)
-    other = Stage(stage.puzzle, job, "interpreter", folder, first_failure=stage.first_failure, file=stage.file)
+    puzzle = puzzle or stage.puzzle
+    other = Stage(puzzle, job, "interpreter", folder, first_failure=stage.first_failure, file=stage.file)
     verdict = other.replay_again(stage, limit) if again and stage.recorded_as else other.run(limit)
     return verdict, other.configs_run
 
@@ -86,12 +137,13 @@ def config_failed(verdict: V.Verdict, ran: list[dict[str, Any]], count: int) -> 
     """A verdict of a config judged after the first, its summary naming the configs that ran (`count`: how many
     distinct configs were judged in turn; 0: the config the GPU chose)."""
     named = "; ".join(f"`{r['kernel']}` with {shown(r['config'])}" for r in ran) or "another config"
-    why = (
-        f"one of the {count} configs of your autotuner that differ in their arguments, each judged since a GPU may "
-        "choose any"
-        if count
-        else "the config the GPU chose"
-    )
+    if count > 0:
+        why = f"one of the {count} configs of your autotuner that differ in their arguments, each judged since a GPU "
+        why += "may choose any"
+    elif count == 0:
+        why = "the config the GPU chose"
+    else:
+        why = "on a case sized from its tiles, which the puzzle's own cases are too small for"
     verdict.summary = f"With {named} ({why}): {verdict.summary}"
     verdict.details.insert(
         0, "Every config your autotuner may run must compute the same method: the grader judges the one that runs."

@@ -105,6 +105,7 @@ class Stage:
         # and the most distinct configs one of the recorded plans' autotuned launches has (contract.plan)
         self.configs_run: list[dict[str, Any]] = []
         self.alternatives = 1
+        self.timing_kernels: list[str] = []  # the kernels the plan at the timing size launches
         self.recorded_as: tuple[RecordStream, ProcessEnd, KernelSource, Job] | None = None  # for `replay_again`
         self._stop = threading.Event()
 
@@ -179,6 +180,8 @@ class Stage:
         self.judge.data_seed = data_seed
         recorded = recording.timing_plan  # None unless asked for (time_it)
         timing_plan = self.timing_plan_of(recorded, source) if self.time_it and recorded is not None else None
+        if timing_plan is not None:
+            self.timing_kernels = [op["kernel"] for op in timing_plan.get("ops", []) if op.get("op") == "launch"]
         key_plan = self.key_plan.ready() if self.key_plan is not None and timing_plan is not None else None
         replay_job = replace(
             record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
@@ -387,6 +390,7 @@ class Stage:
             v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
             if v.timings.get("summary") and timings.graphs:
                 v.timings["summary"] += f" Timed as CUDA graph replays: {', '.join(timings.graphs)}."
+            v.details += unjudged_at_the_timing_size(self.timing_kernels, self.launched)
         except Tampered as exc:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=str(exc))
             return
@@ -414,6 +418,21 @@ def traffic_details(puzzle: Puzzle, access: dict[str, Any], case: str = "case 1"
         "as the tensor has; the minimum is an input read once and an output written once):"
     )
     return [heading] + ["  " + line for line in traffic_lines(access, key)]
+
+
+def unjudged_at_the_timing_size(timing_kernels: list[str], launched: dict[int, set[str]]) -> list[str]:
+    """A line naming the kernels the timing ran that no graded case ran (host code that chooses its kernels by the
+    sizes of the inputs): they were timed, and their values compared at the timing size, but no rule judged their
+    method (docs/grading.md). None when every kernel timed was graded."""
+    graded = set().union(*launched.values()) if launched else set()
+    unjudged = sorted(set(timing_kernels) - graded)
+    if not unjudged:
+        return []
+    names = ", ".join(f"`{name}`" for name in unjudged)
+    return [
+        f"At the timing size your code launched {names}, which no graded case ran: their values were compared there, "
+        "but no rule judged their method. Launch the same kernels at every size to have your method judged."
+    ]
 
 
 def kernel_source(job: Job) -> KernelSource:

@@ -153,6 +153,7 @@ class Performer:
             choice = 0
         else:
             choice = interpreted_choice(op, self.tuning) if self.interpret else self._fastest(op, kernel)
+        if "config" in alternatives[choice]:  # an autotuned launch: the config it ran is reported
             ran = ran_config(op["kernel"], alternatives[choice])
             if ran not in self.configs_run:
                 self.configs_run.append(ran)
