@@ -70,7 +70,7 @@ def test_the_config_the_gpu_stage_ran_is_judged_in_the_interpreter(tmp_path):
     assert on_the_gpus_configs(gpu, [part], 120.0) is None
 
     gpu.configs_run = [{"kernel": "matmul_kernel", "config": {**grouped, "GROUP_SIZE_M": 1}}]
-    verdict = on_the_gpus_configs(gpu, [part], 120.0)
+    verdict = on_the_gpus_configs(gpu, [part], 120.0, cases=[8])  # the wide case, where row-major order shows
     assert verdict is not None and not verdict.passed, verdict
     assert verdict.rule == "grouped_order", V.format_verdict(verdict)
     assert "GROUP_SIZE_M=1 (the config the GPU chose)" in verdict.summary, verdict.summary
@@ -95,9 +95,11 @@ def test_the_tiles_the_gpu_stage_ran_are_judged_on_cases_sized_from_them(tmp_pat
     gpu = Stage(puzzle, job, "gpu", tmp_path, first_failure=True)
     part = Stage(puzzle, replace(job, interpret=True), "interpreter", tmp_path)
     gpu.configs_run = part.configs_run = [{"kernel": "matmul_kernel", "config": large}]
-    verdict = on_the_gpus_configs(gpu, [part], 120.0)
+    verdict = on_the_gpus_configs(gpu, [part], 120.0, cases=[0])
     assert verdict is not None and verdict.rule == "grouped_order", verdict and V.format_verdict(verdict)
     assert "on a case sized from its tiles" in verdict.summary and "(256, 40)" in verdict.summary, verdict.summary
+    # a map drawn from the puzzle's own cases and the first config would not show it: none is offered
+    assert verdict.map_case is None and "draw the access map" not in V.format_verdict(verdict)
 
 
 def test_a_kernel_only_the_timing_size_launched_is_named():

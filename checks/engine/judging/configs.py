@@ -32,6 +32,7 @@ from typing import Any
 from checks import verdict as V
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage
+from checks.engine.judging.wording import MAP_ADVICE_START
 from checks.registry import with_method_cases
 
 CONFIG_LIMIT = 8  # distinct configs of one autotuned launch judged in the interpreter alone (the first included)
@@ -107,12 +108,15 @@ def chosen_sets(gpu: Stage, judged: list[dict[str, Any]]) -> list[dict[str, dict
     return [{kernel: configs[min(i, len(configs) - 1)] for kernel, configs in missing.items()} for i in range(count)]
 
 
-def on_the_gpus_configs(gpu: Stage, parts: list[Stage], limit: float) -> V.Verdict | None:
-    """Judge in the interpreter each config the GPU stage ran that the interpreter stage's parts did not: the first
-    verdict that fails, with its config named; None when every one passed (or there was none to judge)."""
+def on_the_gpus_configs(
+    gpu: Stage, parts: list[Stage], limit: float, cases: list[int] | None = None
+) -> V.Verdict | None:
+    """Judge in the interpreter each config the GPU stage ran that the interpreter stage's parts did not (on the
+    interpreter `cases`, None: all): the first verdict that fails, with its config named; None when every one passed
+    (or there was none to judge)."""
     judged = [ran for part in parts for ran in part.configs_run]
     for index, chosen in enumerate(chosen_sets(gpu, judged)):
-        job = replace(gpu.job, interpret=True, record_on_gpu=True, cases=None, chosen=chosen)
+        job = replace(gpu.job, interpret=True, record_on_gpu=True, cases=cases, chosen=chosen)
         verdict, ran = rerun(gpu, job, gpu.workdir / f"gpu-config-{index}", limit)
         if not verdict.passed and verdict.status not in rulebook.INTERPRETER_STAGE_EXCUSED:
             return config_failed(verdict, ran, 0)
@@ -145,6 +149,9 @@ def config_failed(verdict: V.Verdict, ran: list[dict[str, Any]], count: int) -> 
     else:
         why = "on a case sized from its tiles, which the puzzle's own cases are too small for"
     verdict.summary = f"With {named} ({why}): {verdict.summary}"
+    # an access map is drawn from the first config on the puzzle's own cases: it would not show this failure
+    verdict.map_case = None
+    verdict.details = [line for line in verdict.details if not line.startswith(MAP_ADVICE_START)]
     verdict.details.insert(
         0, "Every config your autotuner may run must compute the same method: the grader judges the one that runs."
     )
