@@ -109,3 +109,13 @@ def test_a_kernel_only_the_timing_size_launched_is_named():
     assert unjudged_at_the_timing_size(["fill", "matmul_kernel"], launched) == []
     (line,) = unjudged_at_the_timing_size(["matmul_kernel", "row_major_kernel"], launched)
     assert "`row_major_kernel`, which no graded case ran" in line and "matmul_kernel" not in line
+
+
+def test_a_plan_whose_config_names_nothing_is_refused():
+    from checks.engine.contract.plan import PlanError, check
+
+    plan = {"ops": [LAUNCH], "returned": []}
+    assert check(plan) is not None
+    forged = {**LAUNCH, "alternatives": [{**alternative(32, 8), "config": 7}]}
+    with pytest.raises(PlanError, match="autotuner config"):
+        check({"ops": [forged], "returned": []})

@@ -158,6 +158,9 @@ def check(plan: Any) -> dict[str, Any]:
                 for name, value in alt["options"].items():
                     if name not in LAUNCH_OPTIONS or not (value is None or isinstance(value, (bool, int))):
                         raise PlanError(f"{where}: a launch option {name!r} the grader does not pass on")
+                config = alt.get("config", {})
+                if not isinstance(config, dict) or not all(isinstance(name, str) for name in config):
+                    raise PlanError(f"{where}: an autotuner config that does not name its arguments")
             for names in (op.get("reset_to_zero", []), op.get("restore_value", [])):
                 if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                     raise PlanError(f"{where}: reset_to_zero or restore_value that are not names")
