@@ -51,6 +51,7 @@ def test_the_interpreter_runs_each_distinct_config_in_turn_or_the_one_the_gpu_ra
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # the attack method_by_a_config graded again, as beside a GPU stage
 def test_the_config_the_gpu_stage_ran_is_judged_in_the_interpreter(tmp_path):
     """The GPU stage's report simulated (a GPU chooses by its own clock): beside a GPU stage that ran the row-major
     config, the interpreter judges that config and `grouped_order` fails; when the GPU ran the config the
@@ -77,6 +78,7 @@ def test_the_config_the_gpu_stage_ran_is_judged_in_the_interpreter(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # the attack row_major_at_large_tiles graded again, as beside a GPU stage
 def test_the_tiles_the_gpu_stage_ran_are_judged_on_cases_sized_from_them(tmp_path):
     """The GPU stage's report simulated: it ran a config of 128 x 128 tiles, which the interpreter stage ran too, on
     cases too small for any launch order to show; the interpreter judges it once more on puzzle 4's method cases
