@@ -80,10 +80,11 @@ def test_the_config_the_gpu_stage_ran_is_judged_in_the_interpreter(tmp_path):
 @pytest.mark.slow
 @pytest.mark.exhaustive  # the attack row_major_at_large_tiles graded again, as beside a GPU stage
 def test_the_tiles_the_gpu_stage_ran_are_judged_on_cases_sized_from_them(tmp_path):
-    """The GPU stage's report simulated: it ran a config of 128 x 128 tiles, which the interpreter stage ran too, on
-    cases too small for any launch order to show; the interpreter judges it once more on puzzle 4's method cases
-    sized from those tiles, and the row-major order fails. A config of tiles the cases are made for adds none."""
-    from checks.engine.judging.configs import on_the_gpus_configs, tile_of
+    """The GPU stage's report simulated: it ran a config of 128 x 128 tiles, on cases too small for any launch order
+    to show; the interpreter judges it once more on puzzle 4's method cases sized from those tiles (as it judges the
+    configs its own parts ran, beside the GPU stage), and the row-major order fails. A config of tiles the cases are
+    made for adds none."""
+    from checks.engine.judging.configs import on_method_cases, tile_of
     from checks.engine.judging.stage import Stage
     from checks.puzzles.p04_matmul_fast import method_cases
 
@@ -95,9 +96,8 @@ def test_the_tiles_the_gpu_stage_ran_are_judged_on_cases_sized_from_them(tmp_pat
     graded = submission(TAMPERING, "row_major_at_large_tiles", tmp_path)
     job = Job(4, str(graded), {str(graded): graded.name}, seed=7, solution_file=str(puzzle.solution))
     gpu = Stage(puzzle, job, "gpu", tmp_path, first_failure=True)
-    part = Stage(puzzle, replace(job, interpret=True), "interpreter", tmp_path)
-    gpu.configs_run = part.configs_run = [{"kernel": "matmul_kernel", "config": large}]
-    verdict = on_the_gpus_configs(gpu, [part], 120.0, cases=[0])
+    gpu.configs_run = [{"kernel": "matmul_kernel", "config": large}]
+    verdict = on_method_cases(gpu, replace(job, record_on_gpu=True), gpu.configs_run, 120.0)
     assert verdict is not None and verdict.rule == "grouped_order", verdict and V.format_verdict(verdict)
     assert "on a case sized from its tiles" in verdict.summary and "(256, 40)" in verdict.summary, verdict.summary
     # a map drawn from the puzzle's own cases and the first config would not show it: none is offered

@@ -26,7 +26,7 @@ from checks import verdict as V
 from checks.engine.access.traffic import record_answer_key_log_ahead
 from checks.engine.answer_key import kept_plan
 from checks.engine.contract.protocol import Job
-from checks.engine.judging.configs import every_config, on_the_gpus_configs
+from checks.engine.judging.configs import every_config, on_method_cases, on_the_gpus_configs
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage, traffic_details
@@ -167,9 +167,18 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
         )
         part.traffic_later = True  # added below once the GPU's verdict is in: the key's log is recorded meanwhile
         parts.append(part)
+
+    def on_the_parts_tiles(cpu: V.Verdict) -> V.Verdict:
+        """The parts' verdict, once the configs they ran are judged on cases sized from their tiles where the
+        interpreter's cases are too small for them (beside the GPU stage, before it waits to time)."""
+        if not cpu.passed:
+            return cpu
+        ran = [config for part in parts for config in part.configs_run]
+        return on_method_cases(parts[0], parts[0].job, ran, limit) or cpu
+
     with ThreadPoolExecutor(max_workers=len(parts) + 1) as pool:
         runs = [pool.submit(part.run, limit) for part in parts]
-        merged_parts = pool.submit(lambda: merge_parts([run.result() for run in runs], params))
+        merged_parts = pool.submit(lambda: on_the_parts_tiles(merge_parts([run.result() for run in runs], params)))
         said: list[str] = []  # the progress lines already printed
         # once the GPU stage's cases are over: the configs it ran that the parts did not are judged too
         interpreted = GpusConfigs(merged_parts, gpu_stage, parts, limit)

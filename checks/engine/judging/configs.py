@@ -121,7 +121,9 @@ def on_the_gpus_configs(
         if not verdict.passed and verdict.status not in rulebook.INTERPRETER_STAGE_EXCUSED:
             return config_failed(verdict, ran, 0)
     # the configs the GPU ran whose tiles are too large for the interpreter's own cases: on cases sized from them
-    return on_method_cases(gpu, replace(gpu.job, record_on_gpu=True), gpu.configs_run, limit)
+    # (those the parts ran were judged there beside the GPU stage: checks.engine.grade.with_interpreter_stage)
+    others = [config for config in gpu.configs_run if config not in judged]
+    return on_method_cases(gpu, replace(gpu.job, record_on_gpu=True), others, limit)
 
 
 def rerun(
@@ -133,6 +135,7 @@ def rerun(
     folder.mkdir(exist_ok=True)
     puzzle = puzzle or stage.puzzle
     other = Stage(puzzle, job, "interpreter", folder, first_failure=stage.first_failure, file=stage.file)
+    other.stops_with(stage)  # a part cancelled when the GPU stage fails stops its further judgings too
     verdict = other.replay_again(stage, limit) if again and stage.recorded_as else other.run(limit)
     return verdict, other.configs_run
 

@@ -250,6 +250,10 @@ class Stage:
         """Stop the grading process early (its verdict is no longer needed)."""
         self._stop.set()
 
+    def stops_with(self, other: Stage) -> None:
+        """Stop when `other` is cancelled, even before this stage starts (a further judging of its submission)."""
+        self._stop = other._stop
+
     def judge_event(self, event: Event) -> str | None:
         """Judge one event as soon as it arrives; for `observed`, the answer: the timing request, or None."""
         if self.stopped_early:
