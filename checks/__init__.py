@@ -29,12 +29,10 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            replay, which records the key's plan and performs it, stands beside both
                            (engine.answer_key).
     engine.judging         the judge, in the grader's own process: the stage that runs the two processes and judges
-                           what they report (judging.stage, judging.interpreter_parts; judging.configs: every config
-                           an autotuner runs on a GPU judged in the interpreter, on cases as large as its tiles),
-                           the plans' rules (judging.plans), the cases (judging.judge, with the rules of
-                           judging.rules: the rulebook, core, method, decoding, launch_order, compare), the timing
-                           verdict (judging.timing) and the wording (judging.wording). It imports neither process's
-                           room.
+                           what they report (judging.stage, judging.interpreter_parts), the plans' rules
+                           (judging.plans), the cases (judging.judge, with the rules of judging.rules: the rulebook,
+                           core, method, decoding, launch_order, compare), the timing verdict (judging.timing) and
+                           the wording (judging.wording). It imports neither process's room.
     engine.grading_process only the processes' entry points: main (a grading process in one role), fork_server,
                            recording (an access log for a map); nothing of the engine imports them.
     engine.processes       starting, running and sealing processes (spawn, prestart, run, forking, sealing,
@@ -57,7 +55,9 @@ How a submission is graded:
       engine.grade             prepare the code (engine.submission: a notebook's graded cell or a file, after the
                                code of the step it builds on, earlier_step: 9 on 9a, 10 on 10b) and run the
                                stage(s); on a GPU, engine.judging.interpreter_parts deals the interpreter
-                               stage's cases to its parts, recorded on the GPU as the GPU stage records
+                               stage's cases to its parts, recorded on the GPU as the GPU stage records;
+                               engine.judging.configs judges in the interpreter every config an autotuner runs on a
+                               GPU, on cases as large as its tiles
         engine.judging.stage   read the kernels from the source (engine.contract.kernel_source) before any code runs;
                                then
           record                 the recording grading process (engine.grading_process.main, role record: the
@@ -79,19 +79,19 @@ How a submission is graded:
           engine.judging.wording the verdict when a grading process could not grade, or did not finish
       checks.verdict           the verdict as data and as text
 
-Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in `checks.puzzles.pNN_slug`,
-its inputs drawn in the guarded memory of `checks.memory` (which the engine judges too, and which imports nothing of
+Registry: `puzzles.yaml` read by `checks.registry`; each puzzle's inputs and reference in `checks.puzzles.pNN_slug`, its
+inputs drawn in the guarded memory of `checks.memory` (which the engine judges too, and which imports nothing of
 either). Commands for learners are in `checks.learner` (hints, progress, doctor, pictures, access maps, notebook
 helpers, one check as `make check` and check(N) run it), for instructors in `checks.instructor` (solutions, class
 grading, bench, HTML), for course authors in `checks.authoring` (notebook build, learner stubs from the answer keys,
 known-wrong kernels, figures); the benchmark's results.csv, which the figures draw, is read and written by
-`checks.bench_results`. Triton is patched in one place per concern: `engine.record.plan_recorder` (launches written
-down, not run, while the learner's function records), `engine.replay.launches` (the replay's launches),
+`checks.bench_results`. Triton is patched in one place per concern: `engine.record.plan_recorder` (launches
+written down, not run, while the learner's function records), `engine.replay.launches` (the replay's launches),
 `engine.access.patches` (every access, for the access log), `engine.machine` (the interpreter's autotuner and the
-numpy shim), `engine.compiler_arguments` (the interpreter's launch: scalars typed as the compiler types them); what
-is patched for a block is put back after it by `engine.patching`. An access log for a map is recorded and replayed
-in a process of its own, started and sealed as every grading process is (`engine.processes.access_recording` runs
-`engine.grading_process.recording`).
+numpy shim), `engine.compiler_arguments` (the interpreter's scalar arguments, typed as Triton's compiler types
+them); what is patched for a block is put back after it by `engine.patching`. An access log for a map is
+recorded and replayed in a process of its own, started and sealed as every grading process is
+(`engine.processes.access_recording` runs `engine.grading_process.recording`).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.
