@@ -42,7 +42,9 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
     engine.access          the interpreter's access log: recorded in the replay (recorder, patches, regions), read
                            by the judge (log, queries, traffic).
     below them             engine.timing (the timing's arithmetic and clock, below the replay and the bench),
-                           engine.inputs, engine.machine, engine.submission, engine.patching, engine.phases.
+                           engine.inputs, engine.machine, engine.submission, engine.patching, engine.phases,
+                           engine.compiler_arguments (the interpreter types a kernel's scalars as Triton's compiler
+                           does), engine.lean_interpreter.
 
 How a submission is graded:
 
@@ -55,7 +57,9 @@ How a submission is graded:
       engine.grade             prepare the code (engine.submission: a notebook's graded cell or a file, after the
                                code of the step it builds on, earlier_step: 9 on 9a, 10 on 10b) and run the
                                stage(s); on a GPU, engine.judging.interpreter_parts deals the interpreter
-                               stage's cases to its parts, recorded on the GPU as the GPU stage records
+                               stage's cases to its parts, recorded on the GPU as the GPU stage records;
+                               engine.judging.configs judges in the interpreter every config an autotuner runs on a
+                               GPU, on cases as large as its tiles
         engine.judging.stage   read the kernels from the source (engine.contract.kernel_source) before any code runs;
                                then
           record                 the recording grading process (engine.grading_process.main, role record: the
@@ -86,7 +90,8 @@ known-wrong kernels, figures); the benchmark's results.csv, which the figures dr
 `checks.bench_results`. Triton is patched in one place per concern: `engine.record.plan_recorder` (launches
 written down, not run, while the learner's function records), `engine.replay.launches` (the replay's launches),
 `engine.access.patches` (every access, for the access log), `engine.machine` (the interpreter's autotuner and the
-numpy shim); what is patched for a block is put back after it by `engine.patching`. An access log for a map is
+numpy shim), `engine.compiler_arguments` (the interpreter's scalar arguments, typed as Triton's compiler types
+them); what is patched for a block is put back after it by `engine.patching`. An access log for a map is
 recorded and replayed in a process of its own, started and sealed as every grading process is
 (`engine.processes.access_recording` runs `engine.grading_process.recording`).
 

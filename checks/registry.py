@@ -142,6 +142,15 @@ class Case:
         return Case(**self.given())
 
 
+def with_method_cases(puzzle: Puzzle, extra: list[dict[str, Any]]) -> Puzzle:
+    """The puzzle with `extra` cases (`Case.given`'s form) after its interpreter cases: the method cases a grading
+    adds for tiles larger than its own cases show a method at (checks.engine.judging.configs)."""
+    if not extra:
+        return puzzle
+    added = tuple(case_from(values, "method case") for values in extra)
+    return replace(puzzle, cases=replace(puzzle.cases, cpu=puzzle.cases.cpu + added))
+
+
 def case_from(values: dict[str, Any], where: str = "case") -> Case:
     """A case from plain data (`Case.given`'s form), checked as puzzles.yaml's cases are."""
     return build(Case, values, where)

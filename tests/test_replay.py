@@ -463,6 +463,30 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
     "three_passes_through_a_clone": ("limits", "read each element of x", "7"),
     # a method rule sees the kernels' stores through the copy the host made into the output
     "stores_through_a_host_copy": ("causal_skipping", "lie entirely on the masked side", "9"),
+    # one kernel text, one method: the interpreter passes scalars as a GPU's compiler specialises them
+    "method_by_a_one": ("grouped_order", "Launch the tiles of c in grouped order", "4"),
+    "method_by_a_float": ("limits", "read each element of x 3.00 times", "7"),
+    # every config an autotuner may choose is judged: one that changes the method fails, named
+    "method_by_a_config": (
+        "grouped_order",
+        "With `matmul_kernel` with BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_SIZE_M=1",
+        "4",
+    ),
+    "method_by_a_block_size": ("causal_skipping", "With `_attn_fwd_causal` with BLOCK_M=32, BLOCK_N=32", "9"),
+    # a config's tiles larger than the puzzle's cases are made for: judged on cases sized from them
+    "row_major_at_large_tiles": ("grouped_order", "on a 2 x 16 grid of 128 x 128 tiles", "4"),
+    "column_major_at_large_tiles": ("grouped_order", "on a 16 x 2 grid of 128 x 128 tiles", "4"),
+}
+
+
+# the case an attack shows itself on, where grading it alone is enough (the cases the other configs and the method
+# cases sized from the tiles add come after it)
+ATTACK_CASES = {
+    "method_by_a_one": [8],
+    "method_by_a_config": [8],
+    "method_by_a_block_size": [3],
+    "row_major_at_large_tiles": [0],
+    "column_major_at_large_tiles": [0],
 }
 
 
@@ -478,7 +502,8 @@ def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, t
     rule, words, *puzzle = ATTACKS[name]
     number = puzzle[0] if puzzle else 1
     graded = submission(TAMPERING, name, tmp_path)
-    verdict = grade(get_puzzle(number), graded, interpret=True, time_it=False, first_failure=True)
+    cases = ATTACK_CASES.get(name)
+    verdict = grade(get_puzzle(number), graded, interpret=True, time_it=False, first_failure=True, cases=cases)
     report = V.format_verdict(verdict)
     assert not verdict.passed and verdict.rule == rule, report
     assert words in report, report

@@ -27,6 +27,7 @@ from checks.engine.access.traffic import record_answer_key_log_ahead
 from checks.engine.answer_key import kept_plan
 from checks.engine.contract.protocol import Job
 from checks.engine.hopper import GPU_ONLY, needs_hopper_verdict
+from checks.engine.judging.configs import every_config, on_method_cases, on_the_gpus_configs
 from checks.engine.judging.interpreter_parts import merge_parts, split_cases
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.stage import Stage, traffic_details
@@ -145,8 +146,8 @@ def grade(
         stage = Stage(puzzle, job, mode, workdir, time_it, artifacts, progress, first_failure, shown_file)
         if gpu and time_it and puzzle.timing_case is not None:  # recorded here once, beside this check; then kept
             stage.key_plan = kept_plan(puzzle)
-        if not gpu:
-            verdict = stage.run(limit)
+        if not gpu:  # every config an autotuner may choose on a GPU is judged
+            verdict = every_config(stage, stage.run(limit), limit)
         elif puzzle.needs_hopper:  # Gluon's kernels have no interpreter stage: the GPU stage alone, which says so
             verdict = stage.run(limit)
             verdict.details.append(GPU_ONLY)
@@ -177,10 +178,21 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
         )
         part.traffic_later = True  # added below once the GPU's verdict is in: the key's log is recorded meanwhile
         parts.append(part)
+
+    def on_the_parts_tiles(cpu: V.Verdict) -> V.Verdict:
+        """The parts' verdict, once the configs they ran are judged on cases sized from their tiles where the
+        interpreter's cases are too small for them (beside the GPU stage, before it waits to time)."""
+        if not cpu.passed:
+            return cpu
+        ran = [config for part in parts for config in part.configs_run]
+        return on_method_cases(parts[0], parts[0].job, ran, limit) or cpu
+
     with ThreadPoolExecutor(max_workers=len(parts) + 1) as pool:
         runs = [pool.submit(part.run, limit) for part in parts]
-        interpreted = pool.submit(lambda: merge_parts([run.result() for run in runs], params))
+        merged_parts = pool.submit(lambda: on_the_parts_tiles(merge_parts([run.result() for run in runs], params)))
         said: list[str] = []  # the progress lines already printed
+        # once the GPU stage's cases are over: the configs it ran that the parts did not are judged too
+        interpreted = GpusConfigs(merged_parts, gpu_stage, parts, limit)
         gpu_stage.before_timing = lambda: correct_in_the_interpreter(interpreted, progress, said)
         try:
             verdict = gpu_stage.run(limit)
@@ -204,7 +216,27 @@ def with_interpreter_stage(gpu_stage: Stage, workdir: Path, limit: float, progre
         return merged
 
 
-def correct_in_the_interpreter(interpreted: Future, progress: Progress | None, said: list[str]) -> bool:
+class GpusConfigs:
+    """The interpreter stage's verdict as a future: the parts' merged verdict, then, once the GPU stage has run every
+    case (asked for from the GPU stage's end: before its timing, or after its verdict), each config of an autotuned
+    launch the GPU ran that the parts did not, judged in the interpreter (checks.engine.judging.configs)."""
+
+    def __init__(self, merged: Future, gpu: Stage, parts: list[Stage], limit: float) -> None:
+        self.merged, self.gpu, self.parts, self.limit = merged, gpu, parts, limit
+        self.lock = threading.Lock()
+        self.verdict: V.Verdict | None = None
+
+    def result(self, timeout: float | None = None) -> V.Verdict:
+        cpu = self.merged.result(timeout=timeout)
+        if not cpu.passed or not self.gpu.all_passed():
+            return cpu  # the parts' failure, or a GPU verdict that is not a pass: no more to judge
+        with self.lock:
+            if self.verdict is None:
+                self.verdict = on_the_gpus_configs(self.gpu, self.parts, self.limit) or cpu
+            return self.verdict
+
+
+def correct_in_the_interpreter(interpreted: Any, progress: Progress | None, said: list[str]) -> bool:
     """Every GPU case passed and the GPU waits to time the submission: first the interpreter stage's verdict, said
     at once when it passed (the learner reads it while the timing runs); False, so nothing is timed, when it failed."""
     if progress:
@@ -269,7 +301,7 @@ def worth_explaining(gpu: V.Verdict) -> bool:
     return gpu.rule in rulebook.names(explained_by_interpreter=True) or gpu.status == V.CRASHED or faulted
 
 
-def explain_wrong_values(gpu: V.Verdict, interpreted: Future, wait: float | None = None) -> V.Verdict | None:
+def explain_wrong_values(gpu: V.Verdict, interpreted: Any, wait: float | None = None) -> V.Verdict | None:
     """Wrong values, an error or a crash on the GPU, traced to their cause when the interpreter stage (already
     under way) finds one.
 

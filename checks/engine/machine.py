@@ -7,6 +7,7 @@ import os
 import re
 import warnings
 
+from checks.engine.compiler_arguments import compiler_arguments
 from checks.engine.contract.protocol import Machine
 from checks.engine.lean_interpreter import lean_interpreter
 
@@ -68,6 +69,7 @@ def detect(force_interpreter: bool = False) -> Machine:
     if interpret:
         quiet_interpreter()
         lean_interpreter()
+        compiler_arguments()  # a kernel's scalars typed as a GPU's compiler types them: one kernel text, one method
         machine = Machine(
             "interpreter", "cpu", "CPU (Triton interpreter)", torch.__version__, triton.__version__, numpy.__version__
         )

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from checks import verdict as V
+from checks.engine.compiler_arguments import compiler_arguments
 from checks.engine.judging.rules.rulebook import checked_registry
 from checks.engine.lean_interpreter import lean_interpreter
 from checks.engine.machine import (
@@ -45,6 +46,7 @@ def setup() -> str:
     autotune_without_benchmarks()
     quiet_interpreter()
     lean_interpreter()
+    compiler_arguments()
     import numpy
     import triton
 

@@ -120,3 +120,15 @@ def attention_work(q: torch.Tensor, causal: bool, matmuls: int = 2, tensors: int
 
 def work(inputs: dict[str, Any]) -> Work:
     return attention_work(inputs["q"], inputs["causal"])
+
+
+# puzzles.yaml's causal interpreter cases (N = 130) have two key blocks past a diagonal at tiles up to this many rows
+SKIPPING_SHOWS_UP_TO = 64
+
+
+def method_cases(tile: int) -> list[dict[str, Any]]:
+    """A causal interpreter case with two key blocks past the first query block's diagonal at tiles (query and key
+    blocks) of up to `tile` rows; none where the puzzle's own cases already have them."""
+    if tile <= SKIPPING_SHOWS_UP_TO:
+        return []
+    return [{"B": 1, "H": 1, "N": 3 * tile, "D": 16, "causal": True, "note": f"causal, at tiles up to {tile}"}]

@@ -61,6 +61,8 @@ class CaseObservation:
     plan_problem: dict[str, Any] | None = None  # what the grader found wrong in the plan (checks.engine.judging.plans)
     kept_changed: list[str] = field(default_factory=list)  # tensors kept between calls that earlier calls changed
     fresh_outputs: bool = False  # also run from its kept tensors' first state (protocol.fresh_outputs_path)
+    # the configs the autotuned launches ran: {"kernel": name, "config": {argument: value}} (replay.perform.ran_config)
+    configs: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,7 +24,9 @@ A plan is JSON. Its parts:
            {"op": "host_write", "dst": ref, "what": "aten.add_", "where": "..."}   not replayed: the message says so
            {"op": "launch", "kernel": name, "where": "...", "alternatives": [launch, ...],
             "reset_to_zero": [names], "restore_value": [names]}
-    launch {"grid": [x, y, z], "args": {name: value}, "options": {"num_warps": 4, ...}}
+    launch {"grid": [x, y, z], "args": {name: value}, "options": {"num_warps": 4, ...}, "config": {name: value}}
+                                   an autotuned launch has one per config the autotuner would try; its "config" names
+                                   the arguments the config sets (the values the replay reads are the args')
     ref    {"storage": "input:q" | "a3" | "c1", "dtype": "float16", "offset": bytes, "shape": [...],
             "strides": [...]}
     value  {"tensor": ref} | {"host": {"what": "aten.add", "where": "..."}} | {"scalar": number | bool | str | None}
@@ -39,6 +41,7 @@ shapes, strides, dtypes, scalar inputs and integer (metadata) inputs, never on t
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -190,6 +193,9 @@ def check(plan: Any) -> dict[str, Any]:
                 for name, value in alt["options"].items():
                     if name not in LAUNCH_OPTIONS or not (value is None or isinstance(value, (bool, int))):
                         raise PlanError(f"{where}: a launch option {name!r} the grader does not pass on")
+                config = alt.get("config", {})
+                if not isinstance(config, dict) or not all(isinstance(name, str) for name in config):
+                    raise PlanError(f"{where}: an autotuner config that does not name its arguments")
             for names in (op.get("reset_to_zero", []), op.get("restore_value", [])):
                 if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                     raise PlanError(f"{where}: reset_to_zero or restore_value that are not names")
@@ -331,3 +337,21 @@ def returned_kind(returned: Any) -> str:
     if isinstance(returned, (tuple, list)):
         return f"{type(returned).__name__} of {len(returned)}"
     return "tensor" if isinstance(returned, torch.Tensor) else type(returned).__name__
+
+
+def distinct_alternatives(op: dict[str, Any]) -> list[int]:
+    """The indices of an autotuned launch's configs that the interpreter runs differently: the first of each that
+    differs from the ones before it in its grid or its arguments (launch settings such as num_warps and num_stages
+    change nothing in the interpreter)."""
+    seen: dict[str, int] = {}
+    for index, alternative in enumerate(op["alternatives"]):
+        seen.setdefault(json.dumps([alternative["grid"], alternative["args"]], sort_keys=True, default=str), index)
+    return sorted(seen.values())
+
+
+def method_alternatives(plans: list[dict[str, Any]]) -> int:
+    """The most distinct configs (`distinct_alternatives`) any autotuned launch of these plans has."""
+    counts = [
+        len(distinct_alternatives(op)) for plan in plans for op in plan.get("ops", []) if op.get("op") == "launch"
+    ]
+    return max(counts, default=1)

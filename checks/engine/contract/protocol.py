@@ -63,6 +63,12 @@ class Job:
     scratch: str = ""  # the recording process's own folder, the one place it may write
     # the interpreter stage beside a GPU stage: record on the GPU, as the GPU stage does, and replay in the interpreter
     record_on_gpu: bool = False
+    # which config of an autotuned launch the interpreter replays (checks.engine.replay.perform.Tuning): the
+    # `alternative`-th of its distinct configs, or, for a kernel named in `chosen`, the config the GPU stage ran
+    alternative: int = 0
+    chosen: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # cases after the puzzle's own interpreter cases, sized from the tiles judged (checks.registry.with_method_cases)
+    method_cases: list[dict[str, Any]] = field(default_factory=list)
     # the replay's job, written only after the recording process is gone:
     data_seed: int = 0  # the secret the data values of the replayed inputs are drawn with
     # checks.engine.contract.kernel_source.KernelSource, read before any code ran

@@ -145,7 +145,7 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     from checks.engine.contract.observations import CaseObservation
     from checks.engine.replay.case_runner import Observer
     from checks.engine.replay.kernels import build
-    from checks.engine.replay.perform import KeptState, Performer, TimedReplay
+    from checks.engine.replay.perform import KeptState, Performer, TimedReplay, Tuning
     from checks.puzzles import spec_module
 
     spec = spec_module(puzzle)
@@ -170,6 +170,7 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
     cases = puzzle.cases.on(gpu=machine.mode == "gpu")
     selection = job.cases if job.cases is not None else list(range(len(cases)))
     kept = KeptState()  # what the submission keeps between calls goes from each replayed call to the next
+    tuning = Tuning(job.alternative, job.chosen)  # which config of an autotuned launch the interpreter runs
     for index, replay in zip(selection, job.replays, strict=False):
         events.emit("case_start", index=index)
         if "plan" in replay:
@@ -177,13 +178,16 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
             performed: list[Performer] = []
 
             def perform(inputs: dict, arena: Any, on_copy: Any, plan: dict = plan, performed: list = performed) -> Any:
-                performed.append(Performer(plan, kernels, inputs, arena, machine.device, interpret, on_copy, kept))
+                performed.append(
+                    Performer(plan, kernels, inputs, arena, machine.device, interpret, on_copy, kept, tuning=tuning)
+                )
                 return performed[-1].run()
 
             obs = observer.observe(
                 perform, spec, cases[index], job.seed, index, outputs_path(workdir, index), job.data_seed + index
             )
             obs.kept_changed = performed[-1].kept_changed if performed else []
+            obs.configs = performed[-1].configs_run if performed else []
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
                 obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
             obs.returned = plan.get("kind", "")
@@ -209,12 +213,15 @@ def rerun_fresh(
     import torch
 
     from checks.engine.inputs import draw
-    from checks.engine.replay.perform import KeptState, Performer
+    from checks.engine.replay.perform import KeptState, Performer, Tuning
 
     try:
         _, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
         interpret = machine.mode == "interpreter"
-        outputs = Performer(plan, kernels, inputs, None, machine.device, interpret, None, KeptState()).run()
+        tuning = Tuning(job.alternative, job.chosen)
+        outputs = Performer(
+            plan, kernels, inputs, None, machine.device, interpret, None, KeptState(), tuning=tuning
+        ).run()
         if machine.device == "cuda":
             torch.cuda.synchronize()
         torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], fresh_outputs_path(workdir, index))
@@ -271,9 +278,10 @@ def observe_job(job: Job, events: Events, machine: Any, workdir: Path, token: st
         return 0
     if machine.mode == "interpreter":
         autotune_without_benchmarks()
-    from checks.registry import get_puzzle
+    from checks.registry import get_puzzle, with_method_cases
 
     puzzle = get_puzzle(job.puzzle)  # the one place a grading process turns the job's puzzle id into the puzzle
+    puzzle = with_method_cases(puzzle, job.method_cases)
     if job.role == RECORD:
         # hardening (checks.engine.record.hardening): the learner's code runs here, sealed: it writes only in
         # a folder of its own, starts no process, and stays off the grader's files and the replay that follows

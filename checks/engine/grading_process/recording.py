@@ -23,11 +23,13 @@ from checks.registry import Puzzle
 def interpreter_setup() -> None:
     """Triton's CPU interpreter, with autotune taking its first config (no timing without a GPU)."""
     os.environ["TRITON_INTERPRET"] = "1"
+    from checks.engine.compiler_arguments import compiler_arguments
     from checks.engine.lean_interpreter import lean_interpreter
     from checks.engine.machine import autotune_without_benchmarks, numpy_pitfall, numpy_shim
 
     autotune_without_benchmarks()
     lean_interpreter()
+    compiler_arguments()
     import numpy
     import triton
 

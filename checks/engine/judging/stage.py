@@ -19,6 +19,7 @@ from checks import verdict as V
 from checks.engine.access.traffic import answer_key_log, traffic_lines
 from checks.engine.contract.kernel_source import KernelSource, extract
 from checks.engine.contract.observations import CaseObservation
+from checks.engine.contract.plan import method_alternatives
 from checks.engine.contract.protocol import (
     RECORD,
     REPLAY,
@@ -100,6 +101,12 @@ class Stage:
         # the traffic of case 1 beside the answer key's: in the verdict, or (an interpreter stage beside a GPU stage)
         # added by the caller once the GPU's timing is done, so that the verdict never waits for the key's log
         self.traffic_later = False
+        # the autotuned launches' configs the replay ran ({"kernel", "config"}: replay.perform.ran_config),
+        # and the most distinct configs one of the recorded plans' autotuned launches has (contract.plan)
+        self.configs_run: list[dict[str, Any]] = []
+        self.alternatives = 1
+        self.timing_kernels: list[str] = []  # the kernels the plan at the timing size launches
+        self.recorded_as: tuple[RecordStream, ProcessEnd, KernelSource, Job] | None = None  # for `replay_again`
         self._stop = threading.Event()
 
     def run(self, timeout: float) -> V.Verdict:
@@ -126,7 +133,20 @@ class Stage:
                 raise
             end = process.end()
             mark("recording process ended")
+            self.recorded_as = (recording, end, source, record_job)
             return self.replay(recording, end, source, record_job, replayer, timeout - (time.monotonic() - start))
+        finally:
+            if replayer.poll() is None and not self.replayed:
+                kill(replayer)
+
+    def replay_again(self, first: Stage, timeout: float) -> V.Verdict:
+        """Replay the plans the stage `first` recorded (the learner's code does not run again) with this stage's choice
+        of autotuner configs (`Job.alternative`, `Job.chosen`), and judge."""
+        recording, end, source, record_job = first.recorded_as
+        record_job = replace(record_job, alternative=self.job.alternative, chosen=self.job.chosen)
+        replayer = start_grading_process(self.workdir, self.job.interpret, preload=True, role=REPLAY)
+        try:
+            return self.replay(recording, end, source, record_job, replayer, timeout)
         finally:
             if replayer.poll() is None and not self.replayed:
                 kill(replayer)
@@ -150,6 +170,7 @@ class Stage:
             self.stream.tampered = str(exc)
             return self.verdict(end)
         self.stream.machine = None
+        self.alternatives = method_alternatives([replay["plan"] for replay in replays if "plan" in replay])
         # the replay's data values: known to this process and the replay only, unless this is a debugging run
         data_seed = (
             debugging_data_seed(self.job.seed)
@@ -159,6 +180,8 @@ class Stage:
         self.judge.data_seed = data_seed
         recorded = recording.timing_plan  # None unless asked for (time_it)
         timing_plan = self.timing_plan_of(recorded, source) if self.time_it and recorded is not None else None
+        if timing_plan is not None:
+            self.timing_kernels = [op["kernel"] for op in timing_plan.get("ops", []) if op.get("op") == "launch"]
         key_plan = self.key_plan.ready() if self.key_plan is not None and timing_plan is not None else None
         replay_job = replace(
             record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
@@ -227,6 +250,10 @@ class Stage:
         """Stop the grading process early (its verdict is no longer needed)."""
         self._stop.set()
 
+    def stops_with(self, other: Stage) -> None:
+        """Stop when `other` is cancelled, even before this stage starts (a further judging of its submission)."""
+        self._stop = other._stop
+
     def judge_event(self, event: Event) -> str | None:
         """Judge one event as soon as it arrives; for `observed`, the answer: the timing request, or None."""
         if self.stopped_early:
@@ -239,6 +266,7 @@ class Stage:
                 mark(f"case {result.index} judged")
                 self.results.append(result)
                 self.launched[result.index] = {launch.kernel for launch in self.stream.cases[-1].launches}
+                self.configs_run += [ran for ran in self.stream.cases[-1].configs if ran not in self.configs_run]
                 if self.first_failure and not result.passed and not result.stub:
                     self.stopped_early = True
                     self._stop.set()
@@ -366,6 +394,7 @@ class Stage:
             v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
             if v.timings.get("summary") and timings.graphs:
                 v.timings["summary"] += f" Timed as CUDA graph replays: {', '.join(timings.graphs)}."
+            v.details += unjudged_at_the_timing_size(self.timing_kernels, self.launched)
         except Tampered as exc:
             v.status, v.summary = V.TAMPERED, TAMPERED_SUMMARY.format(why=str(exc))
             return
@@ -393,6 +422,21 @@ def traffic_details(puzzle: Puzzle, access: dict[str, Any], case: str = "case 1"
         "as the tensor has; the minimum is an input read once and an output written once):"
     )
     return [heading] + ["  " + line for line in traffic_lines(access, key)]
+
+
+def unjudged_at_the_timing_size(timing_kernels: list[str], launched: dict[int, set[str]]) -> list[str]:
+    """A line naming the kernels the timing ran that no graded case ran (host code that chooses its kernels by the
+    sizes of the inputs): they were timed, and their values compared at the timing size, but no rule judged their
+    method (docs/grading.md). None when every kernel timed was graded."""
+    graded = set().union(*launched.values()) if launched else set()
+    unjudged = sorted(set(timing_kernels) - graded)
+    if not unjudged:
+        return []
+    names = ", ".join(f"`{name}`" for name in unjudged)
+    return [
+        f"At the timing size your code launched {names}, which no graded case ran: their values were compared there, "
+        "but no rule judged their method. Launch the same kernels at every size to have your method judged."
+    ]
 
 
 def kernel_source(job: Job) -> KernelSource:

@@ -165,10 +165,10 @@ def map_advice(number: int | str, case: int = 0, file: str = "", earlier: str = 
     given = "".join((f", case={case + 1}" if case else "", f", seed={seed}" if seed is not None else ""))
     notebook = f", or show({V.puzzle_literal(number)}{given}) in the notebook"
     where = "" if file or earlier else notebook  # show() maps the notebook's code, not the files graded
-    return (
-        f"To see which program loaded what, draw the access map of case {case + 1}: {command}{where}, "
-        "beside the answer key's."
-    )
+    return f"{MAP_ADVICE_START} of case {case + 1}: {command}{where}, beside the answer key's."
+
+
+MAP_ADVICE_START = "To see which program loaded what, draw the access map"
 
 
 def earlier_stub_summary(number: int | str, step: str, label: str, file: str = "") -> str:

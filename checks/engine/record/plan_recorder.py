@@ -394,6 +394,8 @@ class PlanRecorder(TorchDispatchMode):
             self._autotuning = group
             for config in configs:
                 tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+                if group["alternatives"]:  # the config's own values name it (the GPU's choice, told to the interpreter)
+                    group["alternatives"][-1]["config"] = config_values(config)
         finally:
             self._autotuning = None
             tuner.nargs = None
@@ -406,6 +408,15 @@ class PlanRecorder(TorchDispatchMode):
         self._busy = True
         values = [self.value(v) for v in outputs]
         return {"ops": self.ops, "returned": values, "kind": kind, "globals": globals_}
+
+
+def config_values(config: Any) -> dict[str, Any]:
+    """An autotuner config as the plan names it: its kernel arguments, then its launch settings (num_warps, ...)."""
+    values = {str(k): v for k, v in config.kwargs.items() if v is None or isinstance(v, (bool, int, float, str))}
+    for name in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        if isinstance(getattr(config, name, None), int):
+            values[name] = getattr(config, name)
+    return values
 
 
 def _base_fn(kernel: Any) -> Any:

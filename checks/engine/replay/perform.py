@@ -2,18 +2,19 @@
 
 Allocations go into the grader's guarded arena (`checks.memory`): an `empty` is poisoned, so an element
 no kernel wrote is seen, and a store past a tensor lands in a guard. Views are rebuilt from the plan's offsets,
-shapes and strides, and must stay inside their storage. Where an autotuner would choose among configs, the
-interpreter takes the first (it cannot time them); a GPU times each once, as Triton's autotuner does, and keeps
-the fastest for the rest of the process.
+shapes and strides, and must stay inside their storage. Where an autotuner would choose among configs, a GPU times
+each once, as Triton's autotuner does, and keeps the fastest for the rest of the process; the interpreter cannot time
+them, and runs the one it is told to (`Tuning`: the one the GPU stage ran, or each distinct one in turn).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from checks.engine.contract.plan import PlanError
+from checks.engine.contract.plan import PlanError, distinct_alternatives
 from checks.engine.replay.descriptors import build_descriptor
 from checks.engine.timing import quiet_gpu
 from checks.memory import Arena, poisonable, span
@@ -29,12 +30,15 @@ class Performer:
 
     def __init__(self, plan: dict[str, Any], kernels: dict[str, Any], inputs: dict[str, Any], arena: Arena | None,
                  device: str, interpret: bool, on_copy: Any = None, kept: KeptState | None = None,
-                 fill_empty: bool = False) -> None:  # fmt: skip
+                 fill_empty: bool = False, tuning: Tuning | None = None) -> None:  # fmt: skip
         """`on_copy(source, copy)`: told of each copy the plan makes (a copy of an input is read as that input).
         `kept`: the tensors kept between calls, as the calls replayed before this one left them (None: each call
         starts from the values recorded). `fill_empty`: fill each `torch.empty` allocation made without the arena with
-        RESET_BYTE (a timed call: nothing an earlier call left in reused memory reaches it)."""
+        RESET_BYTE (a timed call: nothing an earlier call left in reused memory reaches it). `tuning`: which config of
+        an autotuned launch the interpreter runs (`interpreted_choice`)."""
         self.plan, self.kernels, self.device, self.interpret = plan, kernels, device, interpret
+        self.tuning = tuning or Tuning()
+        self.configs_run: list[dict[str, Any]] = []  # the autotuned launches' configs this call ran (`ran_config`)
         self.fill_empty = fill_empty
         self.on_copy = on_copy
         self.arena = arena
@@ -148,7 +152,14 @@ class Performer:
             raise PlanError(f"the kernel `{op['kernel']}`, which is not in your code")
         kernel = self.kernels[op["kernel"]]
         alternatives = op["alternatives"]
-        choice = 0 if len(alternatives) == 1 or self.interpret else self._fastest(op, kernel)
+        if len(alternatives) == 1:
+            choice = 0
+        else:
+            choice = interpreted_choice(op, self.tuning) if self.interpret else self._fastest(op, kernel)
+        if "config" in alternatives[choice]:  # an autotuned launch: the config it ran is reported
+            ran = ran_config(op["kernel"], alternatives[choice])
+            if ran not in self.configs_run:
+                self.configs_run.append(ran)
         self._run(kernel, alternatives[choice], op)
 
     def _run(self, kernel: Any, alternative: dict[str, Any], op: dict[str, Any]) -> None:
@@ -192,6 +203,36 @@ class Performer:
         for t, s in zip(restore, saved, strict=False):
             t.copy_(s)
         return ms
+
+
+@dataclass
+class Tuning:
+    """Which config of an autotuned launch the interpreter runs (it cannot time them): for a kernel the GPU stage
+    reported (`chosen`: kernel -> the config values it ran, `ran_config`), the alternative with those values where
+    the plan has one; else the `alternative`-th of the launch's distinct configs (the last where it has fewer)."""
+
+    alternative: int = 0
+    chosen: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def interpreted_choice(op: dict[str, Any], tuning: Tuning) -> int:
+    """The alternative of an autotuned launch the interpreter runs (see `Tuning`)."""
+    alternatives = op["alternatives"]
+    chosen = tuning.chosen.get(op["kernel"])
+    if chosen:
+        for index, alternative in enumerate(alternatives):
+            if ran_config(op["kernel"], alternative)["config"] == chosen:
+                return index
+    distinct = distinct_alternatives(op)
+    return distinct[min(tuning.alternative, len(distinct) - 1)]
+
+
+def ran_config(kernel: str, alternative: dict[str, Any]) -> dict[str, Any]:
+    """{"kernel", "config"}: the values an alternative's config gives the kernel's arguments, read from the arguments
+    the launch passes (the config names only which arguments are the config's)."""
+    args = alternative["args"]
+    config = {name: args[name]["scalar"] for name in alternative.get("config", {}) if "scalar" in args.get(name, {})}
+    return {"kernel": kernel, "config": config}
 
 
 class KeptState:

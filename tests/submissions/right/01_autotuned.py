@@ -1,4 +1,4 @@
-"""Right, in another style: @triton.autotune over several block sizes (the interpreter takes the first)."""
+"""Right, in another style: @triton.autotune over several block sizes (the interpreter judges each one)."""
 
 import torch
 import triton
