@@ -38,6 +38,9 @@ class CaseResult:
     diagnosed: bool = False  # its problem says why the values are wrong (the merge of the splits, an overflow...)
     printed: str = ""  # what the learner's code printed (and the warnings it raised) during this case
     details: list[str] = field(default_factory=list)
+    fits: dict[str, str] = field(default_factory=dict)  # mistake -> its sentence: those that give these values
+    degenerate: bool = False  # too small a case to tell mistakes apart: it never decides a cause alone
+    stated: str = ""  # the mistake details[0] names for this case, kept only when it fits every failing case
 
 
 @dataclass

@@ -42,6 +42,7 @@ from checks.engine.judging.timing import from_measurement
 from checks.engine.judging.wording import (
     RULE_FAILED_SUMMARY,
     TAMPERED_SUMMARY,
+    cause_over_cases,
     earlier_step_advice,
     earlier_stub_summary,
     ending_verdict,
@@ -337,6 +338,7 @@ class Stage:
             if self.stopped_early:
                 stopped = f"grading stopped at the first failing case, case {first.index + 1}"
                 v.summary = f"{stopped} ({first.description}): {first.problem}"
+            cause_over_cases(failed, self.puzzle.number, self.file, self.job.seed, self.judge.device == "cpu")
             if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
                 params = [self.judge.cases[r.index].given() for r in self.results]
                 v.details += failure_pattern(params, [r.passed for r in self.results], first.cause)

@@ -153,6 +153,51 @@ def map_advice(number: int | str, case: int = 0, file: str = "", earlier: str = 
     )
 
 
+def _cases(indices: list[int]) -> str:
+    return ("case " if len(indices) == 1 else "cases ") + ", ".join(str(i + 1) for i in indices)
+
+
+def cause_over_cases(
+    failed: list[V.CaseResult], number: int | str, file: str = "", seed: int | None = None, interpreter: bool = True
+) -> None:
+    """Keep the cause the first failing case names only when it is proven over every failing case: the one mistake
+    whose reference gives the values of each (`mistakes.proven`). Else its line says what is known instead (which
+    failing cases that mistake gives, which it does not) and the command that shows another failing case; and a
+    proven mistake the first case names second is put first."""
+    from checks.engine.judging.rules import mistakes
+
+    first = failed[0]
+    if not first.stated or not first.details:
+        return
+    name = mistakes.proven([r.fits for r in failed], [r.degenerate for r in failed])
+    if name is not None and name in first.fits:
+        first.details[0] = first.fits[name]
+        return
+    stated = mistakes.BY_NAME[first.stated]
+    fit = [r.index for r in failed if first.stated in r.fits]
+    other = [r for r in failed if first.stated not in r.fits]
+    alike = [mistakes.BY_NAME[n].label for n in first.fits if n != first.stated and all(n in r.fits for r in failed)]
+    text = f"No cause is proven: the reference with {stated.label} gives the values of {_cases(fit)}"
+    if other:
+        text += f", but not those of {_cases([r.index for r in other])}, which fail{'s' if len(other) == 1 else ''} too"
+    if alike:
+        text += f"; so does the reference with {' and with '.join(alike)}"
+    if all(r.degenerate for r in failed if r.index in fit):
+        text += (
+            f" ({_cases(fit)} {'has' if len(fit) == 1 else 'have'} a sequence of one row or one key, where several "
+            "mistakes give the same values: such a case decides nothing alone)"
+        )
+    text += ". Where your values are wrong is said below"
+    if other:
+        case = other[0].index
+        flags = f"--case {case + 1}" + (f" --seed {seed}" if seed is not None else "")
+        command = V.make_command("map" if interpreter else "check", number, file, flags)
+        text += f"; look at case {case + 1} as well ({other[0].description}): {command}"
+    first.details[0] = text + "."
+    first.cause = False
+    first.diagnosed = False
+
+
 def earlier_stub_summary(number: int | str, step: str, label: str, file: str = "") -> str:
     """The step this puzzle builds on is still the stub: in its notebook (then --earlier is the other way to give
     it), or in the file given with --earlier."""

@@ -16,6 +16,7 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
+from checks.engine.judging.rules import mistakes
 from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, index_of, locate
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
@@ -279,34 +280,6 @@ def no_overflow(bound: float) -> str:
     )
 
 
-def misscaled(ctx: CaseContext, exp: Any) -> str:
-    """A sentence when the learner's output is the reference computed with a scalar input (such as sm_scale)
-    left out (1) or applied twice (squared): a scale in the wrong place, which no factor on the output shows."""
-    from checks.puzzles import spec_module
-
-    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
-    out = ctx.outputs[index]
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(exp.value.shape):
-        return ""
-    atol, rtol = ctx.puzzle.tolerance_for(exp.name)
-    yours = out.detach().cpu().double()
-    for name, value in ctx.inputs.items():
-        if not isinstance(value, float) or value in (0.0, 1.0):
-            continue
-        for other, how in ((1.0, "left out"), (value * value, "applied twice")):
-            again = spec_module(ctx.puzzle).reference({**ctx.inputs, name: other})
-            twin = next((e for e in again if e.name == exp.name), None)
-            if twin is None:
-                continue
-            e = twin.value.detach().cpu().double()
-            if bool(((yours - e).abs() <= atol + rtol * e.abs()).all()):
-                return (
-                    f"Yours is what the reference gives with {name} = {other:.4g} instead of {value:.4g}: "
-                    f"{name} is {how}; multiply by it exactly once, where the puzzle says."
-                )
-    return ""
-
-
 def _tolerance(ctx: CaseContext, exp: Any) -> tuple[float, float]:
     """(atol, rtol) of an output in this case: the puzzle's, widened where the case allows more: a case of
     ill-conditioned inputs may allow a larger rtol, and one of scaled-up inputs a larger atol."""
@@ -508,6 +481,7 @@ def values(ctx: CaseContext) -> Problem | None:
     unwritten = _FROM_POISON in first.headline  # seen in the access log; on a GPU only a lead, and the causes
     diagnosed = True  # below are still looked for; if none is found, only where the values are wrong is said
     causal_side = False
+    fits, degenerate, stated = mistakes.fitting(ctx), mistakes.degenerate(ctx), ""
     if unread := keys_not_read(ctx):  # the access log's own evidence, which explains the poison read too
         message, details = f"{plain.headline}: {unread}", list(plain.lines)
         if first is not plain:
@@ -523,16 +497,18 @@ def values(ctx: CaseContext) -> Problem | None:
         pass  # the headline names the cause: memory no kernel wrote
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
-    elif boundary := causal_boundary(ctx, exp) or fully_masked_rows(ctx, exp):
-        details = [boundary, *details[first.shapes :]]  # proven: the error's shape guesses at another cause
+    elif fits:  # the reference with a mistake gives these values: named if it fits every failing case (the stage)
+        stated = next(iter(fits))
+        details = [fits[stated], *details[first.shapes :]]  # the error's shape only guessed
+        causal_side = stated in mistakes.CAUSAL_SIDE
+    elif not degenerate and (rows := fully_masked_rows(ctx, exp)):
+        details = [rows, *details[first.shapes :]]
         causal_side = True
     elif overflowed(ctx, exp) and (bound := score_bound(ctx)) is not None and bound < _EXP_LIMIT_FP16:
         details.insert(0, f"Your output has NaN or inf although every input is finite, {no_overflow(bound)}")
         diagnosed = False  # where, and what it is not: no cause is proven
     elif overflowed(ctx, exp):
         details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
-    elif scale := misscaled(ctx, exp):
-        details.insert(0, scale)
     elif merge := merge_of_splits(ctx, first):
         message = f"{first.headline}: {merge}"
     else:
@@ -561,7 +537,9 @@ def values(ctx: CaseContext) -> Problem | None:
         picture["unwritten"] = first.unwritten
     if first.ratio is not None:
         picture["ratio"] = first.ratio.float()
-    return Problem(message, details, picture, cause=cause, diagnosed=diagnosed)
+    return Problem(
+        message, details, picture, cause=cause, diagnosed=diagnosed, fits=fits, degenerate=degenerate, stated=stated
+    )
 
 
 def keys_past_seq_lens(ctx: CaseContext) -> str:
