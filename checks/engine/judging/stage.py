@@ -50,6 +50,7 @@ from checks.engine.judging.wording import (
     grader_error_verdict,
     map_advice,
     unfinished_verdict,
+    without_fault_dump,
 )
 from checks.engine.phases import mark
 from checks.engine.processes.prestart import take_prestarted
@@ -299,7 +300,7 @@ class Stage:
         else:
             self.finished_verdict(v)
         if not v.passed:
-            v.output = end.output
+            v.output = without_fault_dump(end.output or "")
             v.picture_data = self.judge.picture
             v.rule = v.rule or v.status
         return v
@@ -365,7 +366,9 @@ class Stage:
             case = self.puzzle.timing_case.given() if self.puzzle.timing_case else {}
             timings = Timings(case=case, problem=self.timing_problem)
         try:  # both outputs at the timing size, read once, compared here and then dropped
-            v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
+            v.timings = from_measurement(
+                self.puzzle, timings, load_timing_outputs(self.workdir, timings), device=v.device
+            )
             if v.timings.get("summary") and timings.graphs:
                 v.timings["summary"] += f" Timed as CUDA graph replays: {', '.join(timings.graphs)}."
         except Tampered as exc:

@@ -53,6 +53,37 @@ def learner_frame(output: str, names: dict[str, str]) -> str:
     return ""
 
 
+_DUMP_LINE = re.compile(
+    r"^(Fatal Python error: |Current thread 0x|Thread 0x|Stack \(most recent call first\)|  File \"|"
+    r"  <no Python frame>|  Garbage-collecting|Extension modules: |\s*$)"
+)
+
+
+def without_fault_dump(output: str) -> str:
+    """What the grading process printed, without the stack dump that faulthandler writes when it dies (its frames are
+    the grader's as much as the learner's: `learner_frame` names the learner's line from it, and none of it is what
+    the learner's code printed)."""
+    kept, dumping = [], False
+    for line in output.splitlines():
+        if line.startswith("Fatal Python error: "):
+            dumping = True
+        elif dumping and not _DUMP_LINE.match(line):
+            dumping = False
+        if not dumping:
+            kept.append(line)
+    return "\n".join(kept) + ("\n" if kept and output.endswith("\n") else "")
+
+
+def _in_the_grader(output: str) -> str:
+    """Where a crash's stack dump shows only the grader's frames: a sentence that says so."""
+    if "Fatal Python error: " not in output or not _FRAME.search(output):
+        return ""
+    return (
+        " It died inside the grader's own code (the replay that performs your kernels' loads and stores), at no "
+        "line of yours its stack shows: look at the loads and stores of the kernels this case launches."
+    )
+
+
 def unfinished_verdict(
     v: V.Verdict, end: ProcessEnd, stream: Stream, timeout: float, file: str = "", names: dict[str, str] | None = None
 ) -> None:
@@ -98,7 +129,7 @@ def unfinished_verdict(
         v.summary = (
             f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: "
             "check your masks, offsets and strides."
-        ) + frame
+        ) + (frame or _in_the_grader(end.output or ""))
 
 
 _TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)', re.MULTILINE)
@@ -176,12 +207,12 @@ def cause_over_cases(
     stated = mistakes.BY_NAME[first.stated]
     fit = [r.index for r in failed if first.stated in r.fits]
     other = [r for r in failed if first.stated not in r.fits]
-    alike = [mistakes.BY_NAME[n].label for n in first.fits if n != first.stated and all(n in r.fits for r in failed)]
+    alike = [mistakes.BY_NAME[n].label for n in first.fits if n != first.stated]
     text = f"No cause is proven: the reference with {stated.label} gives the values of {_cases(fit)}"
     if other:
         text += f", but not those of {_cases([r.index for r in other])}, which fail{'s' if len(other) == 1 else ''} too"
     if alike:
-        text += f"; so does the reference with {' and with '.join(alike)}"
+        text += f"; on case {first.index + 1} so does the reference with {' and with '.join(alike)}"
     if all(r.degenerate for r in failed if r.index in fit):
         text += (
             f" ({_cases(fit)} {'has' if len(fit) == 1 else 'have'} a sequence of one row or one key, where several "

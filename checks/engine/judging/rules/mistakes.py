@@ -135,38 +135,42 @@ def _small(ctx: CaseContext) -> bool:
     return q.numel() // q.shape[-1] * k.shape[-2] <= _MOST_SCORES
 
 
+def _scores_dtype(ctx: CaseContext) -> torch.dtype:
+    return torch.float64 if ctx.inputs["q"].device.type == "cpu" else torch.float32
+
+
 def _scores(ctx: CaseContext, shift: int | None = 0) -> torch.Tensor:
-    """The scaled scores of a forward attention case, in float64, with the causal mask (shifted by `shift` keys)
-    where the case is causal; keys a row may not see are -inf."""
-    q, k = (ctx.inputs[n].detach().cpu().double() for n in ("q", "k"))
-    s = (q @ k.transpose(-1, -2)) * float(ctx.inputs["sm_scale"])
+    """The scaled scores of a forward attention case on the inputs' device, in the reference's precision (float64
+    on the CPU, float32 on a GPU), with the causal mask (shifted by `shift` keys) where the case is causal; keys a
+    row may not see are -inf."""
+    q, wide = ctx.inputs["q"], _scores_dtype(ctx)
+    s = (q.detach().to(wide) @ ctx.inputs["k"].detach().to(wide).transpose(-1, -2)) * float(ctx.inputs["sm_scale"])
     if ctx.inputs.get("causal") is True and shift is not None:
-        rows = torch.arange(s.shape[-2])[:, None]
-        cols = torch.arange(s.shape[-1])[None, :]
+        rows = torch.arange(s.shape[-2], device=s.device)[:, None]
+        cols = torch.arange(s.shape[-1], device=s.device)[None, :]
         s = s.masked_fill(cols > rows + shift, float("-inf"))
     return s
 
 
 def _softmax_parts(
-    s: torch.Tensor, v: torch.Tensor, start_max: float | None = None, dtype: torch.dtype = torch.float64
-):
-    """(o, lse, l) of scores `s` (the row max starting at `start_max`), computed in `dtype` as a kernel would."""
-    s = s.to(dtype)
+    s: torch.Tensor, v: torch.Tensor, start_max: float | None = None, dtype: torch.dtype | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(o, lse, l) of scores `s` (the row max starting at `start_max`), computed in `dtype` (the scores' own by
+    default) as a kernel would, returned on the CPU in float64."""
+    s = s.to(dtype or s.dtype)
     m = s.max(dim=-1, keepdim=True).values
     if start_max is not None:
         m = m.clamp_min(start_max)
     p = torch.exp(s - m)
     l_sum = p.sum(dim=-1, keepdim=True)
-    o = (p @ v.to(dtype)) / l_sum
-    return o.double(), (m + torch.log(l_sum)).squeeze(-1).double(), l_sum.double()
+    o = (p @ v.detach().to(s.dtype)) / l_sum
+    return o.cpu().double(), (m + torch.log(l_sum)).squeeze(-1).cpu().double(), l_sum.cpu().double()
 
 
 def _no_normaliser(ctx: CaseContext) -> Prediction | None:
     if not _attention(ctx):
         return None
-    s = _scores(ctx)
-    v = ctx.inputs["v"].detach().cpu().double()
-    o, _, l_sum = _softmax_parts(s, v)
+    o, _, l_sum = _softmax_parts(_scores(ctx), ctx.inputs["v"])
     if bool(torch.allclose(l_sum, torch.ones_like(l_sum))):
         return None
     return {"o": o * l_sum}
@@ -183,7 +187,7 @@ def _max_from_zero(ctx: CaseContext) -> Prediction | None:
         return {"out": (p / p.sum(dim=-1, keepdim=True)).double()}
     if not _attention(ctx):
         return None
-    o, lse, _ = _softmax_parts(_scores(ctx), ctx.inputs["v"].detach().cpu().double(), 0.0, torch.float32)
+    o, lse, _ = _softmax_parts(_scores(ctx), ctx.inputs["v"], 0.0, torch.float32)
     return {"o": o, "lse": lse}
 
 
@@ -213,16 +217,43 @@ SOFTMAX_MISTAKES = (
 # -- the keys a query row sees -----------------------------------------------------------------------------------
 
 
+def _within_block(ctx: CaseContext, shift: int, padded: bool) -> Prediction | None:
+    """The causal boundary `shift` keys to the right, but never past the end of the query block's diagonal key block:
+    a kernel whose stage on the diagonal stops at start_m * BLOCK_M + BLOCK_M lets the extra keys in only there.
+    With `padded`, the keys past N it lets in count as a kernel that loads them as 0 counts them (score 0, value 0)."""
+    blocks = _blocks(ctx)
+    if blocks is None:
+        return None
+    s, v = _scores(ctx, shift=None), ctx.inputs["v"].detach().to(_scores_dtype(ctx))
+    n, n_keys = s.shape[-2], s.shape[-1]
+    extra = max(0, n - 1 + shift - (n_keys - 1)) if padded else 0
+    if extra:
+        s = torch.cat([s, s.new_zeros((*s.shape[:-1], extra))], dim=-1)
+        v = torch.cat([v, v.new_zeros((*v.shape[:-2], extra, v.shape[-1]))], dim=-2)
+    rows = torch.arange(n, device=s.device)[:, None]
+    cols = torch.arange(s.shape[-1], device=s.device)[None, :]
+    s = s.masked_fill((cols > rows + shift) | (cols >= (rows // blocks[0] + 1) * blocks[0]), float("-inf"))
+    o, lse, _ = _softmax_parts(s, v)
+    return {"o": o, "lse": lse}
+
+
+def _shift_variants(ctx: CaseContext, shift: int) -> list[Prediction]:
+    from checks.engine.judging.rules.core import _shifted_attention
+
+    variants = [
+        {"o": o, "lse": lse}
+        for o, lse in (_shifted_attention(ctx.inputs, shift, padded) for padded in (False, True)[: 1 + (shift > 0)])
+    ]
+    if shift > 0:
+        variants += [p for p in (_within_block(ctx, shift, padded) for padded in (False, True)) if p is not None]
+    return variants
+
+
 def _shift(shift: int) -> Callable[[CaseContext], Prediction | None]:
     def predict(ctx: CaseContext) -> Prediction | None:
         if not _attention(ctx) or ctx.inputs.get("causal") is not True:
             return None
-        from checks.engine.judging.rules.core import _shifted_attention
-
-        variants = [
-            _shifted_attention(ctx.inputs, shift, padded) for padded in ((False, True) if shift > 0 else (False,))
-        ]
-        return _either(ctx, [{"o": o, "lse": lse} for o, lse in variants])
+        return _either(ctx, _shift_variants(ctx, shift))
 
     return predict
 
@@ -235,17 +266,28 @@ def _either(ctx: CaseContext, predictions: list[Prediction]) -> Prediction | Non
     return predictions[0] if predictions else None
 
 
-def _say_shift(ctx: CaseContext) -> str:
-    from checks.engine.judging.rules.core import causal_boundary
+def _say_shift(shift: int) -> Callable[[CaseContext], str]:
+    def says(ctx: CaseContext) -> str:
+        from checks.engine.judging.rules.core import causal_boundary
 
-    o = next(e for e in ctx.expected if e.name == "o")
-    return causal_boundary(ctx, o)
+        variants = _shift_variants(ctx, shift)
+        if any(reproduces(ctx, p) for p in variants[: 1 + (shift > 0)]):
+            return causal_boundary(ctx, next(e for e in ctx.expected if e.name == "o"))
+        keys = "key" if shift == 1 else "keys"
+        return (
+            f"Yours is what the reference gives when query row i sees the keys 0..i + {shift} instead of 0..i, but no "
+            f"key past the end of its query block, on every failing case: the causal boundary is {shift} {keys} to "
+            f"the right of the diagonal (look at the comparison that builds the causal mask, < against <=, or a bound "
+            "one off); the rows at the end of a block do not show it, since the stage on the diagonal stops there."
+        )
+
+    return says
 
 
 def _not_causal(ctx: CaseContext) -> Prediction | None:
     if not _attention(ctx) or ctx.inputs.get("causal") is not True or ctx.inputs["q"].shape[-2] < 2:
         return None
-    o, lse, _ = _softmax_parts(_scores(ctx, shift=None), ctx.inputs["v"].detach().cpu().double())
+    o, lse, _ = _softmax_parts(_scores(ctx, shift=None), ctx.inputs["v"])
     return {"o": o, "lse": lse}
 
 
@@ -265,10 +307,10 @@ def _diagonal_late(ctx: CaseContext) -> Prediction | None:
     block_m, block_n = blocks
     s = _scores(ctx)
     n, n_keys = s.shape[-2], s.shape[-1]
-    start = (torch.arange(n) // block_m * block_m)[:, None]
-    cols = torch.arange(n_keys)[None, :]
+    start = (torch.arange(n, device=s.device) // block_m * block_m)[:, None]
+    cols = torch.arange(n_keys, device=s.device)[None, :]
     s = s.masked_fill((cols >= start) & (cols < start + block_n), float("-inf"))
-    o, lse, _ = _softmax_parts(s, ctx.inputs["v"].detach().cpu().double())
+    o, lse, _ = _softmax_parts(s, ctx.inputs["v"])
     return {"o": o, "lse": lse}
 
 
@@ -279,7 +321,7 @@ KEY_MISTAKES = (
             f"the causal boundary {abs(shift)} key{'s' if abs(shift) > 1 else ''} to the "
             f"{'left' if shift < 0 else 'right'} of the diagonal",
             _shift(shift),
-            _say_shift,
+            _say_shift(shift),
         )
         for shift in (-1, 1, -2, 2)
     ),
@@ -456,11 +498,14 @@ def _tolerance(ctx: CaseContext, name: str) -> tuple[float, float]:
     return max(atol, float(getattr(case, "atol", 0.0) or 0.0)), max(rtol, float(getattr(case, "rtol", 0.0) or 0.0))
 
 
-def _same(yours: torch.Tensor, twin: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
-    """Elementwise: within the tolerance of the twin, or the same infinity, or not finite where the twin is NaN (a
+def _same(yours: torch.Tensor, twin: torch.Tensor, atol: float, rtol: float) -> bool:
+    """Every element within the tolerance of the twin, or the same infinity, or not finite where the twin is NaN (a
     row that sees no key has no defined value: a kernel may give NaN or -inf there)."""
     close = (yours - twin).abs() <= atol + rtol * twin.abs()
-    return close | (torch.isnan(twin) & ~torch.isfinite(yours)) | (torch.isinf(yours) & (yours == twin))
+    if bool(close.all()):
+        return True
+    y, t = yours[~close], twin[~close]
+    return bool(((torch.isnan(t) & ~torch.isfinite(y)) | (torch.isinf(y) & (y == t))).all())
 
 
 def reproduces(ctx: CaseContext, prediction: Prediction) -> bool:
@@ -474,10 +519,9 @@ def reproduces(ctx: CaseContext, prediction: Prediction) -> bool:
             return False
         atol, rtol = _tolerance(ctx, exp.name)
         yours, twin64 = out.detach().cpu().double(), twin.detach().cpu().double()
-        if not bool(_same(yours, twin64, atol, rtol).all()):
+        if not _same(yours, twin64, atol, rtol):
             return False
-        expected = exp.value.detach().cpu().double()
-        wrong = wrong or not bool(_same(yours, expected, atol, rtol).all())
+        wrong = wrong or not _same(yours, exp.value.detach().cpu().double(), atol, rtol)
     return wrong
 
 
