@@ -127,6 +127,16 @@ PROVEN = {
         ["when query head h reads the keys and values of kv head h % H_kv, on every failing case"],
         ["hold exactly the expected values of another one"],
     ),
+    "06_max_from_zero": (
+        "6",
+        ["Yours is what the softmax gives when the running max starts at 0 instead of -inf, on every failing case"],
+        ["exp overflowed", "subtract the row max first", "masked lanes loaded as 0", "were they written at all"],
+    ),
+    "07_max_from_zero": (
+        "7",
+        ["Yours is what the softmax gives when the running max starts at 0 instead of -inf, on every failing case"],
+        ["exp overflowed", "subtract the row max first", "masked lanes loaded as 0", "were they written at all"],
+    ),
     "10b_dk_times_log2e": (
         "10b",
         ["Your dk is exactly log2(e) x the expected dk (1.443x), every other output right, on every failing case"],

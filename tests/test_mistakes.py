@@ -50,6 +50,9 @@ FITS = [
     ("9", 3, "diagonal stage one block late"),
     ("12", 0, "kv head h % H_kv"),
     ("12", 0, "keys past the last split left out"),
+    ("8a", 2, "inputs read as contiguous"),  # q, k, v all (B, N, H, D) in memory
+    ("8a", 4, "v read through k strides"),  # v strided, k contiguous
+    ("8a", 4, "q read through swapped strides"),
     ("10", 0, "dq scaled by 1/sm_scale"),
     ("10", 0, "dk scaled by log2(e)"),
     ("10", 0, "dq scaled by log2(e) and dk scaled by 1/sm_scale"),
@@ -90,6 +93,15 @@ def test_a_case_of_one_row_fits_several_mistakes_and_decides_nothing_alone():
     assert {"causal boundary -1", "causal boundary -2", "diagonal stage one block late"} <= set(fits), fits
     assert mistakes.proven([fits], [True]) is None
     assert mistakes.proven([{"causal boundary -1": ""}], [True]) is None  # one mistake, on a degenerate case alone
+
+
+def test_two_mistakes_that_give_the_same_values_prove_neither():
+    ctx = call("8a", 4)  # q and v (B, N, H, D) in memory, k contiguous: k through q's strides is k through v's
+    prediction = mistakes.BY_NAME["k read through q strides"].predict(ctx)
+    assert prediction is not None
+    fits = mistakes.fitting(returning(ctx, prediction))
+    assert {"k read through q strides", "k read through v strides"} <= set(fits), fits
+    assert mistakes.proven([fits], [False]) is None
 
 
 def test_a_cause_is_proven_only_when_exactly_one_mistake_fits_every_failing_case():

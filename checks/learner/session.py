@@ -51,7 +51,8 @@ def what_next(number: int | str, notebook: bool = False, file: str = "") -> str:
         if not left:
             return "That was the last puzzle of the course, and you have passed every one: `make progress` lists them."
         return (
-            f"That was the last puzzle of the course; {len(left)} of {len(ready)} are not passed yet "
+            f"That was the last puzzle of the course; {len(left)} of {len(ready)} {V.agree(len(left), 'is', 'are')} "
+            "not passed yet "
             f"({', '.join(str(p.number) for p in left)}): next, puzzle {left[0].number} ({left[0].title}); "
             "`make progress` shows each one's last verdict."
         )

@@ -54,22 +54,21 @@ def learner_frame(output: str, names: dict[str, str]) -> str:
 
 
 _DUMP_LINE = re.compile(
-    r"^(Fatal Python error: |Current thread 0x|Thread 0x|Stack \(most recent call first\)|  File \"|"
-    r"  <no Python frame>|  Garbage-collecting|Extension modules: |\s*$)"
+    r'^(Fatal Python error: |Current thread 0x|Thread 0x|Stack \(most recent call first\)|  File "[^"]+", line \d+ in |'
+    r"  <no Python frame>|  Garbage-collecting|Extension modules: |Python runtime state: )"
 )
 
 
 def without_fault_dump(output: str) -> str:
-    """What the grading process printed, without the stack dump that faulthandler writes when it dies (its frames are
-    the grader's as much as the learner's: `learner_frame` names the learner's line from it, and none of it is what
-    the learner's code printed)."""
+    """What the grading process printed, without the stack dump that faulthandler writes when it dies, even where the
+    tail kept of the output starts inside it: its frames are the grader's as much as the learner's (`learner_frame`
+    names the learner's line from them), and none of it is what the learner's code printed."""
     kept, dumping = [], False
     for line in output.splitlines():
-        if line.startswith("Fatal Python error: "):
+        if _DUMP_LINE.match(line):
             dumping = True
-        elif dumping and not _DUMP_LINE.match(line):
+        elif not (dumping and not line.strip()):
             dumping = False
-        if not dumping:
             kept.append(line)
     return "\n".join(kept) + ("\n" if kept and output.endswith("\n") else "")
 
@@ -306,8 +305,10 @@ def failure_pattern(params: list[dict[str, Any]], passed: list[bool], cause: boo
                           if k.startswith("layout")})  # fmt: skip
         return [
             f"Every failing case has a non-contiguous input (layout={' or '.join(layouts)}), and every case with "
-            "contiguous inputs passes: your kernel ignores the strides. Pass each tensor's strides "
-            "(x.stride(0), x.stride(1), ...) to the kernel and use them in every offset."
+            "contiguous inputs passes: some offset is right only where the tensors are contiguous. Look at each "
+            "load and store: its offsets should use the strides of the tensor it reads or writes (x's for x, "
+            "out's for out), passed from the host (x.stride(0), x.stride(1), ...), not another tensor's nor a "
+            "stride computed from the shape."
         ]
     keys = list(dict.fromkeys(k for p in params for k in p if k != "note"))
     keys.sort(key=lambda k: 0 if k in TAGS else 2 if k in _SIZES else 1)

@@ -423,6 +423,112 @@ HEAD_MISTAKES = (
 )
 
 
+# -- an input read through other strides -------------------------------------------------------------------------
+
+_READ = ("x", "a", "b", "q", "k", "v")  # the inputs a kernel reads through strides it is passed
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
+
+
+def _other_strides(ctx: CaseContext, name: str, how: str) -> tuple[int, ...] | None:
+    """The strides input `name` is read through under mistake `how`: 'swapped' (its last two exchanged),
+    'contiguous' (those of a contiguous tensor of its shape) or another input's name (that input's strides)."""
+    x = ctx.inputs.get(name)
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        return None
+    own = tuple(x.stride())
+    if how == "swapped":
+        alt = (*own[:-2], own[-1], own[-2])
+    elif how == "contiguous":
+        alt = _contiguous_strides(tuple(x.shape))
+    else:
+        other = ctx.inputs.get(how)
+        if not isinstance(other, torch.Tensor) or other.shape != x.shape:
+            return None
+        alt = tuple(other.stride())
+    return alt if alt != own else None
+
+
+def _through(x: torch.Tensor, alt: tuple[int, ...]) -> torch.Tensor | None:
+    """`x` read through the strides `alt`, where they reach no further than its own; else None (a read past the
+    tensor, which the rule on loads outside a tensor names)."""
+    reach = sum((size - 1) * stride for size, stride in zip(x.shape, alt, strict=True))
+    if min(alt) < 0 or reach > sum((size - 1) * stride for size, stride in zip(x.shape, x.stride(), strict=True)):
+        return None
+    return torch.as_strided(x, tuple(x.shape), alt, x.storage_offset())
+
+
+def _read_through(name: str, how: str) -> Callable[[CaseContext], Prediction | None]:
+    def predict(ctx: CaseContext) -> Prediction | None:
+        alt = _other_strides(ctx, name, how)
+        twin = _through(ctx.inputs[name], alt) if alt is not None else None
+        return _reference_with(ctx, **{name: twin}) if twin is not None else None
+
+    return predict
+
+
+def _strided(ctx: CaseContext) -> list[str]:
+    """The inputs of the case whose strides are not those of a contiguous tensor of their shape."""
+    return [name for name in _READ if _other_strides(ctx, name, "contiguous") is not None]
+
+
+def _as_contiguous(ctx: CaseContext) -> Prediction | None:
+    """Every input read through the strides of a contiguous tensor of its shape (strides computed from the shape)."""
+    changed = {}
+    for name in _strided(ctx):
+        twin = _through(ctx.inputs[name], _contiguous_strides(tuple(ctx.inputs[name].shape)))
+        if twin is None:
+            return None
+        changed[name] = twin
+    return _reference_with(ctx, **changed) if changed else None
+
+
+def _say_contiguous(ctx: CaseContext) -> str:
+    names = _strided(ctx)
+    listed = ", ".join(f"{n}.stride() = {tuple(ctx.inputs[n].stride())}" for n in names)
+    who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
+    return (
+        f"Yours is what the reference gives when {who} {'is' if len(names) == 1 else 'are'} read as if contiguous, "
+        f"on every failing case (here {listed}): the offsets use strides computed from the shape; pass each "
+        "tensor's own strides (x.stride(0), x.stride(1), ...) to the kernel and use them in its loads."
+    )
+
+
+def _say_read(name: str, how: str) -> Callable[[CaseContext], str]:
+    def says(ctx: CaseContext) -> str:
+        strides = tuple(ctx.inputs[name].stride())
+        if how == "swapped":
+            last, before = strides[-1], strides[-2]
+            what = f"its last two strides swapped ({last}, {before} where {before}, {last} belong)"
+            fix = f"pass {name}.stride() in the order of the kernel's parameters and multiply each index by its own"
+        else:
+            what = f"the strides of {how} {tuple(ctx.inputs[how].stride())} instead of its own {strides}"
+            fix = f"pass {name}'s own strides for the loads from {name}"
+        return f"Yours is what the reference gives when {name} is read through {what}, on every failing case: {fix}."
+
+    return says
+
+
+def _read_label(name: str, how: str) -> str:
+    if how == "swapped":
+        return f"{name} read through its strides swapped"
+    return f"{name} read through {how}'s strides"
+
+
+READ_MISTAKES = (
+    Mistake("inputs read as contiguous", "every input read as if contiguous", _as_contiguous, _say_contiguous),
+    *(
+        Mistake(
+            f"{name} read through {how} strides", _read_label(name, how), _read_through(name, how), _say_read(name, how)
+        )  # fmt: skip
+        for name in _READ
+        for how in ("swapped", *(other for other in _READ if other != name))
+    ),
+)
+
+
 # -- the backward's factors --------------------------------------------------------------------------------------
 
 _FACTORS: dict[str, Callable[[float], float]] = {
@@ -486,6 +592,7 @@ MISTAKES: tuple[Mistake, ...] = (
     *SOFTMAX_MISTAKES,
     *KEY_MISTAKES,
     *HEAD_MISTAKES,
+    *READ_MISTAKES,
     *GRADIENT_MISTAKES,
 )
 BY_NAME = {m.name: m for m in MISTAKES}
