@@ -137,6 +137,11 @@ PROVEN = {
         ["Yours is what the softmax gives when the running max starts at 0 instead of -inf, on every failing case"],
         ["exp overflowed", "subtract the row max first", "masked lanes loaded as 0", "were they written at all"],
     ),
+    "11_splits_rounded_down": (
+        "11",
+        ["Yours is what the reference gives with only the keys 0..255 of the 300 (every head's last 44 left out)"],
+        ["a tail that a block or its mask misses"],
+    ),
     "10b_dk_times_log2e": (
         "10b",
         ["Your dk is exactly log2(e) x the expected dk (1.443x), every other output right, on every failing case"],

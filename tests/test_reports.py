@@ -192,7 +192,7 @@ def test_a_crash_names_the_learners_own_line():
 WRONG_KERNELS = [
     ("5", "pad_with_zero", 0, "constant along columns and differs between rows"),
     ("5", "no_max_subtraction", 2, "exp overflowed to inf: subtract the row max first"),
-    ("8", "missing_scale", 0, "with sm_scale = 1 instead of 0.125: sm_scale is left out"),
+    ("8", "missing_scale", 0, "with sm_scale = 1 instead of 0.125, on every failing case: sm_scale is left out"),
 ]
 
 

@@ -17,6 +17,7 @@ from checks.memory import is_poison
 from checks.verdict import agree, plural
 
 _MAX_RANGES = 6
+ALL_ZERO = "every wrong element is exactly 0: were they written at all?"  # a lead, dropped beside a proven cause
 
 
 @dataclass
@@ -143,7 +144,7 @@ def _wrong_lines(
         lines.append(f"largest error {_fmt(max_abs)} (relative {_fmt(max_rel)})")
     zeros = int((y[bad] == 0).sum())
     if zeros == n_bad:
-        lines.append("every wrong element is exactly 0: were they written at all?")
+        lines.append(ALL_ZERO)
     lines += locate(bad, dims)
     return headline, lines
 

@@ -17,7 +17,7 @@ from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
 from checks.engine.judging.rules import mistakes
-from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, index_of, locate
+from checks.engine.judging.rules.compare import ALL_ZERO, Mismatch, compare, first_bad, index_of, locate
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
 from checks.engine.judging.rules.problem import CaseContext, Problem
@@ -499,7 +499,7 @@ def values(ctx: CaseContext) -> Problem | None:
         message = f"{first.headline}: {past_the_sequence}"
     elif fits:  # the reference with a mistake gives these values: named if it fits every failing case (the stage)
         stated = next(iter(fits))
-        details = [fits[stated], *details[first.shapes :]]  # the error's shape only guessed
+        details = [fits[stated], *(line for line in details[first.shapes :] if line != ALL_ZERO)]  # the rest guessed
         causal_side = stated in mistakes.CAUSAL_SIDE
     elif not degenerate and (rows := fully_masked_rows(ctx, exp)):
         details = [rows, *details[first.shapes :]]

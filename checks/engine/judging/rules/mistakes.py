@@ -402,8 +402,8 @@ def _say_tail(ctx: CaseContext) -> str:
     n, kept = int(ctx.inputs["k"].shape[2]), _kept_keys(ctx) or 0
     return (
         f"Yours is what the reference gives with only the keys 0..{kept - 1} of the {n} (every head's last "
-        f"{n - kept} left out), on every failing case: no program reads the keys past the last whole split, as when "
-        "the number of splits (or of key blocks) is N // size where cdiv(N, size) belongs; let the last split run "
+        f"{n - kept} left out), on every failing case: the keys past the last whole split count in no program, as "
+        "when the number of splits (or of key blocks) is N // size where cdiv(N, size) belongs; let the last split run "
         "to N, masked."
     )
 
