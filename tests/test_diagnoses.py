@@ -268,23 +268,23 @@ def attention_call(yours: Callable[..., torch.Tensor], n: int = 9) -> SimpleName
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, n, 16, generator=gen, dtype=torch.float64) for _ in range(3))
     inputs = {"q": q, "k": k, "v": v, "causal": True, "sm_scale": 0.25}
-    o, _ = core._shifted_attention(inputs, 0, padded=False)
+    o, _ = mistakes._shifted_attention(inputs, 0, padded=False)
     expected = SimpleNamespace(name="o", value=o, dims=("batch", "heads", "query rows", "head-dim columns"))
     puzzle = SimpleNamespace(tolerance_for=lambda name: (1e-6, 1e-6))
     return SimpleNamespace(inputs=inputs, expected=[expected], outputs=[yours(inputs, o)], puzzle=puzzle, case=Case())
 
 
 def test_a_moved_causal_boundary_is_named_only_when_it_reproduces_the_output():
-    left = attention_call(lambda inputs, o: core._shifted_attention(inputs, -1, padded=False)[0])
-    said = core.causal_boundary(left, left.expected[0])
+    left = attention_call(lambda inputs, o: mistakes._shifted_attention(inputs, -1, padded=False)[0])
+    said = mistakes.causal_boundary(left, left.expected[0])
     assert "sees the keys 0..i - 1 instead of 0..i" in said and "Query row 0 then sees no key at all" in said
     assert "2 rows of o are NaN" in said  # row 0 of each of the two heads
-    right = attention_call(lambda inputs, o: core._shifted_attention(inputs, 1, padded=False)[0])
-    assert "sees the keys 0..i + 1 instead of 0..i" in core.causal_boundary(right, right.expected[0])
+    right = attention_call(lambda inputs, o: mistakes._shifted_attention(inputs, 1, padded=False)[0])
+    assert "sees the keys 0..i + 1 instead of 0..i" in mistakes.causal_boundary(right, right.expected[0])
     scaled = attention_call(lambda inputs, o: 2 * o)
-    assert core.causal_boundary(scaled, scaled.expected[0]) == ""
+    assert mistakes.causal_boundary(scaled, scaled.expected[0]) == ""
     left.inputs["causal"] = False  # without the mask, no boundary to move
-    assert core.causal_boundary(left, left.expected[0]) == ""
+    assert mistakes.causal_boundary(left, left.expected[0]) == ""
 
 
 def test_nan_rows_are_called_fully_masked_only_when_they_are_the_first_rows_of_every_head():

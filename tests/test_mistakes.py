@@ -49,6 +49,7 @@ FITS = [
     ("9", 3, "causal mask left out"),
     ("9", 3, "diagonal stage one block late"),
     ("12", 0, "kv head h % H_kv"),
+    ("13", 0, "kv head h % H_kv"),  # the paged cache: its heads along axis 2
     ("12", 0, "keys past the last split left out"),
     ("8a", 2, "inputs read as contiguous"),  # q, k, v all (B, N, H, D) in memory
     ("8a", 4, "v read through k strides"),  # v strided, k contiguous

@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 
+from checks.engine.judging.rules.compare import locate
 from checks.engine.judging.rules.problem import CaseContext
+from checks.verdict import plural
 
 LOG2E = 1.0 / math.log(2.0)
 _MOST_SCORES = 1 << 25  # the largest score matrix (all heads) a mistake's reference is recomputed for
@@ -216,6 +218,118 @@ SOFTMAX_MISTAKES = (
 
 # -- the keys a query row sees -----------------------------------------------------------------------------------
 
+_SHIFTS = (-1, 1, -2, 2)  # where a causal boundary may be off: the diagonal left out, a key past it let in, ...
+
+
+def _shifted_attention(inputs: dict[str, Any], shift: int, padded: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) on the CPU when query row i sees the keys j <= i + shift, in float64 (float32 on a GPU, as the
+    reference). With `padded`, the keys past the end that the shift lets in count as a kernel that loads them as 0
+    counts them: score 0, value 0. A row that sees no key is NaN, as a kernel computes it (its max is -inf, and
+    exp(-inf - (-inf)) is NaN)."""
+    wide = torch.float64 if inputs["q"].device.type == "cpu" else torch.float32
+    q, k, v = (inputs[name].detach().to(wide) for name in ("q", "k", "v"))
+    n, n_keys = q.shape[-2], k.shape[-2]
+    extra = max(0, n - 1 + shift - (n_keys - 1)) if padded else 0
+    s = (q @ k.transpose(-1, -2)) * float(inputs["sm_scale"])
+    if extra:
+        s = torch.cat([s, s.new_zeros((*s.shape[:-1], extra))], dim=-1)
+        v = torch.cat([v, v.new_zeros((*v.shape[:-2], extra, v.shape[-1]))], dim=-2)
+    rows = torch.arange(n, device=s.device)[:, None]
+    cols = torch.arange(s.shape[-1], device=s.device)[None, :]
+    s = s.masked_fill(cols > rows + shift, float("-inf"))
+    m = s.max(dim=-1, keepdim=True).values
+    p = torch.exp(s - m)
+    l_sum = p.sum(dim=-1, keepdim=True)
+    return ((p @ v) / l_sum).cpu().double(), (m + torch.log(l_sum)).squeeze(-1).cpu().double()
+
+
+def _keys_seen(shift: int) -> str:
+    return f"0..i{shift:+d}".replace("+", " + ").replace("-", " - ") if shift else "0..i"
+
+
+def causal_boundary(ctx: CaseContext, exp: Any) -> str:
+    """A sentence when the learner's attention output is the reference with the causal boundary moved by a key or
+    two (query row i seeing the keys 0..i - 1, or 0..i + 1), every element of it; else ''. A row that sees no key
+    under the moved boundary is NaN in both, and the sentence says so."""
+    inputs = ctx.inputs
+    if inputs.get("causal") is not True or not isinstance(inputs.get("sm_scale"), float):
+        return ""
+    if not all(isinstance(inputs.get(name), torch.Tensor) and inputs[name].dim() == 4 for name in ("q", "k", "v")):
+        return ""
+    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
+    out = ctx.outputs[index]
+    q = inputs["q"]
+    which = {tuple(q.shape): 0, tuple(q.shape[:3]): 1}.get(tuple(exp.value.shape))
+    if q.numel() // q.shape[-1] * inputs["k"].shape[-2] > _MOST_SCORES:
+        return ""  # too large to recompute five times here
+    if which is None or not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(exp.value.shape):
+        return ""
+    yours = out.detach().cpu().double()
+    atol, rtol = _tolerance(ctx, exp.name)
+    expected = exp.value.detach().cpu().double()
+    bad = ~((yours - expected).abs() <= atol + rtol * expected.abs())  # NaN counts as wrong
+    best = None
+    for shift in _SHIFTS:
+        for padded in (False, True) if shift > 0 else (False,):
+            twin = _shifted_attention(inputs, shift, padded)[which]
+            same = ((yours - twin).abs() <= atol + rtol * twin.abs()) | (torch.isnan(yours) & torch.isnan(twin))
+            if best is None or int((~same).sum()) < int((~best[2]).sum()):
+                best = (shift, padded, same, twin)
+    if best is None:
+        return ""
+    shift, padded, same, twin = best
+    explained = bad & same
+    if int(explained.sum()) < 0.8 * int(bad.sum()) or int((~same).sum()) > 0.2 * int(bad.sum()):
+        return ""  # the moved boundary does not account for (nearly) every wrong element: not proven
+    side = "left" if shift < 0 else "right"
+    keys = "key" if abs(shift) == 1 else "keys"
+    what = (
+        "the diagonal key (query i's own) is left out"
+        if shift == -1
+        else f"{abs(shift)} {keys} on the diagonal's side are left out"
+        if shift < 0
+        else f"{shift} {keys} past the diagonal {'is' if shift == 1 else 'are'} let in"
+    )
+    whole = (
+        ""
+        if bool(same.all())
+        else f" on every one of your {int(bad.sum())} wrong elements"
+        if bool(explained.eq(bad).all())
+        else f" on {int(explained.sum())} of your {int(bad.sum())} wrong elements"
+    )
+    text = (
+        f"Yours is what the reference gives when query row i sees the keys {_keys_seen(shift)} instead of 0..i"
+        f"{whole}: the causal boundary is {abs(shift)} {keys} to the {side} of the diagonal ({what}; look at the "
+        "comparison that builds the causal mask, < against <=, or a bound one off)."
+    )
+    nan = torch.isnan(twin) & torch.isnan(yours)
+    if bool(nan.any()):
+        rows = int(nan.reshape(-1, nan.shape[-1]).all(dim=-1).sum()) if which == 0 else int(nan.sum())
+        first_rows = "Query row 0 then sees" if shift == -1 else f"Query rows 0..{-shift - 1} then see"
+        text += (
+            f" {first_rows} no key at all: the row max stays -inf and exp(-inf - (-inf)) is NaN, which is why "
+            f"{plural(rows, 'row')} of {exp.name} {'is' if rows == 1 else 'are'} NaN (the row max is subtracted as "
+            "it should be)."
+        )
+    if padded:
+        text += (
+            " The keys past the end of the sequence that this lets in count too, with the score 0 of a key loaded "
+            "as 0: give them the score -inf as well."
+        )
+    if not bool(same.all()):  # the elements the moved boundary does not give: where they are, right or wrong
+        other = ~same
+        where = "; ".join(locate(other, exp.dims))
+        right, wrong = int((other & ~bad).sum()), int((other & bad).sum())
+        text += (
+            f" Yours differs from that recomputation at {plural(int(other.sum()), 'element')} ({where}): "
+            + (f"{right} right and {wrong} wrong in another way" if wrong else "yours is right there")
+            + "; look at which keys your kernel lets in for those rows."
+        )
+    return text
+
+
+
+
 
 def _within_block(ctx: CaseContext, shift: int, padded: bool) -> Prediction | None:
     """The causal boundary `shift` keys to the right, but never past the end of the query block's diagonal key block:
@@ -238,8 +352,6 @@ def _within_block(ctx: CaseContext, shift: int, padded: bool) -> Prediction | No
 
 
 def _shift_variants(ctx: CaseContext, shift: int) -> list[Prediction]:
-    from checks.engine.judging.rules.core import _shifted_attention
-
     variants = [
         {"o": o, "lse": lse}
         for o, lse in (_shifted_attention(ctx.inputs, shift, padded) for padded in (False, True)[: 1 + (shift > 0)])
@@ -268,8 +380,6 @@ def _either(ctx: CaseContext, predictions: list[Prediction]) -> Prediction | Non
 
 def _say_shift(shift: int) -> Callable[[CaseContext], str]:
     def says(ctx: CaseContext) -> str:
-        from checks.engine.judging.rules.core import causal_boundary
-
         variants = _shift_variants(ctx, shift)
         if any(reproduces(ctx, p) for p in variants[: 1 + (shift > 0)]):
             return causal_boundary(ctx, next(e for e in ctx.expected if e.name == "o"))
@@ -636,9 +746,12 @@ def fitting(ctx: CaseContext) -> dict[str, str]:
     """The mistakes that reproduce this case (in the order of MISTAKES), each with the sentence that names it."""
     found = {}
     for mistake in MISTAKES:
-        prediction = mistake.predict(ctx)
-        if prediction is not None and reproduces(ctx, prediction):
-            found[mistake.name] = mistake.says(ctx)
+        try:
+            prediction = mistake.predict(ctx)
+            if prediction is not None and reproduces(ctx, prediction):
+                found[mistake.name] = mistake.says(ctx)
+        except (RuntimeError, ValueError, IndexError, TypeError):  # inputs the recomputation cannot take: no fit
+            continue
     return found
 
 
