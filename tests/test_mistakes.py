@@ -137,6 +137,12 @@ def test_an_unproven_cause_is_said_as_what_is_known_with_the_command_that_shows_
     on_gpu = [failing(1, left, degenerate=True), failing(3, {})]
     cause_over_cases(on_gpu, "9", "p9.py", seed=3, interpreter=False)
     assert "make check PUZZLE=9 FILE=p9.py ARGS='--case 4 --seed 3'" in on_gpu[0].details[0]
+    notebook = [failing(1, left, degenerate=True), failing(3, {})]
+    cause_over_cases(notebook, "9", seed=3)
+    assert (
+        "make map PUZZLE=9 ARGS='--case 4 --seed 3', or show(9, case=4, seed=3) in the notebook"
+        in notebook[0].details[0]
+    )
 
 
 def test_a_cause_proven_over_every_failing_case_is_kept_and_put_first():

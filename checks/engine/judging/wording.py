@@ -222,6 +222,9 @@ def cause_over_cases(
         case = other[0].index
         flags = f"--case {case + 1}" + (f" --seed {seed}" if seed is not None else "")
         command = V.make_command("map" if interpreter else "check", number, file, flags)
+        if interpreter and not file:  # show() maps the notebook's code, as make map maps the saved notebook
+            given = f", case={case + 1}" + (f", seed={seed}" if seed is not None else "")
+            command += f", or show({V.puzzle_literal(number)}{given}) in the notebook"
         text += f"; look at case {case + 1} as well ({other[0].description}): {command}"
     first.details[0] = text + "."
     first.cause = False

@@ -288,6 +288,8 @@ def _tolerance(ctx: CaseContext, exp: Any) -> tuple[float, float]:
 
 
 _MOST_SCORES = 1 << 25  # the largest score matrix (all heads) the causal recomputation makes
+
+
 def fully_masked_rows(ctx: CaseContext, exp: Any) -> str:
     """A sentence when, in a causal case, the NaN elements of the learner's output are exactly the first r query rows
     of every head: the rows that see no key when the causal boundary is r keys to the left of the diagonal."""

@@ -328,9 +328,6 @@ def causal_boundary(ctx: CaseContext, exp: Any) -> str:
     return text
 
 
-
-
-
 def _within_block(ctx: CaseContext, shift: int, padded: bool) -> Prediction | None:
     """The causal boundary `shift` keys to the right, but never past the end of the query block's diagonal key block:
     a kernel whose stage on the diagonal stops at start_m * BLOCK_M + BLOCK_M lets the extra keys in only there.
