@@ -104,6 +104,14 @@ PROVEN = {
         ],
         ["instead of 0..i", "exp overflowed", "No cause is proven"],
     ),
+    "09_diagonal_stage_one_key_block": (  # a square block assumed: BLOCK_M 32, BLOCK_N 16 in the interpreter
+        "9",
+        [
+            "Yours is what the reference gives when each query block sees only the first key block of its diagonal "
+            "(keys up to start_m * BLOCK_M + BLOCK_N - 1), on every failing case"
+        ],
+        ["instead of 0..i", "No cause is proven"],
+    ),
     "08a_no_divide_by_l": (
         "8a",
         ["Yours / expected is exactly each query row's sum l = sum of exp(s - m) over its keys, on every failing case"],

@@ -48,6 +48,7 @@ FITS = [
     ("9", 3, "causal boundary -2"),
     ("9", 3, "causal mask left out"),
     ("9", 3, "diagonal stage one block late"),
+    ("9", 3, "diagonal stage one key block"),  # BLOCK_M 64, BLOCK_N 32
     ("12", 0, "kv head h % H_kv"),
     ("13", 0, "kv head h % H_kv"),  # the paged cache: its heads along axis 2
     ("12", 0, "keys past the last split left out"),

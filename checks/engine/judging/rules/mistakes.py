@@ -421,6 +421,21 @@ def _diagonal_late(ctx: CaseContext) -> Prediction | None:
     return {"o": o, "lse": lse}
 
 
+def _diagonal_one_key_block(ctx: CaseContext) -> Prediction | None:
+    """The stage on the diagonal covering one key block where BLOCK_M > BLOCK_N (a square block assumed): a query
+    row of block i sees its diagonal's keys only up to i * BLOCK_M + BLOCK_N - 1."""
+    if not _attention(ctx) or ctx.inputs.get("causal") is not True or (blocks := _blocks(ctx)) is None:
+        return None
+    block_m, block_n = blocks
+    if block_m <= block_n:
+        return None
+    s = _scores(ctx)
+    start = (torch.arange(s.shape[-2], device=s.device) // block_m * block_m)[:, None]
+    cols = torch.arange(s.shape[-1], device=s.device)[None, :]
+    o, lse, _ = _softmax_parts(s.masked_fill(cols >= start + block_n, float("-inf")), ctx.inputs["v"])
+    return {"o": o, "lse": lse}
+
+
 KEY_MISTAKES = (
     *(
         Mistake(
@@ -440,6 +455,17 @@ KEY_MISTAKES = (
             "Yours is what the reference gives with causal=False, on every failing case: each query row sees every "
             "key up to N, its future ones too; the keys past the diagonal get the score -inf (on the diagonal's key "
             "block, with a mask that keeps key j for query i only when j <= i)."
+        ),
+    ),
+    Mistake(
+        "diagonal stage one key block",
+        "the diagonal's stage one key block long (BLOCK_M = BLOCK_N assumed)",
+        _diagonal_one_key_block,
+        lambda ctx: (
+            "Yours is what the reference gives when each query block sees only the first key block of its diagonal "
+            "(keys up to start_m * BLOCK_M + BLOCK_N - 1), on every failing case: the stage on the diagonal covers "
+            "one key block, as if BLOCK_M were BLOCK_N; let it run to start_m * BLOCK_M + BLOCK_M (or N), in steps "
+            "of BLOCK_N."
         ),
     ),
     Mistake(
