@@ -436,6 +436,25 @@ def _diagonal_one_key_block(ctx: CaseContext) -> Prediction | None:
     return {"o": o, "lse": lse}
 
 
+def _padding(ctx: CaseContext) -> int:
+    """How many lanes of the last key block lie past N, for the BLOCK_N the kernels were launched with (0 without)."""
+    blocks = _blocks(ctx)
+    n_keys = int(ctx.inputs["k"].shape[-2])
+    return -n_keys % blocks[1] if blocks else 0
+
+
+def _padding_scored_zero(ctx: CaseContext) -> Prediction | None:
+    """The lanes of the last key block past N counted with the score 0 and the value 0 (K and V loaded as 0 there,
+    and no -inf for them): every row's softmax gets their share."""
+    if not _attention(ctx) or ctx.inputs.get("causal") is True or not (pad := _padding(ctx)):
+        return None
+    s, v = _scores(ctx), ctx.inputs["v"].detach().to(_scores_dtype(ctx))
+    s = torch.cat([s, s.new_zeros((*s.shape[:-1], pad))], dim=-1)
+    v = torch.cat([v, v.new_zeros((*v.shape[:-2], pad, v.shape[-1]))], dim=-2)
+    o, lse, _ = _softmax_parts(s, v)
+    return {"o": o, "lse": lse}
+
+
 KEY_MISTAKES = (
     *(
         Mistake(
@@ -455,6 +474,17 @@ KEY_MISTAKES = (
             "Yours is what the reference gives with causal=False, on every failing case: each query row sees every "
             "key up to N, its future ones too; the keys past the diagonal get the score -inf (on the diagonal's key "
             "block, with a mask that keeps key j for query i only when j <= i)."
+        ),
+    ),
+    Mistake(
+        "padding scored 0",
+        "the lanes past N scored 0 instead of -inf",
+        _padding_scored_zero,
+        lambda ctx: (
+            f"Yours is what the reference gives when the {_padding(ctx)} lanes of the last key block past N count "
+            "with the score 0 and the value 0, on every failing case: masked lanes loaded as 0 get the score 0 "
+            "instead of -inf and a share of the softmax; give every masked lane the score -inf before the max and "
+            "the sum (tl.where(mask, s, float('-inf')))."
         ),
     ),
     Mistake(
