@@ -224,6 +224,7 @@ def test_a_crash_in_the_learners_file_names_its_line(tmp_path):
     )
     verdict = grade(get_puzzle(1), submission, cases=[0], timeout=60, time_it=False)
     assert verdict.status == V.CRASHED and "p1_crash.py, line 5 (in vector_add)" in verdict.summary, verdict.summary
+    assert 'File "' not in verdict.output and "Fatal Python error" not in verdict.output  # the dump is not printed
 
 
 # -- every command a report suggests repeats every input the check used
