@@ -57,6 +57,12 @@ def parser() -> argparse.ArgumentParser:
         help="on failure, save a picture of where the output is wrong (default: build/pictures/NN_slug.png)",
     )
     p.add_argument(
+        "--case",
+        type=int,
+        help="grade only case K, numbered as a report numbers them (as `make map` takes it); a check of one case is "
+        "not recorded in `make progress`",
+    )
+    p.add_argument(
         "--earlier",
         type=Path,
         help="for a puzzle that builds on an earlier step (9 on 9a, 10 on 10b): your code of that step, a .py file or "
@@ -99,6 +105,11 @@ def _main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     learners = _is_learners(args)
+    if args.case is not None:
+        count = max(len(puzzle.cases.cpu), len(puzzle.cases.gpu))
+        if not 1 <= args.case <= count:
+            print(f"Puzzle {puzzle.number} has cases 1 to {count}: give --case a number among them.", file=sys.stderr)
+            return 2
     picture = None
     if args.picture:
         picture = args.picture if args.picture != PICTURE else ROOT / PICTURE / f"{puzzle.stem}.png"
@@ -107,7 +118,7 @@ def _main(argv: list[str] | None = None) -> int:
             puzzle,
             interpret=args.interpret,
             picture=picture,
-            record_as=_origin(args, puzzle.notebook) if learners else None,
+            record_as=_origin(args, puzzle.notebook) if learners and args.case is None else None,
             again=f"`make check PUZZLE={puzzle.number}` without FILE records the notebook's again.",
             file=args.file,
             solution=args.solution,
@@ -116,16 +127,23 @@ def _main(argv: list[str] | None = None) -> int:
             time_it=not args.no_time,
             progress=None if args.json else V.progress_printer(puzzle.number, puzzle.title),
             earlier=args.earlier,
+            cases=None if args.case is None else [args.case - 1],
         )
     except SubmissionError as exc:
         print(exc, file=sys.stderr)
         return 2
     verdict = checked.verdict
+    V.repeat_case(verdict, args.case)
     note = checked.picture_note if args.picture else picture_advice(verdict, puzzle.stem) if checked.had_picture else ""
     if args.file is not None and not learners:
         note += ("\n" if note else "") + (
             f"Not recorded in `make progress`: {shown(args.file)} is one of the course's own files under solutions/; "
             "grade your own copy (FILE=your_file.py) to record a verdict."
+        )
+    if args.case is not None and learners:
+        note += ("\n" if note else "") + (
+            f"Not recorded in `make progress`: only case {args.case} was graded; check without --case to grade "
+            "every case."
         )
     if checked.recorded:
         note += ("\n" if note else "") + checked.recorded

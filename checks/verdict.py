@@ -39,6 +39,9 @@ class CaseResult:
     diagnosed: bool = False  # its problem says why the values are wrong (the merge of the splits, an overflow...)
     printed: str = ""  # what the learner's code printed (and the warnings it raised) during this case
     details: list[str] = field(default_factory=list)
+    fits: dict[str, str] = field(default_factory=dict)  # mistake -> its sentence: those that give these values
+    degenerate: bool = False  # too small a case to tell mistakes apart: it never decides a cause alone
+    stated: str = ""  # the mistake details[0] names for this case, kept only when it fits every failing case
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Verdict:
     earlier: str = ""  # the earlier step's code given with --earlier, as commands name it; "" when none was
     # one sentence when the kernel did not seal the process that ran the learner's code (no Landlock); "" when it did
     unsealed: str = ""
+    only_case: int | None = None  # the one case graded (--case K, numbered from 1); None when every case was
 
     @property
     def passed(self) -> bool:
@@ -110,6 +114,14 @@ _COMMAND = re.compile(  # what `make_command` writes, followed by a space, punct
 )
 
 
+def _rewrite_commands(v: Verdict, again: Callable[[re.Match[str]], str]) -> None:
+    """Every command in the summary, the details and each case's details, as `again` writes it."""
+    v.summary = _COMMAND.sub(again, v.summary)
+    v.details = [_COMMAND.sub(again, line) for line in v.details]
+    for case in v.cases:
+        case.details = [_COMMAND.sub(again, line) for line in case.details]
+
+
 def repeat_earlier(v: Verdict, earlier: str) -> None:
     """Give every command `v` suggests the --earlier file the check used (`make_command` wrote them without it)."""
     if not earlier:
@@ -122,8 +134,7 @@ def repeat_earlier(v: Verdict, earlier: str) -> None:
         file = shlex.split(match["file"][6:])[0] if match["file"] else ""
         return make_command(match["target"], match["puzzle"], file, match["args"] or "", earlier)
 
-    v.summary = _COMMAND.sub(again, v.summary)
-    v.details = [_COMMAND.sub(again, line) for line in v.details]
+    _rewrite_commands(v, again)
 
 
 def repeat_seed(v: Verdict) -> None:
@@ -139,8 +150,23 @@ def repeat_seed(v: Verdict) -> None:
         file = shlex.split(match["file"][6:])[0] if match["file"] else ""
         return make_command(match["target"], match["puzzle"], file, f"{given} --seed {v.seed}".strip())
 
-    v.summary = _COMMAND.sub(again, v.summary)
-    v.details = [_COMMAND.sub(again, line) for line in v.details]
+    _rewrite_commands(v, again)
+
+
+def repeat_case(v: Verdict, case: int | None) -> None:
+    """After a check of one case (--case K), give every check command `v` suggests for this puzzle that case too."""
+    if case is None:
+        return
+    v.only_case = case
+
+    def again(match: re.Match[str]) -> str:
+        given = match["args"] or ""
+        if match["target"] != "check" or match["puzzle"] != str(v.puzzle) or "--case" in given.split():
+            return match.group(0)
+        file = shlex.split(match["file"][6:])[0] if match["file"] else ""
+        return make_command("check", match["puzzle"], file, f"--case {case} {given}".strip())
+
+    _rewrite_commands(v, again)
 
 
 def header(puzzle: int, title: str, mode: str, device: str) -> str:
@@ -234,7 +260,8 @@ def format_verdict(v: Verdict, title: str = "", cases_shown: bool = False) -> st
     if v.debugging:
         out.append(DEBUGGING_RUN.format(seed=v.seed, aside=" (its timings aside)" if v.mode == "gpu" else ""))
     if v.seed is not None and not v.passed and v.cases:
-        again = make_command("check", v.puzzle, v.file, f"--seed {v.seed}", v.earlier)
+        only = f"--case {v.only_case} " if v.only_case is not None else ""
+        again = make_command("check", v.puzzle, v.file, f"{only}--seed {v.seed}", v.earlier)
         if v.file or v.earlier:  # check() in the notebook would grade the notebook's code, not these files
             out.append(f"({again_words(v)}, run {again})")
         else:

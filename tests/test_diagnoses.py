@@ -13,7 +13,7 @@ import torch
 
 from checks import cli
 from checks.authoring.stubs import module_body, strip_markers
-from checks.engine.judging.rules import core
+from checks.engine.judging.rules import core, mistakes
 from checks.engine.judging.wording import triton_error_gloss
 from checks.learner import progress
 from checks.registry import ROOT, Case, get_puzzle, shown
@@ -80,7 +80,7 @@ DIAGNOSED = {
             "The keys past the end of the sequence that this lets in count too",
             EVERY_FAILING_CASE_IS_CAUSAL,
         ],
-        ["A constant scale is applied twice or left out", "exp overflowed"],
+        ["A constant scale", "exp overflowed"],
     ),
     "13_seq_lens_one_page_short": (  # keys never read, named for every sequence
         "13",
@@ -94,11 +94,78 @@ DIAGNOSED = {
         ["read only the parts of it that a kernel wrote", "a tail that a block or its mask misses"],
     ),
 }
+# causes proven as the ones above, graded again for each mistake of rules/mistakes.py: `make test-all` grades them
+PROVEN = {
+    "09_diagonal_stage_one_block_late": (  # the case of one row alone fits "the diagonal key left out" too
+        "9",
+        [
+            "Yours is what the reference gives when each query block leaves out the first key block on its diagonal "
+            "(keys start_m * BLOCK_M .. start_m * BLOCK_M + BLOCK_N - 1), on every failing case"
+        ],
+        ["instead of 0..i", "exp overflowed", "No cause is proven"],
+    ),
+    "09_diagonal_stage_one_key_block": (  # a square block assumed: BLOCK_M 32, BLOCK_N 16 in the interpreter
+        "9",
+        [
+            "Yours is what the reference gives when each query block sees only the first key block of its diagonal "
+            "(keys up to start_m * BLOCK_M + BLOCK_N - 1), on every failing case"
+        ],
+        ["instead of 0..i", "No cause is proven"],
+    ),
+    "08a_no_divide_by_l": (
+        "8a",
+        ["Yours / expected is exactly each query row's sum l = sum of exp(s - m) over its keys, on every failing case"],
+        ["a sum with missing terms", "masked lanes loaded as 0", "A constant scale"],
+    ),
+    "08a_exp_of_base2_scores": (
+        "8a",
+        ["Your o is what the reference gives with sm_scale = 0.125 x log2(e), on every failing case"],
+        ["A constant scale", "sm_scale is left out"],
+    ),
+    "08a_scale_hard_coded": (
+        "8a",
+        [
+            "Yours is what the reference gives with sm_scale = 1/sqrt(128) instead of the 0.3 the call passed, on "
+            "every failing case, and exactly the cases whose sm_scale is not 1/sqrt(D) fail"
+        ],
+        ["Every failing case has", "ignores the strides"],
+    ),
+    "12_kv_head_by_remainder": (
+        "12",
+        ["when query head h reads the keys and values of kv head h % H_kv, on every failing case"],
+        ["hold exactly the expected values of another one"],
+    ),
+    "06_max_from_zero": (
+        "6",
+        ["Yours is what the softmax gives when the running max starts at 0 instead of -inf, on every failing case"],
+        ["exp overflowed", "subtract the row max first", "masked lanes loaded as 0", "were they written at all"],
+    ),
+    "07_max_from_zero": (
+        "7",
+        ["Yours is what the softmax gives when the running max starts at 0 instead of -inf, on every failing case"],
+        ["exp overflowed", "subtract the row max first", "masked lanes loaded as 0", "were they written at all"],
+    ),
+    "11_splits_rounded_down": (
+        "11",
+        ["Yours is what the reference gives with only the keys 0..255 of the 300 (every head's last 44 left out)"],
+        ["a tail that a block or its mask misses"],
+    ),
+    "10b_dk_times_log2e": (
+        "10b",
+        ["Your dk is exactly log2(e) x the expected dk (1.443x), every other output right, on every failing case"],
+        ["A constant scale"],
+    ),
+    "10b_dk_without_scale": (
+        "10b",
+        ["Your dk is exactly 1/sm_scale x the expected dk (8x), every other output right, on every failing case"],
+        ["A constant scale"],
+    ),
+}
 EARLIER = {"9": ("--earlier", STEP_9A_KEY)}  # puzzle 9's submissions build on the answer key of step 9a
 
 
 def diagnosis_report(tmp_path: Path, monkeypatch, capsys, name: str) -> str:
-    number = DIAGNOSED[name][0]
+    number = {**DIAGNOSED, **PROVEN}[name][0]
     graded = submission(DIAGNOSES, name, tmp_path)
     return report(tmp_path, monkeypatch, capsys, number, graded, *EARLIER.get(number, ()))
 
@@ -115,9 +182,38 @@ def test_a_report_names_the_cause_its_evidence_proves_and_no_guess(name, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("name", sorted(PROVEN))
+def test_each_mistake_of_the_list_is_named_when_it_gives_every_failing_case(name, tmp_path, monkeypatch, capsys):
+    out = diagnosis_report(tmp_path, monkeypatch, capsys, name)
+    _, said, not_said = PROVEN[name]
+    for text in said:
+        assert text in out, out
+    for text in not_said:
+        assert text not in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+def test_no_cause_is_named_from_a_case_another_mistake_gives_alike(tmp_path, monkeypatch, capsys):
+    # without the mistake the kernel makes, its case of one row still fits "the diagonal key left out" (and two keys
+    # left out), and the other failing cases fit nothing: no cause is named, what is known is said, with a command
+    late = mistakes.BY_NAME["diagonal stage one block late"]
+    monkeypatch.setattr(mistakes, "MISTAKES", tuple(m for m in mistakes.MISTAKES if m is not late))
+    out = diagnosis_report(tmp_path, monkeypatch, capsys, "09_diagonal_stage_one_block_late")
+    assert "instead of 0..i" not in out and "the diagonal key (query i's own) is left out" not in out, out
+    assert (
+        "No cause is proven: the reference with the causal boundary 1 key to the left of the diagonal gives the "
+        "values of case 2, but not those of cases 4, 5, 6, 8, 9, which fail too" in out
+    ), out
+    assert "such a case decides nothing alone" in out, out
+    assert f"ARGS='--earlier {STEP_9A_KEY} --case 4 --seed 3'" in out, out
+
+
+@pytest.mark.slow
 def test_nan_from_small_scores_is_not_called_an_overflow(tmp_path, monkeypatch, capsys):
-    # without the two causal diagnoses (the mutation check), what is left is where, and that no exp overflowed
-    monkeypatch.setattr(core, "causal_boundary", lambda ctx, exp: "")
+    # without the causal diagnoses (the mutation check), what is left is where, and that no exp overflowed
+    monkeypatch.setattr(mistakes, "MISTAKES", ())
     monkeypatch.setattr(core, "fully_masked_rows", lambda ctx, exp: "")
     out = diagnosis_report(tmp_path, monkeypatch, capsys, "09_causal_diagonal_left_out")
     assert "Your output has NaN or inf although every input is finite, yet the exp of these scores cannot " in out
@@ -180,23 +276,23 @@ def attention_call(yours: Callable[..., torch.Tensor], n: int = 9) -> SimpleName
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, n, 16, generator=gen, dtype=torch.float64) for _ in range(3))
     inputs = {"q": q, "k": k, "v": v, "causal": True, "sm_scale": 0.25}
-    o, _ = core._shifted_attention(inputs, 0, padded=False)
+    o, _ = mistakes._shifted_attention(inputs, 0, padded=False)
     expected = SimpleNamespace(name="o", value=o, dims=("batch", "heads", "query rows", "head-dim columns"))
     puzzle = SimpleNamespace(tolerance_for=lambda name: (1e-6, 1e-6))
     return SimpleNamespace(inputs=inputs, expected=[expected], outputs=[yours(inputs, o)], puzzle=puzzle, case=Case())
 
 
 def test_a_moved_causal_boundary_is_named_only_when_it_reproduces_the_output():
-    left = attention_call(lambda inputs, o: core._shifted_attention(inputs, -1, padded=False)[0])
-    said = core.causal_boundary(left, left.expected[0])
+    left = attention_call(lambda inputs, o: mistakes._shifted_attention(inputs, -1, padded=False)[0])
+    said = mistakes.causal_boundary(left, left.expected[0])
     assert "sees the keys 0..i - 1 instead of 0..i" in said and "Query row 0 then sees no key at all" in said
     assert "2 rows of o are NaN" in said  # row 0 of each of the two heads
-    right = attention_call(lambda inputs, o: core._shifted_attention(inputs, 1, padded=False)[0])
-    assert "sees the keys 0..i + 1 instead of 0..i" in core.causal_boundary(right, right.expected[0])
+    right = attention_call(lambda inputs, o: mistakes._shifted_attention(inputs, 1, padded=False)[0])
+    assert "sees the keys 0..i + 1 instead of 0..i" in mistakes.causal_boundary(right, right.expected[0])
     scaled = attention_call(lambda inputs, o: 2 * o)
-    assert core.causal_boundary(scaled, scaled.expected[0]) == ""
+    assert mistakes.causal_boundary(scaled, scaled.expected[0]) == ""
     left.inputs["causal"] = False  # without the mask, no boundary to move
-    assert core.causal_boundary(left, left.expected[0]) == ""
+    assert mistakes.causal_boundary(left, left.expected[0]) == ""
 
 
 def test_nan_rows_are_called_fully_masked_only_when_they_are_the_first_rows_of_every_head():

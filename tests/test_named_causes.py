@@ -57,11 +57,15 @@ def test_keys_read_past_seq_lens_are_named_before_the_wrong_values(tmp_path):
     assert "listed in block_table, past seq_lens there" in report, report
 
 
-def test_padded_keys_scored_zero_get_the_one_factor_per_row_shape(tmp_path):
+def test_padded_keys_scored_zero_are_proven_so_and_replace_the_one_factor_per_row_shape(tmp_path):
     verdict, report = grade_one_case("8a", "no_key_mask", tmp_path)
     assert verdict.rule == "values"
-    assert "constant along head-dim columns and differs between query rows" in report, report
+    assert (
+        "Yours is what the reference gives when the 28 lanes of the last key block past N count with the score 0"
+        in report
+    ), report
     assert "get the score 0 instead of -inf" in report, report
+    assert "constant along head-dim columns and differs between query rows" not in report, report  # a guess
 
 
 def test_a_write_outside_names_the_kernel_the_line_and_the_argument(tmp_path):

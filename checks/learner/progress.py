@@ -129,12 +129,15 @@ def record(verdict: V.Verdict, path: Path | None = None, source: str = "") -> bo
     `make progress` shows it beside the verdict, so a check of another file is never mistaken
     for the notebook's. Verdicts that say nothing about the learner's code (not-ready,
     environment, internal, tampered) are not recorded, nor is a debugging run (`--seed`), whose data values the
-    learner can know. Returns whether the verdict was recorded.
+    learner can know; nor is a check that graded nothing (`could_not_grade`) where a pass is recorded. Returns
+    whether the verdict was recorded.
     """
     if verdict.status not in RECORDED or verdict.debugging:
         return False
     data = load(path)
     e = entry(data, verdict.puzzle)
+    if could_not_grade(verdict) and e.get("status") == V.PASSED:
+        return False  # a check that graded nothing never takes the place of a recorded pass
     e.update(
         status=NOT_STARTED if verdict.rule == "stub" else verdict.status,
         time=now(),
@@ -151,6 +154,19 @@ def record(verdict: V.Verdict, path: Path | None = None, source: str = "") -> bo
     if verdict.passed and not e.get("first_passed"):
         e["first_passed"] = e["time"]
     return save(data, path)
+
+
+def could_not_grade(verdict: V.Verdict) -> bool:
+    """Whether a check graded no case of the code: it ended before (the step it builds on still the stub, code that
+    does not load, a missing name)."""
+    return verdict.status == V.ERROR and not verdict.cases
+
+
+def keeps_pass(verdict: V.Verdict, path: Path | None = None) -> bool:
+    """Whether `record` leaves this puzzle's recorded pass in place because the check could not grade the code."""
+    if not could_not_grade(verdict) or verdict.debugging:
+        return False
+    return load(path)["puzzles"].get(puzzle_id(verdict.puzzle), {}).get("status") == V.PASSED
 
 
 def hints_shown(number: int | str, path: Path | None = None) -> int:

@@ -46,7 +46,16 @@ def what_next(number: int | str, notebook: bool = False, file: str = "") -> str:
     ready = [p for p in load_puzzles() if p.ready]
     at = next((i for i, p in enumerate(ready) if str(p.number) == str(number)), len(ready) - 1)
     if at + 1 >= len(ready):
-        return "That was the last puzzle of the course: `make progress` shows every puzzle you have passed."
+        entries = progress.load()["puzzles"]
+        left = [p for p in ready if not entries.get(progress.puzzle_id(p.number), {}).get("first_passed")]
+        if not left:
+            return "That was the last puzzle of the course, and you have passed every one: `make progress` lists them."
+        return (
+            f"That was the last puzzle of the course; {len(left)} of {len(ready)} {V.agree(len(left), 'is', 'are')} "
+            "not passed yet "
+            f"({', '.join(str(p.number) for p in left)}): next, puzzle {left[0].number} ({left[0].title}); "
+            "`make progress` shows each one's last verdict."
+        )
     step = ready[at + 1]
     if notebook:
         how = f"open {step.notebook.name} and, once your code runs, call check({step.literal}) there"
@@ -103,7 +112,12 @@ def check_session(
 
             checked.picture, checked.picture_note = draw_verdict(verdict, picture)
         verdict.picture_data = ""  # the error map lived in a temporary folder; a PNG is what stays
-    if record_as is not None and progress.record(verdict, source=record_as) and record_as:
+    if record_as is not None and progress.keeps_pass(verdict):
+        checked.recorded = (
+            f"Not recorded in `make progress`: this check graded no case, so puzzle {puzzle.number}'s recorded pass "
+            "stays."
+        )
+    elif record_as is not None and progress.record(verdict, source=record_as) and record_as:
         checked.recorded = (
             f"Recorded in `make progress` as puzzle {puzzle.number}'s last verdict, from {record_as} "
             f"(not {puzzle.notebook.name}); {again}"

@@ -160,6 +160,7 @@ class Judge:
             return result
         result.problem, result.details, result.rule = problem.message, problem.details, problem.rule
         result.cause, result.diagnosed = problem.cause, problem.diagnosed
+        result.fits, result.degenerate, result.stated = problem.fits, problem.degenerate, problem.stated
         self.save_picture(problem, description)
         return result
 

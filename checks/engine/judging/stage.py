@@ -43,6 +43,7 @@ from checks.engine.judging.timing import from_measurement
 from checks.engine.judging.wording import (
     RULE_FAILED_SUMMARY,
     TAMPERED_SUMMARY,
+    cause_over_cases,
     earlier_step_advice,
     earlier_stub_summary,
     ending_verdict,
@@ -50,6 +51,7 @@ from checks.engine.judging.wording import (
     grader_error_verdict,
     map_advice,
     unfinished_verdict,
+    without_fault_dump,
 )
 from checks.engine.phases import mark
 from checks.engine.processes.prestart import take_prestarted
@@ -326,7 +328,7 @@ class Stage:
         else:
             self.finished_verdict(v)
         if not v.passed:
-            v.output = end.output
+            v.output = without_fault_dump(end.output or "")
             v.picture_data = self.judge.picture
             v.rule = v.rule or v.status
         return v
@@ -365,6 +367,7 @@ class Stage:
             if self.stopped_early:
                 stopped = f"grading stopped at the first failing case, case {first.index + 1}"
                 v.summary = f"{stopped} ({first.description}): {first.problem}"
+            cause_over_cases(failed, self.puzzle.number, self.file, self.job.seed, self.judge.device == "cpu")
             if not self.stopped_early:  # which parameter splits failing from passing cases needs them all
                 params = [self.judge.cases[r.index].given() for r in self.results]
                 v.details += failure_pattern(params, [r.passed for r in self.results], first.cause)
@@ -391,7 +394,9 @@ class Stage:
             case = self.puzzle.timing_case.given() if self.puzzle.timing_case else {}
             timings = Timings(case=case, problem=self.timing_problem)
         try:  # both outputs at the timing size, read once, compared here and then dropped
-            v.timings = from_measurement(self.puzzle, timings, load_timing_outputs(self.workdir, timings))
+            v.timings = from_measurement(
+                self.puzzle, timings, load_timing_outputs(self.workdir, timings), device=v.device
+            )
             if v.timings.get("summary") and timings.graphs:
                 v.timings["summary"] += f" Timed as CUDA graph replays: {', '.join(timings.graphs)}."
             v.details += unjudged_at_the_timing_size(self.timing_kernels, self.launched)

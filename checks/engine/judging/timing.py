@@ -6,9 +6,10 @@ size and times, with `triton.testing.do_bench` (median):
     yours, the answer key, the torch baseline (cuBLAS, torch.softmax, scaled_dot_product_attention)
 
 and prints each one's time, GB/s and TFLOPS, its speed next to yours, and its share of the
-machine's roofline. The roofline comes from two measurements made once per process: the bandwidth
-of a large device-to-device copy (bytes read + written) and the rate of a large float16
-torch.matmul. A puzzle with a `speed_bar` fails when yours is slower than min_ratio x the baseline.
+machine's roofline. The roofline is a ceiling (`ceiling`): the device's peaks from its data sheet where the GPU is
+known, else two measurements made once per process (the bandwidth of a large device-to-device copy, bytes read +
+written, and the rate of a large float16 torch.matmul), and never below the fastest rate of the run; its line
+says which. A puzzle with a `speed_bar` fails when yours is slower than min_ratio x the baseline.
 
 The arithmetic and the clock are `checks.engine.timing`'s, below both the replay and the bench; here is the verdict
 on the times the replay measured, and the comparison of the outputs at the timing size.
@@ -87,6 +88,52 @@ def rate_text(nbytes: float, flops: float, ms: float) -> str:
     return text
 
 
+# (a word of the GPU's name, dense float16/bfloat16 tensor-core TFLOPS, memory GB/s), from the vendor's data sheets;
+# the first whose words are all in the device's name gives its peaks (H100 SXM's name is "NVIDIA H100 80GB HBM3")
+KNOWN_PEAKS: tuple[tuple[tuple[str, ...], float, float], ...] = (
+    (("H200",), 989.0, 4800.0),
+    (("H100", "NVL"), 835.0, 3900.0),
+    (("H100", "PCIe"), 756.0, 2000.0),
+    (("H100",), 989.0, 3350.0),
+    (("A100", "40GB"), 312.0, 1555.0),
+    (("A100",), 312.0, 2039.0),
+)
+
+
+def ceiling(
+    peaks: Peaks | None, device: str, nbytes: float, flops: float, times: dict[str, float]
+) -> tuple[Peaks | None, str]:
+    """The roof of the roofline and the line that says where it comes from: a ceiling no timed function of the run
+    is above. Each roof is the device's peak from its data sheet (KNOWN_PEAKS) where the device is known, or the
+    measurement (a device-to-device copy, a large float16 torch.matmul) where it is higher or the device unknown;
+    then, where a timed function of this run still goes faster than that, its own rate."""
+    known = next((row for row in KNOWN_PEAKS if all(word in device for word in row[0])), None)
+    if peaks is None and known is None:
+        return None, ""
+    gb, tf = (peaks.copy_gbps, peaks.matmul_tflops) if peaks else (0.0, 0.0)
+    side = peaks.matmul_side if peaks else 0
+    said_gb = "a device-to-device copy measured here, bytes read + written" if peaks else ""
+    said_tf = f"float16 torch.matmul {side}^3 measured here" if peaks else ""
+    if known is not None and known[2] >= gb:
+        gb, said_gb = known[2], f"{device}'s memory bandwidth, from its data sheet"
+    if known is not None and known[1] >= tf:
+        tf, said_tf = known[1], f"{device}'s dense float16 tensor-core peak, from its data sheet"
+    roof = Peaks(gb, tf, side)
+    fastest = min(times, key=times.get) if times else ""
+    if fastest and roofline_share(nbytes, flops, times[fastest], roof) > 1.0:
+        ms = times[fastest]
+        if flops and flops / (tf * 1e9) >= nbytes / (gb * 1e6):
+            tf, said_tf = tflops(flops, ms), f"the rate of {fastest} in this run, above the peak it replaces"
+        else:
+            gb, said_gb = gbps(nbytes, ms), f"the rate of {fastest} in this run, above the bandwidth it replaces"
+        roof = Peaks(gb, tf, side)
+    line = (
+        f"  roofline: {roof.copy_gbps:.0f} GB/s ({said_gb}) and {roof.matmul_tflops:.0f} TFLOPS ({said_tf}); "
+        f"this work is {bound(nbytes, flops, roof)}-bound"
+    )
+    return roof, line
+
+
 def timing_table(
     case: dict[str, Any],
     times: dict[str, float],
@@ -94,8 +141,11 @@ def timing_table(
     flops: float,
     peaks: Peaks | None,
     yours: str = "yours",
+    device: str = "",
 ) -> list[str]:
-    """The lines the grader prints: one per timed function, then the roofline it is measured against."""
+    """The lines the grader prints: one per timed function, then the roofline it is measured against (`ceiling`:
+    the device's peaks where they are known, above every rate of the run)."""
+    peaks, roof_line = ceiling(peaks, device, nbytes, flops, times)
     size = ", ".join(f"{k}={v}" for k, v in case.items())
     lines = [f"GPU time at {size} (median of triton.testing.do_bench, fresh random inputs):"]
     for name, ms in times.items():
@@ -105,12 +155,8 @@ def timing_table(
         if name != yours and yours in times:
             line += f"  yours: {speed_ratio(ms, times[yours]):.2f}x"
         lines.append(line)
-    if peaks is not None:
-        lines.append(
-            f"  roofline: {peaks.copy_gbps:.0f} GB/s (device-to-device copy, bytes read + written) and "
-            f"{peaks.matmul_tflops:.0f} TFLOPS (float16 torch.matmul {peaks.matmul_side}^3); "
-            f"this work is {bound(nbytes, flops, peaks)}-bound"
-        )
+    if roof_line:
+        lines.append(roof_line)
     return lines
 
 
@@ -124,7 +170,7 @@ def summary_text(ratio_baseline: float, baseline: str, ratio_key: float | None, 
 
 
 def from_measurement(
-    puzzle: Puzzle, raw: Timings, outputs: tuple[list[Any], list[Any]] | None = None
+    puzzle: Puzzle, raw: Timings, outputs: tuple[list[Any], list[Any]] | None = None, device: str = ""
 ) -> dict[str, Any]:
     """The timing verdict, in the grader, from the grading process's raw measurements (the timings event, its fields
     typed by `checks.engine.contract.protocol.Timings`) and the registry's bar.
@@ -151,7 +197,9 @@ def from_measurement(
         or not all(t > 0 for v in rounds.values() for t in v)
     ):
         raise ValueError("rounds that do not match the times")
-    return judge(raw.case, times, baseline, min_ratio, float(raw.nbytes), float(raw.flops), peaks, problem, rounds)
+    return judge(
+        raw.case, times, baseline, min_ratio, float(raw.nbytes), float(raw.flops), peaks, problem, rounds, device
+    )
 
 
 def judge(
@@ -164,8 +212,10 @@ def judge(
     peaks: Peaks | None,
     problem: str | None = None,
     rounds: dict[str, list[float]] | None = None,
+    device: str = "",
 ) -> dict[str, Any]:
-    """The timing verdict from measured times: the table, the ratios, and 'bar_failed' when it fails.
+    """The timing verdict from measured times: the table, the ratios, and 'bar_failed' when it fails; the share of
+    the roofline is of `ceiling`'s roof, for the GPU named `device`.
 
     With `rounds` (each contender's time per interleaved round), each ratio is the median of the rounds'
     ratios, with its spread; when the spread says the GPU was busy, 'noisy' says so and no speed bar is
@@ -184,14 +234,15 @@ def judge(
     if paired:
         ratio = paired[baseline]["ratio"]
         ratio_key = paired["answer key"]["ratio"] if "answer key" in paired else None
-    share = roofline_share(nbytes, flops, times["yours"], peaks) if peaks else None
+    roof, _ = ceiling(peaks, device, nbytes, flops, times)
+    share = roofline_share(nbytes, flops, times["yours"], roof) if roof else None
     result: dict[str, Any] = {
         "ms": times,
-        "table": timing_table(case, times, nbytes, flops, peaks),
+        "table": timing_table(case, times, nbytes, flops, peaks, device=device),
         "ratio_vs_baseline": ratio,
         "ratio_vs_answer_key": ratio_key,
         "roofline_share": share,
-        "peaks": asdict(peaks) if peaks else None,
+        "peaks": asdict(roof) if roof else None,
         "summary": summary_text(ratio, baseline, ratio_key, share),
     }
     if paired:

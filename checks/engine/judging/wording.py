@@ -62,6 +62,36 @@ def hangs_on_a_barrier(number: int | str) -> bool:
         return False
 
 
+_DUMP_LINE = re.compile(
+    r'^(Fatal Python error: |Current thread 0x|Thread 0x|Stack \(most recent call first\)|  File "[^"]+", line \d+ in |'
+    r"  <no Python frame>|  Garbage-collecting|Extension modules: |Python runtime state: )"
+)
+
+
+def without_fault_dump(output: str) -> str:
+    """What the grading process printed, without the stack dump that faulthandler writes when it dies, even where the
+    tail kept of the output starts inside it: its frames are the grader's as much as the learner's (`learner_frame`
+    names the learner's line from them), and none of it is what the learner's code printed."""
+    kept, dumping = [], False
+    for line in output.splitlines():
+        if _DUMP_LINE.match(line):
+            dumping = True
+        elif not (dumping and not line.strip()):
+            dumping = False
+            kept.append(line)
+    return "\n".join(kept) + ("\n" if kept and output.endswith("\n") else "")
+
+
+def _in_the_grader(output: str) -> str:
+    """Where a crash's stack dump shows only the grader's frames: a sentence that says so."""
+    if "Fatal Python error: " not in output or not _FRAME.search(output):
+        return ""
+    return (
+        " It died inside the grader's own code (the replay that performs your kernels' loads and stores), at no "
+        "line of yours its stack shows: look at the loads and stores of the kernels this case launches."
+    )
+
+
 def unfinished_verdict(
     v: V.Verdict, end: ProcessEnd, stream: Stream, timeout: float, file: str = "", names: dict[str, str] | None = None
 ) -> None:
@@ -116,7 +146,7 @@ def unfinished_verdict(
         v.summary = (
             f"The grading process died{where} ({how}); this is usually an out-of-bounds load or store: "
             "check your masks, offsets and strides."
-        ) + frame
+        ) + (frame or _in_the_grader(end.output or ""))
 
 
 _TRACEBACK_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)', re.MULTILINE)
@@ -169,6 +199,54 @@ def map_advice(number: int | str, case: int = 0, file: str = "", earlier: str = 
 
 
 MAP_ADVICE_START = "To see which program loaded what, draw the access map"
+
+
+def _cases(indices: list[int]) -> str:
+    return ("case " if len(indices) == 1 else "cases ") + ", ".join(str(i + 1) for i in indices)
+
+
+def cause_over_cases(
+    failed: list[V.CaseResult], number: int | str, file: str = "", seed: int | None = None, interpreter: bool = True
+) -> None:
+    """Keep the cause the first failing case names only when it is proven over every failing case: the one mistake
+    whose reference gives the values of each (`mistakes.proven`). Else its line says what is known instead (which
+    failing cases that mistake gives, which it does not) and the command that shows another failing case; and a
+    proven mistake the first case names second is put first."""
+    from checks.engine.judging.rules import mistakes
+
+    first = failed[0]
+    if not first.stated or not first.details:
+        return
+    name = mistakes.proven([r.fits for r in failed], [r.degenerate for r in failed])
+    if name is not None and name in first.fits:
+        first.details[0] = first.fits[name]
+        return
+    stated = mistakes.BY_NAME[first.stated]
+    fit = [r.index for r in failed if first.stated in r.fits]
+    other = [r for r in failed if first.stated not in r.fits]
+    alike = [mistakes.BY_NAME[n].label for n in first.fits if n != first.stated]
+    text = f"No cause is proven: the reference with {stated.label} gives the values of {_cases(fit)}"
+    if other:
+        text += f", but not those of {_cases([r.index for r in other])}, which fail{'s' if len(other) == 1 else ''} too"
+    if alike:
+        text += f"; on case {first.index + 1} so does the reference with {' and with '.join(alike)}"
+    if all(r.degenerate for r in failed if r.index in fit):
+        text += (
+            f" ({_cases(fit)} {'has' if len(fit) == 1 else 'have'} a sequence of one row or one key, where several "
+            "mistakes give the same values: such a case decides nothing alone)"
+        )
+    text += ". Where your values are wrong is said below"
+    if other:
+        case = other[0].index
+        flags = f"--case {case + 1}" + (f" --seed {seed}" if seed is not None else "")
+        command = V.make_command("map" if interpreter else "check", number, file, flags)
+        if interpreter and not file:  # show() maps the notebook's code, as make map maps the saved notebook
+            given = f", case={case + 1}" + (f", seed={seed}" if seed is not None else "")
+            command += f", or show({V.puzzle_literal(number)}{given}) in the notebook"
+        text += f"; look at case {case + 1} as well ({other[0].description}): {command}"
+    first.details[0] = text + "."
+    first.cause = False
+    first.diagnosed = False
 
 
 def earlier_stub_summary(number: int | str, step: str, label: str, file: str = "") -> str:
@@ -248,8 +326,10 @@ def failure_pattern(params: list[dict[str, Any]], passed: list[bool], cause: boo
                           if k.startswith("layout")})  # fmt: skip
         return [
             f"Every failing case has a non-contiguous input (layout={' or '.join(layouts)}), and every case with "
-            "contiguous inputs passes: your kernel ignores the strides. Pass each tensor's strides "
-            "(x.stride(0), x.stride(1), ...) to the kernel and use them in every offset."
+            "contiguous inputs passes: some offset is right only where the tensors are contiguous. Look at each "
+            "load and store: its offsets should use the strides of the tensor it reads or writes (x's for x, "
+            "out's for out), passed from the host (x.stride(0), x.stride(1), ...), not another tensor's nor a "
+            "stride computed from the shape."
         ]
     keys = list(dict.fromkeys(k for p in params for k in p if k != "note"))
     keys.sort(key=lambda k: 0 if k in TAGS else 2 if k in _SIZES else 1)

@@ -17,6 +17,7 @@ from checks.memory import is_poison
 from checks.verdict import agree, plural
 
 _MAX_RANGES = 6
+ALL_ZERO = "every wrong element is exactly 0: were they written at all?"  # a lead, dropped beside a proven cause
 
 
 @dataclass
@@ -143,7 +144,7 @@ def _wrong_lines(
         lines.append(f"largest error {_fmt(max_abs)} (relative {_fmt(max_rel)})")
     zeros = int((y[bad] == 0).sum())
     if zeros == n_bad:
-        lines.append("every wrong element is exactly 0: were they written at all?")
+        lines.append(ALL_ZERO)
     lines += locate(bad, dims)
     return headline, lines
 
@@ -285,8 +286,8 @@ def error_shapes(
     if c is not None and abs(c - 1.0) > 2 * _spread(rtol):
         return [
             f"Every element is off by the same factor: yours = {c:.4g} x expected (expected = {1 / c:.4g} x yours). "
-            "A constant scale is applied twice or left out (a scale such as sm_scale, or a log2(e) for exp2): "
-            "look for the one multiplication that is doubled or missing."
+            "A constant scale is off: look for one multiplication that is doubled, missing or by another constant "
+            "(a scale such as sm_scale, or a log2(e) for exp2)."
         ], None
     factors = _row_factors(y, e, atol, rtol)
     if factors is not None:
@@ -294,16 +295,19 @@ def error_shapes(
         rows, along = (dims[-2], dims[-1]) if named else ("rows", "the last axis")
         if bool((factors < 1).all()):
             why = (
-                "a sum with extra terms: masked lanes loaded as 0 (keys past the end, the padding of a block) get "
-                "the score 0 instead of -inf and a share of the softmax; give every masked lane the score -inf "
-                "before the max and the sum (tl.where(mask, s, float('-inf')))."
+                "a sum with extra terms. Look at which lanes each sum counts: masked lanes loaded as 0 (keys past "
+                "the end, the padding of a block) would get the score 0 where -inf belongs, and a share of the "
+                "softmax."
             )
         elif bool((factors > 1).all()):
-            why = "a sum with missing terms: a block's sum without the other blocks', or lanes masked that count."
+            why = (
+                "a sum with missing terms. Look at which terms each sum counts: a block's sum without the other "
+                "blocks', or lanes masked that count, would give this."
+            )
         else:
             why = (
-                "a sum with extra or missing terms (masked lanes loaded as 0 and counted in the sum, or a block's sum "
-                "without the other blocks')."
+                "a sum with extra or missing terms. Look at which lanes and blocks each sum counts (masked lanes "
+                "loaded as 0 and counted, or a block's sum without the other blocks')."
             )
         return [
             f"yours / expected is constant along {along} and differs between {rows} (from "

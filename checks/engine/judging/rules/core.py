@@ -16,7 +16,8 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
-from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, index_of, locate
+from checks.engine.judging.rules import mistakes
+from checks.engine.judging.rules.compare import ALL_ZERO, Mismatch, compare, first_bad, index_of, locate
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
 from checks.engine.judging.rules.problem import CaseContext, Problem
@@ -279,34 +280,6 @@ def no_overflow(bound: float) -> str:
     )
 
 
-def misscaled(ctx: CaseContext, exp: Any) -> str:
-    """A sentence when the learner's output is the reference computed with a scalar input (such as sm_scale)
-    left out (1) or applied twice (squared): a scale in the wrong place, which no factor on the output shows."""
-    from checks.puzzles import spec_module
-
-    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
-    out = ctx.outputs[index]
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(exp.value.shape):
-        return ""
-    atol, rtol = ctx.puzzle.tolerance_for(exp.name)
-    yours = out.detach().cpu().double()
-    for name, value in ctx.inputs.items():
-        if not isinstance(value, float) or value in (0.0, 1.0):
-            continue
-        for other, how in ((1.0, "left out"), (value * value, "applied twice")):
-            again = spec_module(ctx.puzzle).reference({**ctx.inputs, name: other})
-            twin = next((e for e in again if e.name == exp.name), None)
-            if twin is None:
-                continue
-            e = twin.value.detach().cpu().double()
-            if bool(((yours - e).abs() <= atol + rtol * e.abs()).all()):
-                return (
-                    f"Yours is what the reference gives with {name} = {other:.4g} instead of {value:.4g}: "
-                    f"{name} is {how}; multiply by it exactly once, where the puzzle says."
-                )
-    return ""
-
-
 def _tolerance(ctx: CaseContext, exp: Any) -> tuple[float, float]:
     """(atol, rtol) of an output in this case: the puzzle's, widened where the case allows more: a case of
     ill-conditioned inputs may allow a larger rtol, and one of scaled-up inputs a larger atol."""
@@ -315,114 +288,6 @@ def _tolerance(ctx: CaseContext, exp: Any) -> tuple[float, float]:
 
 
 _MOST_SCORES = 1 << 25  # the largest score matrix (all heads) the causal recomputation makes
-_SHIFTS = (-1, 1, -2, 2)  # where a causal boundary may be off: the diagonal left out, a key past it let in, ...
-
-
-def _shifted_attention(inputs: dict[str, Any], shift: int, padded: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(o, lse) on the CPU when query row i sees the keys j <= i + shift, in float64 (float32 on a GPU, as the
-    reference). With `padded`, the keys past the end that the shift lets in count as a kernel that loads them as 0
-    counts them: score 0, value 0. A row that sees no key is NaN, as a kernel computes it (its max is -inf, and
-    exp(-inf - (-inf)) is NaN)."""
-    wide = torch.float64 if inputs["q"].device.type == "cpu" else torch.float32
-    q, k, v = (inputs[name].detach().to(wide) for name in ("q", "k", "v"))
-    n, n_keys = q.shape[-2], k.shape[-2]
-    extra = max(0, n - 1 + shift - (n_keys - 1)) if padded else 0
-    s = (q @ k.transpose(-1, -2)) * float(inputs["sm_scale"])
-    if extra:
-        s = torch.cat([s, s.new_zeros((*s.shape[:-1], extra))], dim=-1)
-        v = torch.cat([v, v.new_zeros((*v.shape[:-2], extra, v.shape[-1]))], dim=-2)
-    rows = torch.arange(n, device=s.device)[:, None]
-    cols = torch.arange(s.shape[-1], device=s.device)[None, :]
-    s = s.masked_fill(cols > rows + shift, float("-inf"))
-    m = s.max(dim=-1, keepdim=True).values
-    p = torch.exp(s - m)
-    l_sum = p.sum(dim=-1, keepdim=True)
-    return ((p @ v) / l_sum).cpu().double(), (m + torch.log(l_sum)).squeeze(-1).cpu().double()
-
-
-def _keys_seen(shift: int) -> str:
-    return f"0..i{shift:+d}".replace("+", " + ").replace("-", " - ") if shift else "0..i"
-
-
-def causal_boundary(ctx: CaseContext, exp: Any) -> str:
-    """A sentence when the learner's attention output is the reference with the causal boundary moved by a key or
-    two (query row i seeing the keys 0..i - 1, or 0..i + 1), every element of it; else ''. A row that sees no key
-    under the moved boundary is NaN in both, and the sentence says so."""
-    inputs = ctx.inputs
-    if inputs.get("causal") is not True or not isinstance(inputs.get("sm_scale"), float):
-        return ""
-    if not all(isinstance(inputs.get(name), torch.Tensor) and inputs[name].dim() == 4 for name in ("q", "k", "v")):
-        return ""
-    index = next(i for i, e in enumerate(ctx.expected) if e is exp)
-    out = ctx.outputs[index]
-    q = inputs["q"]
-    which = {tuple(q.shape): 0, tuple(q.shape[:3]): 1}.get(tuple(exp.value.shape))
-    if q.numel() // q.shape[-1] * inputs["k"].shape[-2] > _MOST_SCORES:
-        return ""  # too large to recompute five times here
-    if which is None or not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(exp.value.shape):
-        return ""
-    yours = out.detach().cpu().double()
-    atol, rtol = _tolerance(ctx, exp)
-    expected = exp.value.detach().cpu().double()
-    bad = ~((yours - expected).abs() <= atol + rtol * expected.abs())  # NaN counts as wrong
-    best = None
-    for shift in _SHIFTS:
-        for padded in (False, True) if shift > 0 else (False,):
-            twin = _shifted_attention(inputs, shift, padded)[which]
-            same = ((yours - twin).abs() <= atol + rtol * twin.abs()) | (torch.isnan(yours) & torch.isnan(twin))
-            if best is None or int((~same).sum()) < int((~best[2]).sum()):
-                best = (shift, padded, same, twin)
-    if best is None:
-        return ""
-    shift, padded, same, twin = best
-    explained = bad & same
-    if int(explained.sum()) < 0.8 * int(bad.sum()) or int((~same).sum()) > 0.2 * int(bad.sum()):
-        return ""  # the moved boundary does not account for (nearly) every wrong element: not proven
-    side = "left" if shift < 0 else "right"
-    keys = "key" if abs(shift) == 1 else "keys"
-    what = (
-        "the diagonal key (query i's own) is left out"
-        if shift == -1
-        else f"{abs(shift)} {keys} on the diagonal's side are left out"
-        if shift < 0
-        else f"{shift} {keys} past the diagonal {'is' if shift == 1 else 'are'} let in"
-    )
-    whole = (
-        ""
-        if bool(same.all())
-        else f" on every one of your {int(bad.sum())} wrong elements"
-        if bool(explained.eq(bad).all())
-        else f" on {int(explained.sum())} of your {int(bad.sum())} wrong elements"
-    )
-    text = (
-        f"Yours is what the reference gives when query row i sees the keys {_keys_seen(shift)} instead of 0..i"
-        f"{whole}: the causal boundary is {abs(shift)} {keys} to the {side} of the diagonal ({what}; look at the "
-        "comparison that builds the causal mask, < against <=, or a bound one off)."
-    )
-    nan = torch.isnan(twin) & torch.isnan(yours)
-    if bool(nan.any()):
-        rows = int(nan.reshape(-1, nan.shape[-1]).all(dim=-1).sum()) if which == 0 else int(nan.sum())
-        first_rows = "Query row 0 then sees" if shift == -1 else f"Query rows 0..{-shift - 1} then see"
-        text += (
-            f" {first_rows} no key at all: the row max stays -inf and exp(-inf - (-inf)) is NaN, which is why "
-            f"{plural(rows, 'row')} of {exp.name} {'is' if rows == 1 else 'are'} NaN (the row max is subtracted as "
-            "it should be)."
-        )
-    if padded:
-        text += (
-            " The keys past the end of the sequence that this lets in count too, with the score 0 of a key loaded "
-            "as 0: give them the score -inf as well."
-        )
-    if not bool(same.all()):  # the elements the moved boundary does not give: where they are, right or wrong
-        other = ~same
-        where = "; ".join(locate(other, exp.dims))
-        right, wrong = int((other & ~bad).sum()), int((other & bad).sum())
-        text += (
-            f" Yours differs from that recomputation at {plural(int(other.sum()), 'element')} ({where}): "
-            + (f"{right} right and {wrong} wrong in another way" if wrong else "yours is right there")
-            + "; look at which keys your kernel lets in for those rows."
-        )
-    return text
 
 
 def fully_masked_rows(ctx: CaseContext, exp: Any) -> str:
@@ -508,6 +373,7 @@ def values(ctx: CaseContext) -> Problem | None:
     unwritten = _FROM_POISON in first.headline  # seen in the access log; on a GPU only a lead, and the causes
     diagnosed = True  # below are still looked for; if none is found, only where the values are wrong is said
     causal_side = False
+    fits, degenerate, stated = mistakes.fitting(ctx), mistakes.degenerate(ctx), ""
     if unread := keys_not_read(ctx):  # the access log's own evidence, which explains the poison read too
         message, details = f"{plain.headline}: {unread}", list(plain.lines)
         if first is not plain:
@@ -523,16 +389,18 @@ def values(ctx: CaseContext) -> Problem | None:
         pass  # the headline names the cause: memory no kernel wrote
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
-    elif boundary := causal_boundary(ctx, exp) or fully_masked_rows(ctx, exp):
-        details = [boundary, *details[first.shapes :]]  # proven: the error's shape guesses at another cause
+    elif fits:  # the reference with a mistake gives these values: named if it fits every failing case (the stage)
+        stated = next(iter(fits))
+        details = [fits[stated], *(line for line in details[first.shapes :] if line != ALL_ZERO)]  # the rest guessed
+        causal_side = stated in mistakes.CAUSAL_SIDE
+    elif not degenerate and (rows := fully_masked_rows(ctx, exp)):
+        details = [rows, *details[first.shapes :]]
         causal_side = True
     elif overflowed(ctx, exp) and (bound := score_bound(ctx)) is not None and bound < _EXP_LIMIT_FP16:
         details.insert(0, f"Your output has NaN or inf although every input is finite, {no_overflow(bound)}")
         diagnosed = False  # where, and what it is not: no cause is proven
     elif overflowed(ctx, exp):
         details.insert(0, f"Your output has NaN or inf although every input is finite: {V.OVERFLOW}")
-    elif scale := misscaled(ctx, exp):
-        details.insert(0, scale)
     elif merge := merge_of_splits(ctx, first):
         message = f"{first.headline}: {merge}"
     else:
@@ -561,7 +429,9 @@ def values(ctx: CaseContext) -> Problem | None:
         picture["unwritten"] = first.unwritten
     if first.ratio is not None:
         picture["ratio"] = first.ratio.float()
-    return Problem(message, details, picture, cause=cause, diagnosed=diagnosed)
+    return Problem(
+        message, details, picture, cause=cause, diagnosed=diagnosed, fits=fits, degenerate=degenerate, stated=stated
+    )
 
 
 def keys_past_seq_lens(ctx: CaseContext) -> str:

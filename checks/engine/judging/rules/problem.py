@@ -22,6 +22,9 @@ class Problem:
     rule: str = ""  # the rulebook's name of the rule that found it, filled in by the rulebook
     cause: bool = False  # the details name the cause (a scale left out, an overflow...): no case split beside it
     diagnosed: bool = False  # the message says why the values are wrong, beyond where (the merge, an overflow...)
+    fits: dict[str, str] = field(default_factory=dict)  # mistake -> sentence: those that give these values
+    degenerate: bool = False  # a case too small to tell mistakes apart (rules.mistakes.degenerate)
+    stated: str = ""  # the mistake whose sentence details[0] is, named only if it fits every failing case
 
 
 @dataclass
