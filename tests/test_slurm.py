@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
 import re
 import subprocess
@@ -34,7 +35,14 @@ def without_timings(path: Path) -> str:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".xml":
         return re.sub(r'time="[0-9.]+"', 'time=""', text)
-    return re.sub(r",[0-9]+\.[0-9],([^,\n]*)$", r",,\1", text, flags=re.MULTILINE)
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    for row in rows:
+        row["seconds"] = ""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else [])
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
 
 
 def digests(folder: Path) -> dict[str, str]:
