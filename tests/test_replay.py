@@ -281,6 +281,48 @@ def test_a_replayed_view_must_stay_inside_its_tensor():
         performer.tensor(ref("a7", [4]))
 
 
+ACCUMULATE = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=CONFIGS, key=["n"], reset_to_zero=["out_ptr"])
+@triton.jit
+def add_into(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def vector_add(x, y):
+    out = torch.full_like(x, 5.0)  # what the memory held: only the autotuner's reset_to_zero clears it
+    add_into[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+    return out
+"""
+
+
+@pytest.mark.parametrize("configs", [1, 2])
+def test_reset_to_zero_acts_only_where_the_autotuner_benchmarks(configs, tmp_path, interpreter, monkeypatch):
+    """Triton's autotuner zeroes `reset_to_zero` only around its benchmarking, on the first call of each key of a
+    kernel with several configs: with one config, or a key tuned before, the kernel adds into what was there."""
+    from checks.engine.replay import perform
+    from checks.engine.replay.kernels import build
+
+    monkeypatch.setattr(perform, "_benchmarked", set())
+    code = ACCUMULATE.replace("CONFIGS", f"[triton.Config({{'BLOCK': b}}) for b in {[64, 128][:configs]}]")
+    path = tmp_path / "sub.py"
+    path.write_text(code, encoding="utf-8")
+    kernels, _ = build(extract([(str(path), path.name, code)]), {}, tmp_path)
+    x = torch.randn(300)
+    plans = {n: check(record(tmp_path, code, x[:n], x[:n])) for n in (300, 200)}
+    assert plans[300]["ops"][-1]["benchmarks"] is (configs > 1)
+    got = [perform.Performer(plans[n], kernels, {"x": x[:n], "y": x[:n]}, None, "cpu", True).run()[0] for n in
+           (300, 300, 200)]  # fmt: skip
+    tuned = [configs > 1, False, configs > 1]  # each key's first call is benchmarked, and zeroes the buffer
+    for out, n, zeroed in zip(got, (300, 300, 200), tuned, strict=True):
+        assert torch.allclose(out, x[:n] + (0.0 if zeroed else 5.0)), (n, zeroed)
+
+
 # -- each clause, graded ------------------------------------------------------------------------------------
 def grade_code(tmp_path: Path, code: str, number: str = "1") -> V.Verdict:
     from checks.engine.grade import grade
