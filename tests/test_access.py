@@ -64,6 +64,12 @@ def total(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # every lane adds into out[0] (tl.sum is a @triton.jit function: not callable once triton was
     # imported before TRITON_INTERPRET was set, as in this test process)
     tl.atomic_add(out_ptr + offs * 0, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def add_into(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 """
 
 
@@ -220,6 +226,25 @@ def test_atomics_count_as_a_load_and_a_store_and_tensors_outside_the_arena_are_n
     assert i >= 0 and log.regions[i]["role"] == "scratch"
     assert log.loaded[i] == 100 and log.stored[i] == 100 and int(log.reads[i][0]) == 100
     assert (log.records[:, F["kind"]] == ATOMIC).sum() == 4
+
+
+def test_an_output_cast_from_a_buffer_summed_by_atomics_is_written(kernels):
+    """dQ summed into a float32 buffer by atomic adds, then cast on the host: the atomics write the buffer, the cast
+    reads it and writes the output (torch's kernel on a GPU), so the output is written once, not 0.0x."""
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        summed = torch.zeros(100)
+        out = torch.empty(100, dtype=torch.float16)
+        for _ in range(2):  # two programs' shares of every element, as two key blocks add into dQ
+            kernels.add_into[(4,)](x, summed, 100, BLOCK=32)
+        out.copy_(summed)
+        rec.note_copy(summed, out)
+    rec.name_outputs([out], ["dq"])
+    lines = traffic_lines(rec.log())
+    assert "dq                      written 1.0x — minimum 1.0x" in lines, lines
+    assert "scratch (100,) float32  read 3.0x — minimum 0.0x" in lines, lines  # two atomic adds and the cast
+    assert "scratch (100,) float32  written 2.0x — minimum 0.0x" in lines, lines
 
 
 def test_triton_interpreter_methods_still_exist():
