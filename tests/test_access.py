@@ -70,6 +70,32 @@ def total(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def add_into(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.atomic_add(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def spill(x_ptr, out_ptr, n, BLOCK: tl.constexpr, OTHER: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if OTHER:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x)  # every lane, the masked-off ones too
+
+
+@triton.jit
+def block_ptr_spill(a_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr, PAD: tl.constexpr):
+    src = tl.make_block_ptr(a_ptr, (M, N), (N, 1), (0, 0), (BM, BN), (1, 0))
+    if PAD:
+        a = tl.load(src, boundary_check=(0, 1), padding_option="zero")
+    else:
+        a = tl.load(src, boundary_check=(0, 1))
+    tl.store(out_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], a)
+
+
+@triton.jit
+def descriptor_spill(a_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_tensor_descriptor(a_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    tl.store(out_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], src.load([0, 0]))
 """
 
 
@@ -245,6 +271,35 @@ def test_an_output_cast_from_a_buffer_summed_by_atomics_is_written(kernels):
     assert "dq                      written 1.0x — minimum 1.0x" in lines, lines
     assert "scratch (100,) float32  read 3.0x — minimum 0.0x" in lines, lines  # two atomic adds and the cast
     assert "scratch (100,) float32  written 2.0x — minimum 0.0x" in lines, lines
+
+
+def test_masked_off_lanes_read_poison_where_a_gpu_leaves_them_undefined(kernels):
+    """A load with a mask and no `other=` (and a block pointer's with `boundary_check` and no `padding_option`, the same
+    load on a GPU) reads NaN, or INT_POISON's low bytes, in the lanes its mask leaves out; `other=`, a padding option
+    and a tensor descriptor (the hardware zero-fills) keep their zeros; the access log names the line of each such
+    load; outside the recorder the interpreter reads 0 there, as it always does."""
+    from checks.engine.access.patches import INT_POISON
+
+    x, xi, a = torch.arange(1.0, 6.0), torch.arange(5, dtype=torch.int32), torch.ones(3, 4)
+    outs = {name: torch.ones(8) for name in ("poison", "other", "unrecorded")}
+    out_int, tiles = torch.zeros(8, dtype=torch.int32), {name: torch.ones(4, 8) for name in ("bare", "pad", "desc")}
+    with record_access() as rec:
+        kernels.spill[(1,)](x, outs["poison"], 5, BLOCK=8, OTHER=False)
+        kernels.spill[(1,)](x, outs["other"], 5, BLOCK=8, OTHER=True)
+        kernels.spill[(1,)](xi, out_int, 5, BLOCK=8, OTHER=False)
+        kernels.block_ptr_spill[(1,)](a, tiles["bare"], 3, 4, BM=4, BN=8, PAD=False)
+        kernels.block_ptr_spill[(1,)](a, tiles["pad"], 3, 4, BM=4, BN=8, PAD=True)
+        kernels.descriptor_spill[(1,)](a, tiles["desc"], 3, 4, BM=4, BN=8)
+    kernels.spill[(1,)](x, outs["unrecorded"], 5, BLOCK=8, OTHER=False)
+    assert torch.equal(outs["poison"][:5], x) and bool(torch.isnan(outs["poison"][5:]).all())
+    assert torch.equal(outs["other"][5:], torch.zeros(3)) and torch.equal(outs["unrecorded"][5:], torch.zeros(3))
+    assert out_int[5:].tolist() == [INT_POISON & 0xFFFFFFFF] * 3 == [0x5A5A5A5A] * 3  # int32: its low four bytes
+    assert bool(torch.isnan(tiles["bare"][3]).all() and torch.isnan(tiles["bare"][:, 4:]).all())
+    for name in ("pad", "desc"):
+        assert torch.equal(tiles[name], torch.nn.functional.pad(a, (0, 4, 0, 1))), name
+    sites = rec.log().masked_poison
+    assert [(site["kernel"], site["lanes"]) for site in sites] == [("spill", 6), ("block_ptr_spill", 20)], sites
+    assert all(site["line"] > 0 for site in sites)
 
 
 def test_triton_interpreter_methods_still_exist():

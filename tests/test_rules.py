@@ -332,3 +332,19 @@ def test_nan_beside_unwritten_scratch_is_only_a_lead_without_an_access_log():
     interpreter = rulebook.first_problem(vector_ctx(nan, buffers=[scratch], access=log.to_dict()))
     assert interpreter is not None and "computed from memory no kernel wrote" in interpreter.message
     assert interpreter.diagnosed and interpreter.cause
+
+
+def test_nan_from_masked_off_lanes_is_named_only_where_the_replay_proved_it():
+    """A masked load without `other=` is named, with its line, when the replay found that the same call with those
+    lanes read as 0 has no NaN where this one has (`masked_poison`); without that proof the NaN is an overflow, as
+    before; an output without NaN is wrong for another reason, which the load does not explain."""
+    nan = torch.full((10,), float("nan"))
+    site = {"kernel": "add_kernel", "function": "add_kernel", "line": 7, "lanes": 6}
+    proved = rulebook.first_problem(vector_ctx(nan, masked_poison=[site]))
+    assert proved is not None and proved.rule == "values" and proved.diagnosed
+    assert "a masked load without `other=` at line 7 of `add_kernel` read lanes outside the mask" in proved.message
+    unproved = rulebook.first_problem(vector_ctx(nan))
+    assert unproved is not None and "other=" not in unproved.message
+    assert any("overflow" in line for line in unproved.details)
+    finite = rulebook.first_problem(vector_ctx(torch.zeros(10), masked_poison=[site]))
+    assert finite is not None and "other=" not in finite.message

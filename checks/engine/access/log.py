@@ -49,6 +49,8 @@ class AccessLog:
     # the plan's copies from one region into another, in order: {"shape", "src": {"region", "strides", "offset"},
     # "dst": {...}}; an output copied from a buffer the kernels stored is seen through it (`stored_counts`, `sources`)
     copies: list[dict[str, Any]] = field(default_factory=list)
+    # each load without `other=` whose mask left lanes out, which read poison: {"kernel", "function", "line", "lanes"}
+    masked_poison: list[dict[str, Any]] = field(default_factory=list)
     fields: list[str] = field(default_factory=lambda: list(FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +71,7 @@ class AccessLog:
             "dropped": self.dropped,
             "store_sites": [dict(site) for site in self.store_sites],
             "copies": [dict(copy) for copy in self.copies],
+            "masked_poison": [dict(site) for site in self.masked_poison],
             "fields": list(self.fields),
         }
 

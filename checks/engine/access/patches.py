@@ -11,6 +11,16 @@
     GridExecutor.__call__                                         (the kernel's name and tensor arguments)
 
 and gives the `checks.engine.access.recorder.AccessRecorder` that collects what they see.
+
+It also makes the interpreter's loads read what a GPU's may (`_poison_masked_lanes`): the lanes a load's mask leaves
+out, where the load gives no `other=`, are undefined on a GPU (whatever the registers held), where the interpreter
+reads 0. Here they read poison: NaN in a float, `INT_POISON` in an integer (a page number or offset read there sends
+an address far outside every tensor, as garbage would), `True` in a boolean. A block pointer's load with
+`boundary_check` and no `padding_option` is the same load on a GPU (Triton rewrites it into a masked load with no
+`other`), so it reads poison too; a tensor descriptor's load (the hardware's copy fills the lanes past the tensor
+with zeros, or NaN with `padding="nan"`) and a block pointer's with a `padding_option` keep the values they name.
+The recorder notes where each such load left lanes out (`AccessRecorder.note_masked_poison`), so that a report can
+name it when the poison reaches an output.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, LOAD, STORE
@@ -38,6 +49,54 @@ def _load(recorder: AccessRecorder, original: Callable) -> Callable:
         return original(self, ptrs, mask, *args, **kwargs)
 
     return create_masked_load
+
+
+INT_POISON = 0x5A5A5A5A5A5A5A5A  # an integer lane a mask left out, truncated to the load's width (0x5A5A5A5A in int32)
+
+
+# the interpreter keeps these floats in unsigned integers: a NaN's bits
+_STORED_NAN = {"bf16": 0x7FC0, "fp8e5": 0x7F, "fp8e5b16": 0x80, "fp8e4nv": 0x7F, "fp8e4b8": 0x80, "fp8e4b15": 0x7F}
+
+
+def poison_like(ptrs: Any, dtype_tt: Any, dtype_np: Any) -> np.ndarray | None:
+    """What the lanes a mask leaves out read on a GPU, here: NaN in a float, INT_POISON in an integer (its low bytes),
+    True in a boolean; None for a load of pointers (left as the interpreter gives them)."""
+    kind = np.dtype(dtype_np).kind
+    if dtype_tt.is_ptr():
+        return None
+    if kind == "f":
+        return np.full(np.shape(ptrs.data), np.nan, dtype=dtype_np)
+    if str(dtype_tt) in _STORED_NAN:
+        return np.full(np.shape(ptrs.data), _STORED_NAN[str(dtype_tt)], dtype=dtype_np)
+    if kind == "b":
+        return np.ones(np.shape(ptrs.data), dtype=dtype_np)
+    if kind in "iu":
+        bits = np.dtype(dtype_np).itemsize * 8
+        value = np.array(INT_POISON & ((1 << bits) - 1), dtype=np.uint64).astype(f"u{bits // 8}")
+        return np.full(np.shape(ptrs.data), value.view(dtype_np), dtype=dtype_np)
+    return None
+
+
+def _poison_masked_lanes(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_masked_load` giving poison where the mask leaves lanes out and the load names no `other`."""
+
+    def create_masked_load(self, ptrs, mask, other, *args, **kwargs):
+        if other is None and mask is not None and not np.all(mask.data):
+            from triton.runtime import interpreter
+
+            dtype_tt = ptrs.get_element_ty()
+            poison = poison_like(ptrs, dtype_tt, interpreter._get_np_dtype(dtype_tt))
+            if poison is not None:
+                other = interpreter.TensorHandle(poison, dtype_tt)
+                recorder.note_masked_poison(self, int(np.size(mask.data) - np.count_nonzero(mask.data)))
+        return original(self, ptrs, mask, other, *args, **kwargs)
+
+    return create_masked_load
+
+
+def _loads_as_on_a_gpu(recorder: AccessRecorder, original: Callable) -> Callable:
+    """The load the access log records (`_load`), reading poison where a GPU's would be undefined."""
+    return _load(recorder, _poison_masked_lanes(recorder, original))
 
 
 def _store(recorder: AccessRecorder, original: Callable) -> Callable:
@@ -91,7 +150,7 @@ def _launch(recorder: AccessRecorder, original: Callable) -> Callable:
 
 
 _BUILDER_HOOKS: tuple[tuple[str, Hook], ...] = (
-    ("create_masked_load", _load),
+    ("create_masked_load", _loads_as_on_a_gpu),
     ("create_masked_store", _store),
     ("create_atomic_rmw", _rmw),
     ("create_atomic_cas", _cas),

@@ -53,6 +53,7 @@ class AccessRecorder(RegionMap):
         self.store_sites: list[dict[str, Any]] = []  # the first store into each region's guard bands: who, where
         self.copies: list[dict[str, Any]] = []  # the plan's copies between regions (note_copy)
         self._arguments: list[tuple[str, int]] = []  # the launch's tensor arguments: (parameter, storage address)
+        self.masked_poison: list[dict[str, Any]] = []  # each load without `other=` whose mask left lanes out
 
     def _add(self, region: Region) -> int:
         self._pending.append([[], []])
@@ -142,6 +143,17 @@ class AccessRecorder(RegionMap):
             ends.append({"region": r, "strides": list(t.stride()), "offset": int(offset)})
         self.copies.append({"shape": list(source.shape), "src": ends[0], "dst": ends[1]})
 
+    def note_masked_poison(self, builder: Any, lanes: int) -> None:
+        """A load without `other=` whose mask left `lanes` lanes out (they read poison): once per kernel line, with
+        the lanes counted over every program."""
+        function, line = kernel_line()
+        kernel = self.launches[-1]["kernel"] if self.launches else "?"
+        for site in self.masked_poison:
+            if (site["kernel"], site["function"], site["line"]) == (kernel, function, line):
+                site["lanes"] += lanes
+                return
+        self.masked_poison.append({"kernel": kernel, "function": function, "line": line, "lanes": lanes})
+
     def _note_store_site(self, r: int) -> None:
         """Remember, once per region, which kernel line stored into its guard bands and through which argument."""
         if any(site["region"] == r for site in self.store_sites):
@@ -211,6 +223,7 @@ class AccessRecorder(RegionMap):
             dropped=self.dropped,
             store_sites=[dict(site) for site in self.store_sites],
             copies=[dict(copy) for copy in self.copies],
+            masked_poison=[dict(site) for site in self.masked_poison],
         )
 
 

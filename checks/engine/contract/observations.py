@@ -61,6 +61,9 @@ class CaseObservation:
     plan_problem: dict[str, Any] | None = None  # what the grader found wrong in the plan (checks.engine.judging.plans)
     kept_changed: list[str] = field(default_factory=list)  # tensors kept between calls that earlier calls changed
     fresh_outputs: bool = False  # also run from its kept tensors' first state (protocol.fresh_outputs_path)
+    # (interpreter) the loads without `other=` whose masked-off lanes read poison, when the call's outputs hold NaN
+    # that the same call with those lanes read as 0 does not: {"kernel", "function", "line", "lanes"}
+    masked_poison: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -178,6 +178,10 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
                 perform, spec, cases[index], job.seed, index, outputs_path(workdir, index), job.data_seed + index
             )
             obs.kept_changed = performed[-1].kept_changed if performed else []
+            if obs.masked_poison and not obs.raised:
+                obs.masked_poison = masked_poison_reached(
+                    plan, kernels, spec, cases[index], job, index, machine, workdir, obs.masked_poison
+                )
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
                 obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
             obs.returned = plan.get("kind", "")
@@ -215,6 +219,33 @@ def rerun_fresh(
         return True
     except Exception:  # noqa: BLE001 - without the second run the values rule judges the call alone
         return False
+
+
+def masked_poison_reached(
+    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Any, workdir: Path,
+    suspects: list[dict],
+) -> list[dict]:  # fmt: skip
+    """The loads without `other=` whose masked-off lanes read poison (`suspects`, the call's `masked_poison`), when
+    the poison reached an output: the same call, on the same inputs with its kept tensors as they were made, with
+    those lanes read as 0 (the interpreter's own reading, outside the access recorder) leaves NaN out of some element
+    where the call left NaN. [] when it does not, or when it fails."""
+    import torch
+
+    from checks.engine.inputs import draw
+    from checks.engine.replay.perform import KeptState, Performer
+
+    try:
+        poisoned = torch.load(outputs_path(workdir, index), weights_only=True)
+        arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
+        interpret = machine.mode == "interpreter"
+        zeroed = Performer(plan, kernels, inputs, arena, machine.device, interpret, None, KeptState()).run()
+    except Exception:  # noqa: BLE001 - without the second run no cause is named
+        return []
+    for mine, other in zip(poisoned, zeroed, strict=False):
+        if isinstance(mine, torch.Tensor) and isinstance(other, torch.Tensor) and mine.shape == other.shape:
+            if mine.is_floating_point() and bool((torch.isnan(mine) & ~torch.isnan(other.cpu())).any()):
+                return suspects
+    return []
 
 
 def own_folder(folder: Path) -> Path:

@@ -18,6 +18,7 @@ from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
 from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, index_of, locate
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
+from checks.engine.judging.rules.masked_lanes import masked_load_without_other
 from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
 from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.memory import is_poison
@@ -521,6 +522,8 @@ def values(ctx: CaseContext) -> Problem | None:
                       for e, m in mismatches]  # fmt: skip
     elif unwritten:
         pass  # the headline names the cause: memory no kernel wrote
+    elif masked := masked_load_without_other(ctx, exp):
+        message = f"{first.headline}: {masked}"
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
     elif boundary := causal_boundary(ctx, exp) or fully_masked_rows(ctx, exp):
