@@ -73,6 +73,20 @@ def add_into(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def shared_add(x_ptr, out_ptr, BLOCK: tl.constexpr, HOW: tl.constexpr):
+    offs = tl.arange(0, BLOCK)  # every program adds its x into the same BLOCK elements of out
+    x = tl.load(x_ptr + tl.program_id(0) * BLOCK + offs)
+    if HOW == "atomic":
+        tl.atomic_add(out_ptr + offs, x)
+    elif HOW == "add":
+        tl.store(out_ptr + offs, tl.load(out_ptr + offs) + x)
+    elif HOW == "own":  # each program its own elements: no element is shared
+        tl.store(out_ptr + tl.program_id(0) * BLOCK + offs, tl.load(out_ptr + tl.program_id(0) * BLOCK + offs) + x)
+    else:  # "store": each program stores its own x there, "same": each stores one value
+        tl.store(out_ptr + offs, x if HOW == "store" else x * 0 + 1.0)
+
+
+@triton.jit
 def spill(x_ptr, out_ptr, n, BLOCK: tl.constexpr, OTHER: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     if OTHER:
@@ -300,6 +314,23 @@ def test_masked_off_lanes_read_poison_where_a_gpu_leaves_them_undefined(kernels)
     sites = rec.log().masked_poison
     assert [(site["kernel"], site["lanes"]) for site in sites] == [("spill", 6), ("block_ptr_spill", 20)], sites
     assert all(site["line"] > 0 for site in sites)
+
+
+def test_two_programs_storing_one_element_are_a_race_or_a_collision(kernels):
+    """A load-add-store of one element by two programs of a launch is a race, two programs storing different values
+    there a write collision, each named with its programs, element and line, although the interpreter computes the
+    right sum; atomics, one value stored by both, and elements of one program each are none."""
+    x = torch.arange(16.0)
+    found = {}
+    for how in ("add", "store", "atomic", "same", "own"):
+        out = torch.zeros(16)
+        with record_access() as rec:
+            kernels.shared_add[(2,)](x, out, BLOCK=8, HOW=how)
+        found[how] = rec.log().races
+    assert [(f["kind"], f["programs"], f["index"]) for f in found["add"]] == [("race", [0, 1], [0])], found["add"]
+    assert [(f["kind"], f["programs"], f["index"]) for f in found["store"]] == [("collision", [0, 1], [0])]
+    assert found["add"][0]["line"] > 0 and found["add"][0]["kernel"] == "shared_add"
+    assert found["atomic"] == found["same"] == found["own"] == []
 
 
 def test_triton_interpreter_methods_still_exist():

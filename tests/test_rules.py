@@ -84,6 +84,10 @@ def found(rule: str) -> dict:
     return {"rule": rule, "message": f"The plan breaks {rule}: change it.", "details": []}
 
 
+RACE = {"kind": "race", "launch": 0, "kernel": "add_kernel", "function": "add_kernel", "line": 9, "region": 2,
+        "index": [3], "programs": [0, 1]}  # fmt: skip
+
+
 RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "kernel_calls": lambda: vector_ctx(plan_problem=found("kernel_calls")),
     "kernels_from_source": lambda: vector_ctx(plan_problem=found("kernels_from_source")),
@@ -93,6 +97,7 @@ RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "no_write_outside": lambda: vector_ctx(buffers=[allocated(after=3, first_after=0)]),
     "inputs_unchanged": lambda: vector_ctx(buffers=[input_buffer(changed=4)]),
     "no_load_outside": lambda: vector_ctx(access=access(outside={"x": 6})),
+    "no_race": lambda: vector_ctx(access={**access(), "races": [RACE]}),
     "output_form": lambda: vector_ctx(out=torch.zeros(10, dtype=torch.float64)),
     "kept_state": lambda: kept_ctx(torch.arange(10, dtype=torch.float32), fresh=torch.arange(10) + 1.0),
     "values": lambda: vector_ctx(out=torch.arange(10, dtype=torch.float32)),
@@ -222,7 +227,7 @@ def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
     """The facts about rules live in their declarations: the map, the GPU explanation, the access log."""
     assert rulebook.names(draws_map=True) <= rulebook.names(needs_access_log=True)
     assert rulebook.names(explains_gpu_values=True) == {
-        "no_load_outside", "no_write_outside", "inputs_unchanged", "pages_in_table"
+        "no_load_outside", "no_write_outside", "inputs_unchanged", "pages_in_table", "no_race"
     }  # fmt: skip
     assert rulebook.names(explained_by_interpreter=True) == {"values"}
     assert set(rulebook.OUTCOMES) == {"raised", "speed_bar", "stub"}
@@ -348,3 +353,16 @@ def test_nan_from_masked_off_lanes_is_named_only_where_the_replay_proved_it():
     assert any("overflow" in line for line in unproved.details)
     finite = rulebook.first_problem(vector_ctx(torch.zeros(10), masked_poison=[site]))
     assert finite is not None and "other=" not in finite.message
+
+
+def test_a_race_names_its_programs_element_and_line_and_a_collision_is_told_apart():
+    race = rulebook.first_problem(vector_ctx(access={**access(), "races": [RACE]}))
+    assert race is not None and race.rule == "no_race"
+    assert "Programs 0 and 1 of launch 1 both load and store element [3] of scratch out, at line 9 of `add_kernel`" in (
+        race.message
+    )
+    assert "(a race)" in race.message and "tl.atomic_add" in race.message
+    collision = {**RACE, "kind": "collision", "programs": [2, 5]}
+    clash = rulebook.first_problem(vector_ctx(access={**access(), "races": [collision]}))
+    assert clash is not None and "Programs 2 and 5 of launch 1 store different values" in clash.message
+    assert "(a write collision)" in clash.message

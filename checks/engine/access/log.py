@@ -51,6 +51,9 @@ class AccessLog:
     copies: list[dict[str, Any]] = field(default_factory=list)
     # each load without `other=` whose mask left lanes out, which read poison: {"kernel", "function", "line", "lanes"}
     masked_poison: list[dict[str, Any]] = field(default_factory=list)
+    # two programs of one launch storing one element (checks.engine.access.races): {"kind": "race" | "collision",
+    # "launch", "kernel", "function", "line", "region", "index", "programs": [first, second]}
+    races: list[dict[str, Any]] = field(default_factory=list)
     fields: list[str] = field(default_factory=lambda: list(FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +75,7 @@ class AccessLog:
             "store_sites": [dict(site) for site in self.store_sites],
             "copies": [dict(copy) for copy in self.copies],
             "masked_poison": [dict(site) for site in self.masked_poison],
+            "races": [dict(found) for found in self.races],
             "fields": list(self.fields),
         }
 

@@ -107,6 +107,35 @@ def _store(recorder: AccessRecorder, original: Callable) -> Callable:
     return create_masked_store
 
 
+def _races_watched(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_masked_store`, shown to the recorder's race watch before it is made (`checks.engine.access.races`)."""
+
+    def create_masked_store(self, ptrs, value, mask, *args, **kwargs):
+        recorder.races.stored(self, ptrs, value, mask)
+        return original(self, ptrs, value, mask, *args, **kwargs)
+
+    return create_masked_store
+
+
+def _stores_watched(recorder: AccessRecorder, original: Callable) -> Callable:
+    """The store the access log records (`_store`), watched for races between the programs of a launch."""
+    return _store(recorder, _races_watched(recorder, original))
+
+
+def _lock_noted(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_atomic_cas`, telling the race watch that the launch takes a lock."""
+
+    def create_atomic_cas(self, *args, **kwargs):
+        recorder.races.lock_taken()
+        return original(self, *args, **kwargs)
+
+    return create_atomic_cas
+
+
+def _cas_watched(recorder: AccessRecorder, original: Callable) -> Callable:
+    return _cas(recorder, _lock_noted(recorder, original))
+
+
 def _rmw(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_atomic_rmw(self, op, ptr, val, mask, *args, **kwargs):
         recorder.access(ATOMIC, self, ptr, mask)
@@ -151,9 +180,9 @@ def _launch(recorder: AccessRecorder, original: Callable) -> Callable:
 
 _BUILDER_HOOKS: tuple[tuple[str, Hook], ...] = (
     ("create_masked_load", _loads_as_on_a_gpu),
-    ("create_masked_store", _store),
+    ("create_masked_store", _stores_watched),
     ("create_atomic_rmw", _rmw),
-    ("create_atomic_cas", _cas),
+    ("create_atomic_cas", _cas_watched),
     ("set_grid_dim", _grid),
 )
 

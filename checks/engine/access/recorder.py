@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.engine.access.races import RaceWatch
 from checks.engine.access.regions import Region, RegionMap
 
 DEFAULT_MAX_RECORDS = 200_000
@@ -54,6 +55,7 @@ class AccessRecorder(RegionMap):
         self.copies: list[dict[str, Any]] = []  # the plan's copies between regions (note_copy)
         self._arguments: list[tuple[str, int]] = []  # the launch's tensor arguments: (parameter, storage address)
         self.masked_poison: list[dict[str, Any]] = []  # each load without `other=` whose mask left lanes out
+        self.races = RaceWatch(self, kernel_line)  # two programs of a launch storing one element
 
     def _add(self, region: Region) -> int:
         self._pending.append([[], []])
@@ -65,6 +67,7 @@ class AccessRecorder(RegionMap):
     # -- launches ----------------------------------------------------------------------------------
     def begin_launch(self, kernel: str, arguments: dict[str, Any]) -> None:
         self.launches.append({"kernel": kernel, "grid": [1, 1, 1]})
+        self.races.new_launch()
         self._arguments = []
         for name, value in arguments.items():
             if isinstance(value, torch.Tensor) and value.numel():
@@ -119,6 +122,8 @@ class AccessRecorder(RegionMap):
             offsets = offsets[inside]
             if not offsets.size:
                 return
+        if kind == LOAD:
+            self.races.loaded(pid, r, offsets)
         for k in (LOAD, STORE) if kind == ATOMIC else (kind,):
             self.lanes[r][k] += int(offsets.size)
             self._pending[r][k].append(offsets)
@@ -224,6 +229,7 @@ class AccessRecorder(RegionMap):
             store_sites=[dict(site) for site in self.store_sites],
             copies=[dict(copy) for copy in self.copies],
             masked_poison=[dict(site) for site in self.masked_poison],
+            races=[dict(found) for found in self.races.found],
         )
 
 
