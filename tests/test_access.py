@@ -333,6 +333,21 @@ def test_two_programs_storing_one_element_are_a_race_or_a_collision(kernels):
     assert found["atomic"] == found["same"] == found["own"] == []
 
 
+def test_atomics_into_memory_no_kernel_wrote_are_noted_with_their_line(kernels):
+    """An atomic add into a `torch.empty` allocation finds the grader's poison there (a buffer left to an
+    autotuner's reset_to_zero that never ran): the log notes its kernel and line; into torch.zeros, nothing."""
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    found = {}
+    for made in ("empty", "zeros"):
+        with record_access(a, {"x": x}) as rec, guard_allocations(a):
+            summed = getattr(torch, made)(100)
+            kernels.add_into[(4,)](x, summed, 100, BLOCK=32)
+        found[made] = rec.log().atomics_on_poison
+    assert [(site["kernel"], site["line"] > 0) for site in found["empty"]] == [("add_into", True)], found
+    assert found["zeros"] == []
+
+
 def test_triton_interpreter_methods_still_exist():
     """The recorder patches these by name; a Triton release that renames them must fail here."""
     from triton.runtime import interpreter

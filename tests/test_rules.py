@@ -366,3 +366,20 @@ def test_a_race_names_its_programs_element_and_line_and_a_collision_is_told_apar
     clash = rulebook.first_problem(vector_ctx(access={**access(), "races": [collision]}))
     assert clash is not None and "Programs 2 and 5 of launch 1 store different values" in clash.message
     assert "(a write collision)" in clash.message
+
+
+def test_nan_from_atomics_into_unwritten_memory_names_the_atomics_line():
+    """Atomics that added into an allocation still holding the poison explain NaN in an output (a `torch.empty` dQ
+    buffer left to reset_to_zero); without NaN, or without such atomics, the values are told as before."""
+    nan = torch.full((10,), float("nan"))
+    site = {"region": 2, "kernel": "add_kernel", "function": "add_kernel", "line": 12}
+    told = rulebook.first_problem(vector_ctx(nan, access={**access(), "atomics_on_poison": [site]}))
+    assert told is not None and told.rule == "values"
+    assert "the atomics at line 12 of `add_kernel` added into scratch out where nothing had been written" in (
+        told.message
+    )
+    assert "reset_to_zero" in told.message
+    plain = rulebook.first_problem(vector_ctx(nan, access=access()))
+    assert plain is not None and "atomics" not in plain.message
+    finite = rulebook.first_problem(vector_ctx(torch.zeros(10), access={**access(), "atomics_on_poison": [site]}))
+    assert finite is not None and "atomics" not in finite.message

@@ -54,6 +54,8 @@ class AccessLog:
     # two programs of one launch storing one element (checks.engine.access.races): {"kind": "race" | "collision",
     # "launch", "kernel", "function", "line", "region", "index", "programs": [first, second]}
     races: list[dict[str, Any]] = field(default_factory=list)
+    # atomics that added into an allocation still holding the grader's poison: {"region", "kernel", "function", "line"}
+    atomics_on_poison: list[dict[str, Any]] = field(default_factory=list)
     fields: list[str] = field(default_factory=lambda: list(FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +78,7 @@ class AccessLog:
             "copies": [dict(copy) for copy in self.copies],
             "masked_poison": [dict(site) for site in self.masked_poison],
             "races": [dict(found) for found in self.races],
+            "atomics_on_poison": [dict(site) for site in self.atomics_on_poison],
             "fields": list(self.fields),
         }
 

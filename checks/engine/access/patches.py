@@ -136,6 +136,20 @@ def _cas_watched(recorder: AccessRecorder, original: Callable) -> Callable:
     return _cas(recorder, _lock_noted(recorder, original))
 
 
+def _poison_noted(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_atomic_rmw`, telling the recorder first where it adds into memory no kernel wrote."""
+
+    def create_atomic_rmw(self, op, ptr, val, mask, *args, **kwargs):
+        recorder.note_atomic_on_poison(ptr, mask)
+        return original(self, op, ptr, val, mask, *args, **kwargs)
+
+    return create_atomic_rmw
+
+
+def _rmw_watched(recorder: AccessRecorder, original: Callable) -> Callable:
+    return _rmw(recorder, _poison_noted(recorder, original))
+
+
 def _rmw(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_atomic_rmw(self, op, ptr, val, mask, *args, **kwargs):
         recorder.access(ATOMIC, self, ptr, mask)
@@ -181,7 +195,7 @@ def _launch(recorder: AccessRecorder, original: Callable) -> Callable:
 _BUILDER_HOOKS: tuple[tuple[str, Hook], ...] = (
     ("create_masked_load", _loads_as_on_a_gpu),
     ("create_masked_store", _stores_watched),
-    ("create_atomic_rmw", _rmw),
+    ("create_atomic_rmw", _rmw_watched),
     ("create_atomic_cas", _cas_watched),
     ("set_grid_dim", _grid),
 )

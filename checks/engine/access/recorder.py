@@ -56,6 +56,7 @@ class AccessRecorder(RegionMap):
         self._arguments: list[tuple[str, int]] = []  # the launch's tensor arguments: (parameter, storage address)
         self.masked_poison: list[dict[str, Any]] = []  # each load without `other=` whose mask left lanes out
         self.races = RaceWatch(self, kernel_line)  # two programs of a launch storing one element
+        self.atomics_on_poison: list[dict[str, Any]] = []  # atomics that added into memory no kernel had written
 
     def _add(self, region: Region) -> int:
         self._pending.append([[], []])
@@ -159,6 +160,34 @@ class AccessRecorder(RegionMap):
                 return
         self.masked_poison.append({"kernel": kernel, "function": function, "line": line, "lanes": lanes})
 
+    def note_atomic_on_poison(self, ptrs: Any, mask: Any) -> None:
+        """An atomic about to be made: where it adds into an allocation that still holds the grader's poison (memory
+        no kernel wrote, such as a `torch.empty` buffer left to an autotuner's `reset_to_zero`), note its kernel line,
+        once per line and tensor."""
+        from triton.runtime import interpreter
+
+        from checks.memory import is_poison
+
+        shape = np.shape(ptrs.data)
+        lanes = np.ones(shape, bool) if mask is None else np.broadcast_to(np.asarray(mask.data, bool), shape)
+        on = np.asarray(ptrs.data)[lanes].astype(np.uint64)
+        if not on.size:
+            return
+        r = self.region_at(int(on.min()))
+        if r < 0 or self.regions[r].role != "allocated" or int(on.max()) >= self.regions[r].high:
+            return
+        dtype = interpreter._get_np_dtype(ptrs.get_element_ty())
+        if np.dtype(dtype).kind != "f":
+            return
+        held = interpreter._interpreter.load(on, np.ones(on.size, bool), np.zeros(on.size, dtype), dtype)
+        if not bool(is_poison(torch.from_numpy(np.ascontiguousarray(held))).any()):
+            return
+        function, line = kernel_line()
+        kernel = self.launches[-1]["kernel"] if self.launches else "?"
+        site = {"region": r, "kernel": kernel, "function": function, "line": line}
+        if site not in self.atomics_on_poison:
+            self.atomics_on_poison.append(site)
+
     def _note_store_site(self, r: int) -> None:
         """Remember, once per region, which kernel line stored into its guard bands and through which argument."""
         if any(site["region"] == r for site in self.store_sites):
@@ -230,6 +259,7 @@ class AccessRecorder(RegionMap):
             copies=[dict(copy) for copy in self.copies],
             masked_poison=[dict(site) for site in self.masked_poison],
             races=[dict(found) for found in self.races.found],
+            atomics_on_poison=[dict(site) for site in self.atomics_on_poison],
         )
 
 

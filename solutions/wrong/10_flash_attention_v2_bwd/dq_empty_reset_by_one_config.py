@@ -2,7 +2,7 @@
 `reset_to_zero` to clear it; with one config the autotuner never benchmarks, so it never zeroes the buffer, and the
 adds land on whatever the memory held (NaN here, garbage on a GPU).
 
-expect: values: dq
+expect: values: where nothing had been written
 """
 
 import torch

@@ -16,6 +16,7 @@ import torch
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
+from checks.engine.judging.rules.atomic_poison import atomics_on_unwritten_memory
 from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, index_of, locate
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.judging.rules.masked_lanes import masked_load_without_other
@@ -524,6 +525,8 @@ def values(ctx: CaseContext) -> Problem | None:
         pass  # the headline names the cause: memory no kernel wrote
     elif masked := masked_load_without_other(ctx, exp):
         message = f"{first.headline}: {masked}"
+    elif summed := atomics_on_unwritten_memory(ctx, exp):
+        message = f"{first.headline}: {summed}"
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
     elif boundary := causal_boundary(ctx, exp) or fully_masked_rows(ctx, exp):
