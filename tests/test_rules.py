@@ -383,3 +383,25 @@ def test_nan_from_atomics_into_unwritten_memory_names_the_atomics_line():
     assert plain is not None and "atomics" not in plain.message
     finite = rulebook.first_problem(vector_ctx(torch.zeros(10), access={**access(), "atomics_on_poison": [site]}))
     assert finite is not None and "atomics" not in finite.message
+
+
+def test_a_float16_running_sum_is_named_only_where_it_reproduces_the_output():
+    """A matmul whose output is the float16 running sum over its K blocks is told so (with the block, from the
+    launch); another error of the same size is not."""
+    from checks.engine.judging.rules.low_precision import float16_running_sum
+
+    gen = torch.Generator().manual_seed(3)
+    a = (torch.randn(8, 2048, generator=gen) + 1.0).half()
+    b = (torch.randn(2048, 8, generator=gen) + 1.0).half()
+    exact = a.double() @ b.double()
+
+    def ctx(out: torch.Tensor) -> CaseContext:
+        obs = CaseObservation(index=0, returned="tensor", launches=[LaunchObs("matmul", True, {"BLOCK_K": 64})])
+        expected = [Expected("c", exact, torch.float16, ("rows", "columns"))]
+        return CaseContext(get_puzzle("3"), Case(M=8, N=8, K=2048), {"a": a, "b": b}, expected, [out], obs)
+
+    named = rulebook.first_problem(ctx(float16_running_sum(a, b, 64)))
+    assert named is not None and named.rule == "values"
+    assert "summed in a float16 accumulator over blocks of 64 along K" in named.message
+    other = rulebook.first_problem(ctx((exact * 1.01).half()))
+    assert other is not None and "float16 accumulator" not in other.message
