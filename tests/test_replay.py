@@ -593,3 +593,38 @@ def test_a_launch_per_element_is_refused_at_the_plan_limit_with_the_learners_lin
     assert too_long, V.format_verdict(verdict)  # the cases of more elements than a plan holds operations
     assert "launch one kernel whose grid covers the whole output" in too_long[0].problem
     assert any("answer_as_scalars.py, line" in line for line in too_long[0].details), too_long[0].details
+
+
+def test_a_gpu_benchmark_zeroes_and_restores_around_each_trial_and_then_zeroes_once(monkeypatch, tmp_path):
+    """As Triton's autotuner on a GPU: each timed run of a config starts with `reset_to_zero` zeroed and has
+    `restore_value` put back after it; the launch after the benchmarking starts zeroed; a later launch of the same
+    key starts from what the earlier one left."""
+    import triton.testing
+
+    from checks.engine.replay import perform
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"test-{tmp_path.name}")  # a lock file of this test's own
+    monkeypatch.setattr(perform, "_chosen", {})
+    monkeypatch.setattr(perform, "_benchmarked", set())
+    buf, keep, seen = torch.full((4,), 7.0), torch.full((4,), 3.0), []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            def run(buf, keep, config, **options):
+                seen.append((buf.tolist(), keep.tolist()))
+                buf.add_(1.0)
+                keep.add_(1.0)
+
+            return run
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kwargs: (fn(), fn(), 1.0)[-1])
+    tensors = {name: {"tensor": ref(f"input:{name}", [4])} for name in ("buf", "keep")}
+    configs = [{"grid": [1], "args": {**tensors, "config": {"scalar": c}}, "options": {}} for c in (0, 1)]
+    op = {"op": "launch", "kernel": "k", "benchmarks": True, "reset_to_zero": ["buf"], "restore_value": ["keep"]}
+    op["alternatives"] = configs
+    inputs = {"buf": buf, "keep": keep}
+    performer = perform.Performer({"ops": [op, op], "returned": []}, {"k": Kernel()}, inputs, None, "cuda", False)
+    performer.run()
+    trials, launches = seen[:4], seen[4:]
+    assert trials == [([0.0] * 4, [3.0] * 4)] * 4  # two configs, timed twice each
+    assert launches == [([0.0] * 4, [3.0] * 4), ([1.0] * 4, [4.0] * 4)]
