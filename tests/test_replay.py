@@ -628,3 +628,59 @@ def test_a_gpu_benchmark_zeroes_and_restores_around_each_trial_and_then_zeroes_o
     trials, launches = seen[:4], seen[4:]
     assert trials == [([0.0] * 4, [3.0] * 4)] * 4  # two configs, timed twice each
     assert launches == [([0.0] * 4, [3.0] * 4), ([1.0] * 4, [4.0] * 4)]
+
+
+NEXT_UNMASKED = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    y = tl.load(y_ptr + offs, mask=offs < n)
+    y_next = tl.load(y_ptr + offs + 1, mask=offs + 1 < n)  # the last element's lane is masked off: no other=
+    tl.store(out_ptr + offs, x + y + y_next * 0.0, mask=offs < n)
+
+
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 64),)](x, y, out, x.numel(), BLOCK=64)
+    return out
+"""
+
+
+def test_the_replay_proves_that_a_masked_off_lanes_poison_reached_the_output(tmp_path, interpreter):
+    """The replay names a load without other= only where the same call with its masked-off lanes read as 0 has no
+    NaN where the call had: here the poison of y_next's last lane reaches the last element, and the loads of x and
+    y, whose masked-off lanes are never stored, are not named."""
+    from types import SimpleNamespace
+
+    from checks.engine.access.patches import record_access
+    from checks.engine.contract.protocol import outputs_path
+    from checks.engine.grading_process.main import masked_poison_reached
+    from checks.engine.inputs import draw
+    from checks.engine.replay.case_runner import poison_suspects
+    from checks.engine.replay.kernels import build
+    from checks.engine.replay.perform import Performer
+    from checks.puzzles import spec_module
+
+    puzzle = get_puzzle("1")
+    spec, case = spec_module(puzzle), puzzle.cases.cpu[0]
+    path = tmp_path / "sub.py"
+    path.write_text(NEXT_UNMASKED, encoding="utf-8")
+    kernels, _ = build(extract([(str(path), path.name, NEXT_UNMASKED)]), {}, tmp_path)
+    arena, inputs = draw(spec, case, 5, 0, "cpu", 6)
+    plan = check(record(tmp_path, NEXT_UNMASKED, inputs["x"], inputs["y"]))
+    with record_access(arena, inputs) as recorder:
+        (out,) = Performer(plan, kernels, inputs, arena, "cpu", True).run()
+    assert bool(torch.isnan(out[-1])) and not bool(torch.isnan(out[:-1]).any())
+    suspects = poison_suspects(recorder, [out])
+    assert [(s["kernel"], s["line"]) for s in suspects] == [("add_kernel", 10), ("add_kernel", 11), ("add_kernel", 12)]
+    torch.save([out], outputs_path(tmp_path, 0))
+    job, machine = SimpleNamespace(seed=5, data_seed=6), SimpleNamespace(device="cpu", mode="interpreter")
+    assert masked_poison_reached(plan, kernels, spec, case, job, 0, machine, tmp_path, suspects) == suspects[2:]
+    torch.save([out.nan_to_num()], outputs_path(tmp_path, 0))  # no NaN the zeroed lanes clear: no cause
+    assert masked_poison_reached(plan, kernels, spec, case, job, 0, machine, tmp_path, suspects) == []

@@ -77,21 +77,50 @@ def poison_like(ptrs: Any, dtype_tt: Any, dtype_np: Any) -> np.ndarray | None:
     return None
 
 
+def _poisoned_other(ptrs: Any, mask: Any, other: Any) -> Any:
+    """The `other` a masked load without one reads in the lanes its mask leaves out (poison); None where the load
+    names its own, leaves no lane out, or loads pointers."""
+    if other is not None or mask is None or np.all(mask.data):
+        return None
+    from triton.runtime import interpreter
+
+    dtype_tt = ptrs.get_element_ty()
+    poison = poison_like(ptrs, dtype_tt, interpreter._get_np_dtype(dtype_tt))
+    return None if poison is None else interpreter.TensorHandle(poison, dtype_tt)
+
+
 def _poison_masked_lanes(recorder: AccessRecorder, original: Callable) -> Callable:
     """`create_masked_load` giving poison where the mask leaves lanes out and the load names no `other`."""
 
     def create_masked_load(self, ptrs, mask, other, *args, **kwargs):
-        if other is None and mask is not None and not np.all(mask.data):
-            from triton.runtime import interpreter
-
-            dtype_tt = ptrs.get_element_ty()
-            poison = poison_like(ptrs, dtype_tt, interpreter._get_np_dtype(dtype_tt))
-            if poison is not None:
-                other = interpreter.TensorHandle(poison, dtype_tt)
-                recorder.note_masked_poison(self, int(np.size(mask.data) - np.count_nonzero(mask.data)))
+        poison = _poisoned_other(ptrs, mask, other)
+        if poison is not None:
+            other = poison
+            recorder.note_masked_poison(self, int(np.size(mask.data) - np.count_nonzero(mask.data)))
         return original(self, ptrs, mask, other, *args, **kwargs)
 
     return create_masked_load
+
+
+@contextlib.contextmanager
+def masked_lanes_poisoned(spared: tuple[str, int]) -> Iterator[None]:
+    """Inside the block, without an access log, the interpreter's masked loads without `other=` read poison as under
+    `record_access`, all but the one at `spared` (function, line of the kernel's source), which reads 0 there: the
+    run that tells whether that load's poison reached an output."""
+    from triton.runtime import interpreter
+
+    from checks.engine.access.recorder import kernel_line
+
+    original = interpreter.InterpreterBuilder.create_masked_load
+
+    def create_masked_load(self, ptrs, mask, other, *args, **kwargs):
+        poison = _poisoned_other(ptrs, mask, other)
+        if poison is not None and kernel_line() != spared:
+            other = poison
+        return original(self, ptrs, mask, other, *args, **kwargs)
+
+    with replaced([(interpreter.InterpreterBuilder, "create_masked_load", create_masked_load)]):
+        yield
 
 
 def _loads_as_on_a_gpu(recorder: AccessRecorder, original: Callable) -> Callable:

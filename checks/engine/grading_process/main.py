@@ -225,27 +225,44 @@ def masked_poison_reached(
     plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Any, workdir: Path,
     suspects: list[dict],
 ) -> list[dict]:  # fmt: skip
-    """The loads without `other=` whose masked-off lanes read poison (`suspects`, the call's `masked_poison`), when
-    the poison reached an output: the same call, on the same inputs with its kept tensors as they were made, with
-    those lanes read as 0 (the interpreter's own reading, outside the access recorder) leaves NaN out of some element
-    where the call left NaN. [] when it does not, or when it fails."""
+    """Of the loads without `other=` whose masked-off lanes read poison (`suspects`, the call's `masked_poison`),
+    those whose poison reached an output: the same call, on the same inputs with its kept tensors as they were made,
+    with that load's lanes read as 0 and the others' still poisoned, leaves NaN out of some element where the call
+    left NaN. Where no load does so alone, all of them when the call with every such lane read as 0 (the
+    interpreter's own reading) does. [] when none does, or when a run fails."""
     import torch
 
+    from checks.engine.access.patches import masked_lanes_poisoned
     from checks.engine.inputs import draw
     from checks.engine.replay.perform import KeptState, Performer
 
     try:
         poisoned = torch.load(outputs_path(workdir, index), weights_only=True)
-        arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
-        interpret = machine.mode == "interpreter"
-        zeroed = Performer(plan, kernels, inputs, arena, machine.device, interpret, None, KeptState()).run()
-    except Exception:  # noqa: BLE001 - without the second run no cause is named
+    except Exception:  # noqa: BLE001 - without the call's outputs no cause is named
         return []
-    for mine, other in zip(poisoned, zeroed, strict=False):
-        if isinstance(mine, torch.Tensor) and isinstance(other, torch.Tensor) and mine.shape == other.shape:
-            if mine.is_floating_point() and bool((torch.isnan(mine) & ~torch.isnan(other.cpu())).any()):
-                return suspects
-    return []
+
+    def clears(spared: dict | None) -> bool:
+        """Whether the call, with the lanes of `spared` (None: of every suspect) read as 0, has no NaN somewhere
+        the poisoned call had NaN."""
+        try:
+            arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
+            interpret = machine.mode == "interpreter"
+            performer = Performer(plan, kernels, inputs, arena, machine.device, interpret, None, KeptState())
+            if spared is None:
+                zeroed = performer.run()
+            else:
+                with masked_lanes_poisoned((spared["function"], spared["line"])):
+                    zeroed = performer.run()
+        except Exception:  # noqa: BLE001 - without the second run no cause is named
+            return False
+        for mine, other in zip(poisoned, zeroed, strict=False):
+            if isinstance(mine, torch.Tensor) and isinstance(other, torch.Tensor) and mine.shape == other.shape:
+                if mine.is_floating_point() and bool((torch.isnan(mine) & ~torch.isnan(other.cpu())).any()):
+                    return True
+        return False
+
+    reached = [site for site in suspects if clears(site)] if len(suspects) > 1 else []
+    return reached or (suspects if clears(None) else [])
 
 
 def own_folder(folder: Path) -> Path:
