@@ -64,6 +64,52 @@ def total(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # every lane adds into out[0] (tl.sum is a @triton.jit function: not callable once triton was
     # imported before TRITON_INTERPRET was set, as in this test process)
     tl.atomic_add(out_ptr + offs * 0, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def add_into(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def shared_add(x_ptr, out_ptr, BLOCK: tl.constexpr, HOW: tl.constexpr):
+    offs = tl.arange(0, BLOCK)  # every program adds its x into the same BLOCK elements of out
+    x = tl.load(x_ptr + tl.program_id(0) * BLOCK + offs)
+    if HOW == "atomic":
+        tl.atomic_add(out_ptr + offs, x)
+    elif HOW == "add":
+        tl.store(out_ptr + offs, tl.load(out_ptr + offs) + x)
+    elif HOW == "own":  # each program its own elements: no element is shared
+        tl.store(out_ptr + tl.program_id(0) * BLOCK + offs, tl.load(out_ptr + tl.program_id(0) * BLOCK + offs) + x)
+    else:  # "store": each program stores its own x there, "same": each stores one value
+        tl.store(out_ptr + offs, x if HOW == "store" else x * 0 + 1.0)
+
+
+@triton.jit
+def spill(x_ptr, out_ptr, n, BLOCK: tl.constexpr, OTHER: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if OTHER:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x)  # every lane, the masked-off ones too
+
+
+@triton.jit
+def block_ptr_spill(a_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr, PAD: tl.constexpr):
+    src = tl.make_block_ptr(a_ptr, (M, N), (N, 1), (0, 0), (BM, BN), (1, 0))
+    if PAD:
+        a = tl.load(src, boundary_check=(0, 1), padding_option="zero")
+    else:
+        a = tl.load(src, boundary_check=(0, 1))
+    tl.store(out_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], a)
+
+
+@triton.jit
+def descriptor_spill(a_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_tensor_descriptor(a_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    tl.store(out_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], src.load([0, 0]))
 """
 
 
@@ -220,6 +266,86 @@ def test_atomics_count_as_a_load_and_a_store_and_tensors_outside_the_arena_are_n
     assert i >= 0 and log.regions[i]["role"] == "scratch"
     assert log.loaded[i] == 100 and log.stored[i] == 100 and int(log.reads[i][0]) == 100
     assert (log.records[:, F["kind"]] == ATOMIC).sum() == 4
+
+
+def test_an_output_cast_from_a_buffer_summed_by_atomics_is_written(kernels):
+    """dQ summed into a float32 buffer by atomic adds, then cast on the host: the atomics write the buffer, the cast
+    reads it and writes the output (torch's kernel on a GPU), so the output is written once, not 0.0x."""
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        summed = torch.zeros(100)
+        out = torch.empty(100, dtype=torch.float16)
+        for _ in range(2):  # two programs' shares of every element, as two key blocks add into dQ
+            kernels.add_into[(4,)](x, summed, 100, BLOCK=32)
+        out.copy_(summed)
+        rec.note_copy(summed, out)
+    rec.name_outputs([out], ["dq"])
+    lines = traffic_lines(rec.log())
+    assert "dq                      written 1.0x — minimum 1.0x" in lines, lines
+    assert "scratch (100,) float32  read 3.0x — minimum 0.0x" in lines, lines  # two atomic adds and the cast
+    assert "scratch (100,) float32  written 2.0x — minimum 0.0x" in lines, lines
+
+
+def test_masked_off_lanes_read_poison_where_a_gpu_leaves_them_undefined(kernels):
+    """A load with a mask and no `other=` (and a block pointer's with `boundary_check` and no `padding_option`, the same
+    load on a GPU) reads NaN, or INT_POISON's low bytes, in the lanes its mask leaves out; `other=`, a padding option
+    and a tensor descriptor (the hardware zero-fills) keep their zeros; the access log names the line of each such
+    load; outside the recorder the interpreter reads 0 there, as it always does."""
+    from checks.engine.access.patches import INT_POISON
+
+    x, xi, a = torch.arange(1.0, 6.0), torch.arange(5, dtype=torch.int32), torch.ones(3, 4)
+    outs = {name: torch.ones(8) for name in ("poison", "other", "unrecorded")}
+    out_int, tiles = torch.zeros(8, dtype=torch.int32), {name: torch.ones(4, 8) for name in ("bare", "pad", "desc")}
+    with record_access() as rec:
+        kernels.spill[(1,)](x, outs["poison"], 5, BLOCK=8, OTHER=False)
+        kernels.spill[(1,)](x, outs["other"], 5, BLOCK=8, OTHER=True)
+        kernels.spill[(1,)](xi, out_int, 5, BLOCK=8, OTHER=False)
+        kernels.block_ptr_spill[(1,)](a, tiles["bare"], 3, 4, BM=4, BN=8, PAD=False)
+        kernels.block_ptr_spill[(1,)](a, tiles["pad"], 3, 4, BM=4, BN=8, PAD=True)
+        kernels.descriptor_spill[(1,)](a, tiles["desc"], 3, 4, BM=4, BN=8)
+    kernels.spill[(1,)](x, outs["unrecorded"], 5, BLOCK=8, OTHER=False)
+    assert torch.equal(outs["poison"][:5], x) and bool(torch.isnan(outs["poison"][5:]).all())
+    assert torch.equal(outs["other"][5:], torch.zeros(3)) and torch.equal(outs["unrecorded"][5:], torch.zeros(3))
+    assert out_int[5:].tolist() == [INT_POISON & 0xFFFFFFFF] * 3 == [0x5A5A5A5A] * 3  # int32: its low four bytes
+    assert bool(torch.isnan(tiles["bare"][3]).all() and torch.isnan(tiles["bare"][:, 4:]).all())
+    for name in ("pad", "desc"):
+        assert torch.equal(tiles[name], torch.nn.functional.pad(a, (0, 4, 0, 1))), name
+    sites = rec.log().masked_poison
+    assert [(site["kernel"], site["lanes"]) for site in sites] == [("spill", 6), ("block_ptr_spill", 20)], sites
+    assert all(site["line"] > 0 for site in sites)
+
+
+def test_two_programs_storing_one_element_are_a_race_or_a_collision(kernels):
+    """A load-add-store of one element by two programs of a launch is a race, two programs storing different values
+    there a write collision, each named with its programs, element and line, although the interpreter computes the
+    right sum; atomics, one value stored by both, and elements of one program each are none."""
+    x = torch.arange(16.0)
+    found = {}
+    for how in ("add", "store", "atomic", "same", "own"):
+        out = torch.zeros(16)
+        with record_access() as rec:
+            kernels.shared_add[(2,)](x, out, BLOCK=8, HOW=how)
+        found[how] = rec.log().races
+    assert [(f["kind"], f["programs"], f["index"]) for f in found["add"]] == [("race", [0, 1], [0])], found["add"]
+    assert [(f["kind"], f["programs"], f["index"]) for f in found["store"]] == [("collision", [0, 1], [0])]
+    assert found["add"][0]["line"] > 0 and found["add"][0]["kernel"] == "shared_add"
+    assert found["atomic"] == found["same"] == found["own"] == []
+
+
+def test_atomics_into_memory_no_kernel_wrote_are_noted_with_their_line(kernels):
+    """An atomic add into a `torch.empty` allocation finds the grader's poison there (a buffer left to an
+    autotuner's reset_to_zero that never ran): the log notes its kernel and line; into torch.zeros, nothing."""
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    found = {}
+    for made in ("empty", "zeros"):
+        with record_access(a, {"x": x}) as rec, guard_allocations(a):
+            summed = getattr(torch, made)(100)
+            kernels.add_into[(4,)](x, summed, 100, BLOCK=32)
+        found[made] = rec.log().atomics_on_poison
+    assert [(site["kernel"], site["line"] > 0) for site in found["empty"]] == [("add_into", True)], found
+    assert found["zeros"] == []
 
 
 def test_triton_interpreter_methods_still_exist():

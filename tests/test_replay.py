@@ -284,6 +284,48 @@ def test_a_replayed_view_must_stay_inside_its_tensor():
         performer.tensor(ref("a7", [4]))
 
 
+ACCUMULATE = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=CONFIGS, key=["n"], reset_to_zero=["out_ptr"])
+@triton.jit
+def add_into(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def vector_add(x, y):
+    out = torch.full_like(x, 5.0)  # what the memory held: only the autotuner's reset_to_zero clears it
+    add_into[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+    return out
+"""
+
+
+@pytest.mark.parametrize("configs", [1, 2])
+def test_reset_to_zero_acts_only_where_the_autotuner_benchmarks(configs, tmp_path, interpreter, monkeypatch):
+    """Triton's autotuner zeroes `reset_to_zero` only around its benchmarking, on the first call of each key of a
+    kernel with several configs: with one config, or a key tuned before, the kernel adds into what was there."""
+    from checks.engine.replay import perform
+    from checks.engine.replay.kernels import build
+
+    monkeypatch.setattr(perform, "_benchmarked", set())
+    code = ACCUMULATE.replace("CONFIGS", f"[triton.Config({{'BLOCK': b}}) for b in {[64, 128][:configs]}]")
+    path = tmp_path / "sub.py"
+    path.write_text(code, encoding="utf-8")
+    kernels, _ = build(extract([(str(path), path.name, code)]), {}, tmp_path)
+    x = torch.randn(300)
+    plans = {n: check(record(tmp_path, code, x[:n], x[:n])) for n in (300, 200)}
+    assert plans[300]["ops"][-1]["benchmarks"] is (configs > 1)
+    got = [perform.Performer(plans[n], kernels, {"x": x[:n], "y": x[:n]}, None, "cpu", True).run()[0] for n in
+           (300, 300, 200)]  # fmt: skip
+    tuned = [configs > 1, False, configs > 1]  # each key's first call is benchmarked, and zeroes the buffer
+    for out, n, zeroed in zip(got, (300, 300, 200), tuned, strict=True):
+        assert torch.allclose(out, x[:n] + (0.0 if zeroed else 5.0)), (n, zeroed)
+
+
 # -- each clause, graded ------------------------------------------------------------------------------------
 def grade_code(tmp_path: Path, code: str, number: str = "1") -> V.Verdict:
     from checks.engine.grade import grade
@@ -579,3 +621,94 @@ def test_a_launch_per_element_is_refused_at_the_plan_limit_with_the_learners_lin
     assert too_long, V.format_verdict(verdict)  # the cases of more elements than a plan holds operations
     assert "launch one kernel whose grid covers the whole output" in too_long[0].problem
     assert any("answer_as_scalars.py, line" in line for line in too_long[0].details), too_long[0].details
+
+
+def test_a_gpu_benchmark_zeroes_and_restores_around_each_trial_and_then_zeroes_once(monkeypatch, tmp_path):
+    """As Triton's autotuner on a GPU: each timed run of a config starts with `reset_to_zero` zeroed and has
+    `restore_value` put back after it; the launch after the benchmarking starts zeroed; a later launch of the same
+    key starts from what the earlier one left."""
+    import triton.testing
+
+    from checks.engine.replay import perform
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"test-{tmp_path.name}")  # a lock file of this test's own
+    monkeypatch.setattr(perform, "_chosen", {})
+    monkeypatch.setattr(perform, "_benchmarked", set())
+    buf, keep, seen = torch.full((4,), 7.0), torch.full((4,), 3.0), []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            def run(buf, keep, config, **options):
+                seen.append((buf.tolist(), keep.tolist()))
+                buf.add_(1.0)
+                keep.add_(1.0)
+
+            return run
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kwargs: (fn(), fn(), 1.0)[-1])
+    tensors = {name: {"tensor": ref(f"input:{name}", [4])} for name in ("buf", "keep")}
+    configs = [{"grid": [1], "args": {**tensors, "config": {"scalar": c}}, "options": {}} for c in (0, 1)]
+    op = {"op": "launch", "kernel": "k", "benchmarks": True, "reset_to_zero": ["buf"], "restore_value": ["keep"]}
+    op["alternatives"] = configs
+    inputs = {"buf": buf, "keep": keep}
+    performer = perform.Performer({"ops": [op, op], "returned": []}, {"k": Kernel()}, inputs, None, "cuda", False)
+    performer.run()
+    trials, launches = seen[:4], seen[4:]
+    assert trials == [([0.0] * 4, [3.0] * 4)] * 4  # two configs, timed twice each
+    assert launches == [([0.0] * 4, [3.0] * 4), ([1.0] * 4, [4.0] * 4)]
+
+
+NEXT_UNMASKED = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    y = tl.load(y_ptr + offs, mask=offs < n)
+    y_next = tl.load(y_ptr + offs + 1, mask=offs + 1 < n)  # the last element's lane is masked off: no other=
+    tl.store(out_ptr + offs, x + y + y_next * 0.0, mask=offs < n)
+
+
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 64),)](x, y, out, x.numel(), BLOCK=64)
+    return out
+"""
+
+
+def test_the_replay_proves_that_a_masked_off_lanes_poison_reached_the_output(tmp_path, interpreter):
+    """The replay names a load without other= only where the same call with its masked-off lanes read as 0 has no
+    NaN where the call had: here the poison of y_next's last lane reaches the last element, and the loads of x and
+    y, whose masked-off lanes are never stored, are not named."""
+    from types import SimpleNamespace
+
+    from checks.engine.access.patches import record_access
+    from checks.engine.contract.protocol import outputs_path
+    from checks.engine.grading_process.main import masked_poison_reached
+    from checks.engine.inputs import draw
+    from checks.engine.replay.case_runner import poison_suspects
+    from checks.engine.replay.kernels import build
+    from checks.engine.replay.perform import Performer
+    from checks.puzzles import spec_module
+
+    puzzle = get_puzzle("1")
+    spec, case = spec_module(puzzle), puzzle.cases.cpu[0]
+    path = tmp_path / "sub.py"
+    path.write_text(NEXT_UNMASKED, encoding="utf-8")
+    kernels, _ = build(extract([(str(path), path.name, NEXT_UNMASKED)]), {}, tmp_path)
+    arena, inputs = draw(spec, case, 5, 0, "cpu", 6)
+    plan = check(record(tmp_path, NEXT_UNMASKED, inputs["x"], inputs["y"]))
+    with record_access(arena, inputs) as recorder:
+        (out,) = Performer(plan, kernels, inputs, arena, "cpu", True).run()
+    assert bool(torch.isnan(out[-1])) and not bool(torch.isnan(out[:-1]).any())
+    suspects = poison_suspects(recorder, [out])
+    assert [(s["kernel"], s["line"]) for s in suspects] == [("add_kernel", 10), ("add_kernel", 11), ("add_kernel", 12)]
+    torch.save([out], outputs_path(tmp_path, 0))
+    job, machine = SimpleNamespace(seed=5, data_seed=6), SimpleNamespace(device="cpu", mode="interpreter")
+    assert masked_poison_reached(plan, kernels, spec, case, job, 0, machine, tmp_path, suspects) == suspects[2:]
+    torch.save([out.nan_to_num()], outputs_path(tmp_path, 0))  # no NaN the zeroed lanes clear: no cause
+    assert masked_poison_reached(plan, kernels, spec, case, job, 0, machine, tmp_path, suspects) == []

@@ -84,6 +84,10 @@ def found(rule: str) -> dict:
     return {"rule": rule, "message": f"The plan breaks {rule}: change it.", "details": []}
 
 
+RACE = {"kind": "race", "launch": 0, "kernel": "add_kernel", "function": "add_kernel", "line": 9, "region": 2,
+        "index": [3], "programs": [0, 1]}  # fmt: skip
+
+
 RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "kernel_calls": lambda: vector_ctx(plan_problem=found("kernel_calls")),
     "kernels_from_source": lambda: vector_ctx(plan_problem=found("kernels_from_source")),
@@ -93,6 +97,7 @@ RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "no_write_outside": lambda: vector_ctx(buffers=[allocated(after=3, first_after=0)]),
     "inputs_unchanged": lambda: vector_ctx(buffers=[input_buffer(changed=4)]),
     "no_load_outside": lambda: vector_ctx(access=access(outside={"x": 6})),
+    "no_race": lambda: vector_ctx(access={**access(), "races": [RACE]}),
     "output_form": lambda: vector_ctx(out=torch.zeros(10, dtype=torch.float64)),
     "kept_state": lambda: kept_ctx(torch.arange(10, dtype=torch.float32), fresh=torch.arange(10) + 1.0),
     "values": lambda: vector_ctx(out=torch.arange(10, dtype=torch.float32)),
@@ -223,7 +228,7 @@ def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
     assert rulebook.names(draws_map=True) <= rulebook.names(needs_access_log=True)
     assert rulebook.names(explains_gpu_values=True) == {
         "no_load_outside", "no_write_outside", "inputs_unchanged", "pages_in_table", "own_sequence",
-        "context_pages_in_table",
+        "context_pages_in_table", "no_race",
     }  # fmt: skip
     assert rulebook.names(explained_by_interpreter=True) == {"values"}
     assert set(rulebook.OUTCOMES) == {"raised", "speed_bar", "stub"}
@@ -333,3 +338,71 @@ def test_nan_beside_unwritten_scratch_is_only_a_lead_without_an_access_log():
     interpreter = rulebook.first_problem(vector_ctx(nan, buffers=[scratch], access=log.to_dict()))
     assert interpreter is not None and "computed from memory no kernel wrote" in interpreter.message
     assert interpreter.diagnosed and interpreter.cause
+
+
+def test_nan_from_masked_off_lanes_is_named_only_where_the_replay_proved_it():
+    """A masked load without `other=` is named, with its line, when the replay found that the same call with those
+    lanes read as 0 has no NaN where this one has (`masked_poison`); without that proof the NaN is an overflow, as
+    before; an output without NaN is wrong for another reason, which the load does not explain."""
+    nan = torch.full((10,), float("nan"))
+    site = {"kernel": "add_kernel", "function": "add_kernel", "line": 7, "lanes": 6}
+    proved = rulebook.first_problem(vector_ctx(nan, masked_poison=[site]))
+    assert proved is not None and proved.rule == "values" and proved.diagnosed
+    assert "a masked load without `other=` at line 7 of `add_kernel` read lanes outside the mask" in proved.message
+    unproved = rulebook.first_problem(vector_ctx(nan))
+    assert unproved is not None and "other=" not in unproved.message
+    assert any("overflow" in line for line in unproved.details)
+    finite = rulebook.first_problem(vector_ctx(torch.zeros(10), masked_poison=[site]))
+    assert finite is not None and "other=" not in finite.message
+
+
+def test_a_race_names_its_programs_element_and_line_and_a_collision_is_told_apart():
+    race = rulebook.first_problem(vector_ctx(access={**access(), "races": [RACE]}))
+    assert race is not None and race.rule == "no_race"
+    assert "Programs 0 and 1 of launch 1 both load and store element [3] of scratch out, at line 9 of `add_kernel`" in (
+        race.message
+    )
+    assert "(a race)" in race.message and "tl.atomic_add" in race.message
+    collision = {**RACE, "kind": "collision", "programs": [2, 5]}
+    clash = rulebook.first_problem(vector_ctx(access={**access(), "races": [collision]}))
+    assert clash is not None and "Programs 2 and 5 of launch 1 store different values" in clash.message
+    assert "(a write collision)" in clash.message
+
+
+def test_nan_from_atomics_into_unwritten_memory_names_the_atomics_line():
+    """Atomics that added into an allocation still holding the poison explain NaN in an output (a `torch.empty` dQ
+    buffer left to reset_to_zero); without NaN, or without such atomics, the values are told as before."""
+    nan = torch.full((10,), float("nan"))
+    site = {"region": 2, "kernel": "add_kernel", "function": "add_kernel", "line": 12}
+    told = rulebook.first_problem(vector_ctx(nan, access={**access(), "atomics_on_poison": [site]}))
+    assert told is not None and told.rule == "values"
+    assert "the atomics at line 12 of `add_kernel` added into scratch out where nothing had been written" in (
+        told.message
+    )
+    assert "reset_to_zero" in told.message
+    plain = rulebook.first_problem(vector_ctx(nan, access=access()))
+    assert plain is not None and "atomics" not in plain.message
+    finite = rulebook.first_problem(vector_ctx(torch.zeros(10), access={**access(), "atomics_on_poison": [site]}))
+    assert finite is not None and "atomics" not in finite.message
+
+
+def test_a_float16_running_sum_is_named_only_where_it_reproduces_the_output():
+    """A matmul whose output is the float16 running sum over its K blocks is told so (with the block, from the
+    launch); another error of the same size is not."""
+    from checks.engine.judging.rules.low_precision import float16_running_sum
+
+    gen = torch.Generator().manual_seed(3)
+    a = (torch.randn(8, 2048, generator=gen) + 1.0).half()
+    b = (torch.randn(2048, 8, generator=gen) + 1.0).half()
+    exact = a.double() @ b.double()
+
+    def ctx(out: torch.Tensor) -> CaseContext:
+        obs = CaseObservation(index=0, returned="tensor", launches=[LaunchObs("matmul", True, {"BLOCK_K": 64})])
+        expected = [Expected("c", exact, torch.float16, ("rows", "columns"))]
+        return CaseContext(get_puzzle("3"), Case(M=8, N=8, K=2048), {"a": a, "b": b}, expected, [out], obs)
+
+    named = rulebook.first_problem(ctx(float16_running_sum(a, b, 64)))
+    assert named is not None and named.rule == "values"
+    assert "summed in a float16 accumulator over blocks of 64 along K" in named.message
+    other = rulebook.first_problem(ctx((exact * 1.01).half()))
+    assert other is not None and "float16 accumulator" not in other.message

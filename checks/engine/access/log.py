@@ -49,6 +49,13 @@ class AccessLog:
     # the plan's copies from one region into another, in order: {"shape", "src": {"region", "strides", "offset"},
     # "dst": {...}}; an output copied from a buffer the kernels stored is seen through it (`stored_counts`, `sources`)
     copies: list[dict[str, Any]] = field(default_factory=list)
+    # each load without `other=` whose mask left lanes out, which read poison: {"kernel", "function", "line", "lanes"}
+    masked_poison: list[dict[str, Any]] = field(default_factory=list)
+    # two programs of one launch storing one element (checks.engine.access.races): {"kind": "race" | "collision",
+    # "launch", "kernel", "function", "line", "region", "index", "programs": [first, second]}
+    races: list[dict[str, Any]] = field(default_factory=list)
+    # atomics that added into an allocation still holding the grader's poison: {"region", "kernel", "function", "line"}
+    atomics_on_poison: list[dict[str, Any]] = field(default_factory=list)
     fields: list[str] = field(default_factory=lambda: list(FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +76,9 @@ class AccessLog:
             "dropped": self.dropped,
             "store_sites": [dict(site) for site in self.store_sites],
             "copies": [dict(copy) for copy in self.copies],
+            "masked_poison": [dict(site) for site in self.masked_poison],
+            "races": [dict(found) for found in self.races],
+            "atomics_on_poison": [dict(site) for site in self.atomics_on_poison],
             "fields": list(self.fields),
         }
 

@@ -11,6 +11,16 @@
     GridExecutor.__call__                                         (the kernel's name and tensor arguments)
 
 and gives the `checks.engine.access.recorder.AccessRecorder` that collects what they see.
+
+It also makes the interpreter's loads read what a GPU's may (`_poison_masked_lanes`): the lanes a load's mask leaves
+out, where the load gives no `other=`, are undefined on a GPU (whatever the registers held), where the interpreter
+reads 0. Here they read poison: NaN in a float, `INT_POISON` in an integer (a page number or offset read there sends
+an address far outside every tensor, as garbage would), `True` in a boolean. A block pointer's load with
+`boundary_check` and no `padding_option` is the same load on a GPU (Triton rewrites it into a masked load with no
+`other`), so it reads poison too; a tensor descriptor's load (the hardware's copy fills the lanes past the tensor
+with zeros, or NaN with `padding="nan"`) and a block pointer's with a `padding_option` keep the values they name.
+The recorder notes where each such load left lanes out (`AccessRecorder.note_masked_poison`), so that a report can
+name it when the poison reaches an output.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, LOAD, STORE
@@ -40,12 +51,132 @@ def _load(recorder: AccessRecorder, original: Callable) -> Callable:
     return create_masked_load
 
 
+INT_POISON = 0x5A5A5A5A5A5A5A5A  # an integer lane a mask left out, truncated to the load's width (0x5A5A5A5A in int32)
+
+
+# the interpreter keeps these floats in unsigned integers: a NaN's bits
+_STORED_NAN = {"bf16": 0x7FC0, "fp8e5": 0x7F, "fp8e5b16": 0x80, "fp8e4nv": 0x7F, "fp8e4b8": 0x80, "fp8e4b15": 0x7F}
+
+
+def poison_like(ptrs: Any, dtype_tt: Any, dtype_np: Any) -> np.ndarray | None:
+    """What the lanes a mask leaves out read on a GPU, here: NaN in a float, INT_POISON in an integer (its low bytes),
+    True in a boolean; None for a load of pointers (left as the interpreter gives them)."""
+    kind = np.dtype(dtype_np).kind
+    if dtype_tt.is_ptr():
+        return None
+    if kind == "f":
+        return np.full(np.shape(ptrs.data), np.nan, dtype=dtype_np)
+    if str(dtype_tt) in _STORED_NAN:
+        return np.full(np.shape(ptrs.data), _STORED_NAN[str(dtype_tt)], dtype=dtype_np)
+    if kind == "b":
+        return np.ones(np.shape(ptrs.data), dtype=dtype_np)
+    if kind in "iu":
+        bits = np.dtype(dtype_np).itemsize * 8
+        value = np.array(INT_POISON & ((1 << bits) - 1), dtype=np.uint64).astype(f"u{bits // 8}")
+        return np.full(np.shape(ptrs.data), value.view(dtype_np), dtype=dtype_np)
+    return None
+
+
+def _poisoned_other(ptrs: Any, mask: Any, other: Any) -> Any:
+    """The `other` a masked load without one reads in the lanes its mask leaves out (poison); None where the load
+    names its own, leaves no lane out, or loads pointers."""
+    if other is not None or mask is None or np.all(mask.data):
+        return None
+    from triton.runtime import interpreter
+
+    dtype_tt = ptrs.get_element_ty()
+    poison = poison_like(ptrs, dtype_tt, interpreter._get_np_dtype(dtype_tt))
+    return None if poison is None else interpreter.TensorHandle(poison, dtype_tt)
+
+
+def _poison_masked_lanes(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_masked_load` giving poison where the mask leaves lanes out and the load names no `other`."""
+
+    def create_masked_load(self, ptrs, mask, other, *args, **kwargs):
+        poison = _poisoned_other(ptrs, mask, other)
+        if poison is not None:
+            other = poison
+            recorder.note_masked_poison(self, int(np.size(mask.data) - np.count_nonzero(mask.data)))
+        return original(self, ptrs, mask, other, *args, **kwargs)
+
+    return create_masked_load
+
+
+@contextlib.contextmanager
+def masked_lanes_poisoned(spared: tuple[str, int]) -> Iterator[None]:
+    """Inside the block, without an access log, the interpreter's masked loads without `other=` read poison as under
+    `record_access`, all but the one at `spared` (function, line of the kernel's source), which reads 0 there: the
+    run that tells whether that load's poison reached an output."""
+    from triton.runtime import interpreter
+
+    from checks.engine.access.recorder import kernel_line
+
+    original = interpreter.InterpreterBuilder.create_masked_load
+
+    def create_masked_load(self, ptrs, mask, other, *args, **kwargs):
+        poison = _poisoned_other(ptrs, mask, other)
+        if poison is not None and kernel_line() != spared:
+            other = poison
+        return original(self, ptrs, mask, other, *args, **kwargs)
+
+    with replaced([(interpreter.InterpreterBuilder, "create_masked_load", create_masked_load)]):
+        yield
+
+
+def _loads_as_on_a_gpu(recorder: AccessRecorder, original: Callable) -> Callable:
+    """The load the access log records (`_load`), reading poison where a GPU's would be undefined."""
+    return _load(recorder, _poison_masked_lanes(recorder, original))
+
+
 def _store(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_masked_store(self, ptrs, value, mask, *args, **kwargs):
         recorder.access(STORE, self, ptrs, mask)
         return original(self, ptrs, value, mask, *args, **kwargs)
 
     return create_masked_store
+
+
+def _races_watched(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_masked_store`, shown to the recorder's race watch before it is made (`checks.engine.access.races`)."""
+
+    def create_masked_store(self, ptrs, value, mask, *args, **kwargs):
+        recorder.races.stored(self, ptrs, value, mask)
+        return original(self, ptrs, value, mask, *args, **kwargs)
+
+    return create_masked_store
+
+
+def _stores_watched(recorder: AccessRecorder, original: Callable) -> Callable:
+    """The store the access log records (`_store`), watched for races between the programs of a launch."""
+    return _store(recorder, _races_watched(recorder, original))
+
+
+def _lock_noted(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_atomic_cas`, telling the race watch that the launch takes a lock."""
+
+    def create_atomic_cas(self, *args, **kwargs):
+        recorder.races.lock_taken()
+        return original(self, *args, **kwargs)
+
+    return create_atomic_cas
+
+
+def _cas_watched(recorder: AccessRecorder, original: Callable) -> Callable:
+    return _cas(recorder, _lock_noted(recorder, original))
+
+
+def _poison_noted(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_atomic_rmw`, telling the recorder first where it adds into memory no kernel wrote."""
+
+    def create_atomic_rmw(self, op, ptr, val, mask, *args, **kwargs):
+        recorder.note_atomic_on_poison(ptr, mask)
+        return original(self, op, ptr, val, mask, *args, **kwargs)
+
+    return create_atomic_rmw
+
+
+def _rmw_watched(recorder: AccessRecorder, original: Callable) -> Callable:
+    return _rmw(recorder, _poison_noted(recorder, original))
 
 
 def _rmw(recorder: AccessRecorder, original: Callable) -> Callable:
@@ -91,10 +222,10 @@ def _launch(recorder: AccessRecorder, original: Callable) -> Callable:
 
 
 _BUILDER_HOOKS: tuple[tuple[str, Hook], ...] = (
-    ("create_masked_load", _load),
-    ("create_masked_store", _store),
-    ("create_atomic_rmw", _rmw),
-    ("create_atomic_cas", _cas),
+    ("create_masked_load", _loads_as_on_a_gpu),
+    ("create_masked_store", _stores_watched),
+    ("create_atomic_rmw", _rmw_watched),
+    ("create_atomic_cas", _cas_watched),
     ("set_grid_dim", _grid),
 )
 

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.engine.access.races import RaceWatch
 from checks.engine.access.regions import Region, RegionMap
 
 DEFAULT_MAX_RECORDS = 200_000
@@ -53,6 +54,9 @@ class AccessRecorder(RegionMap):
         self.store_sites: list[dict[str, Any]] = []  # the first store into each region's guard bands: who, where
         self.copies: list[dict[str, Any]] = []  # the plan's copies between regions (note_copy)
         self._arguments: list[tuple[str, int]] = []  # the launch's tensor arguments: (parameter, storage address)
+        self.masked_poison: list[dict[str, Any]] = []  # each load without `other=` whose mask left lanes out
+        self.races = RaceWatch(self, kernel_line)  # two programs of a launch storing one element
+        self.atomics_on_poison: list[dict[str, Any]] = []  # atomics that added into memory no kernel had written
 
     def _add(self, region: Region) -> int:
         self._pending.append([[], []])
@@ -64,6 +68,7 @@ class AccessRecorder(RegionMap):
     # -- launches ----------------------------------------------------------------------------------
     def begin_launch(self, kernel: str, arguments: dict[str, Any]) -> None:
         self.launches.append({"kernel": kernel, "grid": [1, 1, 1]})
+        self.races.new_launch()
         self._arguments = []
         for name, value in arguments.items():
             if isinstance(value, torch.Tensor) and value.numel():
@@ -118,6 +123,8 @@ class AccessRecorder(RegionMap):
             offsets = offsets[inside]
             if not offsets.size:
                 return
+        if kind == LOAD:
+            self.races.loaded(pid, r, offsets)
         for k in (LOAD, STORE) if kind == ATOMIC else (kind,):
             self.lanes[r][k] += int(offsets.size)
             self._pending[r][k].append(offsets)
@@ -141,6 +148,45 @@ class AccessRecorder(RegionMap):
             offset = (t.data_ptr() - region.body) // region.element_size
             ends.append({"region": r, "strides": list(t.stride()), "offset": int(offset)})
         self.copies.append({"shape": list(source.shape), "src": ends[0], "dst": ends[1]})
+
+    def note_masked_poison(self, builder: Any, lanes: int) -> None:
+        """A load without `other=` whose mask left `lanes` lanes out (they read poison): once per kernel line, with
+        the lanes counted over every program."""
+        function, line = kernel_line()
+        kernel = self.launches[-1]["kernel"] if self.launches else "?"
+        for site in self.masked_poison:
+            if (site["kernel"], site["function"], site["line"]) == (kernel, function, line):
+                site["lanes"] += lanes
+                return
+        self.masked_poison.append({"kernel": kernel, "function": function, "line": line, "lanes": lanes})
+
+    def note_atomic_on_poison(self, ptrs: Any, mask: Any) -> None:
+        """An atomic about to be made: where it adds into an allocation that still holds the grader's poison (memory
+        no kernel wrote, such as a `torch.empty` buffer left to an autotuner's `reset_to_zero`), note its kernel line,
+        once per line and tensor."""
+        from triton.runtime import interpreter
+
+        from checks.memory import is_poison
+
+        shape = np.shape(ptrs.data)
+        lanes = np.ones(shape, bool) if mask is None else np.broadcast_to(np.asarray(mask.data, bool), shape)
+        on = np.asarray(ptrs.data)[lanes].astype(np.uint64)
+        if not on.size:
+            return
+        r = self.region_at(int(on.min()))
+        if r < 0 or self.regions[r].role != "allocated" or int(on.max()) >= self.regions[r].high:
+            return
+        dtype = interpreter._get_np_dtype(ptrs.get_element_ty())
+        if np.dtype(dtype).kind != "f":
+            return
+        held = interpreter._interpreter.load(on, np.ones(on.size, bool), np.zeros(on.size, dtype), dtype)
+        if not bool(is_poison(torch.from_numpy(np.ascontiguousarray(held))).any()):
+            return
+        function, line = kernel_line()
+        kernel = self.launches[-1]["kernel"] if self.launches else "?"
+        site = {"region": r, "kernel": kernel, "function": function, "line": line}
+        if site not in self.atomics_on_poison:
+            self.atomics_on_poison.append(site)
 
     def _note_store_site(self, r: int) -> None:
         """Remember, once per region, which kernel line stored into its guard bands and through which argument."""
@@ -211,6 +257,9 @@ class AccessRecorder(RegionMap):
             dropped=self.dropped,
             store_sites=[dict(site) for site in self.store_sites],
             copies=[dict(copy) for copy in self.copies],
+            masked_poison=[dict(site) for site in self.masked_poison],
+            races=[dict(found) for found in self.races.found],
+            atomics_on_poison=[dict(site) for site in self.atomics_on_poison],
         )
 
 

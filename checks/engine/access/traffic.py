@@ -3,8 +3,11 @@
     traffic_lines(log, key=None) -> list[str]
 
 One line per tensor, beside the answer key's log of the same case and the minimum (an input read
-once, an output written once, a scratch buffer never touched), then the number of programs. A figure below the
-minimum says in words what it means:
+once, an output written once, a scratch buffer never touched), then the number of programs. The kernels' loads,
+stores and atomics (an atomic reads and writes its element) count, and so do the copies the host function made (a
+cast, `.contiguous()`: torch's own kernel on a GPU, which reads its source once and writes its result once), so that
+an output made by casting a buffer the kernels summed into by atomics is written, as it is on a GPU. A figure below
+the minimum says in words what it means:
 
     k      read 32.0x — answer key 1.0x, minimum 1.0x
     o      written 0.8x — answer key 1.0x, minimum 1.0x: below the minimum, so part of o is never written
@@ -13,6 +16,7 @@ minimum says in words what it means:
 
 from __future__ import annotations
 
+import math
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -47,7 +51,11 @@ def tensor_traffic(log: AccessLog) -> dict[str, tuple[float, float, str]]:
     Regions never touched are left out, and so are scratch regions outside the arena.
     """
     found: dict[str, tuple[float, float, str]] = {}
-    for region, loaded, stored in zip(log.regions, log.loaded, log.stored, strict=True):
+    copied_from, copied_into = copy_lanes(log)
+    for region, loaded, stored, read_by_copy, written_by_copy in zip(
+        log.regions, log.loaded, log.stored, copied_from, copied_into, strict=True
+    ):
+        loaded, stored = loaded + read_by_copy, stored + written_by_copy
         if region["role"] == "scratch" and not (loaded or stored):
             continue
         name = display_name(region)
@@ -59,6 +67,16 @@ def tensor_traffic(log: AccessLog) -> dict[str, tuple[float, float, str]]:
             _times(loaded, region["numel"]), _times(stored, region["numel"]), role,
         )  # fmt: skip
     return found
+
+
+def copy_lanes(log: AccessLog) -> tuple[list[int], list[int]]:
+    """Per region: the elements the plan's copies read from it, and those they wrote into it."""
+    read, written = [0] * len(log.regions), [0] * len(log.regions)
+    for copy in log.copies:
+        elements = math.prod(copy["shape"])
+        read[copy["src"]["region"]] += elements
+        written[copy["dst"]["region"]] += elements
+    return read, written
 
 
 def _minimum(role: str, output: bool) -> tuple[float, float]:

@@ -63,6 +63,9 @@ class CaseObservation:
     fresh_outputs: bool = False  # also run from its kept tensors' first state (protocol.fresh_outputs_path)
     # the configs the autotuned launches ran: {"kernel": name, "config": {argument: value}} (replay.perform.ran_config)
     configs: list[dict[str, Any]] = field(default_factory=list)
+    # (interpreter) the loads without `other=` whose masked-off lanes read poison, when the call's outputs hold NaN
+    # that the same call with those lanes read as 0 does not: {"kernel", "function", "line", "lanes"}
+    masked_poison: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -23,7 +23,9 @@ A plan is JSON. Its parts:
            {"op": "copy", "dst": ref, "src": ref}                             a layout or dtype copy
            {"op": "host_write", "dst": ref, "what": "aten.add_", "where": "..."}   not replayed: the message says so
            {"op": "launch", "kernel": name, "where": "...", "alternatives": [launch, ...],
-            "reset_to_zero": [names], "restore_value": [names]}
+            "reset_to_zero": [names], "restore_value": [names], "benchmarks": bool}
+                                   an autotuned launch; `benchmarks`: its autotuner holds several configs, so it
+                                   benchmarks them (and zeroes `reset_to_zero`) on the first call of each key
     launch {"grid": [x, y, z], "args": {name: value}, "options": {"num_warps": 4, ...}, "config": {name: value}}
                                    an autotuned launch has one per config the autotuner would try; its "config" names
                                    the arguments the config sets (the values the replay reads are the args')
@@ -199,6 +201,8 @@ def check(plan: Any) -> dict[str, Any]:
             for names in (op.get("reset_to_zero", []), op.get("restore_value", [])):
                 if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                     raise PlanError(f"{where}: reset_to_zero or restore_value that are not names")
+            if not isinstance(op.get("benchmarks", False), bool):
+                raise PlanError(f"{where}: an autotuner's `benchmarks` that is not true or false")
         else:
             raise PlanError(f"{where}: an operation of kind {kind!r}, which a plan does not have")
     for i, value in enumerate(plan["returned"]):

@@ -188,6 +188,10 @@ def replay_all(job: Job, puzzle: Puzzle, events: Events, machine: Any, workdir: 
             )
             obs.kept_changed = performed[-1].kept_changed if performed else []
             obs.configs = performed[-1].configs_run if performed else []
+            if obs.masked_poison and not obs.raised:
+                obs.masked_poison = masked_poison_reached(
+                    plan, kernels, spec, cases[index], job, index, machine, workdir, obs.masked_poison
+                )
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
                 obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
             obs.returned = plan.get("kind", "")
@@ -228,6 +232,50 @@ def rerun_fresh(
         return True
     except Exception:  # noqa: BLE001 - without the second run the values rule judges the call alone
         return False
+
+
+def masked_poison_reached(
+    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Any, workdir: Path,
+    suspects: list[dict],
+) -> list[dict]:  # fmt: skip
+    """Of the loads without `other=` whose masked-off lanes read poison (`suspects`, the call's `masked_poison`),
+    those whose poison reached an output: the same call, on the same inputs with its kept tensors as they were made,
+    with that load's lanes read as 0 and the others' still poisoned, leaves NaN out of some element where the call
+    left NaN. Where no load does so alone, all of them when the call with every such lane read as 0 (the
+    interpreter's own reading) does. [] when none does, or when a run fails."""
+    import torch
+
+    from checks.engine.access.patches import masked_lanes_poisoned
+    from checks.engine.inputs import draw
+    from checks.engine.replay.perform import KeptState, Performer
+
+    try:
+        poisoned = torch.load(outputs_path(workdir, index), weights_only=True)
+    except Exception:  # noqa: BLE001 - without the call's outputs no cause is named
+        return []
+
+    def clears(spared: dict | None) -> bool:
+        """Whether the call, with the lanes of `spared` (None: of every suspect) read as 0, has no NaN somewhere
+        the poisoned call had NaN."""
+        try:
+            arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
+            interpret = machine.mode == "interpreter"
+            performer = Performer(plan, kernels, inputs, arena, machine.device, interpret, None, KeptState())
+            if spared is None:
+                zeroed = performer.run()
+            else:
+                with masked_lanes_poisoned((spared["function"], spared["line"])):
+                    zeroed = performer.run()
+        except Exception:  # noqa: BLE001 - without the second run no cause is named
+            return False
+        for mine, other in zip(poisoned, zeroed, strict=False):
+            if isinstance(mine, torch.Tensor) and isinstance(other, torch.Tensor) and mine.shape == other.shape:
+                if mine.is_floating_point() and bool((torch.isnan(mine) & ~torch.isnan(other.cpu())).any()):
+                    return True
+        return False
+
+    reached = [site for site in suspects if clears(site)] if len(suspects) > 1 else []
+    return reached or (suspects if clears(None) else [])
 
 
 def own_folder(folder: Path) -> Path:

@@ -387,6 +387,7 @@ class PlanRecorder(TorchDispatchMode):
                 "reset_to_zero": list(tuner.reset_to_zero),
                 "restore_value": list(tuner.restore_value),
                 "tuning_key": [str(name) for name in getattr(tuner, "keys", [])],
+                "benchmarks": _benchmarks(tuner),
             }
             hooks = tuner.user_defined_pre_hook or getattr(tuner, "user_defined_post_hook", False)
             if hooks or any(c.pre_hook for c in configs):
@@ -417,6 +418,10 @@ def config_values(config: Any) -> dict[str, Any]:
         if isinstance(getattr(config, name, None), int):
             values[name] = getattr(config, name)
     return values
+def _benchmarks(tuner: Any) -> bool:
+    """Whether Triton's autotuner benchmarks this kernel's configs on the first call of each key (its hooks, and
+    `reset_to_zero`, run only then): it does when it holds more than one config, however many its pruning leaves."""
+    return len(tuner.configs) > 1
 
 
 def _base_fn(kernel: Any) -> Any:

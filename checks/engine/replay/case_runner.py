@@ -107,10 +107,22 @@ class Observer:
             recorder.name_outputs(outputs, [f"output {i}" for i in range(len(outputs))])
             torch.save(recorder.log().to_dict(), access_path(self.workdir, index))
             obs.access = {"saved": True}  # the grader reads the log from the file it names itself
+            obs.masked_poison = poison_suspects(recorder, outputs)
         return obs
 
 
 PRINTED_LIMIT = 3000
+
+
+def poison_suspects(recorder: AccessRecorder, outputs: list[Any]) -> list[dict[str, Any]]:
+    """The loads whose masked-off lanes read poison (no `other=`), when an output holds NaN: the suspects that the
+    same call with those lanes read as 0 clears or not (`checks.engine.grading_process.main.masked_poison_reached`)."""
+    if not recorder.masked_poison:
+        return []
+    floats = [t for t in outputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not any(bool(torch.isnan(t).any()) for t in floats):
+        return []
+    return [dict(site) for site in recorder.masked_poison]
 
 
 def copies_of_inputs(recorder: AccessRecorder | None, inputs: dict[str, Any]) -> Any:

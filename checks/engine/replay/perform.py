@@ -4,7 +4,14 @@ Allocations go into the grader's guarded arena (`checks.memory`): an `empty` is 
 no kernel wrote is seen, and a store past a tensor lands in a guard. Views are rebuilt from the plan's offsets,
 shapes and strides, and must stay inside their storage. Where an autotuner would choose among configs, a GPU times
 each once, as Triton's autotuner does, and keeps the fastest for the rest of the process; the interpreter cannot time
-them, and runs the one it is told to (`Tuning`: the one the GPU stage ran, or each distinct one in turn).
+them, and runs the one it is told to (`Tuning`: the one the GPU stage ran, or each distinct one in turn). The
+autotuner's `reset_to_zero` and `restore_value` act where Triton 3.6's autotuner acts on them
+(triton/runtime/autotuner.py), and nowhere else: around each benchmarked run of a config (zeroed before, put back
+after), and once more, zeroed, after the benchmarking, before the real launch. Triton benchmarks only on the first call
+of each key of a kernel with several configs; a kernel with one config, or a key already tuned, launches on whatever its
+arguments hold, so a buffer it leaves to `reset_to_zero` then holds what `torch.empty` left there (poison here). With
+`TRITON_CACHE_AUTOTUNING` a key tuned in an earlier process is not benchmarked either; the replay follows Triton's
+default, which keeps no such cache.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from checks.memory import Arena, poisonable, span
 # (the kernel object, sizes of its scalar arguments) -> the config the GPU found fastest; by the object, not its name,
 # so a kernel of the submission never chooses for a kernel of the answer key that has its name
 _chosen: dict[tuple, int] = {}
+# the autotuner keys (`tuning_key`) whose configs Triton's autotuner has benchmarked in this process
+_benchmarked: set[tuple] = set()
 RESET_BYTE = 0xFF  # what a timed call's `torch.empty` memory holds when it starts (NaN in floats, -1 in integers)
 
 
@@ -152,6 +161,7 @@ class Performer:
             raise PlanError(f"the kernel `{op['kernel']}`, which is not in your code")
         kernel = self.kernels[op["kernel"]]
         alternatives = op["alternatives"]
+        benchmarks = self._benchmarks(op, kernel)
         if len(alternatives) == 1:
             choice = 0
         else:
@@ -160,27 +170,49 @@ class Performer:
             ran = ran_config(op["kernel"], alternatives[choice])
             if ran not in self.configs_run:
                 self.configs_run.append(ran)
+        if benchmarks:  # the autotuner's last act after its benchmarking: the `reset_to_zero` arguments zeroed
+            self._reset_to_zero(alternatives[choice], op)
         self._run(kernel, alternatives[choice], op)
 
     def _run(self, kernel: Any, alternative: dict[str, Any], op: dict[str, Any]) -> None:
+        launch(kernel, alternative, {name: self.value(v) for name, v in alternative["args"].items()})
+
+    @staticmethod
+    def _benchmarks(op: dict[str, Any], kernel: Any) -> bool:
+        """Whether Triton's autotuner benchmarks this launch's configs (and so runs its `reset_to_zero`): its kernel
+        holds several configs and this is the first call of its key in this process."""
+        if not op.get("benchmarks"):
+            return False
+        key = tuning_key(op, kernel)
+        if key in _benchmarked:
+            return False
+        _benchmarked.add(key)
+        return True
+
+    def _reset_to_zero(self, alternative: dict[str, Any], op: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """Zero the tensors the autotuner's `reset_to_zero` names, as its hook does; the arguments of `alternative`."""
         args = {name: self.value(v) for name, v in alternative["args"].items()}
         for name in op.get("reset_to_zero", []):
             if isinstance(args.get(name), torch.Tensor):
                 args[name].zero_()
-        # one mapping: a Gluon kernel may take a launch option as a parameter of its own (num_warps: gl.constexpr)
-        kernel[tuple(alternative["grid"])](**{**args, **alternative["options"]})
+        return args
+
+    def _trial(self, kernel: Any, alternative: dict[str, Any], op: dict[str, Any]) -> None:
+        """One benchmarked run of a config, as Triton's autotuner makes it: the `reset_to_zero` arguments zeroed and
+        the `restore_value` ones copied before the run, and put back after it."""
+        args = self._reset_to_zero(alternative, op)
+        saved = {n: args[n].clone() for n in op.get("restore_value", []) if isinstance(args.get(n), torch.Tensor)}
+        try:
+            launch(kernel, alternative, args)
+        finally:
+            for name, values in saved.items():
+                args[name].copy_(values)
 
     def _fastest(self, op: dict[str, Any], kernel: Any) -> int:
         """The config Triton's autotuner would keep: each timed once here, the fastest remembered per sizes."""
         first = op["alternatives"][0]
-        named = op.get("tuning_key") or [k for k, v in first["args"].items() if "scalar" in v]
-        # as Triton's autotuner keys its choice: the values of its `key` arguments and every argument's dtype
-        key = (
-            kernel,  # equal to itself alone (Triton's kernels compare by identity)
-            len(op["alternatives"]),  # the choice is an index into these: a pruning that left others is its own
-            tuple((k, str(first["args"][k])) for k in named if k in first["args"]),
-            tuple(str(v["tensor"].get("dtype")) for v in first["args"].values() if "tensor" in v),
-        )
+        # the choice is an index into the alternatives: a pruning that left others is its own
+        key = (len(op["alternatives"]), *tuning_key(op, kernel))
         if key in _chosen:
             return _chosen[key]
         restore = [self.value(first["args"][n]) for n in op.get("restore_value", []) if n in first["args"]]
@@ -196,7 +228,7 @@ class Performer:
         import triton.testing
 
         try:
-            run = lambda: self._run(kernel, alternative, op)
+            run = lambda: self._trial(kernel, alternative, op)
             ms = float(triton.testing.do_bench(run, warmup=5, rep=25, return_mode="median"))
         except Exception:  # noqa: BLE001 - a config that does not compile is not chosen
             ms = float("inf")
@@ -233,6 +265,24 @@ def ran_config(kernel: str, alternative: dict[str, Any]) -> dict[str, Any]:
     args = alternative["args"]
     config = {name: args[name]["scalar"] for name in alternative.get("config", {}) if "scalar" in args.get(name, {})}
     return {"kernel": kernel, "config": config}
+
+
+def launch(kernel: Any, alternative: dict[str, Any], args: dict[str, Any]) -> None:
+    """Launch one alternative with its arguments and options as one mapping: a Gluon kernel may take a launch option
+    as a parameter of its own (num_warps: gl.constexpr)."""
+    kernel[tuple(alternative["grid"])](**{**args, **alternative["options"]})
+
+
+def tuning_key(op: dict[str, Any], kernel: Any) -> tuple:
+    """The key Triton's autotuner tunes a launch under: the values of its `key` arguments and every argument's dtype,
+    for this kernel object (equal to itself alone: Triton's kernels compare by identity)."""
+    first = op["alternatives"][0]
+    named = op.get("tuning_key") or [k for k, v in first["args"].items() if "scalar" in v]
+    return (
+        kernel,
+        tuple((k, str(first["args"][k])) for k in named if k in first["args"]),
+        tuple(str(v["tensor"].get("dtype")) for v in first["args"].values() if "tensor" in v),
+    )
 
 
 class KeptState:

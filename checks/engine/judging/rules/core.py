@@ -17,8 +17,11 @@ from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import log_of
 from checks.engine.judging.rules import mistakes
+from checks.engine.judging.rules.atomic_poison import atomics_on_unwritten_memory
 from checks.engine.judging.rules.compare import ALL_ZERO, Mismatch, compare, first_bad, index_of, locate
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
+from checks.engine.judging.rules.low_precision import float16_accumulator
+from checks.engine.judging.rules.masked_lanes import masked_load_without_other
 from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
 from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.memory import is_poison
@@ -387,6 +390,12 @@ def values(ctx: CaseContext) -> Problem | None:
                       for e, m in mismatches]  # fmt: skip
     elif unwritten:
         pass  # the headline names the cause: memory no kernel wrote
+    elif masked := masked_load_without_other(ctx, exp):
+        message = f"{first.headline}: {masked}"
+    elif summed := atomics_on_unwritten_memory(ctx, exp):
+        message = f"{first.headline}: {summed}"
+    elif low := float16_accumulator(ctx, exp):
+        message = f"{first.headline}: {low}"
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
     elif fits:  # the reference with a mistake gives these values: named if it fits every failing case (the stage)

@@ -1,0 +1,50 @@
+"""The rule on races between the programs of one launch, from the access log's race watch
+(`checks.engine.access.races`): found in the interpreter, where the values still come out right."""
+
+from __future__ import annotations
+
+from checks.engine.access.log import AccessLog
+from checks.engine.access.traffic import display_name
+from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, rule
+from checks.engine.judging.rules.problem import CaseContext, Problem
+
+
+@rule(
+    EVERY_CALL,
+    checks=(
+        "in the interpreter, no two programs of one launch store one element with plain stores where the order they "
+        "run in matters: after loading it (a race), or with different values (a write collision)"
+    ),
+    message=(
+        "Give every element one program that stores it, or add into a shared element with tl.atomic_add: on a GPU "
+        "the programs of a launch run at once, in no order."
+    ),
+    taught_in="10",
+    needs=(ACCESS_LOG,),
+    explains_gpu_values=True,
+)
+def no_race(ctx: CaseContext) -> Problem | None:
+    """In the interpreter: no element stored by two programs of one launch that loaded it, or with different
+    values, although the interpreter, running the programs one after the other, computes the right values."""
+    log = AccessLog.from_dict(ctx.obs.access) if ctx.obs.access else None
+    if log is None or not log.races:
+        return None
+    found = next((f for f in log.races if f["kind"] == "race"), log.races[0])
+    region = log.regions[int(found["region"])] if 0 <= int(found["region"]) < len(log.regions) else {}
+    name = display_name(region) if region else "a tensor"
+    first, second = found["programs"]
+    kernel, function = str(found.get("kernel", "")), str(found.get("function", ""))
+    inside = f"`{kernel}`" + (f" (in `{function}`)" if function and function != kernel else "")
+    where = f"element {list(found['index'])} of {name}, at line {found['line']} of {inside}"
+    launch = f"launch {int(found['launch']) + 1}"
+    if found["kind"] == "race":
+        return Problem(
+            f"Programs {first} and {second} of {launch} both load and store {where}: the interpreter runs one program "
+            "after the other, so the second loads what the first stored, but on a GPU they run at once, both load the "
+            "old value and one of the two updates is lost (a race). Add into the element with tl.atomic_add, or give "
+            "every element one program that stores it."
+        )
+    return Problem(
+        f"Programs {first} and {second} of {launch} store different values to {where}: on a GPU they run at once, so "
+        "either value may be the one kept (a write collision). Give every element one program that stores it."
+    )
