@@ -418,6 +418,8 @@ def config_values(config: Any) -> dict[str, Any]:
         if isinstance(getattr(config, name, None), int):
             values[name] = getattr(config, name)
     return values
+
+
 def _benchmarks(tuner: Any) -> bool:
     """Whether Triton's autotuner benchmarks this kernel's configs on the first call of each key (its hooks, and
     `reset_to_zero`, run only then): it does when it holds more than one config, however many its pruning leaves."""
