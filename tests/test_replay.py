@@ -460,6 +460,19 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
     "three_passes_through_a_clone": ("limits", "read each element of x", "7"),
     # a method rule sees the kernels' stores through the copy the host made into the output
     "stores_through_a_host_copy": ("causal_skipping", "lie entirely on the masked side", "9"),
+    # one account of what the kernels read (checks.engine.access.queries.loads_of): passes counted by where the data
+    # came from, through copies of any size, the host's and the kernels' own
+    "half_copies_read_in_a_second_kernel": ("limits", "read each element of x 4.00 times", "7"),
+    "half_copies_made_in_the_first_pass": ("limits", "read each element of x 3.00 times", "7"),
+    # parallel work counted in the work that reaches the output, not in the grid's programs
+    "one_program_per_head_beside_idle_programs": ("parallel_over_queries", "did the work of 130 query rows", "9"),
+    "one_program_per_head_copied_out_by_many": ("parallel_over_queries", "did the work of 130 query rows", "9"),
+    # skipped work counted in the rows each program loaded, not in the box of one load
+    "fully_masked_tiles_gather_key_row_0": ("causal_skipping", "loaded k rows 33-47", "9"),
+    "masked_query_tiles_gather_the_last_row": ("causal_skipping", "(owns key rows 32-63) loaded q rows 1-7", "10b"),
+    # copies followed by every rule: a clone, a broadcasting copy_
+    "kv_read_per_query_head_from_a_clone": ("kv_once_per_group", "read each element of k 4.00 times", "12"),
+    "slots_past_seq_lens_through_a_broadcast_copy": ("pages_in_table", "past seq_lens there", "13"),
 }
 
 

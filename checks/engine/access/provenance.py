@@ -7,27 +7,29 @@ it keeps, per element of the region's body:
 - its origin: the element of an input whose value it holds unchanged, or -1. An input's elements are their own
   origin. A copy the plan makes (a view's `copy_`, `clone`, `contiguous`, a dtype cast, a broadcasting `copy_`)
   gives each element of the result the origin of the element it was copied from. A kernel's store gives a stored
-  element the origin of an element that the same program loaded with a bit-identical value (compared as float64,
-  so a cast to a wider float is still a copy), unless that loaded element was the max or min of its slice along
-  the load's last axis, of at least `REDUCED_SLICE` active lanes, and the store holds no other lane of that slice:
-  then the stored value is taken for what a reduction (a row's max) picked, not a copy. Any other store, and any
-  atomic, leaves the element without origin.
+  lane the origin of a lane that the same program loaded with the same value (the same bits, of the same dtype) at
+  the same place in its block: the same position in the block's lanes (a copy, reshaped or not, masked or not, of
+  a block gathered from anywhere), or the transposed position (`tl.trans`). Where several loads held that value
+  there, the latest one's; and a load counts only as the source of at least `COPY_LANES` lanes of one store (or
+  of all its own lanes). Any other store, and any atomic, leaves the element without origin.
 - its writer: the program (launch, pid) that last stored it, or, through a copy, the program that stored the element
-  it holds; -1 for none. A copy of an input's elements has no writer (the input's values are no program's work).
+  it holds (a kernel's copy of an input's element: the program that stored it; the plan's: none); -1 for none.
 
 and, for the judge:
 
-- `via`: for each input region, how many times each element was loaded through a copy (a load of an element of
-  another region whose origin it is), and the records of those loads, in the input's own index space;
-- `edges`: (writer, reader) pairs of programs: the reader loaded an element the writer computed (data that is
-  not a copy of an input), so the reader's work builds on the writer's.
+- the loads of each input's elements through copies (a load of an element of another region whose origin it is),
+  which the recorder tallies in the input's own index space (`AccessRecorder._tally_via`);
+- `edges`: (writer, reader) pairs of programs: the reader loaded an element the writer computed (data that is not a
+  copy of an input), so the reader's work builds on the writer's.
 
-What it cannot see (the limits, said in docs/grading.md): a value a kernel computes that happens to equal a loaded
-one is taken for a copy of it (a reduction along another axis than the last, say a column's max, is); the max and
-min of a slice stored alone, each by a store of its own, are taken for a reduction's results (at most two lanes of
-each slice of `REDUCED_SLICE` or more); integer loads are not followed (indices, not data); a kernel that changes a
-value on the way (x * 2, or a cast to a narrower type) makes new data, which is judged as the kernel's own work,
-not as a copy.
+Why by value and place: a stored value that merely equals one of the many values a program loaded (a float16 result
+often does) is no copy, and matching values alone would take it for one; a value stored at the place in the block it
+was loaded at is what a copy is. What it cannot see (the limits, said in docs/grading.md): a kernel that shuffles a
+block's lanes (`tl.gather`, `tl.join` of two blocks, a broadcast) before storing them, or that changes a value on the
+way (x * 2, or a cast to another dtype), or that stores fewer than `COPY_LANES` lanes of a larger load at a time,
+makes data that is judged as the kernel's own work, not as a copy; integer loads are not followed (indices, not
+data); a result that equals a loaded value at its place by chance (the softmax of a single key is that key's value)
+is taken for a copy of it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-REDUCED_SLICE = 16  # a loaded lane that is the max or min of a slice of at least this many active lanes: a reduction
+COPY_LANES = 8  # a load is the source of a store's lanes where it is of at least this many (or of all its own)
 _SHIFT = 40  # a global element id: region << _SHIFT | offset in the region's body
 _MASK = (1 << _SHIFT) - 1
 
@@ -56,31 +58,6 @@ def program_id(launch: int, pid: int) -> int:
     return (launch << 32) | pid
 
 
-def extremes(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Which lanes of a loaded block are the max or min of the active lanes of their slice along the last axis (the
-    whole block, if it has one axis), where that slice holds at least REDUCED_SLICE active lanes: what `tl.max` or
-    `tl.min` along that axis picks."""
-    found = np.zeros(values.shape, dtype=bool)
-    if values.ndim == 0 or values.shape[-1] < REDUCED_SLICE:
-        return found
-    v = values.astype(np.float64, copy=False)
-    many = mask.sum(axis=-1, keepdims=True) >= REDUCED_SLICE
-    if not many.any():
-        return found
-    with np.errstate(invalid="ignore"):
-        top = np.where(mask, v, -np.inf).max(axis=-1, keepdims=True)
-        bottom = np.where(mask, v, np.inf).min(axis=-1, keepdims=True)
-        found |= ((v == top) | (v == bottom)) & many
-    return found & mask
-
-
-def slices(shape: tuple[int, ...], mask: np.ndarray, serial: int) -> np.ndarray:
-    """An id, for each active lane of a load, of its slice along the last axis (unique to this load)."""
-    width = shape[-1] if shape else 1
-    flat = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
-    return (np.int64(serial) << 24) | (flat[mask] // max(1, width))
-
-
 class Provenance:
     """Origins and writers of every region's elements, and the loads through copies (see the module's text)."""
 
@@ -90,9 +67,11 @@ class Provenance:
         self.is_input: list[bool] = []
         self.edges: set[tuple[int, int]] = set()
         self._program = -1
-        self._loaded: list[tuple[np.ndarray, ...]] = []  # (keys, source ids, reduced, slice ids) per load
-        self._table: tuple[np.ndarray, ...] | None = None  # the same, sorted by key
-        self.serial = 0  # loads seen: a load's slices are its own
+        # this program's loads, in levels of sorted tables (place keys, source ids, load serials), each at least twice
+        # the size of the next: a load merges into the last levels, so a long program sorts each lane O(log n) times
+        self._levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.serial = 0  # loads seen
+        self._lanes: dict[int, int] = {}  # this program's loads: serial -> active lanes
 
     def add_region(self, role: str) -> None:
         self.origin.append(None)
@@ -104,8 +83,8 @@ class Provenance:
         """The program the interpreter runs now; a new one starts with nothing loaded."""
         if program != self._program:
             self._program = program
-            self._loaded = []
-            self._table = None
+            self._levels = []
+            self._lanes = {}
 
     # -- what one element holds ----------------------------------------------------------------------------------
     def origins(self, region: int, offsets: np.ndarray) -> np.ndarray:
@@ -129,10 +108,9 @@ class Provenance:
         known[offsets] = values
 
     # -- accesses ------------------------------------------------------------------------------------------------
-    def load(self, region: int, offsets: np.ndarray, keys: np.ndarray | None = None,
-             reduced: np.ndarray | None = None, slice_ids: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
-        """A load of these elements (keys: their values as float64 bits, None for integers; reduced: which are the max
-        or min of their slice, `extremes`; slice_ids: `slices`); their origins."""
+    def load(self, region: int, offsets: np.ndarray, places: np.ndarray | None = None) -> np.ndarray:
+        """A load of these elements (places: `place_keys` of their values and lanes, None for integers); their
+        origins."""
         ids = self.origins(region, offsets)
         writers = self.writers(region, offsets)
         derived = writers[(writers >= 0) & (ids < 0)]  # data a program computed, not a copy of an input
@@ -140,15 +118,16 @@ class Provenance:
             for w in np.unique(derived):
                 if int(w) != self._program:
                     self.edges.add((int(w), self._program))
-        if keys is not None and reduced is not None and slice_ids is not None:
+        if places is not None:
             sources = np.where(ids >= 0, ids, -2 - element_id(region, offsets))  # -2 - id: an element of no input
-            self._loaded.append((keys, sources, reduced, slice_ids))
-            self._table = None
+            self._add_level((places, sources, np.full(places.shape, self.serial, dtype=np.int64)))
+            self._lanes[self.serial] = self._lanes.get(self.serial, 0) + int(places.size)
         return ids
 
-    def store(self, region: int, size: int, offsets: np.ndarray, keys: np.ndarray | None) -> None:
-        """A store of these elements (keys: the stored values as float64 bits, None for integers)."""
-        sources = self._match(keys) if keys is not None else np.full(offsets.shape, -1, dtype=np.int64)
+    def store(self, region: int, size: int, offsets: np.ndarray, places: list[np.ndarray] | None) -> None:
+        """A store of these elements (places: `place_keys` of the stored values at their lanes, and at the transposed
+        lanes; None for integers)."""
+        sources = self._match(places) if places is not None else np.full(offsets.shape, -1, dtype=np.int64)
         writer = np.full(offsets.shape, self._program, dtype=np.int64)
         copied = sources <= -2  # a copy of an element that holds no input's value: it keeps that element's writer
         if copied.any():
@@ -159,7 +138,6 @@ class Provenance:
                 if known is not None:
                     kept[r == one] = known[o[r == one]]
             writer[copied] = kept
-        writer[sources >= 0] = -1  # a copy of an input is no program's work
         self._set(self.origin, region, size, offsets, np.where(sources >= 0, sources, -1))
         self._set(self.writer, region, size, offsets, writer)
 
@@ -169,25 +147,36 @@ class Provenance:
         self._set(self.origin, region, size, offsets, np.full(offsets.shape, -1, dtype=np.int64))
         self._set(self.writer, region, size, offsets, np.full(offsets.shape, self._program, dtype=np.int64))
 
-    def _match(self, keys: np.ndarray) -> np.ndarray:
-        """For each stored value, the source of a loaded lane of this program with the same bits (an input's element
-        id, or -2 - the id of an element of no input); -1 where none. A lane that was the max or min of its slice
-        (`extremes`) is a reduction's result, unless this store holds another lane of that slice too (a copy of it)."""
-        if not self._loaded:
-            return np.full(keys.shape, -1, dtype=np.int64)
-        if self._table is None:
-            columns = [np.concatenate([one[c] for one in self._loaded]) for c in range(4)]
-            order = np.argsort(columns[0], kind="stable")
-            self._table = tuple(c[order] for c in columns)
-        table, sources, reduced, slice_ids = self._table
-        at = np.minimum(np.searchsorted(table, keys), len(table) - 1)
-        hit = table[at] == keys
-        picked = hit & reduced[at]
-        if picked.any():
-            found, counts = np.unique(slice_ids[at[hit]], return_counts=True)
-            copied = np.isin(slice_ids[at], found[counts > 1])  # several lanes of one slice stored: a copy of it
-            hit &= ~picked | copied
-        return np.where(hit, sources[at], -1)
+    def _add_level(self, level: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """A load's lanes into the levels, merging the last levels while they are no more than twice its size."""
+        while self._levels and len(self._levels[-1][0]) <= 2 * len(level[0]):
+            last = self._levels.pop()
+            level = tuple(np.concatenate([a, b]) for a, b in zip(last, level, strict=True))  # type: ignore[assignment]
+        keys, sources, serials = level
+        order = np.lexsort((-serials, keys))  # equal keys: the latest load first
+        self._levels.append((keys[order], sources[order], serials[order]))
+
+    def _match(self, places: list[np.ndarray]) -> np.ndarray:
+        """For each stored lane, the source of a lane of this program's loads with the same value at the same place
+        (the first of `places` that has one; of the latest load, where several do): an input's element id, or -2 -
+        the id of an element of no input; -1 where none. A load counts as the source of this store's lanes only
+        where it is of at least COPY_LANES of them (or of all its own lanes, if fewer): a float16 result equals a
+        loaded value at its place now and then by chance, a copy at every lane."""
+        found = np.full(places[0].shape, -1, dtype=np.int64)
+        source_load = np.full(found.shape, -1, dtype=np.int64)
+        for keys in places:
+            best = np.full(found.shape, -1, dtype=np.int64)  # the latest load that held this value at this place
+            for table, sources, serials in self._levels:
+                at = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+                hit = (source_load < 0) & (table[at] == keys) & (keys != -1) & (serials[at] > best)
+                found[hit] = sources[at[hit]]
+                best[hit] = serials[at[hit]]
+            source_load = np.where(best >= 0, best, source_load)
+        loads, counts = np.unique(source_load[source_load >= 0], return_counts=True)
+        few = [int(s) for s, n in zip(loads, counts, strict=True) if n < min(COPY_LANES, self._lanes.get(int(s), 0))]
+        if few:
+            found[np.isin(source_load, few)] = -1
+        return found
 
     # -- the plan's copies ---------------------------------------------------------------------------------------
     def copy(self, src_region: int, src_offsets: np.ndarray, dst_region: int, dst_size: int,
@@ -198,11 +187,24 @@ class Provenance:
         self._set(self.writer, dst_region, dst_size, dst_offsets, writers)
 
 
-def value_keys(values: Any, mask: np.ndarray | None) -> np.ndarray | None:
-    """The active lanes' values as float64 bits (the keys a copy is matched by); None for integer or unknown data."""
+def place_keys(values: Any, mask: np.ndarray, transposed: bool = False) -> np.ndarray | None:
+    """For each active lane of a block of values, a key of its value (bits and dtype) and its place in the block (its
+    position among the block's lanes; with `transposed`, of a 2-D block, the position the lane has in the block's
+    transpose, and -1 for other blocks). None for integer or unknown data."""
     data = np.asarray(values)
-    if data.dtype.kind != "f":
+    if data.dtype.kind != "f" or data.dtype.itemsize not in (2, 4, 8) or data.shape != mask.shape:
         return None
-    if mask is not None:
-        data = data[mask] if mask.shape == data.shape else data[np.broadcast_to(mask, data.shape)]
-    return data.reshape(-1).astype(np.float64).view(np.int64)
+    size = data.dtype.itemsize
+    bits = data.view(f"u{size}").astype(np.int64)
+    if size < 8:
+        bits |= np.int64(size << 56)
+    if transposed:
+        if data.ndim != 2:
+            return np.full(int(mask.sum()), -1, dtype=np.int64)
+        rows, cols = data.shape
+        place = np.arange(cols, dtype=np.int64)[None, :] * rows + np.arange(rows, dtype=np.int64)[:, None]
+    else:
+        place = np.arange(data.size, dtype=np.int64).reshape(data.shape)
+    with np.errstate(over="ignore"):
+        keys = bits * np.int64(1_000_003) + place  # a hash of (value, place): equal where both are
+    return keys[mask]

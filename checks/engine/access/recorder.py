@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog, F
-from checks.engine.access.provenance import Provenance, extremes, program_id, slices, split_ids, value_keys
+from checks.engine.access.provenance import Provenance, place_keys, program_id, split_ids
 from checks.engine.access.regions import Region, RegionMap
 
 DEFAULT_MAX_RECORDS = 200_000
@@ -136,12 +136,13 @@ class AccessRecorder(RegionMap):
         provenance = self.provenance
         provenance.enter(program_id(len(self.launches) - 1, pid))
         data = np.asarray(values.data) if values is not None and kind != ATOMIC else None
-        keys = value_keys(data, m) if data is not None and data.shape == addresses.shape else None
-        reduced = extremes(data, m)[m] if keys is not None and kind == LOAD else None
-        slice_ids = None
-        if reduced is not None and data is not None:
+        places: list[np.ndarray] | None = None
+        if data is not None and data.shape == m.shape:
+            first = place_keys(data, m)
+            if first is not None:
+                places = [first, place_keys(data, m, transposed=True)] if kind == STORE else [first]
+        if kind == LOAD:
             provenance.serial += 1
-            slice_ids = slices(data.shape, m, provenance.serial)
         regions, offsets = self._locate(on)
         for r in np.unique(regions):
             if r < 0:
@@ -151,17 +152,11 @@ class AccessRecorder(RegionMap):
             part = offsets[sel]
             size = self.regions[r].size
             if kind == STORE:
-                provenance.store(r, size, part, keys[sel] if keys is not None else None)
+                provenance.store(r, size, part, [p[sel] for p in places] if places is not None else None)
             elif kind == ATOMIC:
                 provenance.atomic(r, size, part)
             else:
-                ids = provenance.load(
-                    r,
-                    part,
-                    keys[sel] if keys is not None else None,
-                    reduced[sel] if reduced is not None else None,
-                    slice_ids[sel] if slice_ids is not None else None,
-                )
+                ids = provenance.load(r, part, places[0][sel] if places is not None else None)
                 if not provenance.is_input[r]:
                     self._tally_via(pid, ids[ids >= 0])
                     self._tally_derived(r, part[ids < 0])
