@@ -134,6 +134,21 @@ def test_reading_a_scratch_copy_counts_as_reading_the_input(kernels):
     assert passes(log, "x", count_all=False) == 2.0  # x + x is new data, no copy of x
 
 
+def test_a_broadcasting_copy_of_an_input_is_followed_element_by_element(kernels):
+    """The plan's copy into a tensor of another shape (`wide.copy_(x)`, x broadcast along a new dimension, in another
+    dtype): a load of wide[1] is a load of x, in x's own index space."""
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        wide = torch.empty((2, 100), dtype=torch.float64)
+        wide.copy_(x)
+        rec.note_copy(x, wide)
+        out = torch.empty(100, dtype=torch.float64)
+        kernels.add[(4,)](wide[1], wide[1], out, 100, BLOCK=32, MASKED=True)
+    log = rec.log()
+    assert loads_of(log, "x").tolist() == [2] * 100 and log.via_loaded[log.index("x")] == 200
+
+
 def test_a_kernels_copy_of_an_input_is_read_as_the_input_whatever_its_size(kernels):
     """Two half-size copies a kernel made of x (bit-identical values stored from its loads), each read twice: every
     element of x is loaded once directly and twice through its copy, counted in x's own index space."""

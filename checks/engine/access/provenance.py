@@ -10,8 +10,8 @@ it keeps, per element of the region's body:
   lane the origin of a lane that the same program loaded with the same value (the same bits, of the same dtype) at
   the same place in its block: the same position in the block's lanes (a copy, reshaped or not, masked or not, of
   a block gathered from anywhere), or the transposed position (`tl.trans`). Where several loads held that value
-  there, the latest one's; and a load counts only as the source of at least `COPY_LANES` lanes of one store (or
-  of all its own lanes). Any other store, and any atomic, leaves the element without origin.
+  there, the latest one's; and a load counts only as the source of at least `COPY_LANES` lanes of one store. Any
+  other store, and any atomic, leaves the element without origin.
 - its writer: the program (launch, pid) that last stored it, or, through a copy, the program that stored the element
   it holds (a kernel's copy of an input's element: the program that stored it; the plan's: none); -1 for none.
 
@@ -26,7 +26,7 @@ Why by value and place: a stored value that merely equals one of the many values
 often does) is no copy, and matching values alone would take it for one; a value stored at the place in the block it
 was loaded at is what a copy is. What it cannot see (the limits, said in docs/grading.md): a kernel that shuffles a
 block's lanes (`tl.gather`, `tl.join` of two blocks, a broadcast) before storing them, or that changes a value on the
-way (x * 2, or a cast to another dtype), or that stores fewer than `COPY_LANES` lanes of a larger load at a time,
+way (x * 2, or a cast to another dtype), or that stores fewer than `COPY_LANES` lanes of one load at a time,
 makes data that is judged as the kernel's own work, not as a copy; integer loads are not followed (indices, not
 data); a result that equals a loaded value at its place by chance (the softmax of a single key is that key's value)
 is taken for a copy of it.
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-COPY_LANES = 8  # a load is the source of a store's lanes where it is of at least this many (or of all its own)
+COPY_LANES = 8  # a load is the source of a store's lanes where it is of at least this many
 _SHIFT = 40  # a global element id: region << _SHIFT | offset in the region's body
 _MASK = (1 << _SHIFT) - 1
 
@@ -71,7 +71,6 @@ class Provenance:
         # the size of the next: a load merges into the last levels, so a long program sorts each lane O(log n) times
         self._levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.serial = 0  # loads seen
-        self._lanes: dict[int, int] = {}  # this program's loads: serial -> active lanes
 
     def add_region(self, role: str) -> None:
         self.origin.append(None)
@@ -84,7 +83,6 @@ class Provenance:
         if program != self._program:
             self._program = program
             self._levels = []
-            self._lanes = {}
 
     # -- what one element holds ----------------------------------------------------------------------------------
     def origins(self, region: int, offsets: np.ndarray) -> np.ndarray:
@@ -121,7 +119,6 @@ class Provenance:
         if places is not None:
             sources = np.where(ids >= 0, ids, -2 - element_id(region, offsets))  # -2 - id: an element of no input
             self._add_level((places, sources, np.full(places.shape, self.serial, dtype=np.int64)))
-            self._lanes[self.serial] = self._lanes.get(self.serial, 0) + int(places.size)
         return ids
 
     def store(self, region: int, size: int, offsets: np.ndarray, places: list[np.ndarray] | None) -> None:
@@ -160,8 +157,8 @@ class Provenance:
         """For each stored lane, the source of a lane of this program's loads with the same value at the same place
         (the first of `places` that has one; of the latest load, where several do): an input's element id, or -2 -
         the id of an element of no input; -1 where none. A load counts as the source of this store's lanes only
-        where it is of at least COPY_LANES of them (or of all its own lanes, if fewer): a float16 result equals a
-        loaded value at its place now and then by chance, a copy at every lane."""
+        where it is of at least COPY_LANES of them: a float16 result equals a loaded value at its place now and then
+        by chance, a copy at every lane; and the max of a row of one element is that element, which is no copy."""
         found = np.full(places[0].shape, -1, dtype=np.int64)
         source_load = np.full(found.shape, -1, dtype=np.int64)
         for keys in places:
@@ -173,7 +170,7 @@ class Provenance:
                 best[hit] = serials[at[hit]]
             source_load = np.where(best >= 0, best, source_load)
         loads, counts = np.unique(source_load[source_load >= 0], return_counts=True)
-        few = [int(s) for s, n in zip(loads, counts, strict=True) if n < min(COPY_LANES, self._lanes.get(int(s), 0))]
+        few = [int(s) for s, n in zip(loads, counts, strict=True) if n < COPY_LANES]
         if few:
             found[np.isin(source_load, few)] = -1
         return found
