@@ -465,10 +465,10 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     "half_copies_read_in_a_second_kernel": ("limits", "read each element of x 4.00 times", "7"),
     "half_copies_made_in_the_first_pass": ("limits", "read each element of x 3.00 times", "7"),
     # parallel work counted in the work that reaches the output, not in the grid's programs
-    "one_program_per_head_beside_idle_programs": ("parallel_over_queries", "did the work of 130 query rows", "9", [3]),
-    "one_program_per_head_copied_out_by_many": ("parallel_over_queries", "did the work of 130 query rows", "9", [3]),
+    "one_program_per_head_beside_idle_programs": ("parallel_over_queries", "did the work of 130 query rows", "9", [8]),
+    "one_program_per_head_copied_out_by_many": ("parallel_over_queries", "did the work of 130 query rows", "9", [8]),
     # skipped work counted in the rows each program loaded, not in the box of one load
-    "fully_masked_tiles_gather_key_row_0": ("causal_skipping", "loaded k rows 33-47", "9", [3]),
+    "fully_masked_tiles_gather_key_row_0": ("causal_skipping", "loaded k rows 33-47", "9", [5]),
     "masked_query_tiles_gather_the_last_row": ("causal_skipping", "(owns key rows 32-63) loaded q rows 1-7", "10b"),
     # copies followed by every rule: a clone, a broadcasting copy_
     "kv_read_per_query_head_from_a_clone": ("kv_once_per_group", "read each element of k 4.00 times", "12"),
