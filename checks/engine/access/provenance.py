@@ -34,6 +34,7 @@ is taken for a copy of it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -147,10 +148,10 @@ class Provenance:
     def _add_level(self, level: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         """A load's lanes into the levels, merging the last levels while they are no more than twice its size."""
         while self._levels and len(self._levels[-1][0]) <= 2 * len(level[0]):
-            last = self._levels.pop()
-            level = tuple(np.concatenate([a, b]) for a, b in zip(last, level, strict=True))  # type: ignore[assignment]
+            older = self._levels.pop()
+            level = tuple(np.concatenate([new, old]) for new, old in zip(level, older, strict=True))  # type: ignore
         keys, sources, serials = level
-        order = np.lexsort((-serials, keys))  # equal keys: the latest load first
+        order = np.argsort(keys, kind="stable")  # equal keys: the newer load first, as it came first
         self._levels.append((keys[order], sources[order], serials[order]))
 
     def _match(self, places: list[np.ndarray]) -> np.ndarray:
@@ -182,6 +183,15 @@ class Provenance:
         origins, writers = self.origins(src_region, src_offsets), self.writers(src_region, src_offsets)
         self._set(self.origin, dst_region, dst_size, dst_offsets, origins)
         self._set(self.writer, dst_region, dst_size, dst_offsets, writers)
+
+
+@functools.lru_cache(maxsize=256)
+def _places(shape: tuple[int, ...], transposed: bool) -> np.ndarray:
+    """Each lane's position among a block's lanes (with `transposed`, of a 2-D block, in the block's transpose)."""
+    if transposed:
+        rows, cols = shape
+        return np.arange(cols, dtype=np.int64)[None, :] * rows + np.arange(rows, dtype=np.int64)[:, None]
+    return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
 
 
 def place_keys(values: Any, mask: np.ndarray, transposed: bool = False) -> np.ndarray | None:

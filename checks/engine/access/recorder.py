@@ -174,9 +174,8 @@ class AccessRecorder(RegionMap):
         """(region, offset in its body) of each address; region -1 where it is in no region's body."""
         regions = np.full(on.shape, -1, dtype=np.int64)
         offsets = np.zeros(on.shape, dtype=np.int64)
-        parts, _ = self.split(on) if self.regions else ([], 0)
-        if len(parts) == 1 and parts[0][1].size == on.size:
-            r = parts[0][0]
+        r = self.region_at(int(on.min())) if self.regions else -1
+        if r >= 0 and int(on.max()) < self.regions[r].high:  # one region: the common case
             region = self.regions[r]
             rel = (on - region.body) // region.element_size
             inside = (rel >= 0) & (rel < region.size)
