@@ -739,9 +739,10 @@ def limits(
 
     `reads_per_element` {input: n} caps the average number of loads of each element of an input (the passes
     over memory); `max_block` caps the lanes of one tl.load; `why` says, to the learner, what the caps are for.
-    A read of a copy the learner made of an input counts as a read of the input; with `count_all`
-    (one-input puzzles such as softmax) so does a read of any tensor that is not an input, the
-    output included: re-reading what you wrote is another pass over memory.
+    Passes are counted by where the data came from (`passes`): a read of any copy of an input, made by the
+    host code or by a kernel, of whatever size, counts as a read of the input's element it copies; with
+    `count_all` (one-input puzzles such as softmax) so do re-reads of what the kernels computed, the output
+    included: re-reading what you wrote is another pass over memory.
     """
     if not ctx.obs.access:
         return None
