@@ -52,6 +52,15 @@ def loads_of(log: AccessLog, name: str) -> torch.Tensor:
     return counts.as_strided(region["shape"], region["strides"], region["offset"])
 
 
+def load_count(log: AccessLog, name: str) -> int:
+    """`loads_of(log, name).sum()`, without building the tensor: the lanes this call's kernels loaded from the input
+    `name` and from copies of it; 0 where `name` is not a region of the log."""
+    i = log.index(name)
+    if i < 0:
+        return 0
+    return int(log.loaded[i]) + (int(log.via_loaded[i]) if i < len(log.via_loaded) else 0)
+
+
 def rows_of(log: AccessLog, name: str, kinds: tuple[int, ...]) -> np.ndarray:
     """The records of one named region with these kinds, as a numpy array (empty when none). Of an input, its loads
     through copies too (records in its own index space, `via` 1); of anything else, an output say, the stores of the

@@ -359,7 +359,7 @@ class AccessRecorder(RegionMap):
             writers={
                 i: torch.from_numpy(w.copy())
                 for i, (w, region) in enumerate(zip(self.provenance.writer, self.regions, strict=True))
-                if w is not None and region.name.startswith("output ")
+                if w is not None and region.view is not None  # the outputs (`name_outputs`)
             },
             seen=self._seen_data(),
         )

@@ -15,7 +15,7 @@ import torch
 
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
-from checks.engine.access.queries import loads_of, log_of
+from checks.engine.access.queries import load_count, loads_of, log_of
 from checks.engine.judging.rules.compare import Mismatch, compare, first_bad, index_of, locate
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.judging.rules.pictures import ACCESS_MAP, ERROR_MAP, OVERHANG, launch_blocks, overhang_picture
@@ -789,7 +789,7 @@ def passes(log: AccessLog, name: str, count_all: bool) -> float:
     numel = int(log.regions[i]["numel"])
     shape = log.regions[i].get("shape") or [numel]
     rows = numel // max(1, int(shape[-1]))  # the input's rows: elements over the length of one
-    loaded = float(loads_of(log, name).sum())
+    loaded = float(load_count(log, name))  # loads_of(log, name).sum()
     if count_all and log.derived_loaded:
         own = [r for r, region in enumerate(log.regions) if region["role"] != "input"]
         distinct = sum(log.derived_elements[r] for r in own)

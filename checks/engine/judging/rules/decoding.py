@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import LOAD, AccessLog, F
-from checks.engine.access.queries import loads_of, log_of, program_name, rows_of
+from checks.engine.access.queries import load_count, loads_of, log_of, program_name, rows_of
 from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
 from checks.engine.judging.rules.pictures import ACCESS_MAP
 from checks.engine.judging.rules.problem import CaseContext, Problem, say
@@ -166,7 +166,7 @@ def kv_once_per_group(
         if i < 0:
             continue
         used = _used_elements(ctx, name, log.regions[i])
-        seen = float(loads_of(log, name).sum()) / max(1, used)  # through every copy of it: a clone read per head too
+        seen = load_count(log, name) / max(1, used)  # loads_of's total: through every copy, a clone read per head too
         if seen <= max_reads + 1e-6:
             continue
         heads_kv = int(log.regions[i]["shape"][1 if name in ("k", "v") else 2])
