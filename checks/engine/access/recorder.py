@@ -8,7 +8,12 @@ access the recorder keeps, per region (`checks.engine.access.regions`) and kind 
   touched in all, and the lanes that hit a guard band;
 - per access, up to `max_records` of them: a record (kind, launch, program, region, lanes, and the
   box of indices it touched in the tensor's own index space: min and max along each dimension);
-- the widest single load (lanes, masked-off ones included), and the loads that hit no region.
+- the widest single load (lanes, masked-off ones included), and the loads that hit no region;
+- after each access (`follow`, with the values loaded or stored), where each element's value came from
+  (`checks.engine.access.provenance`): a load of a copy of an input is tallied and recorded as a load of the
+  input's element too (`via`), in its own index space; and, per program, the indices it touched along each
+  dimension (`seen`), the programs whose data it loaded (`edges`) and the program that computed each element of
+  each output (`writers`).
 
 `AccessRecorder.log()` returns an `checks.engine.access.log.AccessLog`.
 
