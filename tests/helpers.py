@@ -154,15 +154,26 @@ class Log:
         lanes = math.prod(hi - lo + 1 for lo, hi in box)
         lo = [b[0] for b in box] + [0] * (MAX_DIMS - len(box))
         hi = [b[1] for b in box] + [0] * (MAX_DIMS - len(box))
-        self.rows.append([kind, len(self.launches) - 1, pid, r, lanes, *lo, *hi])
+        self.rows.append([kind, len(self.launches) - 1, pid, r, lanes, *lo, *hi, 0])
         return self
+
+    def _counts(self, kind: int) -> list[torch.Tensor]:
+        """Each region's accesses of one kind per element of its storage, every element of each box counted once."""
+        counts = [torch.zeros(int(x["size"]), dtype=torch.int32) for x in self.regions]
+        for row in self.rows:
+            if row[0] != kind:
+                continue
+            region = self.regions[row[3]]
+            seen = counts[row[3]].as_strided(region["shape"], region["strides"], region["offset"])
+            box = tuple(slice(row[5 + d], row[5 + MAX_DIMS + d] + 1) for d in range(len(region["shape"])))
+            seen[box] += 1
+        return counts
 
     def data(self) -> dict[str, Any]:
         loaded = [sum(row[4] for row in self.rows if row[3] == i and row[0] == LOAD) for i in range(len(self.regions))]
         stored = [sum(row[4] for row in self.rows if row[3] == i and row[0] == STORE) for i in range(len(self.regions))]
         return AccessLog(
-            regions=self.regions, reads=[torch.zeros(0, dtype=torch.int32)] * len(self.regions),
-            writes=[torch.zeros(0, dtype=torch.int32)] * len(self.regions), loaded=loaded, stored=stored,
+            regions=self.regions, reads=self._counts(LOAD), writes=self._counts(STORE), loaded=loaded, stored=stored,
             outside_loads=[0] * len(self.regions), outside_stores=[0] * len(self.regions),
             launches=self.launches, records=torch.tensor(self.rows, dtype=torch.int64).reshape(-1, len(FIELDS)),
         ).to_dict()  # fmt: skip

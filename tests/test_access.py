@@ -12,7 +12,9 @@ import torch
 
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
 from checks.engine.access.patches import record_access
+from checks.engine.access.queries import loads_of
 from checks.engine.access.traffic import traffic_lines
+from checks.engine.judging.rules.core import passes
 from checks.engine.submission import load_module
 from checks.memory import Arena, make_input
 from tests.helpers import Log, attention_log, guard_allocations, matmul_log, region
@@ -174,7 +176,42 @@ def test_reading_a_scratch_copy_counts_as_reading_the_input(kernels):
         out = torch.empty(100)
         kernels.add[(4,)](copy, copy, out, 100, BLOCK=32, MASKED=True)  # then the copy twice
     log = rec.log()
-    assert log.per_element("x") == 2.0 and log.per_element_all("x") == 4.0
+    assert log.per_element("x") == 2.0 and passes(log, "x", count_all=True) == 4.0  # what x + x holds: a pass
+    assert passes(log, "x", count_all=False) == 2.0  # x + x is new data, no copy of x
+
+
+def test_a_broadcasting_copy_of_an_input_is_followed_element_by_element(kernels):
+    """The plan's copy into a tensor of another shape (`wide.copy_(x)`, x broadcast along a new dimension, in another
+    dtype): a load of wide[1] is a load of x, in x's own index space."""
+    a = arena()
+    x = make_input(a, (100,), torch.float32, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        wide = torch.empty((2, 100), dtype=torch.float64)
+        wide.copy_(x)
+        rec.note_copy(x, wide)
+        out = torch.empty(100, dtype=torch.float64)
+        kernels.add[(4,)](wide[1], wide[1], out, 100, BLOCK=32, MASKED=True)
+    log = rec.log()
+    assert loads_of(log, "x").tolist() == [2] * 100 and log.via_loaded[log.index("x")] == 200
+
+
+def test_a_kernels_copy_of_an_input_is_read_as_the_input_whatever_its_size(kernels):
+    """Two half-size copies a kernel made of x (bit-identical values stored from its loads), each read twice: every
+    element of x is loaded once directly and twice through its copy, counted in x's own index space."""
+    a = arena()
+    x = make_input(a, (8, 32), torch.float32, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        left, right = torch.empty(8, 16), torch.empty(8, 16)
+        kernels.tile_copy[(1, 1)](x, left, 8, 16, x.stride(0), x.stride(1), BM=8, BN=16)
+        kernels.tile_copy[(1, 1)](x[:, 16:], right, 8, 16, x.stride(0), x.stride(1), BM=8, BN=16)
+        out = torch.empty(128)
+        for _ in range(2):
+            kernels.add[(4,)](left, right, out, 128, BLOCK=32, MASKED=True)
+    log = rec.log()
+    assert loads_of(log, "x").tolist() == [[3] * 32] * 8
+    assert passes(log, "x", count_all=False) == 3.0
+    via = log.records[log.records[:, F["via"]] == 1]
+    assert set(via[:, F["region"]].tolist()) == {log.index("x")} and int(via[:, F["lanes"]].sum()) == 2 * 256
 
 
 def test_loads_past_the_end_hit_the_guard_band(kernels):

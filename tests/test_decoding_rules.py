@@ -42,7 +42,7 @@ class Log:
         self.counts[r] += index.flatten().int()
         lo = [b[0] for b in box] + [0] * (MAX_DIMS - len(box))
         hi = [b[1] for b in box] + [0] * (MAX_DIMS - len(box))
-        self.rows.append([LOAD, len(self.launches) - 1, pid, r, int(index.sum()), *lo, *hi])
+        self.rows.append([LOAD, len(self.launches) - 1, pid, r, int(index.sum()), *lo, *hi, 0])
         return self
 
     def data(self) -> dict[str, Any]:

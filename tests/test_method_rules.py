@@ -99,14 +99,14 @@ def test_causal_skipping_fails_a_forward_that_walks_every_key_block() -> None:
     log = attention_log(130, 32, 16, skip=False)
     problem = run_rule("causal_skipping", context(log, {"causal": True}, causal=True))
     assert problem is not None and problem.rule == "causal_skipping"
-    assert "fwd, program 0 (owns query rows 0-31) loaded k rows 32-47" in problem.details
+    assert "fwd, program 0 (owns query rows 0-31) loaded k rows 32-129" in problem.details
     assert causal_skipping(context(log, {"causal": False}, causal=False)) is None  # not causal: nothing to skip
 
 
 def test_causal_skipping_fails_dkdv_programs_that_load_queries_before_their_keys() -> None:
     problem = causal_skipping(context(attention_log(96, 16, 32, skip=False, backward=True), causal=True))
     assert problem is not None
-    assert any(d.startswith("dkdv, program 1 (owns key rows 32-63) loaded q rows 0-15") for d in problem.details)
+    assert any(d.startswith("dkdv, program 1 (owns key rows 32-63) loaded q rows 0-31") for d in problem.details)
     assert any(d.startswith("dq, program 0") for d in problem.details)
 
 
@@ -119,7 +119,8 @@ def test_parallel_over_queries_wants_more_programs_than_heads() -> None:
             rows = (start, min(start + 31, 99))
             per_head.access(STORE, pid, "o", [(pid // 3, pid // 3), (pid % 3, pid % 3), rows, (0, 15)])
     problem = parallel_over_queries(context(per_head.data(), q=q))
-    assert problem is not None and "ran 6 programs for B * H = 6 heads" in problem.message
+    assert problem is not None and "program 0 did the work of 100 query rows of head (0, 0)" in problem.message
+    assert "more than one query block of 32 rows" in problem.message
     assert parallel_over_queries(context(per_head.data(), q=q[:, :, :40])) is None  # N below min_n
     blocks = Log([region("q", (2, 3, 100, 16)), region("o", (2, 3, 100, 16), "allocated")]).launch("fwd", (4, 6, 1))
     blocks.access(STORE, 0, "o", [(0, 0), (0, 0), (0, 31), (0, 15)])

@@ -475,7 +475,7 @@ def vector_add(x, y):
 
 
 # -- the attacks --------------------------------------------------------------------------------------------
-ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
+ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzle[, the cases graded, when not all]])
     "grid_writes_the_answer": ("values", "never written"),
     "pre_run_hook_answer": ("values", "never written"),
     "answer_as_scalars": ("plan_from_shapes", "argument `value` of launch 1"),
@@ -506,29 +506,32 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds)
     # a method rule sees the kernels' stores through the copy the host made into the output
     "stores_through_a_host_copy": ("causal_skipping", "lie entirely on the masked side", "9"),
     # one kernel text, one method: the interpreter passes scalars as a GPU's compiler specialises them
-    "method_by_a_one": ("grouped_order", "Launch the tiles of c in grouped order", "4"),
+    "method_by_a_one": ("grouped_order", "Launch the tiles of c in grouped order", "4", [8]),
     "method_by_a_float": ("limits", "read each element of x 3.00 times", "7"),
     # every config an autotuner may choose is judged: one that changes the method fails, named
     "method_by_a_config": (
         "grouped_order",
         "With `matmul_kernel` with BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_SIZE_M=1",
         "4",
+        [8],
     ),
-    "method_by_a_block_size": ("causal_skipping", "With `_attn_fwd_causal` with BLOCK_M=32, BLOCK_N=32", "9"),
+    "method_by_a_block_size": ("causal_skipping", "With `_attn_fwd_causal` with BLOCK_M=32, BLOCK_N=32", "9", [3]),
     # a config's tiles larger than the puzzle's cases are made for: judged on cases sized from them
-    "row_major_at_large_tiles": ("grouped_order", "on a 2 x 16 grid of 128 x 128 tiles", "4"),
-    "column_major_at_large_tiles": ("grouped_order", "on a 16 x 2 grid of 128 x 128 tiles", "4"),
-}
-
-
-# the case an attack shows itself on, where grading it alone is enough (the cases the other configs and the method
-# cases sized from the tiles add come after it)
-ATTACK_CASES = {
-    "method_by_a_one": [8],
-    "method_by_a_config": [8],
-    "method_by_a_block_size": [3],
-    "row_major_at_large_tiles": [0],
-    "column_major_at_large_tiles": [0],
+    "row_major_at_large_tiles": ("grouped_order", "on a 2 x 16 grid of 128 x 128 tiles", "4", [0]),
+    "column_major_at_large_tiles": ("grouped_order", "on a 16 x 2 grid of 128 x 128 tiles", "4", [0]),
+    # one account of what the kernels read (checks.engine.access.queries.loads_of): passes counted by where the data
+    # came from, through copies of any size, the host's and the kernels' own
+    "half_copies_read_in_a_second_kernel": ("limits", "read each element of x 4.00 times", "7"),
+    "half_copies_made_in_the_first_pass": ("limits", "read each element of x 3.00 times", "7"),
+    # parallel work counted in the work that reaches the output, not in the grid's programs
+    "one_program_per_head_beside_idle_programs": ("parallel_over_queries", "did the work of 130 query rows", "9", [8]),
+    "one_program_per_head_copied_out_by_many": ("parallel_over_queries", "did the work of 130 query rows", "9", [8]),
+    # skipped work counted in the rows each program loaded, not in the box of one load
+    "fully_masked_tiles_gather_key_row_0": ("causal_skipping", "loaded k rows 33-47", "9", [5]),
+    "masked_query_tiles_gather_the_last_row": ("causal_skipping", "(owns key rows 32-63) loaded q rows 1-7", "10b"),
+    # copies followed by every rule: a clone, a broadcasting copy_
+    "kv_read_per_query_head_from_a_clone": ("kv_once_per_group", "read each element of k 4.00 times", "12"),
+    "slots_past_seq_lens_through_a_broadcast_copy": ("pages_in_table", "past seq_lens there", "13"),
 }
 
 
@@ -541,10 +544,10 @@ def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, t
     as the tests below grade a launch per element and a method chosen by the device."""
     from checks.engine.grade import grade
 
-    rule, words, *puzzle = ATTACKS[name]
-    number = puzzle[0] if puzzle else 1
+    rule, words, *more = ATTACKS[name]
+    number = more[0] if more else 1
+    cases = more[1] if len(more) > 1 else None  # the case that tells, alone: the earlier ones pass, and take seconds
     graded = submission(TAMPERING, name, tmp_path)
-    cases = ATTACK_CASES.get(name)
     verdict = grade(get_puzzle(number), graded, interpret=True, time_it=False, first_failure=True, cases=cases)
     report = V.format_verdict(verdict)
     assert not verdict.passed and verdict.rule == rule, report

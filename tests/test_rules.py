@@ -50,14 +50,15 @@ def access(
     regions: tuple[tuple[str, str], ...] = (("x", "input"), ("y", "input"), ("out", "allocated")),
     unstored: int = 0,
 ) -> dict:
-    """An access log of a puzzle-1 call: lanes loaded per region, lanes loaded from each region's guard bands; every
-    element of out stored once but the last `unstored`."""
+    """An access log of a puzzle-1 call: lanes loaded per region (spread evenly over its 10 elements), lanes loaded
+    from each region's guard bands; every element of out stored once but the last `unstored`."""
     loaded, outside = loaded or {}, outside or {}
     rows = [{"name": n, "label": n, "role": role, "numel": 10, "shape": [10], "strides": [1], "offset": 0,
              "size": 10, "element_size": 4} for n, role in regions]  # fmt: skip
     stored = torch.tensor([1] * (10 - unstored) + [0] * unstored, dtype=torch.int32)
     writes = [stored if n == "out" else torch.zeros(0, dtype=torch.int32) for n, _ in regions]
-    log = AccessLog(regions=rows, loaded=[loaded.get(n, 0) for n, _ in regions],
+    reads = [torch.full((10,), loaded.get(n, 0) // 10, dtype=torch.int32) for n, _ in regions]
+    log = AccessLog(regions=rows, loaded=[loaded.get(n, 0) for n, _ in regions], reads=reads,
                     outside_loads=[outside.get(n, 0) for n, _ in regions], widest=widest, writes=writes)  # fmt: skip
     return log.to_dict()
 

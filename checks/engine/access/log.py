@@ -22,7 +22,7 @@ LOAD, STORE, ATOMIC = 0, 1, 2
 MAX_DIMS = 4
 FIELDS: tuple[str, ...] = (
     "kind", "launch", "pid", "region", "lanes",
-    *(f"lo{d}" for d in range(MAX_DIMS)), *(f"hi{d}" for d in range(MAX_DIMS)),
+    *(f"lo{d}" for d in range(MAX_DIMS)), *(f"hi{d}" for d in range(MAX_DIMS)), "via",
 )  # fmt: skip
 F = {name: i for i, name in enumerate(FIELDS)}
 
@@ -56,6 +56,21 @@ class AccessLog:
     races: list[dict[str, Any]] = field(default_factory=list)
     # atomics that added into an allocation still holding the grader's poison: {"region", "kernel", "function", "line"}
     atomics_on_poison: list[dict[str, Any]] = field(default_factory=list)
+    # provenance (`checks.engine.access.provenance`): per region, the loads of its elements through copies of them
+    # (an input's elements that a copy held when a kernel loaded it), and those lanes in all
+    via_reads: list[torch.Tensor] = field(default_factory=list)
+    via_loaded: list[int] = field(default_factory=list)
+    # per region that is not an input: the lanes loaded that held no input's value, and the distinct such elements
+    derived_loaded: list[int] = field(default_factory=list)
+    derived_elements: list[int] = field(default_factory=list)
+    # (writer, reader) program ids (launch << 32 | pid): the reader loaded data the writer computed
+    edges: torch.Tensor = field(default_factory=lambda: torch.zeros((0, 2), dtype=torch.int64))
+    # of each output's region: the program that computed each element of its body (through copies), -1 none
+    writers: dict[int, torch.Tensor] = field(default_factory=dict)
+    # the indices each program loaded (through copies too) and stored along each dimension of a region of 2 to
+    # MAX_DIMS dimensions: keys (K, 5) of (launch, pid, region, kind, dim), and key k's indices index[starts[k]:
+    # starts[k + 1]]
+    seen: dict[str, torch.Tensor] = field(default_factory=dict)
     fields: list[str] = field(default_factory=lambda: list(FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,6 +94,13 @@ class AccessLog:
             "masked_poison": [dict(site) for site in self.masked_poison],
             "races": [dict(found) for found in self.races],
             "atomics_on_poison": [dict(site) for site in self.atomics_on_poison],
+            "via_reads": list(self.via_reads),
+            "via_loaded": list(self.via_loaded),
+            "derived_loaded": list(self.derived_loaded),
+            "derived_elements": list(self.derived_elements),
+            "edges": self.edges,
+            "writers": dict(self.writers),
+            "seen": dict(self.seen),
             "fields": list(self.fields),
         }
 
@@ -102,18 +124,6 @@ class AccessLog:
         """Lanes loaded from a region per element of its tensor."""
         i = self.index(name)
         return self.loaded[i] / max(1, self.regions[i]["numel"]) if i >= 0 else 0.0
-
-    def per_element_all(self, name: str) -> float:
-        """Lanes loaded from this input and from every buffer that is not an input, per element of the input.
-
-        The passes over memory of a one-input kernel (softmax): re-reading its output, or a scratch
-        copy of the input, counts as much as re-reading the input.
-        """
-        i = self.index(name)
-        if i < 0:
-            return 0.0
-        own = sum(n for n, r in zip(self.loaded, self.regions, strict=True) if r["role"] != "input")
-        return (self.loaded[i] + own) / max(1, self.regions[i]["numel"])
 
     def outside(self) -> dict[str, int]:
         """Buffer label -> lanes loaded from its guard bands."""

@@ -46,7 +46,9 @@ Hook = Callable[[AccessRecorder, Callable], Callable]  # (recorder, original) ->
 def _load(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_masked_load(self, ptrs, mask, *args, **kwargs):
         recorder.access(LOAD, self, ptrs, mask)
-        return original(self, ptrs, mask, *args, **kwargs)
+        result = original(self, ptrs, mask, *args, **kwargs)
+        recorder.follow(LOAD, self, ptrs, mask, result)  # the values loaded: where they came from
+        return result
 
     return create_masked_load
 
@@ -131,6 +133,7 @@ def _loads_as_on_a_gpu(recorder: AccessRecorder, original: Callable) -> Callable
 def _store(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_masked_store(self, ptrs, value, mask, *args, **kwargs):
         recorder.access(STORE, self, ptrs, mask)
+        recorder.follow(STORE, self, ptrs, mask, value)  # the values stored: a copy of a loaded element, or new
         return original(self, ptrs, value, mask, *args, **kwargs)
 
     return create_masked_store
@@ -182,6 +185,7 @@ def _rmw_watched(recorder: AccessRecorder, original: Callable) -> Callable:
 def _rmw(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_atomic_rmw(self, op, ptr, val, mask, *args, **kwargs):
         recorder.access(ATOMIC, self, ptr, mask)
+        recorder.follow(ATOMIC, self, ptr, mask, None)
         return original(self, op, ptr, val, mask, *args, **kwargs)
 
     return create_atomic_rmw
@@ -190,6 +194,7 @@ def _rmw(recorder: AccessRecorder, original: Callable) -> Callable:
 def _cas(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_atomic_cas(self, ptr, *args, **kwargs):
         recorder.access(ATOMIC, self, ptr, None)
+        recorder.follow(ATOMIC, self, ptr, None, None)
         return original(self, ptr, *args, **kwargs)
 
     return create_atomic_cas

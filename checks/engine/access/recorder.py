@@ -8,7 +8,12 @@ access the recorder keeps, per region (`checks.engine.access.regions`) and kind 
   touched in all, and the lanes that hit a guard band;
 - per access, up to `max_records` of them: a record (kind, launch, program, region, lanes, and the
   box of indices it touched in the tensor's own index space: min and max along each dimension);
-- the widest single load (lanes, masked-off ones included), and the loads that hit no region.
+- the widest single load (lanes, masked-off ones included), and the loads that hit no region;
+- after each access (`follow`, with the values loaded or stored), where each element's value came from
+  (`checks.engine.access.provenance`): a load of a copy of an input is tallied and recorded as a load of the
+  input's element too (`via`), in its own index space; and, per program, the indices it touched along each
+  dimension (`seen`), the programs whose data it loaded (`edges`) and the program that computed each element of
+  each output (`writers`).
 
 `AccessRecorder.log()` returns an `checks.engine.access.log.AccessLog`.
 
@@ -26,7 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog
+from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog, F
+from checks.engine.access.provenance import Provenance, place_keys, program_id, split_ids
 from checks.engine.access.races import RaceWatch
 from checks.engine.access.regions import Region, RegionMap
 
@@ -57,8 +63,21 @@ class AccessRecorder(RegionMap):
         self.masked_poison: list[dict[str, Any]] = []  # each load without `other=` whose mask left lanes out
         self.races = RaceWatch(self, kernel_line)  # two programs of a launch storing one element
         self.atomics_on_poison: list[dict[str, Any]] = []  # atomics that added into memory no kernel had written
+        self.provenance = Provenance()  # where each element's value came from (`follow`, `note_copy`)
+        self._via_pending: list[list[np.ndarray]] = []  # [region] -> offsets of an input loaded through a copy
+        self._via_counts: list[np.ndarray | None] = []
+        self.via_lanes: list[int] = []
+        self.derived_lanes: list[int] = []  # [region] -> lanes loaded that held no input's value (a kernel's results)
+        self._derived_seen: list[np.ndarray | None] = []
+        self._seen: dict[tuple[int, int, int, int, int], np.ndarray] = {}  # (launch, pid, region, kind, dim) -> marks
 
     def _add(self, region: Region) -> int:
+        self.provenance.add_region(region.role)
+        self._via_pending.append([])
+        self._via_counts.append(None)
+        self.via_lanes.append(0)
+        self.derived_lanes.append(0)
+        self._derived_seen.append(None)
         self._pending.append([[], []])
         self._counts.append([None, None])
         self.lanes.append([0, 0])
@@ -110,6 +129,96 @@ class AccessRecorder(RegionMap):
         for r, part in parts:
             self._tally(kind, pid, r, part, int(part.min()), int(part.max()))
 
+    def follow(self, kind: int, builder: Any, ptrs: Any, mask: Any, values: Any) -> None:
+        """After a load, store or atomic that `access` saw: what its values say of where each element's value came
+        from (`checks.engine.access.provenance`); a load of an element that holds a copy of an input is tallied as a
+        load of that input's element too (`via`)."""
+        addresses = np.asarray(ptrs.data)
+        m = np.ones(addresses.shape, dtype=bool) if mask is None else np.asarray(mask.data, dtype=bool)
+        if m.shape != addresses.shape:
+            m = np.broadcast_to(m, addresses.shape)
+        on = addresses[m].astype(np.int64, copy=False)
+        if on.size == 0:
+            return
+        gx, gy, _ = builder.grid_dim
+        x, y, z = builder.grid_idx
+        pid = x + gx * (y + gy * z)
+        provenance = self.provenance
+        provenance.enter(program_id(len(self.launches) - 1, pid))
+        data = np.asarray(values.data) if values is not None and kind != ATOMIC else None
+        places: list[np.ndarray] | None = None
+        if data is not None and data.shape == m.shape:
+            first = place_keys(data, m)
+            if first is not None:
+                places = [first, place_keys(data, m, transposed=True)] if kind == STORE else [first]
+        if kind == LOAD:
+            provenance.serial += 1
+        regions, offsets = self._locate(on)
+        for r in np.unique(regions):
+            if r < 0:
+                continue
+            r = int(r)
+            sel = regions == r
+            part = offsets[sel]
+            size = self.regions[r].size
+            if kind == STORE:
+                provenance.store(r, size, part, [p[sel] for p in places] if places is not None else None)
+            elif kind == ATOMIC:
+                provenance.atomic(r, size, part)
+            else:
+                ids = provenance.load(r, part, places[0][sel] if places is not None else None)
+                if not provenance.is_input[r]:
+                    self._tally_via(pid, ids[ids >= 0])
+                    self._tally_derived(r, part[ids < 0])
+
+    def _tally_derived(self, r: int, offsets: np.ndarray) -> None:
+        """Loads of a region's elements that hold no input's value (what a kernel computed, or nothing)."""
+        if not offsets.size:
+            return
+        self.derived_lanes[r] += int(offsets.size)
+        if self._derived_seen[r] is None:
+            self._derived_seen[r] = np.zeros(self.regions[r].size, dtype=bool)
+        self._derived_seen[r][offsets] = True
+
+    def _locate(self, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(region, offset in its body) of each address; region -1 where it is in no region's body."""
+        regions = np.full(on.shape, -1, dtype=np.int64)
+        offsets = np.zeros(on.shape, dtype=np.int64)
+        r = self.region_at(int(on.min())) if self.regions else -1
+        if r >= 0 and int(on.max()) < self.regions[r].high:  # one region: the common case
+            region = self.regions[r]
+            rel = (on - region.body) // region.element_size
+            inside = (rel >= 0) & (rel < region.size)
+            regions[inside] = r
+            offsets[inside] = rel[inside]
+            return regions, offsets
+        k = np.searchsorted(self._lows, on.astype(np.uint64), side="right") - 1
+        for slot in np.unique(k):
+            if slot < 0:
+                continue
+            r = self._by_low[slot]
+            region = self.regions[r]
+            sel = k == slot
+            rel = (on[sel] - region.body) // region.element_size
+            inside = (rel >= 0) & (rel < region.size)
+            idx = np.nonzero(sel)[0][inside]
+            regions[idx] = r
+            offsets[idx] = rel[inside]
+        return regions, offsets
+
+    def _tally_via(self, pid: int, ids: np.ndarray) -> None:
+        """Loads of inputs' elements through copies of them (their global ids)."""
+        if not ids.size:
+            return
+        regions, offsets = split_ids(ids)
+        for r in np.unique(regions):
+            part = offsets[regions == r]
+            r = int(r)
+            self.via_lanes[r] += int(part.size)
+            self._via_pending[r].append(part)
+            self._pending_n += int(part.size)
+            self._record(LOAD, pid, r, part, via=True)
+
     def _tally(self, kind: int, pid: int, r: int, on: np.ndarray, lo: int, hi: int) -> None:
         region = self.regions[r]
         es = region.element_size
@@ -134,10 +243,15 @@ class AccessRecorder(RegionMap):
         self._record(kind, pid, r, offsets)
 
     def note_copy(self, source: torch.Tensor, result: torch.Tensor) -> None:
-        """A copy the plan made from one region into another (`result.copy_(source)`): where each element of the
-        result came from, so that the judge sees the kernels' stores through it (an output copied from a buffer
-        the kernels wrote is theirs, and its rows are owned by the programs that stored the buffer's)."""
-        if source.shape != result.shape or source.numel() == 0:
+        """A copy the plan made from one region into another (`result.copy_(source)`, `source` broadcast to the
+        result's shape, of any dtype): where each element of the result came from, so that the judge sees the
+        kernels' stores through it (an output copied from a buffer the kernels wrote is theirs, and its rows are
+        owned by the programs that stored the buffer's) and their loads of it as loads of what it copied."""
+        if source.numel() == 0 or result.numel() == 0:
+            return
+        try:
+            source = source.expand(result.shape)
+        except RuntimeError:
             return
         ends = []
         for t in (source, result):
@@ -147,7 +261,17 @@ class AccessRecorder(RegionMap):
             region = self.regions[r]
             offset = (t.data_ptr() - region.body) // region.element_size
             ends.append({"region": r, "strides": list(t.stride()), "offset": int(offset)})
-        self.copies.append({"shape": list(source.shape), "src": ends[0], "dst": ends[1]})
+        self.copies.append({"shape": list(result.shape), "src": ends[0], "dst": ends[1]})
+        elements = []
+        for end in ends:
+            region = self.regions[end["region"]]
+            body = torch.arange(region.size, dtype=torch.int64)
+            try:
+                elements.append(body.as_strided(list(result.shape), end["strides"], end["offset"]).reshape(-1).numpy())
+            except RuntimeError:
+                return
+        src, dst = ends[0]["region"], ends[1]["region"]
+        self.provenance.copy(src, elements[0], dst, self.regions[dst].size, elements[1])
 
     def note_masked_poison(self, builder: Any, lanes: int) -> None:
         """A load without `other=` whose mask left `lanes` lanes out (they read poison): once per kernel line, with
@@ -200,7 +324,24 @@ class AccessRecorder(RegionMap):
             {"region": r, "kernel": kernel, "function": function, "line": line, "argument": argument}
         )
 
-    def _record(self, kind: int, pid: int, r: int, offsets: np.ndarray) -> None:
+    def _record(self, kind: int, pid: int, r: int, offsets: np.ndarray, via: bool = False) -> None:
+        region = self.regions[r]
+        launch = len(self.launches) - 1
+        boxed = len(region.shape) <= MAX_DIMS
+        indices: list[tuple[int, np.ndarray]] = []
+        if boxed:
+            rel = offsets - region.offset
+            for d, stride in self._orders[r]:
+                idx = rel // stride
+                rel = rel - idx * stride
+                indices.append((d, idx))
+        if boxed and len(region.shape) >= 2:  # which indices along each dimension the program touched
+            for d, idx in indices:
+                key = (launch, pid, r, STORE if kind == STORE else LOAD, d)
+                marks = self._seen.get(key)
+                if marks is None:
+                    marks = self._seen[key] = np.zeros(region.shape[d], dtype=bool)
+                marks[idx[(idx >= 0) & (idx < region.shape[d])]] = True
         if self.n_records >= self.max_records:
             self.dropped += 1
             return
@@ -210,15 +351,12 @@ class AccessRecorder(RegionMap):
             self._records = grown
         row = self._records[self.n_records]
         self.n_records += 1
-        row[0], row[1], row[2], row[3], row[4] = kind, len(self.launches) - 1, pid, r, offsets.size
-        region = self.regions[r]
-        if len(region.shape) > MAX_DIMS:
+        row[0], row[1], row[2], row[3], row[4] = kind, launch, pid, r, offsets.size
+        row[F["via"]] = int(via)
+        if not boxed:
             row[5], row[5 + MAX_DIMS] = int(offsets.min()), int(offsets.max())
             return
-        rel = offsets - region.offset
-        for d, stride in self._orders[r]:
-            idx = rel // stride
-            rel = rel - idx * stride
+        for d, idx in indices:
             row[5 + d], row[5 + MAX_DIMS + d] = idx.min(), idx.max()
 
     def flush(self) -> None:
@@ -232,6 +370,11 @@ class AccessRecorder(RegionMap):
                 previous = self._counts[r][k]
                 self._counts[r][k] = counts if previous is None else previous + counts
                 self._pending[r][k] = []
+            if self._via_pending[r]:
+                counts = np.bincount(np.concatenate(self._via_pending[r]), minlength=region.size).astype(np.int32)
+                previous = self._via_counts[r]
+                self._via_counts[r] = counts if previous is None else previous + counts
+                self._via_pending[r] = []
         self._pending_n = 0
 
     def log(self) -> AccessLog:
@@ -260,7 +403,31 @@ class AccessRecorder(RegionMap):
             masked_poison=[dict(site) for site in self.masked_poison],
             races=[dict(found) for found in self.races.found],
             atomics_on_poison=[dict(site) for site in self.atomics_on_poison],
+            via_reads=[
+                torch.from_numpy(c) if c is not None else torch.zeros(0, dtype=torch.int32) for c in self._via_counts
+            ],  # fmt: skip
+            via_loaded=list(self.via_lanes),
+            derived_loaded=list(self.derived_lanes),
+            derived_elements=[int(seen.sum()) if seen is not None else 0 for seen in self._derived_seen],
+            edges=torch.tensor(sorted(self.provenance.edges), dtype=torch.int64).reshape(-1, 2),
+            writers={
+                i: torch.from_numpy(w.copy())
+                for i, (w, region) in enumerate(zip(self.provenance.writer, self.regions, strict=True))
+                if w is not None and region.view is not None  # the outputs (`name_outputs`)
+            },
+            seen=self._seen_data(),
         )
+
+    def _seen_data(self) -> dict[str, torch.Tensor]:
+        """The indices each program touched along each dimension, as (keys, start of each key's indices, indices)."""
+        keys = sorted(self._seen)
+        index = [np.nonzero(self._seen[k])[0] for k in keys]
+        starts = np.cumsum([0, *(len(i) for i in index)])
+        return {
+            "keys": torch.tensor(keys, dtype=torch.int64).reshape(-1, 5),
+            "starts": torch.from_numpy(starts.astype(np.int64)),
+            "index": torch.from_numpy(np.concatenate(index).astype(np.int64) if index else np.zeros(0, np.int64)),
+        }
 
 
 def _libraries() -> tuple[str, ...]:

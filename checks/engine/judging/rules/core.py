@@ -15,7 +15,7 @@ import torch
 
 from checks import verdict as V
 from checks.engine.access.log import LOAD, AccessLog, F
-from checks.engine.access.queries import log_of
+from checks.engine.access.queries import load_count, loads_of, log_of
 from checks.engine.judging.rules import mistakes
 from checks.engine.judging.rules.atomic_poison import atomics_on_unwritten_memory
 from checks.engine.judging.rules.compare import ALL_ZERO, Mismatch, compare, first_bad, index_of, locate
@@ -251,7 +251,7 @@ def overflowed(ctx: CaseContext, exp: Any) -> bool:
             continue
         bad = ~torch.isfinite(t.detach().cpu())
         if log is not None and log.index(name) >= 0:
-            bad &= log.element_counts(name, "load") > 0
+            bad &= loads_of(log, name) > 0
         if bool(bad.any()):
             return False
     return True
@@ -618,9 +618,10 @@ def limits(
 
     `reads_per_element` {input: n} caps the average number of loads of each element of an input (the passes
     over memory); `max_block` caps the lanes of one tl.load; `why` says, to the learner, what the caps are for.
-    A read of a copy the learner made of an input counts as a read of the input; with `count_all`
-    (one-input puzzles such as softmax) so does a read of any tensor that is not an input, the
-    output included: re-reading what you wrote is another pass over memory.
+    Passes are counted by where the data came from (`passes`): a read of any copy of an input, made by the
+    host code or by a kernel, of whatever size, counts as a read of the input's element it copies; with
+    `count_all` (one-input puzzles such as softmax) so do re-reads of what the kernels computed, the output
+    included: re-reading what you wrote is another pass over memory.
     """
     if not ctx.obs.access:
         return None
@@ -650,31 +651,27 @@ def _times(seen: float, most: float) -> str:
 
 
 def passes(log: AccessLog, name: str, count_all: bool) -> float:
-    """Lanes loaded per element of input `name`: from it, from copies of it, and with count_all from any
-    non-input buffer that could hold a copy of it.
+    """Loads per element of input `name`, counted by where the data came from: every load of one of its elements,
+    directly or through any copy of it (`loads_of`: the plan's copies and the kernels' own), and with count_all the
+    loads of what the kernels computed and stored (the output, or a scratch buffer of exp(x - m)), once those make
+    up at least half a pass.
 
-    A buffer with fewer elements than the input (per-row or per-block statistics such as a row max
-    or sum, which a pass leaves for the next one) holds no copy of it: reading it is not a pass over
-    the input's memory. When each row of the input has one element, a per-row buffer is as large as
-    the input and cannot be told apart from a copy, so only the input and its copies count.
+    What the kernels computed is counted as a pass over memory when its distinct elements loaded come to at least
+    half of the input's, and to more than two per row of it: statistics a pass leaves for the next (a row's max and
+    sum, a block's partial max) are far fewer, and reading them is not a pass. A pass that reads less than half of
+    its elements from computed data still reads the rest from the input or its copies, where it is counted; data
+    that is a copy of the input is counted wherever it lives, whatever its size.
     """
     i = log.index(name)
     if i < 0:
         return 0.0
-    source = log.regions[i]
-    numel = int(source["numel"])
-    shape = source.get("shape") or [numel]
+    numel = int(log.regions[i]["numel"])
+    shape = log.regions[i].get("shape") or [numel]
     rows = numel // max(1, int(shape[-1]))  # the input's rows: elements over the length of one
-
-    def copy_sized(region: dict[str, Any]) -> bool:
-        return int(region["numel"]) >= numel and numel > rows
-
-    copies = set(log.copied(name))  # the copies the plan made of it, wherever they live
-    counted = [
-        n
-        for index, (n, r) in enumerate(zip(log.loaded, log.regions, strict=True))
-        if r["name"] in (name, f"{name} copy")
-        or index in copies
-        or (count_all and r["role"] != "input" and copy_sized(r))
-    ]
-    return sum(counted) / max(1, numel)
+    loaded = float(load_count(log, name))  # loads_of(log, name).sum()
+    if count_all and log.derived_loaded:
+        own = [r for r, region in enumerate(log.regions) if region["role"] != "input"]
+        distinct = sum(log.derived_elements[r] for r in own)
+        if distinct >= max(numel / 2, 2 * rows + 1):
+            loaded += sum(log.derived_loaded[r] for r in own)
+    return loaded / max(1, numel)

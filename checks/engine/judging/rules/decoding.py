@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import LOAD, AccessLog, F
-from checks.engine.access.queries import log_of, program_name, rows_of
+from checks.engine.access.queries import load_count, loads_of, log_of, program_name, rows_of
 from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
 from checks.engine.judging.rules.pictures import ACCESS_MAP
 from checks.engine.judging.rules.problem import CaseContext, Problem, say
@@ -152,7 +152,7 @@ def kv_once_per_group(
     ctx: CaseContext, keys: tuple[str, ...] = ("k", "v"), max_reads: float = 1.0, message: str | None = None
 ) -> Problem | None:
     """Each element of the inputs `keys` (K and V) is loaded at most `max_reads` times on average (once: not once
-    per query head).
+    per query head), counting its loads through every copy of it (`loads_of`).
 
     In a paged cache (13) the average is over the slots the sequences use, and reads of other
     slots are `pages_in_table`'s to judge.
@@ -166,7 +166,7 @@ def kv_once_per_group(
         if i < 0:
             continue
         used = _used_elements(ctx, name, log.regions[i])
-        seen = log.loaded[i] / max(1, used)
+        seen = load_count(log, name) / max(1, used)  # loads_of's total: through every copy, a clone read per head too
         if seen <= max_reads + 1e-6:
             continue
         heads_kv = int(log.regions[i]["shape"][1 if name in ("k", "v") else 2])
@@ -203,8 +203,9 @@ def _used_elements(ctx: CaseContext, name: str, region: dict[str, Any]) -> int:
 def pages_in_table(
     ctx: CaseContext, caches: tuple[str, ...] = ("k_cache", "v_cache"), message: str | None = None
 ) -> Problem | None:
-    """No slot of the cache is loaded unless it holds one of a sequence's first seq_lens[b] keys, and a program
-    that loads the query of sequence b loads no page of another sequence.
+    """No slot of the cache is loaded, directly or through any copy of it (`loads_of`), unless it holds one of a
+    sequence's first seq_lens[b] keys, and a program that loads the query of sequence b loads no page of another
+    sequence.
 
     `caches` are the paged K and V inputs, judged against the inputs block_table and seq_lens.
     """
@@ -218,7 +219,7 @@ def pages_in_table(
     for name in caches:
         if log.index(name) < 0:
             continue
-        counts = log.element_counts(name).numpy().reshape(num_pages, page_size, -1).sum(axis=2)
+        counts = loads_of(log, name).numpy().reshape(num_pages, page_size, -1).sum(axis=2)  # through copies too
         dead = (counts > 0) & ~live
         if dead.any():
             pages = sorted({int(p) for p in np.nonzero(dead)[0]})
@@ -248,7 +249,7 @@ def keys_never_read(ctx: CaseContext, caches: tuple[str, ...] = ("k_cache", "v_c
     for name in caches:
         if log.index(name) < 0:
             continue
-        counts = log.element_counts(name).numpy().reshape(num_pages, page_size, heads, -1).sum(axis=3)
+        counts = loads_of(log, name).numpy().reshape(num_pages, page_size, heads, -1).sum(axis=3)
         missed: dict[int, list[int]] = {}
         for b, length in enumerate(lens):
             keys = np.arange(int(length))
@@ -349,14 +350,14 @@ def reader_image(ctx_inputs: dict[str, Any], log: AccessLog) -> KeyMap:
                     if (z, y) in row_of:
                         image[row_of[(z, y)], int(row[F["lo2"]]) : int(row[F["hi2"]]) + 1] = row[F["pid"]]
         if log.index("k") >= 0:
-            reads[:] = log.element_counts("k").numpy().mean(axis=-1).reshape(len(keys), width)  # (B, H, N, D)
+            reads[:] = loads_of(log, "k").numpy().mean(axis=-1).reshape(len(keys), width)  # (B, H, N, D)
         return KeyMap(image, reads, labels, ends)
     cache = ctx_inputs[_PAGED]
     page_size, heads = int(cache.shape[1]), int(cache.shape[2])
     table = ctx_inputs["block_table"].cpu().numpy()
     width = table.shape[1] * page_size
     image, reads = np.full((len(keys), width), -1.0), np.zeros((len(keys), width))
-    counts = log.element_counts(_PAGED).numpy() if log.index(_PAGED) >= 0 else np.zeros(tuple(cache.shape))
+    counts = loads_of(log, _PAGED).numpy() if log.index(_PAGED) >= 0 else np.zeros(tuple(cache.shape))
     first_key: dict[int, tuple[int, int, int]] = {}  # a page a sequence uses -> (the sequence, its first key, its end)
     for b, n in _sequences(found):
         for j in range(table.shape[1]):

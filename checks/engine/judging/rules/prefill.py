@@ -13,9 +13,9 @@ not apply it) and `ctx.inputs`, whose `cu_seqlens` says which tokens belong to w
 
 The log's questions they ask are the helpers just below (`token_loads`, `loads_per_element`, `distinct_touched`),
 one per question: which tokens of an input each program loaded, how many times each element of an input was loaded,
-and how many elements of the call's own buffers the kernels stored or loaded. Today they read the records of the input
-and of the same-shaped copies the plan made of it (`checks.engine.access.queries.rows_of`); the account of loads
-through copies answers the same questions for every copy.
+and how many elements of the call's own buffers the kernels stored or loaded. How many times each element was loaded
+is the one account of loads (`checks.engine.access.queries.loads_of`, through every copy of the input); which tokens a
+program loaded reads the load records in the input's own index space (`rows_of`, a copy's loads included).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
-from checks.engine.access.queries import log_of, program_name, rows_of, stored_spans
+from checks.engine.access.queries import loads_of, log_of, program_name, rows_of
 from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
 from checks.engine.judging.rules.decoding import live_slots, page_owners
 from checks.engine.judging.rules.pictures import ACCESS_MAP
@@ -45,15 +45,21 @@ def token_loads(log: AccessLog, name: str) -> list[tuple[Program, int, int]]:
 
 
 def loads_per_element(log: AccessLog, name: str) -> torch.Tensor:
-    """How many times the kernels loaded each element of the input `name`, in its own index space, counting the loads
-    of the same-shaped copies the plan made of it."""
-    i = log.index(name)
-    counts = log.element_counts(name).clone()
-    for r in log.copied(name):
-        region = log.regions[r]
-        if list(region["shape"]) == list(log.regions[i]["shape"]):
-            counts += log._storage_counts(r, LOAD).as_strided(region["shape"], region["strides"], region["offset"])
-    return counts
+    """How many times the kernels loaded each element of the input `name`, in its own index space, through every copy
+    of it (the one account of loads, `checks.engine.access.queries.loads_of`)."""
+    return loads_of(log, name)
+
+
+def stored_spans(log: AccessLog, names: tuple[str, ...], dim: int) -> dict[Program, tuple[int, int]]:
+    """(launch, pid) -> (first, last) index along `dim` the program stored in any of these regions."""
+    spans: dict[Program, tuple[int, int]] = {}
+    for name in names:
+        for row in rows_of(log, name, (STORE,)):
+            key = (int(row[F["launch"]]), int(row[F["pid"]]))
+            lo, hi = int(row[F[f"lo{dim}"]]), int(row[F[f"hi{dim}"]])
+            old = spans.get(key)
+            spans[key] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+    return spans
 
 
 def distinct_touched(log: AccessLog, kind: int) -> int:
