@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {  # command -> (module, what it does, in
     "short-in-wide-table": ("bench.short_in_wide_table", "key 13 on one short sequence in a wide block table"),
     "kept-plans": ("bench.kept_plans", "each answer key's plan at its timing size, as the grader keeps it, twice"),
     "hopper": ("bench.hopper", "the Hopper track's keys (16a, 16b, 16) checked and timed beside torch, cuBLAS, cuDNN"),
+    "prefill": (
+        "bench.prefill",
+        "the prefill keys (14, 15) beside varlen_attn, padded SDPA and gathered pages",
+    ),
     "records": ("bench.records", "the runs' records (record.json): list, show, compare two, back-fill a folder's"),
 }
 
