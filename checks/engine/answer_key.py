@@ -22,13 +22,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from checks.engine.contract.kernel_source import parse_python
 from checks.engine.phases import mark
 from checks.engine.replay.perform import TimedReplay
 
 
 def parameters_of(puzzle: Any) -> list[str]:
     """The names of the graded function's parameters, read from the answer key's source (never run for this)."""
-    for node in ast.walk(ast.parse(puzzle.solution.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_python(puzzle.solution.read_text(encoding="utf-8"))):
         if isinstance(node, ast.FunctionDef) and node.name == puzzle.name:
             return [a.arg for a in node.args.args]
     raise LookupError(f"the answer key defines no {puzzle.name}")

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from checks.engine.contract.kernel_source import parse_python
 from checks.registry import get_puzzle, load_puzzles, puzzle_id, shown
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ def earlier_answer_key(path: Path) -> Path | None:
 def defined_names(code: str) -> set[str]:
     """The names a module's top level binds: functions, classes, assignments, imports."""
     names: set[str] = set()
-    for node in ast.parse(code).body:
+    for node in parse_python(code).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -160,7 +161,7 @@ def defined_names(code: str) -> set[str]:
 
 def free_names(code: str) -> set[str]:
     """The names a module reads that it never binds anywhere (nor Python's builtins)."""
-    tree = ast.parse(code)
+    tree = parse_python(code)
     read, bound = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):

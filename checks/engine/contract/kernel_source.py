@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -424,6 +425,17 @@ def module_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
+_PARSING = threading.Lock()
+
+
+def parse_python(text: str) -> ast.Module:
+    """`ast.parse`, one thread at a time in this process: CPython 3.11's AST constructor keeps its recursion depth for
+    the whole interpreter, not per thread, so two threads of the grader parsing at once (the stages of a check run in
+    threads) can raise "SystemError: AST constructor recursion depth mismatch" (CPython issue gh-106905)."""
+    with _PARSING:
+        return ast.parse(text)
+
+
 def extract(sources: list[tuple[str, str, str]]) -> KernelSource:
     """The kernels of a submission: `sources` is [(path, label, text)], the step it builds on first.
 
@@ -433,7 +445,7 @@ def extract(sources: list[tuple[str, str, str]]) -> KernelSource:
     parsed = []
     for path, label, text in sources:
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except SyntaxError:
             continue
         parsed.append((path, label, text, tree))

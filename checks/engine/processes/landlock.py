@@ -23,6 +23,7 @@ import os
 import platform
 import struct
 import sys
+import tempfile
 from pathlib import Path
 
 from checks.engine.record.no_processes import (
@@ -128,11 +129,15 @@ def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
 def seal(writable: list[Path]) -> int:
     """Confine this thread and all it starts from now on: read anywhere, write only beneath `writable` (and the
     devices of DEVICES), no network, no signal out. The ABI used (0: no Landlock here, nothing done but the network
-    filter); SealError when the kernel has Landlock and the seal failed."""
+    filter); SealError when the kernel has Landlock and the seal failed. The temporary folder of Python's `tempfile`
+    (and of what this process starts, through TMPDIR) becomes the first writable folder: a library that asks for one
+    (torch's caches, for one) then finds a folder it may write in instead of failing."""
     forbid_network()
     version = abi()
     if version == 0:
         return 0
+    if writable:
+        tempfile.tempdir = os.environ["TMPDIR"] = str(writable[0])
     libc = _libc()
     fs, net, scoped = _handled(version)
     attr = _RulesetAttr(fs, net, scoped)
