@@ -39,7 +39,7 @@ help: ## list the targets
 # The first target that needs .venv makes it, in steps that say what they do: pip's own lines show the downloads.
 $(VENV_PY):
 	@echo "Setting up .venv, once: CPU torch, Triton's interpreter, numpy, pyyaml and matplotlib."
-	@echo "This usually takes 1 to 1.5 minutes (60-90 s in trials on 2 shared cores); the steps follow."
+	@echo "It took 35 s in a trial on 2 cores with a fast network, downloads included (bench/results/2026-12-06-cpu-setup/); the steps follow."
 	@echo "[1/3] making the virtual environment .venv"
 	@python3 -m venv .venv
 	@echo "[2/3] upgrading pip"
