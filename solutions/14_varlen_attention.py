@@ -25,10 +25,55 @@ def cdiv(a: int, b: int) -> int:
 
 def launch_shape(head_dim: int, device: torch.device) -> tuple[int, int, int, int]:
     """(BLOCK_M rows of queries, BLOCK_N keys, num_warps, num_stages): in Triton's interpreter, small tiles; on a GPU,
-    puzzle 9's tiles (fewer rows for D = 128, whose tiles hold twice the columns)."""
+    the tiles measured fastest on an H100 (bench/results/2026-12-06-h200-prefill-tiles/)."""
     if device.type != "cuda":
         return 64, 32, 4, 1
-    return (128, 64, 8, 2) if head_dim <= 64 else (128, 32, 8, 2)
+    return (128, 64, 4, 3) if head_dim <= 64 else (128, 64, 8, 3)
+
+
+@triton.jit
+def _attend_keys(
+    acc, l_i, m_i,  # the running state of this query tile: (BLOCK_M, HEAD_DIM), (BLOCK_M,), (BLOCK_M,)
+    q,  # (BLOCK_M, HEAD_DIM)
+    k_block, v_block,  # pointers to key lo's row of K and of V (its kv head, column 0)
+    lo, hi,  # this stage walks the keys lo, lo + BLOCK_N, ... below hi, positions inside the sequence
+    offs_m, offs_d,  # each row's token inside the sequence; the head dim's columns
+    qk_scale, stride_kt, stride_kk, stride_vt, stride_vk,
+    BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr,  # blocks that may hold keys at or past hi or, causal, past a row's own token
+    CAUSAL: tl.constexpr,
+):
+    """Puzzle 9's online softmax over one stage of key blocks, inside one sequence."""
+    offs_n = tl.arange(0, BLOCK_N)
+    k_offs = offs_n[:, None] * stride_kt + offs_d[None, :] * stride_kk  # (BLOCK_N, HEAD_DIM), the same every block
+    v_offs = offs_n[:, None] * stride_vt + offs_d[None, :] * stride_vk
+    for start_n in range(lo, hi, BLOCK_N):
+        ### BEGIN SOLUTION
+        if MASKED:
+            keys = start_n + offs_n
+            k = tl.load(k_block + k_offs, mask=(keys < hi)[:, None], other=0.0)  # (BLOCK_N, HEAD_DIM)
+            allowed = (keys < hi)[None, :]
+            if CAUSAL:
+                allowed = allowed & (keys[None, :] <= offs_m[:, None])
+            qk = tl.where(allowed, tl.dot(q, tl.trans(k)) * qk_scale, float("-inf"))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1))  # finite: key 0 or an earlier block is allowed for every row
+            qk = qk - m_ij[:, None]
+            v = tl.load(v_block + v_offs, mask=(keys < hi)[:, None], other=0.0)
+        else:  # every key of the block is seen by every row
+            k = tl.load(k_block + k_offs)
+            qk = tl.dot(q, tl.trans(k))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            qk = qk * qk_scale - m_ij[:, None]
+            v = tl.load(v_block + v_offs)
+        p = tl.math.exp2(qk)
+        alpha = tl.math.exp2(m_i - m_ij)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_ij
+        ### END SOLUTION
+        k_block += BLOCK_N * stride_kt  # the next block: one scalar add
+        v_block += BLOCK_N * stride_vt
+    return acc, l_i, m_i
 
 
 @triton.jit
@@ -66,26 +111,19 @@ def _varlen_attn_fwd(
         m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
         l_i = tl.zeros((BLOCK_M,), tl.float32)
         acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-        hi = tl.minimum(seq_len, (block + 1) * TOKENS) if CAUSAL else seq_len  # causal: no key past the last query
-        for start_n in range(0, hi, BLOCK_N):
-            offs_n = start_n + tl.arange(0, BLOCK_N)
-            mask_n = offs_n < hi
-            cols = (start + offs_n).to(tl.int64)
-            k = tl.load(k_ptr + cols[:, None] * stride_kt + off_h * stride_kh + offs_d[None, :] * stride_kk,
-                        mask=mask_n[:, None], other=0.0)  # (BLOCK_N, HEAD_DIM)
-            qk = tl.dot(q, tl.trans(k)) * qk_scale
-            allowed = mask_n[None, :]
-            if CAUSAL:
-                allowed = allowed & (offs_n[None, :] <= offs_m[:, None])
-            qk = tl.where(allowed, qk, float("-inf"))
-            m_ij = tl.maximum(m_i, tl.max(qk, 1))  # finite: key 0 of the first block is allowed for every row
-            p = tl.math.exp2(qk - m_ij[:, None])
-            alpha = tl.math.exp2(m_i - m_ij)
-            v = tl.load(v_ptr + cols[:, None] * stride_vt + off_h * stride_vh + offs_d[None, :] * stride_vk,
-                        mask=mask_n[:, None], other=0.0)
-            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            m_i = m_ij
+        k_seq = k_ptr + start.to(tl.int64) * stride_kt + off_h * stride_kh  # K[start, kv head, 0]
+        v_seq = v_ptr + start.to(tl.int64) * stride_vt + off_h * stride_vh
+        # causal: no key past the block's last query, and the key blocks wholly before its first query need no
+        # mask; not causal: only the last block, which may pass the sequence's end, is masked
+        hi = tl.minimum(seq_len, (block + 1) * TOKENS) if CAUSAL else seq_len
+        lo = (block * TOKENS if CAUSAL else seq_len) // BLOCK_N * BLOCK_N
+        acc, l_i, m_i = _attend_keys(acc, l_i, m_i, q, k_seq, v_seq, 0, lo, offs_m, offs_d, qk_scale,
+                                     stride_kt, stride_kk, stride_vt, stride_vk,
+                                     BLOCK_N=BLOCK_N, MASKED=False, CAUSAL=CAUSAL)
+        acc, l_i, m_i = _attend_keys(acc, l_i, m_i, q, k_seq + lo.to(tl.int64) * stride_kt,
+                                     v_seq + lo.to(tl.int64) * stride_vt, lo, hi, offs_m, offs_d, qk_scale,
+                                     stride_kt, stride_kk, stride_vt, stride_vk,
+                                     BLOCK_N=BLOCK_N, MASKED=True, CAUSAL=CAUSAL)
         o_rows = rows * (GROUP * tl.num_programs(2)) + head  # row (token, head) of the contiguous (T, H_q, D) output
         tl.store(o_ptr + o_rows[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty),
                  mask=mask_m[:, None])

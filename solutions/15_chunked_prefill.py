@@ -5,8 +5,9 @@ context_lens[b] cached tokens, which lie in pages of a cache as in puzzle 13 (ke
 block_table[b, j // PAGE_SIZE], slot j % PAGE_SIZE), and then its new tokens 0..i, packed beside it as
 in puzzle 14. No key of the context is masked by causality: the first loop walks them all, with the
 indirect load of puzzle 13, and the second loop walks the new tokens up to the block's last query.
-Both loops feed the same running max, sum and output. There is no max_seqlen: the grid is sized by
-T, the most new tokens one sequence can have, and programs past their sequence's end return at once.
+Both loops feed the same running max, sum and output. There is no max_seqlen, so the grid is flat: one
+program per block of new tokens of every sequence (sequence b's blocks are numbered from
+cu_seqlens[b] // TOKENS + b), and a program finds its sequence by a binary search of cu_seqlens.
 
 Run the grader on it with `python -m checks 15 --solution`.
 """
@@ -18,28 +19,48 @@ import triton.language as tl
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a natural one
 
 
-def cdiv(a: int, b: int) -> int:
-    """⌈a / b⌉ in plain Python."""
-    return -(-a // b)
-
-
 def launch_shape(head_dim: int, device: torch.device) -> tuple[int, int, int, int]:
     """(BLOCK_M rows of queries, BLOCK_N keys, num_warps, num_stages), as puzzle 14's key."""
     if device.type != "cuda":
         return 64, 32, 4, 1
-    return (128, 64, 8, 2) if head_dim <= 64 else (128, 32, 8, 2)
+    return (128, 64, 4, 3) if head_dim <= 64 else (128, 64, 8, 3)
 
 
 @triton.jit
-def _online_softmax_step(q, k, v, allowed, m_i, l_i, acc, qk_scale):
-    """Puzzle 9's update of (m_i, l_i, acc) by one block of keys k and values v, where `allowed` is True."""
-    qk = tl.dot(q, tl.trans(k)) * qk_scale
-    qk = tl.where(allowed, qk, float("-inf"))
-    m_ij = tl.maximum(m_i, tl.max(qk, 1))  # finite: the first block of keys holds an allowed key for every row
-    p = tl.math.exp2(qk - m_ij[:, None])
+def _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, allowed, MASKED: tl.constexpr):
+    """Puzzle 9's update of (m_i, l_i, acc) by one block of keys k and values v; MASKED: only where `allowed`."""
+    ### BEGIN SOLUTION
+    if MASKED:
+        qk = tl.where(allowed, tl.dot(q, tl.trans(k)) * qk_scale, float("-inf"))
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))  # finite: an earlier block or key 0 of this one is allowed for every row
+        qk = qk - m_ij[:, None]
+    else:
+        qk = tl.dot(q, tl.trans(k))
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        qk = qk * qk_scale - m_ij[:, None]
+    p = tl.math.exp2(qk)
     alpha = tl.math.exp2(m_i - m_ij)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return m_ij, l_i * alpha + tl.sum(p, 1), acc
+    l_i = l_i * alpha + tl.sum(p, 1)
+    ### END SOLUTION
+    return m_ij, l_i, acc
+
+
+@triton.jit
+def _find_sequence(cu_seqlens_ptr, pid, num_seqs, TOKENS: tl.constexpr):
+    """The sequence of flat program pid: the last b whose first block, cu_seqlens[b] // TOKENS + b, is at or before
+    pid. Sequence b has cu_seqlens[b + 1] // TOKENS - cu_seqlens[b] // TOKENS + 1 programs, at least one per block."""
+    ### BEGIN SOLUTION
+    lo = pid * 0
+    hi = lo + num_seqs - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tl.load(cu_seqlens_ptr + mid) // TOKENS + mid <= pid:
+            lo = mid
+        else:
+            hi = mid - 1
+    ### END SOLUTION
+    return lo
 
 
 @triton.jit
@@ -55,7 +76,7 @@ def _chunked_prefill_fwd(
     stride_kp, stride_ks, stride_kch, stride_kck,  # page, slot, kv head, column
     stride_vp, stride_vs, stride_vch, stride_vck,
     stride_bt,  # one row of block_table
-    T,  # new tokens in all
+    T, num_seqs,  # new tokens and sequences in all
     PAGE_SIZE: tl.constexpr,
     GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr,
@@ -63,18 +84,20 @@ def _chunked_prefill_fwd(
     BLOCK_N: tl.constexpr,
 ):
     ### BEGIN SOLUTION
-    block = tl.program_id(0)
-    seq = tl.program_id(1)
-    off_h = tl.program_id(2)  # which kv head
+    TOKENS: tl.constexpr = BLOCK_M // GROUP
+    pid = tl.program_id(0)  # a flat index over every sequence's blocks of new tokens
+    off_h = tl.program_id(1)  # which kv head
+    seq = _find_sequence(cu_seqlens_ptr, pid, num_seqs, TOKENS)
     start = tl.load(cu_seqlens_ptr + seq)
     seq_len = tl.load(cu_seqlens_ptr + seq + 1) - start
-    TOKENS: tl.constexpr = BLOCK_M // GROUP
-    if block * TOKENS < seq_len:  # query blocks past the end of this sequence's new tokens have nothing to do
+    block = pid - (start // TOKENS + seq)  # which block of the sequence's new tokens
+    if block * TOKENS < seq_len:  # a sequence's last program may have no block left
         context = tl.load(context_lens_ptr + seq)
         offs_r = tl.arange(0, BLOCK_M)
         offs_m = block * TOKENS + offs_r // GROUP  # each row's new token, inside the sequence
         head = off_h * GROUP + offs_r % GROUP  # each row's query head
         offs_d = tl.arange(0, HEAD_DIM)
+        offs_n = tl.arange(0, BLOCK_N)
         mask_m = offs_m < seq_len
         rows = (start + offs_m).to(tl.int64)
         q = tl.load(q_ptr + rows[:, None] * stride_qt + head[:, None] * stride_qh + offs_d[None, :] * stride_qk,
@@ -82,30 +105,52 @@ def _chunked_prefill_fwd(
         m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
         l_i = tl.zeros((BLOCK_M,), tl.float32)
         acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-        # -- the context, from the pages block_table lists: every new token sees all of it
-        for start_n in range(0, context, BLOCK_N):
-            offs_n = start_n + tl.arange(0, BLOCK_N)
-            mask_n = offs_n < context
-            page = tl.load(block_table_ptr + seq * stride_bt + offs_n // PAGE_SIZE, mask=mask_n, other=0).to(tl.int64)
-            slot = offs_n % PAGE_SIZE
-            k = tl.load(k_cache_ptr + (page * stride_kp + slot * stride_ks + off_h * stride_kch)[:, None]
-                        + offs_d[None, :] * stride_kck, mask=mask_n[:, None], other=0.0)
-            v = tl.load(v_cache_ptr + (page * stride_vp + slot * stride_vs + off_h * stride_vch)[:, None]
-                        + offs_d[None, :] * stride_vck, mask=mask_n[:, None], other=0.0)
-            m_i, l_i, acc = _online_softmax_step(q, k, v, mask_n[None, :], m_i, l_i, acc, qk_scale)
-        # -- the new tokens, packed: causal, up to the block's last query
+        # -- the context, from the pages block_table lists: every new token sees all of it; only the last block,
+        # which may pass context_lens[b], is masked
+        table_row = block_table_ptr + seq * stride_bt
+        full = context // BLOCK_N * BLOCK_N
+        for start_n in range(0, full, BLOCK_N):
+            keys = start_n + offs_n
+            page = tl.load(table_row + keys // PAGE_SIZE).to(tl.int64)  # page * stride may pass 2^31
+            k_rows = page * stride_kp + (keys % PAGE_SIZE) * stride_ks + off_h * stride_kch
+            v_rows = page * stride_vp + (keys % PAGE_SIZE) * stride_vs + off_h * stride_vch
+            k = tl.load(k_cache_ptr + k_rows[:, None] + offs_d[None, :] * stride_kck)
+            v = tl.load(v_cache_ptr + v_rows[:, None] + offs_d[None, :] * stride_vck)
+            m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, None, MASKED=False)
+        for start_n in range(full, context, BLOCK_N):
+            keys = start_n + offs_n
+            in_context = keys < context
+            page = tl.load(table_row + keys // PAGE_SIZE, mask=in_context, other=0).to(tl.int64)
+            k_rows = page * stride_kp + (keys % PAGE_SIZE) * stride_ks + off_h * stride_kch
+            v_rows = page * stride_vp + (keys % PAGE_SIZE) * stride_vs + off_h * stride_vch
+            k = tl.load(k_cache_ptr + k_rows[:, None] + offs_d[None, :] * stride_kck, mask=in_context[:, None], other=0.0)
+            v = tl.load(v_cache_ptr + v_rows[:, None] + offs_d[None, :] * stride_vck, mask=in_context[:, None], other=0.0)
+            m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, in_context[None, :], MASKED=True)
+        # -- the new tokens, packed: causal, up to the block's last query; the blocks wholly before its first query
+        # need no mask
         hi = tl.minimum(seq_len, (block + 1) * TOKENS)
-        for start_n in range(0, hi, BLOCK_N):
-            offs_n = start_n + tl.arange(0, BLOCK_N)
-            mask_n = offs_n < hi
-            cols = (start + offs_n).to(tl.int64)
-            k = tl.load(k_ptr + cols[:, None] * stride_kt + off_h * stride_kh + offs_d[None, :] * stride_kk,
-                        mask=mask_n[:, None], other=0.0)
-            v = tl.load(v_ptr + cols[:, None] * stride_vt + off_h * stride_vh + offs_d[None, :] * stride_vk,
-                        mask=mask_n[:, None], other=0.0)
-            allowed = mask_n[None, :] & (offs_n[None, :] <= offs_m[:, None])
-            m_i, l_i, acc = _online_softmax_step(q, k, v, allowed, m_i, l_i, acc, qk_scale)
-        o_rows = rows * (GROUP * tl.num_programs(2)) + head  # row (token, head) of the contiguous (T, H_q, D) output
+        lo = block * TOKENS // BLOCK_N * BLOCK_N
+        k_seq = k_ptr + start.to(tl.int64) * stride_kt + off_h * stride_kh  # K[start, kv head, 0]
+        v_seq = v_ptr + start.to(tl.int64) * stride_vt + off_h * stride_vh
+        k_offs = offs_n[:, None] * stride_kt + offs_d[None, :] * stride_kk
+        v_offs = offs_n[:, None] * stride_vt + offs_d[None, :] * stride_vk
+        k_block = k_seq  # the first block of new keys, then one scalar add per block
+        v_block = v_seq
+        for start_n in range(0, lo, BLOCK_N):
+            k = tl.load(k_block + k_offs)
+            v = tl.load(v_block + v_offs)
+            m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, None, MASKED=False)
+            k_block += BLOCK_N * stride_kt
+            v_block += BLOCK_N * stride_vt
+        for start_n in range(lo, hi, BLOCK_N):
+            keys = start_n + offs_n
+            k = tl.load(k_block + k_offs, mask=(keys < hi)[:, None], other=0.0)
+            v = tl.load(v_block + v_offs, mask=(keys < hi)[:, None], other=0.0)
+            allowed = (keys < hi)[None, :] & (keys[None, :] <= offs_m[:, None])
+            m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, allowed, MASKED=True)
+            k_block += BLOCK_N * stride_kt
+            v_block += BLOCK_N * stride_vt
+        o_rows = rows * (GROUP * tl.num_programs(1)) + head  # row (token, head) of the contiguous (T, H_q, D) output
         tl.store(o_ptr + o_rows[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty),
                  mask=mask_m[:, None])
         tl.store(lse_ptr + head.to(tl.int64) * T + rows, (m_i + tl.math.log2(l_i)) * LN2, mask=mask_m)
@@ -135,11 +180,11 @@ def chunked_prefill(
     BLOCK_M, BLOCK_N, num_warps, num_stages = launch_shape(D, q.device)
     BLOCK_M = max(BLOCK_M, group)  # a tile holds at least one token's G heads
     ### BEGIN SOLUTION
-    grid = (cdiv(T, BLOCK_M // group), B, H_kv)  # no sequence has more than T new tokens
+    grid = (T // (BLOCK_M // group) + B, H_kv)  # every block of every sequence, and at most one more per sequence
     _chunked_prefill_fwd[grid](
         q, k, v, k_cache, v_cache, block_table, cu_seqlens, context_lens, o, lse,
         sm_scale * 1.4426950408889634,  # qk_scale: sm_scale * log2(e)
-        *q.stride(), *k.stride(), *v.stride(), *k_cache.stride(), *v_cache.stride(), block_table.stride(0), T,
+        *q.stride(), *k.stride(), *v.stride(), *k_cache.stride(), *v_cache.stride(), block_table.stride(0), T, B,
         PAGE_SIZE=page_size, GROUP=group, HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
         num_warps=num_warps, num_stages=num_stages,
     )

@@ -1,13 +1,13 @@
-"""Puzzle 15, another design: a flat grid over the blocks of new tokens of every sequence, with a search of cu_seqlens.
+"""Puzzle 15, another design: the grid sized by T, (cdiv(T, tokens per block), B, H_kv), as puzzle 14's grid.
 
 Not a puzzle: `make bench` times it beside the answer key (solutions/15_chunked_prefill.py), as a `variants` entry
 of puzzle 15's bench entry in puzzles.yaml. It defines the same function as the answer key and passes the same
-grader: `python -m checks 15 --file solutions/variants/15_flat_grid_search.py`.
+grader: `python -m checks 15 --file solutions/variants/15_grid_sized_by_T.py`.
 
-The answer key's grid is (cdiv(T, tokens per block), B, H_kv), sized by T since there is no max_seqlen: with many
-sequences most of its programs return at once. Here the grid is (T // tokens per block + B, H_kv), puzzle 14's flat
-grid (solutions/variants/14_flat_grid_search.py): sequence b's blocks are numbered from cu_seqlens[b] // TOKENS + b,
-and a program finds its sequence by a binary search of cu_seqlens.
+There is no max_seqlen, and no sequence has more than T new tokens, so a grid with a program for every block of T
+tokens of every sequence covers them all; with many sequences most of its programs return at once. The answer key's
+flat grid starts one program per block and at most one more per sequence, and finds its sequence by a search.
+One loop per kind of key, each masked in every block (the answer key masks only the blocks that need it).
 """
 
 import torch
@@ -54,29 +54,19 @@ def _chunked_prefill_fwd(
     stride_kp, stride_ks, stride_kch, stride_kck,  # page, slot, kv head, column
     stride_vp, stride_vs, stride_vch, stride_vck,
     stride_bt,  # one row of block_table
-    T, NUM_SEQS,  # new tokens and sequences in all
+    T,  # new tokens in all
     PAGE_SIZE: tl.constexpr,
     GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,  # rows of the query tile: BLOCK_M // GROUP tokens, each with its G heads
     BLOCK_N: tl.constexpr,
 ):
-    ### BEGIN SOLUTION
-    TOKENS: tl.constexpr = BLOCK_M // GROUP
-    pid = tl.program_id(0)  # a flat index over every sequence's query blocks
-    off_h = tl.program_id(1)  # which kv head
-    lo = pid * 0
-    hi = pid * 0 + NUM_SEQS - 1
-    while lo < hi:  # the last sequence whose first block, cu_seqlens[b] // TOKENS + b, is at or before pid
-        mid = (lo + hi + 1) // 2
-        if tl.load(cu_seqlens_ptr + mid) // TOKENS + mid <= pid:
-            lo = mid
-        else:
-            hi = mid - 1
-    seq = lo
+    block = tl.program_id(0)
+    seq = tl.program_id(1)
+    off_h = tl.program_id(2)  # which kv head
     start = tl.load(cu_seqlens_ptr + seq)
     seq_len = tl.load(cu_seqlens_ptr + seq + 1) - start
-    block = pid - (start // TOKENS + seq)
+    TOKENS: tl.constexpr = BLOCK_M // GROUP
     if block * TOKENS < seq_len:  # query blocks past the end of this sequence's new tokens have nothing to do
         context = tl.load(context_lens_ptr + seq)
         offs_r = tl.arange(0, BLOCK_M)
@@ -113,11 +103,10 @@ def _chunked_prefill_fwd(
                         mask=mask_n[:, None], other=0.0)
             allowed = mask_n[None, :] & (offs_n[None, :] <= offs_m[:, None])
             m_i, l_i, acc = _online_softmax_step(q, k, v, allowed, m_i, l_i, acc, qk_scale)
-        o_rows = rows * (GROUP * tl.num_programs(1)) + head  # row (token, head) of the contiguous (T, H_q, D) output
+        o_rows = rows * (GROUP * tl.num_programs(2)) + head  # row (token, head) of the contiguous (T, H_q, D) output
         tl.store(o_ptr + o_rows[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty),
                  mask=mask_m[:, None])
         tl.store(lse_ptr + head.to(tl.int64) * T + rows, (m_i + tl.math.log2(l_i)) * LN2, mask=mask_m)
-    ### END SOLUTION
 
 
 def chunked_prefill(
@@ -142,14 +131,12 @@ def chunked_prefill(
     lse = torch.empty((H_q, T), dtype=torch.float32, device=q.device)
     BLOCK_M, BLOCK_N, num_warps, num_stages = launch_shape(D, q.device)
     BLOCK_M = max(BLOCK_M, group)  # a tile holds at least one token's G heads
-    ### BEGIN SOLUTION
-    grid = (T // (BLOCK_M // group) + B, H_kv)  # every block of every sequence, and some that return at once
+    grid = (cdiv(T, BLOCK_M // group), B, H_kv)  # no sequence has more than T new tokens
     _chunked_prefill_fwd[grid](
         q, k, v, k_cache, v_cache, block_table, cu_seqlens, context_lens, o, lse,
         sm_scale * 1.4426950408889634,  # qk_scale: sm_scale * log2(e)
-        *q.stride(), *k.stride(), *v.stride(), *k_cache.stride(), *v_cache.stride(), block_table.stride(0), T, B,
+        *q.stride(), *k.stride(), *v.stride(), *k_cache.stride(), *v_cache.stride(), block_table.stride(0), T,
         PAGE_SIZE=page_size, GROUP=group, HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
         num_warps=num_warps, num_stages=num_stages,
     )
-    ### END SOLUTION
     return o, lse
