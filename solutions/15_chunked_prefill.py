@@ -123,8 +123,10 @@ def _chunked_prefill_fwd(
             page = tl.load(table_row + keys // PAGE_SIZE, mask=in_context, other=0).to(tl.int64)
             k_rows = page * stride_kp + (keys % PAGE_SIZE) * stride_ks + off_h * stride_kch
             v_rows = page * stride_vp + (keys % PAGE_SIZE) * stride_vs + off_h * stride_vch
-            k = tl.load(k_cache_ptr + k_rows[:, None] + offs_d[None, :] * stride_kck, mask=in_context[:, None], other=0.0)
-            v = tl.load(v_cache_ptr + v_rows[:, None] + offs_d[None, :] * stride_vck, mask=in_context[:, None], other=0.0)
+            k = tl.load(k_cache_ptr + k_rows[:, None] + offs_d[None, :] * stride_kck, mask=in_context[:, None],
+                        other=0.0)
+            v = tl.load(v_cache_ptr + v_rows[:, None] + offs_d[None, :] * stride_vck, mask=in_context[:, None],
+                        other=0.0)
             m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, in_context[None, :], MASKED=True)
         # -- the new tokens, packed: causal, up to the block's last query; the blocks wholly before its first query
         # need no mask
@@ -136,7 +138,7 @@ def _chunked_prefill_fwd(
         v_offs = offs_n[:, None] * stride_vt + offs_d[None, :] * stride_vk
         k_block = k_seq  # the first block of new keys, then one scalar add per block
         v_block = v_seq
-        for start_n in range(0, lo, BLOCK_N):
+        for _ in range(0, lo, BLOCK_N):
             k = tl.load(k_block + k_offs)
             v = tl.load(v_block + v_offs)
             m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, None, MASKED=False)
