@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {  # command -> (module, what it does, in
         "bench.prefill",
         "the prefill keys (14, 15) beside varlen_attn, padded SDPA and gathered pages",
     ),
+    "profile": (
+        "bench.profile",
+        "a puzzle's kernels, yours beside the key and the baseline: times, share, fraction of peak (Proton)",
+    ),
     "records": ("bench.records", "the runs' records (record.json): list, show, compare two, back-fill a folder's"),
 }
 

@@ -1,0 +1,179 @@
+"""`make profile` (`python -m bench profile`) without a GPU: it says what it needs; its table, its fall-back to
+do_bench, and the warp timeline of the Hopper keys, each given canned Proton output written from Proton's formats:
+a tree profile (hatchet's JSON: the root with a node per scope and per kernel, kernels carrying "time (ns)" and
+"count") and an instrumentation trace (Chrome's trace format: "X" events whose pid is "<kernel> Core<SM> CTA<program>"
+and tid "warp <w> (line <n>)", times in microseconds). tests/test_profile_gpu.py runs it on a GPU."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from bench import profile, warp_timeline
+from checks.authoring.wrong import answer_key_body
+from checks.engine.judging.timing import KNOWN_PEAKS
+from checks.engine.timing import Peaks, roofline_share
+from checks.registry import get_puzzle
+
+# a profile of two contenders, as `proton.start(..., context="shadow")` with a `proton.scope` per contender writes it
+TREE = [
+    {"frame": {"name": "ROOT", "type": "function"}, "metrics": {}, "children": [
+        {"frame": {"name": "yours", "type": "function"}, "metrics": {}, "children": [
+            {"frame": {"name": "_matmul_kernel", "type": "function"},
+             "metrics": {"count": 10, "time (ns)": 2_000_000, "device_id": "0", "device_type": "CUDA"},
+             "children": []},
+            {"frame": {"name": "elementwise_kernel", "type": "function"},
+             "metrics": {"count": 20, "time (ns)": 500_000, "device_id": "0", "device_type": "CUDA"},
+             "children": []},
+        ]},
+        {"frame": {"name": "torch.matmul", "type": "function"}, "metrics": {}, "children": [
+            {"frame": {"name": "cutlass_gemm", "type": "function"}, "metrics": {}, "children": [
+                {"frame": {"name": "sm90_xmma_gemm", "type": "function"},
+                 "metrics": {"count": 10, "time (ns)": 1_500_000, "device_id": "0", "device_type": "CUDA"},
+                 "children": []},
+            ]},
+        ]},
+    ]},
+    {"CUDA": {"0": {"arch": "90", "num_sms": 132, "clock_rate": 1980000, "memory_clock_rate": 2619000,
+                    "bus_width": 5120}}},
+]  # fmt: skip
+
+
+def event(program: str, warp: int, line: int, name: str, ts: float, dur: float) -> dict:
+    return {"cname": "good", "name": name, "cat": "_attn_fwd", "ph": "X", "pid": program,
+            "tid": f"warp {warp} (line {line})", "ts": ts, "dur": dur, "args": {"Init Time (ns)": 0}}  # fmt: skip
+
+
+CTA0, CTA1 = "_attn_fwd Core4 CTA0", "_attn_fwd Core9 CTA1"
+TRACE = {"displayTimeUnit": "ns", "traceEvents": [
+    {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "not a scope"}},
+    event(CTA0, 8, 0, "wait for a free slot", 1000.0, 0.5),
+    event(CTA0, 8, 0, "issue TMA loads of K, V", 1000.5, 0.25),
+    event(CTA0, 0, 0, "wait for K", 1000.2, 1.0),
+    event(CTA0, 0, 0, "softmax", 1001.2, 2.0),
+    event(CTA0, 0, 1, "wait for V", 1001.6, 0.4),  # overlaps the softmax: a second line of warp 0
+    event(CTA0, 4, 0, "softmax", 1001.0, 3.0),
+    event(CTA1, 0, 0, "softmax", 5000.0, 2.0),
+]}  # fmt: skip
+ROLES = (warp_timeline.Role(0, 3, "consumer 0"), warp_timeline.Role(4, 7, "consumer 1"),
+         warp_timeline.Role(8, 8, "producer"))  # fmt: skip
+
+
+def test_without_a_gpu_it_says_what_it_needs_in_one_sentence_and_exits_2(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert profile.main(["16"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == profile.NO_GPU + "\n"
+    assert "needs a CUDA GPU" in profile.NO_GPU and profile.NO_GPU.count(". ") == 0  # one sentence
+    assert profile.main(["99"]) == 2 and "99" in capsys.readouterr().err  # an unknown puzzle: said before the GPU
+
+
+def test_protons_tree_gives_each_scopes_kernels_per_call():
+    found = profile.kernels_by_scope(TREE, calls=10)
+    assert list(found) == ["yours", "torch.matmul"]
+    assert [(k.name, k.calls, k.us) for k in found["yours"]] == [("_matmul_kernel", 1.0, 200.0),
+                                                                 ("elementwise_kernel", 2.0, 50.0)]  # fmt: skip
+    assert [(k.name, k.calls, k.us) for k in found["torch.matmul"]] == [("sm90_xmma_gemm", 1.0, 150.0)]
+
+
+def test_the_table_gives_times_shares_rates_and_the_fraction_of_the_peak():
+    found = profile.kernels_by_scope(TREE, calls=10)
+    contenders = [profile.Contender("yours", found["yours"]), profile.Contender("torch.matmul", found["torch.matmul"]),
+                  profile.Contender("answer key", problem="it raised RuntimeError: no")]  # fmt: skip
+    side = 4096
+    nbytes, flops = 3 * side * side * 2, 2 * side**3
+    _, tflops_peak, gbps_peak = next(row for row in KNOWN_PEAKS if row[0] == ("H100",))
+    roof = Peaks(gbps_peak, tflops_peak)
+    lines = profile.table_lines(contenders, nbytes, flops, roof)
+    yours = next(line for line in lines if line.startswith("yours"))
+    assert "250.00" in yours and f"{flops / 250e-6 / 1e12:.1f} TFLOPS" in yours  # 200 + 50 us
+    assert f"{100 * roofline_share(nbytes, flops, 0.25, roof):.1f}%" in yours
+    kernel = next(line for line in lines if "_matmul_kernel" in line)
+    assert re.search(r"\b1\s+200\.00\s+80\.0%", kernel)  # 1 launch a call, 200 us, 80% of yours
+    assert re.search(r"elementwise_kernel\s+2\s+50\.00\s+20\.0%", "\n".join(lines))
+    assert "answer key" in lines[-1] and "not timed: it raised RuntimeError" in lines[-1]
+    memory = profile.table_lines(contenders[:1], nbytes, 0.0, roof)[1]  # no flops: memory-bound, in TB/s
+    assert f"{nbytes / 250e-6 / 1e12:.2f} TB/s" in memory
+
+
+def test_the_records_figures_are_each_contenders_time_beside_the_baseline_and_its_share_of_the_peak():
+    found = profile.kernels_by_scope(TREE, calls=10)
+    puzzle = get_puzzle("16b")
+    contenders = [profile.Contender("yours", found["yours"]), profile.Contender(puzzle.baseline, found["torch.matmul"])]
+    figures = profile.figures(contenders, puzzle, 1e6, 1e11, Peaks(3350.0, 989.0))
+    time = next(f for f in figures if f["name"] == "profile 16b yours" and f["metric"] == "time")
+    assert time["value"] == pytest.approx(0.25) and time["ratio"] == pytest.approx(0.15 / 0.25)
+    assert time["baseline"] == puzzle.baseline
+    shares = [f for f in figures if f["metric"] == "roofline share"]
+    assert len(shares) == 2 and all(0 < f["value"] < 1 for f in shares)
+
+
+def test_where_proton_fails_or_records_nothing_each_call_is_timed_whole_and_the_note_says_why(tmp_path):
+    calls = {"yours": lambda: None, "torch copy": lambda: None}
+
+    def failing(calls, out, repeat):
+        raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=failing, clock=lambda fn: 0.5)
+    assert source == profile.DO_BENCH and notes == ["Proton failed: RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"]
+    assert {name: [(k.name, k.calls, k.us) for k in ks] for name, ks in found.items()} == {
+        name: [(profile.WHOLE, None, 500.0)] for name in calls}  # fmt: skip
+    empty = lambda calls, out, repeat: {"yours": profile.kernels_by_scope(TREE, 10)["yours"]}  # noqa: E731
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=empty, clock=lambda fn: 0.5)
+    assert source == profile.DO_BENCH and notes == ["Proton recorded no kernel for torch copy"]
+    both = lambda calls, out, repeat: {name: [profile.Kernel("k", 1.0, 3.0)] for name in calls}  # noqa: E731
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=both, clock=lambda fn: 0.5)
+    assert source == profile.PROTON and notes == [] and found["yours"][0].us == 3.0
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, use_proton=False, profiler=both,
+                                                clock=lambda fn: 0.5)  # fmt: skip
+    assert source == profile.DO_BENCH and found["yours"][0].name == profile.WHOLE
+
+
+def test_the_trace_gives_each_programs_scopes_from_its_first():
+    found = warp_timeline.spans(TRACE)
+    assert len(found) == 7  # the metadata event is not a scope
+    assert warp_timeline.fullest_program(found) == CTA0
+    first = [s for s in found if s.program == CTA0 and s.warp == 8]
+    assert [(s.scope, s.start_us, s.end_us) for s in first] == [("wait for a free slot", 0.0, 0.5),
+                                                                 ("issue TMA loads of K, V", 0.5, 0.75)]  # fmt: skip
+    assert next(s for s in found if s.program == CTA1).start_us == 0.0
+    lanes = warp_timeline.lanes(found, CTA0)
+    assert [len(rows) for _, rows in sorted(lanes.items())] == [2, 1, 1]  # warp 0's overlapping scope: a second row
+    with pytest.raises(ValueError, match="no scope"):
+        warp_timeline.fullest_program([])
+
+
+def test_the_phase_table_averages_each_parts_warps_and_shares_the_programs_time():
+    rows = warp_timeline.phase_table(warp_timeline.spans(TRACE), CTA0, ROLES)
+    by = {(r["part"], r["scope"]): r for r in rows}
+    assert by[("consumer 0", "softmax")]["us"] == pytest.approx(2.0)
+    assert by[("consumer 1", "softmax")]["share"] == pytest.approx(3.0 / 4.0)  # the program runs from 0 to 4 us
+    assert by[("producer", "wait for a free slot")]["us"] == pytest.approx(0.5)
+    text = "\n".join(warp_timeline.phase_lines(rows))
+    assert "producer" in text and "75.0%" in text
+
+
+def test_the_timeline_picture_is_drawn(tmp_path):
+    found = warp_timeline.spans(TRACE)
+    path = warp_timeline.draw(found, CTA0, ROLES, "a test", tmp_path / "timeline.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+@pytest.mark.parametrize("step", warp_timeline.STEPS)
+def test_an_instrumented_copy_is_its_key_with_scopes_only(step):
+    """Take the scopes out and the key comes back, line for line: the copy measures the key, not another kernel."""
+    copy = warp_timeline.instrumented(step)
+    compile(copy.source, f"instrumented {step}", "exec")
+    lines = copy.source.splitlines()
+    scopes = [line.strip() for line in lines if "pl.enter_scope(" in line or "pl.exit_scope(" in line]
+    entered = [s.split('"')[1] for s in scopes if s.startswith("pl.enter_scope(")]
+    assert entered and sorted(entered) == sorted(s.split('"')[1] for s in scopes if s.startswith("pl.exit_scope("))
+    body = copy.source.split("import triton.profiler.language as pl\n", 1)[1]
+    without = "\n".join(line for line in body.splitlines() if line.strip() not in scopes)
+    assert without == answer_key_body(get_puzzle(step)).rstrip("\n")
+    assert copy.roles and copy.case
+    json.dumps(copy.case)  # plain data, as case_from reads it
