@@ -122,10 +122,10 @@ def test_where_proton_fails_or_records_nothing_each_call_is_timed_whole_and_the_
     assert source == profile.DO_BENCH and notes == ["Proton failed: RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"]
     assert {name: [(k.name, k.calls, k.us) for k in ks] for name, ks in found.items()} == {
         name: [(profile.WHOLE, None, 500.0)] for name in calls}  # fmt: skip
-    empty = lambda calls, out, repeat: {"yours": profile.kernels_by_scope(TREE, 10)["yours"]}  # noqa: E731
+    empty = lambda calls, out, repeat: {"yours": profile.kernels_by_scope(TREE, 10)["yours"]}
     found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=empty, clock=lambda fn: 0.5)
     assert source == profile.DO_BENCH and notes == ["Proton recorded no kernel for torch copy"]
-    both = lambda calls, out, repeat: {name: [profile.Kernel("k", 1.0, 3.0)] for name in calls}  # noqa: E731
+    both = lambda calls, out, repeat: {name: [profile.Kernel("k", 1.0, 3.0)] for name in calls}
     found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=both, clock=lambda fn: 0.5)
     assert source == profile.PROTON and notes == [] and found["yours"][0].us == 3.0
     found, source, notes = profile.kernel_times(calls, tmp_path, 5, use_proton=False, profiler=both,
