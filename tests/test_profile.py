@@ -177,3 +177,21 @@ def test_an_instrumented_copy_is_its_key_with_scopes_only(step):
     assert without == answer_key_body(get_puzzle(step)).rstrip("\n")
     assert copy.roles and copy.case
     json.dumps(copy.case)  # plain data, as case_from reads it
+
+
+# the no-GPU answer of the first test again, through make (which asks Python whether torch is there, then starts one
+# that imports torch: seconds): `make test-all` runs it
+@pytest.mark.exhaustive
+def test_make_profile_without_a_gpu_says_what_it_needs():
+    import os
+    import subprocess
+
+    import torch
+
+    from checks.registry import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}  # not under make test
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: tests/test_profile_gpu.py runs make profile's work here")
+    run = subprocess.run(["make", "profile", "PUZZLE=16"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert run.returncode == 2 and profile.NO_GPU in run.stderr
