@@ -250,8 +250,14 @@ def profile(puzzle: Puzzle, args: argparse.Namespace, argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as workdir:
         try:
             functions = contenders_of(puzzle, args, Path(workdir))
-        except (SubmissionError, OSError, SyntaxError) as exc:
+        except SubmissionError as exc:
             print(exc, file=sys.stderr)
+            return 2
+        except Exception as exc:  # noqa: BLE001 - your module's own code failed as it loaded: said in one line
+            why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            check = f"make check PUZZLE={puzzle.number}" + (f" FILE={args.file}" if args.file else "")
+            print(f"Your code for puzzle {puzzle.number} did not load ({why}); `{check}` says where, and what to "
+                  "fix.", file=sys.stderr)  # fmt: skip
             return 2
         spec = spec_module(puzzle)
         generator = torch.Generator(device="cuda")
