@@ -334,7 +334,8 @@ def timeline(puzzle: Puzzle, out: Path, notes: list[str]) -> list[str]:
     picture = warp_timeline.draw(found, program, roles, title, out / "timeline.png")
     phases = warp_timeline.phase_lines(warp_timeline.phase_table(found, program, roles))
     (out / "phases.txt").write_text("\n".join(phases) + "\n", encoding="utf-8")
-    return ["", f"The answer key's phases in one program ({program}, at {case}; Proton's scopes, SM clock):", *phases,
+    return ["", f"The answer key's phases in one program ({program}, at {case}; Proton's scopes, in SM clock cycles):",
+            *phases,
             f"Timeline: {shown(picture)} (the trace: {shown(trace)}, for chrome://tracing or Perfetto)."]  # fmt: skip
 
 

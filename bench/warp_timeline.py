@@ -10,8 +10,11 @@ part (`roles`). The key's own file stays as the learner reads it.
 `record(step, out)` runs the copy under Proton's instrumentation backend (a timeline trace in Chrome's trace format,
 each warp's scopes timed by the SM's clock, one buffer per program in global memory, so that the key's shared memory
 is left whole) and `draw(...)` turns the trace into a PNG: one lane per warp, labelled with its part, a bar per scope.
-`spans(trace)` reads the trace: each event's `pid` is "<kernel> Core<SM> CTA<program>", its `tid` "warp <w>" (Triton
-3.6 adds " (line <n>)" where scopes of one warp overlap), `ts` and `dur` in microseconds.
+`spans(trace)` reads the trace: each event's `pid` is "<kernel> Core<SM> CTA<program>", its `tid` "warp <w> (line
+<n>)" (a second line where scopes of one warp overlap); `ts` and `dur` are the SM's clock cycles divided by the
+frequency its `args` give ("Frequency (MHz)", which Proton assumes to be 1000: its trace shows cycles as if the clock
+ran at 1 GHz), so cycles = ts x that frequency. The cycles of one program's warps are read from one SM's clock, so
+they compare; the picture and the phase table give them as cycles, not as seconds, since the SM's clock varies.
 """
 
 from __future__ import annotations
@@ -29,19 +32,20 @@ from checks.registry import ROOT, Puzzle, get_puzzle
 
 INSTRUMENTED = ROOT / "bench" / "instrumented"
 STEPS = ("16a", "16b", "16")  # the steps with an instrumented copy
-PROGRAM = re.compile(r"^(?P<kernel>.*) Core(?P<sm>\d+) CTA(?P<cta>\d+)$")
+PROGRAM = re.compile(r"^(?P<kernel>.*) Core(?P<sm>\d+) CTA(?P<cta>\d+)")
+ASSUMED_MHZ = 1000.0  # Proton's frequency for cycles where an event does not give one
 WARP = re.compile(r"^warp (?P<warp>\d+)")
 
 
 @dataclass(frozen=True)
 class Span:
-    """One scope of one warp of one program: its name, start and end in microseconds from the program's first."""
+    """One scope of one warp of one program: its name, start and end in SM clock cycles from the program's first."""
 
     program: str
     warp: int
     scope: str
-    start_us: float
-    end_us: float
+    start: float
+    end: float
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,7 @@ def role_of(warp: int, roles: tuple[Role, ...]) -> str:
 
 
 def spans(trace: dict[str, Any]) -> list[Span]:
-    """The scopes of a Proton timeline trace (Chrome's trace format), each program's times from its first event."""
+    """The scopes of a Proton timeline trace (Chrome's trace format), in cycles from each program's first scope."""
     found: list[tuple[str, int, str, float, float]] = []
     for event in trace.get("traceEvents", []):
         if event.get("ph") != "X":
@@ -93,8 +97,10 @@ def spans(trace: dict[str, Any]) -> list[Span]:
         program, warp = PROGRAM.match(str(event.get("pid", ""))), WARP.match(str(event.get("tid", "")))
         if program is None or warp is None:
             continue
-        start = float(event["ts"])
-        found.append((event["pid"], int(warp["warp"]), str(event["name"]), start, start + float(event["dur"])))
+        mhz = float((event.get("args") or {}).get("Frequency (MHz)", ASSUMED_MHZ))
+        start = round(float(event["ts"]) * mhz)  # whole cycles again: the trace's division left rounding behind
+        end = start + round(float(event["dur"]) * mhz)
+        found.append((event["pid"], int(warp["warp"]), str(event["name"]), float(start), float(end)))
     first: dict[str, float] = {}
     for program, _, _, start, _ in found:
         first[program] = min(start, first.get(program, start))
@@ -112,27 +118,27 @@ def fullest_program(found: list[Span]) -> str:
 
 
 def phase_table(found: list[Span], program: str, roles: tuple[Role, ...]) -> list[dict[str, Any]]:
-    """Per part and scope of one program: the time its warps spent in that scope, in microseconds averaged over the
-    part's warps, and its share of the program's time (from its first scope to its last)."""
+    """Per part and scope of one program: the cycles its warps spent in that scope, averaged over the part's warps,
+    and their share of the program's cycles (from its first scope to its last)."""
     mine = [s for s in found if s.program == program]
-    length = max((s.end_us for s in mine), default=0.0)
+    length = max((s.end for s in mine), default=0.0)
     total: dict[tuple[str, str], float] = defaultdict(float)
     warps: dict[str, set[int]] = defaultdict(set)
     for span in mine:
         part = role_of(span.warp, roles) or f"warp {span.warp}"
-        total[(part, span.scope)] += span.end_us - span.start_us
+        total[(part, span.scope)] += span.end - span.start
         warps[part].add(span.warp)
     rows = []
-    for (part, scope), us in sorted(total.items()):
-        average = us / len(warps[part])
-        rows.append({"part": part, "scope": scope, "us": average, "share": average / length if length else 0.0})
+    for (part, scope), cycles in sorted(total.items()):
+        average = cycles / len(warps[part])
+        rows.append({"part": part, "scope": scope, "cycles": average, "share": average / length if length else 0.0})
     return rows
 
 
 def phase_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The phase table as text, one line per part and scope."""
-    lines = [f"  {'part':<18} {'scope':<28} {'us':>10} {'share':>7}"]
-    lines += [f"  {r['part']:<18} {r['scope']:<28} {r['us']:>10.2f} {100 * r['share']:>6.1f}%" for r in rows]
+    lines = [f"  {'part':<18} {'scope':<28} {'cycles':>12} {'share':>7}"]
+    lines += [f"  {r['part']:<18} {r['scope']:<28} {r['cycles']:>12.0f} {100 * r['share']:>6.1f}%" for r in rows]
     return lines
 
 
@@ -142,9 +148,9 @@ def phase_lines(rows: list[dict[str, Any]]) -> list[str]:
 def lanes(found: list[Span], program: str) -> dict[int, list[list[Span]]]:
     """Each warp's scopes in one program, spread over sub-lanes so that no two on one sub-lane overlap."""
     result: dict[int, list[list[Span]]] = {}
-    for span in sorted((s for s in found if s.program == program), key=lambda s: (s.warp, s.start_us)):
+    for span in sorted((s for s in found if s.program == program), key=lambda s: (s.warp, s.start)):
         rows = result.setdefault(span.warp, [])
-        row = next((r for r in rows if r[-1].end_us <= span.start_us), None)
+        row = next((r for r in rows if r[-1].end <= span.start), None)
         if row is None:
             rows.append([span])
         else:
@@ -169,13 +175,13 @@ def draw(found: list[Span], program: str, roles: tuple[Role, ...], title: str, p
     for warp in sorted(by_warp, reverse=True):
         rows = by_warp[warp]
         for index, row in enumerate(rows):
-            ax.broken_barh([(s.start_us, s.end_us - s.start_us) for s in row], (y, 0.8),
+            ax.broken_barh([(s.start, s.end - s.start) for s in row], (y, 0.8),
                            facecolors=[colours[s.scope] for s in row], linewidth=0)  # fmt: skip
             part = role_of(warp, roles)
             labels.append((y + 0.4, f"warp {warp}" + (f" ({part})" if part else "") + (f" [{index}]" if index else "")))
             y += 1.0
     ax.set_yticks([at for at, _ in labels], [text for _, text in labels], fontsize=8)
-    ax.set_xlabel("microseconds from the program's first scope (SM clock)")
+    ax.set_xlabel("SM clock cycles from the program's first scope")
     ax.set_title(title, fontsize=10)
     ax.legend(handles=[Patch(color=colours[n], label=n) for n in names], loc="upper left", bbox_to_anchor=(1.0, 1.0),
               fontsize=8)  # fmt: skip

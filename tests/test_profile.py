@@ -2,7 +2,8 @@
 do_bench, and the warp timeline of the Hopper keys, each given canned Proton output written from Proton's formats:
 a tree profile (hatchet's JSON: the root with a node per scope and per kernel, kernels carrying "time (ns)" and
 "count") and an instrumentation trace (Chrome's trace format: "X" events whose pid is "<kernel> Core<SM> CTA<program>"
-and tid "warp <w> (line <n>)", times in microseconds). tests/test_profile_gpu.py runs it on a GPU."""
+and tid "warp <w> (line <n>)", ts and dur the SM's cycles over args' "Frequency (MHz)"). tests/test_profile_gpu.py
+runs it on a GPU."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ TREE = [
 
 def event(program: str, warp: int, line: int, name: str, ts: float, dur: float) -> dict:
     return {"cname": "good", "name": name, "cat": "_attn_fwd", "ph": "X", "pid": program,
-            "tid": f"warp {warp} (line {line})", "ts": ts, "dur": dur, "args": {"Init Time (ns)": 0}}  # fmt: skip
+            "tid": f"warp {warp} (line {line})", "ts": ts, "dur": dur,
+            "args": {"Init Time (ns)": 0, "Frequency (MHz)": 1000.0}}  # fmt: skip
 
 
 CTA0, CTA1 = "_attn_fwd Core4 CTA0", "_attn_fwd Core9 CTA1"
@@ -138,11 +140,17 @@ def test_the_trace_gives_each_programs_scopes_from_its_first():
     assert len(found) == 7  # the metadata event is not a scope
     assert warp_timeline.fullest_program(found) == CTA0
     first = [s for s in found if s.program == CTA0 and s.warp == 8]
-    assert [(s.scope, s.start_us, s.end_us) for s in first] == [("wait for a free slot", 0.0, 0.5),
-                                                                 ("issue TMA loads of K, V", 0.5, 0.75)]  # fmt: skip
-    assert next(s for s in found if s.program == CTA1).start_us == 0.0
+    assert [(s.scope, s.start, s.end) for s in first] == [("wait for a free slot", 0.0, 500.0),
+                                                           ("issue TMA loads of K, V", 500.0, 750.0)]  # fmt: skip
+    assert next(s for s in found if s.program == CTA1).start == 0.0
+    older = event(CTA1 + " [measure in clock cycle (assume 1GHz)]", 0, 0, "softmax", 2.0, 1.5)  # pid with a suffix
+    assert warp_timeline.spans({"traceEvents": [{**older, "args": {}}]})[0].end == 1500.0  # no frequency: 1000 MHz
     lanes = warp_timeline.lanes(found, CTA0)
     assert [len(rows) for _, rows in sorted(lanes.items())] == [2, 1, 1]  # warp 0's overlapping scope: a second row
+    touching = [event(CTA1, 0, 0, "a", 0.1, 0.2), event(CTA1, 0, 0, "b", 0.3, 0.1)]  # 0.1 + 0.2 > 0.3 in floats
+    assert [
+        len(rows) for rows in warp_timeline.lanes(warp_timeline.spans({"traceEvents": touching}), CTA1).values()
+    ] == [1]
     with pytest.raises(ValueError, match="no scope"):
         warp_timeline.fullest_program([])
 
@@ -150,9 +158,9 @@ def test_the_trace_gives_each_programs_scopes_from_its_first():
 def test_the_phase_table_averages_each_parts_warps_and_shares_the_programs_time():
     rows = warp_timeline.phase_table(warp_timeline.spans(TRACE), CTA0, ROLES)
     by = {(r["part"], r["scope"]): r for r in rows}
-    assert by[("consumer 0", "softmax")]["us"] == pytest.approx(2.0)
-    assert by[("consumer 1", "softmax")]["share"] == pytest.approx(3.0 / 4.0)  # the program runs from 0 to 4 us
-    assert by[("producer", "wait for a free slot")]["us"] == pytest.approx(0.5)
+    assert by[("consumer 0", "softmax")]["cycles"] == pytest.approx(2000.0)
+    assert by[("consumer 1", "softmax")]["share"] == pytest.approx(3.0 / 4.0)  # the program runs 4000 cycles
+    assert by[("producer", "wait for a free slot")]["cycles"] == pytest.approx(500.0)
     text = "\n".join(warp_timeline.phase_lines(rows))
     assert "producer" in text and "75.0%" in text
 
