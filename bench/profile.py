@@ -17,7 +17,10 @@ Your code is the puzzle's notebook's graded cells, as `make check` finds them, o
 
 The outputs go to `--out` (default profile/NN_slug/, which git ignores): profile.txt (the table), profile.json (its
 rows), Proton's profile (profile.hatchet, for `proton-viewer -m time/ms profile.hatchet`), and for a Hopper step the
-timeline (timeline.png), its trace and phases.txt. A folder under bench/results/ also gets its record (record.json).
+timeline (timeline.png), its trace and phases.txt. A folder under bench/results/ (or one inside it) adds the figures
+to its run folder's record (record.json): each contender's time beside the baseline's, and its fraction of the peak.
+Proton's times are of calls run back to back (the cache warm from the call before); do_bench's of calls after it
+flushed L2: the two are not to be compared with each other.
 """
 
 from __future__ import annotations
@@ -301,13 +304,23 @@ def profile(puzzle: Puzzle, args: argparse.Namespace, argv: list[str]) -> int:
             "times_from": source, "notes": notes, "bytes": work.bytes, "flops": work.flops,
             "roof": asdict(roof) if roof else None, "contenders": [asdict(c) for c in contenders]}  # fmt: skip
     (out / "profile.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    if out.resolve().is_relative_to(RESULTS.resolve()):
+    run = run_folder(out)
+    if run is not None:
         from bench.records import write_record
 
         command = "python -m bench profile " + " ".join(argv)
         found = figures(contenders, puzzle, work.bytes, work.flops, roof)
-        print("record:", write_record(out, command, found, commit=args.commit, notes=[f"times: {source}", *notes]))
+        said = [f"profile {puzzle.number}: times from {source}", *(f"profile {puzzle.number}: {n}" for n in notes)]
+        print("record:", write_record(run, command, found, commit=args.commit, notes=said))
     return 0
+
+
+def run_folder(out: Path, results: Path = RESULTS) -> Path | None:
+    """The run folder of bench/results/ that `out` is or lies in (its record holds the figures), else None."""
+    where = out.resolve()
+    if not where.is_relative_to(results.resolve()) or where == results.resolve():
+        return None
+    return results / where.relative_to(results.resolve()).parts[0]
 
 
 def timeline(puzzle: Puzzle, out: Path, notes: list[str]) -> list[str]:

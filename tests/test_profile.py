@@ -203,3 +203,13 @@ def test_make_profile_without_a_gpu_says_what_it_needs():
         pytest.skip("this machine has a GPU: tests/test_profile_gpu.py runs make profile's work here")
     run = subprocess.run(["make", "profile", "PUZZLE=16"], cwd=ROOT, capture_output=True, text=True, env=env)
     assert run.returncode == 2 and profile.NO_GPU in run.stderr
+
+
+def test_a_profile_under_the_results_is_recorded_in_its_run_folder(tmp_path):
+    results = tmp_path / "results"
+    assert (
+        profile.run_folder(results / "2026-12-06-h100-profile" / "16", results) == results / "2026-12-06-h100-profile"
+    )
+    assert profile.run_folder(results / "2026-12-06-h100-profile", results) == results / "2026-12-06-h100-profile"
+    assert profile.run_folder(tmp_path / "profile" / "16_hopper_attention_fwd", results) is None
+    assert profile.run_folder(results, results) is None
