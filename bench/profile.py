@@ -167,6 +167,7 @@ def proton_times(calls: dict[str, Callable[[], Any]], out: Path, repeat: int) ->
     import triton.profiler as proton
 
     name = out / "profile"
+    (out / "profile.hatchet").unlink(missing_ok=True)  # an earlier run's must not stand in for this one's
     proton.start(str(name), context="shadow")
     try:
         for label, call in calls.items():
