@@ -106,7 +106,7 @@ def rate(nbytes: float, flops: float, us: float, roof: Any) -> tuple[str, float 
 
     ms = us / 1e3
     compute = bound(nbytes, flops, roof) == "compute" if roof is not None else bool(flops)
-    text = f"{tflops(flops, ms):.1f} TFLOPS" if compute else f"{gbps(nbytes, ms) / 1e3:.2f} TB/s"
+    text = f"{tflops(flops, ms):.3g} TFLOPS" if compute else f"{gbps(nbytes, ms) / 1e3:.3g} TB/s"
     return text, roofline_share(nbytes, flops, ms, roof) if roof is not None else None
 
 

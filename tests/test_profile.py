@@ -92,14 +92,14 @@ def test_the_table_gives_times_shares_rates_and_the_fraction_of_the_peak():
     roof = Peaks(gbps_peak, tflops_peak)
     lines = profile.table_lines(contenders, nbytes, flops, roof)
     yours = next(line for line in lines if line.startswith("yours"))
-    assert "250.00" in yours and f"{flops / 250e-6 / 1e12:.1f} TFLOPS" in yours  # 200 + 50 us
+    assert "250.00" in yours and f"{flops / 250e-6 / 1e12:.3g} TFLOPS" in yours  # 200 + 50 us
     assert f"{100 * roofline_share(nbytes, flops, 0.25, roof):.1f}%" in yours
     kernel = next(line for line in lines if "_matmul_kernel" in line)
     assert re.search(r"\b1\s+200\.00\s+80\.0%", kernel)  # 1 launch a call, 200 us, 80% of yours
     assert re.search(r"elementwise_kernel\s+2\s+50\.00\s+20\.0%", "\n".join(lines))
     assert "answer key" in lines[-1] and "not timed: it raised RuntimeError" in lines[-1]
     memory = profile.table_lines(contenders[:1], nbytes, 0.0, roof)[1]  # no flops: memory-bound, in TB/s
-    assert f"{nbytes / 250e-6 / 1e12:.2f} TB/s" in memory
+    assert f"{nbytes / 250e-6 / 1e12:.3g} TB/s" in memory
 
 
 def test_the_records_figures_are_each_contenders_time_beside_the_baseline_and_its_share_of_the_peak():
