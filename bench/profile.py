@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -44,6 +46,8 @@ NO_GPU = (
     "times each kernel; here, `make check` grades your kernels in Triton's interpreter."
 )
 CALLS = 20  # calls of each contender under the profiler
+PROBE_S = 120.0  # seconds Proton's trial may take (a fresh process: torch, CUDA, CUPTI)
+TIMELINE_S = 300.0  # seconds the warp timeline's process may take (it compiles the instrumented key)
 YOURS, KEY = "yours", "answer key"
 PROTON = "Proton (CUPTI), each kernel's time on the GPU"
 WHOLE = "(the whole call, do_bench)"
@@ -180,6 +184,39 @@ def proton_times(calls: dict[str, Callable[[], Any]], out: Path, repeat: int) ->
     return kernels_by_scope(json.loads((out / "profile.hatchet").read_text(encoding="utf-8")), repeat)
 
 
+# Proton's CUPTI backend tried first in a process of its own: where the runtime lacks the GPU's activity tracing it may
+# abort or hang the process rather than raise, and the table must still come out
+PROBE = """
+import sys, torch, triton.profiler as proton
+proton.start(sys.argv[1], context="shadow")
+with proton.scope("probe"):
+    torch.ones(1 << 20, device="cuda").sum()
+torch.cuda.synchronize()
+proton.finalize()
+"""
+
+
+def proton_probe(out: Path, timeout: float = PROBE_S, run: Callable[..., Any] = subprocess.run) -> str:
+    """'' where Proton times a kernel in a trial process (`PROBE`); else why not, in a few words."""
+    name = out / "proton_probe"
+    file = name.with_suffix(".hatchet")
+    file.unlink(missing_ok=True)
+    try:
+        done = run([sys.executable, "-c", PROBE, str(name)], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"its trial did not finish in {timeout:.0f} s"
+    if done.returncode != 0:
+        last = (done.stderr or "").strip().splitlines()
+        return f"its trial ended with exit status {done.returncode}" + (f" ({last[-1][:200]})" if last else "")
+    try:
+        recorded = kernels_by_scope(json.loads(file.read_text(encoding="utf-8")), 1).get("probe")
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        return f"its trial wrote no profile that reads ({type(exc).__name__}: {exc})"
+    finally:
+        file.unlink(missing_ok=True)
+    return "" if recorded else "its trial recorded no kernel"
+
+
 def kernel_times(
     calls: dict[str, Callable[[], Any]],
     out: Path,
@@ -187,11 +224,16 @@ def kernel_times(
     use_proton: bool = True,
     profiler: Callable[[dict[str, Callable[[], Any]], Path, int], dict[str, list[Kernel]]] = proton_times,
     clock: Callable[[Callable[[], Any]], float] | None = None,
+    probe: Callable[[Path], str] = proton_probe,
 ) -> tuple[dict[str, list[Kernel]], str, list[str]]:
-    """Each call's kernels, where the times come from, and notes: the profiler's kernels (Proton's) where it records
-    some for every call; else, saying why, each call timed whole by `clock` (do_bench's median, in ms)."""
+    """Each call's kernels, where the times come from, and notes: the profiler's kernels (Proton's) where its trial
+    (`probe`) works and it records some for every call; else, saying why, each call timed whole by `clock` (do_bench's
+    median, in ms)."""
     notes: list[str] = []
-    if use_proton:
+    failed = probe(out) if use_proton else ""
+    if failed:
+        notes.append(f"Proton failed: {failed}")
+    elif use_proton:
         try:
             found = profiler(calls, out, repeat)
             missing = [name for name in calls if not found.get(name)]
@@ -324,33 +366,30 @@ def run_folder(out: Path, results: Path = RESULTS) -> Path | None:
     return results / where.relative_to(results.resolve()).parts[0]
 
 
-def timeline(puzzle: Puzzle, out: Path, notes: list[str]) -> list[str]:
-    """For a Hopper step on a Hopper GPU: the answer key's timeline drawn into `out`, and the lines that say so."""
-    import torch
-
+def timeline(puzzle: Puzzle, out: Path, notes: list[str], timeout: float = TIMELINE_S) -> list[str]:
+    """For a Hopper step: the answer key's warp timeline drawn into `out` by `python -m bench warp-timeline`, in a
+    process of its own (a profiler or compiler that aborts or hangs takes only that down), and the lines it printed;
+    where it drew none, why, in a note too."""
     from bench import warp_timeline
+    from checks.engine.processes.spawn import kill, start_module
 
     if puzzle.number not in warp_timeline.STEPS:
         return []
-    if torch.cuda.get_device_capability()[0] != 9:
-        return ["", "No timeline: the instrumented key uses wgmma and TMA, which need a Hopper GPU (an H100 or H200)."]
+    proc = start_module("bench", "warp-timeline", puzzle.number, "--out", str(out), env=dict(os.environ),
+                        stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        trace = warp_timeline.record(puzzle.number, out)
-        found = warp_timeline.spans(json.loads(trace.read_text(encoding="utf-8")))
-        program = warp_timeline.fullest_program(found)
-    except Exception as exc:  # noqa: BLE001 - the table stands without the timeline; the reason is said
-        why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        notes.append(f"timeline not drawn: {why}")
-        return ["", f"No timeline: Proton's instrumentation of the answer key failed ({why})."]
-    roles = warp_timeline.instrumented(puzzle.number).roles
-    case = ", ".join(f"{k}={v}" for k, v in warp_timeline.instrumented(puzzle.number).case.items())
-    title = f"Puzzle {puzzle.number}, the answer key at {case}: {program}"
-    picture = warp_timeline.draw(found, program, roles, title, out / "timeline.png")
-    phases = warp_timeline.phase_lines(warp_timeline.phase_table(found, program, roles))
-    (out / "phases.txt").write_text("\n".join(phases) + "\n", encoding="utf-8")
-    return ["", f"The answer key's phases in one program ({program}, at {case}; Proton's scopes, in SM clock cycles):",
-            *phases,
-            f"Timeline: {shown(picture)} (the trace: {shown(trace)}, for chrome://tracing or Perfetto)."]  # fmt: skip
+        said = proc.communicate(timeout=timeout)[0].strip().splitlines()
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        said = [f"No timeline: the instrumented key did not finish in {timeout:.0f} s."]
+    finally:
+        if proc.poll() is None:
+            kill(proc)
+    if proc.returncode != 0:
+        last = said[-1] if said else f"No timeline: its process ended with exit status {proc.returncode}."
+        notes.append(f"timeline not drawn: {last}")
+        return ["", last]
+    return ["", *said]
 
 
 if __name__ == "__main__":

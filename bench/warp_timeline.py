@@ -7,6 +7,7 @@ compiles in `@gluon.jit` kernels (Proton's language enables Gluon's semantic by 
 case the timeline runs at (about one wave of programs, so that the trace stays small) and which warps play which
 part (`roles`). The key's own file stays as the learner reads it.
 
+`python -m bench warp-timeline STEP [--out DIR]` (which `make profile` runs in a process of its own) draws it:
 `record(step, out)` runs the copy under Proton's instrumentation backend (a timeline trace in Chrome's trace format,
 each warp's scopes timed by the SM's clock, one buffer per program in global memory, so that the key's shared memory
 is left whole) and `draw(...)` turns the trace into a PNG: one lane per warp, labelled with its part, a bar per scope.
@@ -28,7 +29,7 @@ from typing import Any
 import yaml
 
 from checks.authoring.wrong import answer_key_body, apply_edits
-from checks.registry import ROOT, Puzzle, get_puzzle
+from checks.registry import ROOT, Puzzle, get_puzzle, shown
 
 INSTRUMENTED = ROOT / "bench" / "instrumented"
 STEPS = ("16a", "16b", "16")  # the steps with an instrumented copy
@@ -232,3 +233,46 @@ def record(step: str, out: Path) -> Path:
         raise RuntimeError(f"Proton wrote no trace next to {name}")
     json.loads(written[0].read_text(encoding="utf-8"))  # a trace that does not parse is Proton's failure, said here
     return written[0]
+
+
+NEEDS_HOPPER = "The warp timeline needs a Hopper GPU (an H100 or H200): the instrumented keys use wgmma and TMA."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Draw step's timeline into --out; print what it shows. Exit 0 drawn, 1 not (the last line says why), 2 no Hopper
+    GPU here. `make profile` runs it in a process of its own, so that a profiler that aborts takes only this down."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m bench warp-timeline", description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=STEPS, help="the Hopper step whose answer key is drawn")
+    parser.add_argument("--out", type=Path, help="the folder of the picture and the trace (default profile/NN_slug/)")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        print(NEEDS_HOPPER)
+        return 2
+    puzzle, copy = get_puzzle(args.step), instrumented(args.step)
+    out = args.out or ROOT / "profile" / puzzle.stem
+    try:
+        trace = record(args.step, out)
+        found = spans(json.loads(trace.read_text(encoding="utf-8")))
+        program = fullest_program(found)
+    except Exception as exc:  # noqa: BLE001 - said in one line, the last, which `make profile` quotes
+        print(f"No timeline: Proton's instrumentation of the answer key failed ({type(exc).__name__}: "
+              f"{' '.join(str(exc).split())[:300]}).")  # fmt: skip
+        return 1
+    case = ", ".join(f"{k}={v}" for k, v in copy.case.items())
+    picture = draw(found, program, copy.roles, f"Puzzle {puzzle.number}, the answer key at {case}: {program}",
+                   out / "timeline.png")  # fmt: skip
+    phases = phase_lines(phase_table(found, program, copy.roles))
+    (out / "phases.txt").write_text("\n".join(phases) + "\n", encoding="utf-8")
+    print(f"The answer key's phases in one program ({program}, at {case}; Proton's scopes, in SM clock cycles):")
+    print("\n".join(phases))
+    print(f"Timeline: {shown(picture)} (the trace: {shown(trace)}, for chrome://tracing or Perfetto).")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

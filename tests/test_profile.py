@@ -120,19 +120,53 @@ def test_where_proton_fails_or_records_nothing_each_call_is_timed_whole_and_the_
     def failing(calls, out, repeat):
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
-    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=failing, clock=lambda fn: 0.5)
+    works = {"probe": lambda out: "", "clock": lambda fn: 0.5}
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=failing, **works)
     assert source == profile.DO_BENCH and notes == ["Proton failed: RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"]
     assert {name: [(k.name, k.calls, k.us) for k in ks] for name, ks in found.items()} == {
         name: [(profile.WHOLE, None, 500.0)] for name in calls}  # fmt: skip
     empty = lambda calls, out, repeat: {"yours": profile.kernels_by_scope(TREE, 10)["yours"]}
-    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=empty, clock=lambda fn: 0.5)
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=empty, **works)
     assert source == profile.DO_BENCH and notes == ["Proton recorded no kernel for torch copy"]
     both = lambda calls, out, repeat: {name: [profile.Kernel("k", 1.0, 3.0)] for name in calls}
-    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=both, clock=lambda fn: 0.5)
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=both, **works)
     assert source == profile.PROTON and notes == [] and found["yours"][0].us == 3.0
-    found, source, notes = profile.kernel_times(calls, tmp_path, 5, use_proton=False, profiler=both,
-                                                clock=lambda fn: 0.5)  # fmt: skip
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, use_proton=False, profiler=both, **works)
     assert source == profile.DO_BENCH and found["yours"][0].name == profile.WHOLE
+    trial = {"probe": lambda out: "its trial ended with exit status -6", "clock": lambda fn: 0.5}
+    found, source, notes = profile.kernel_times(calls, tmp_path, 5, profiler=both, **trial)  # never reached
+    assert source == profile.DO_BENCH and notes == ["Proton failed: its trial ended with exit status -6"]
+
+
+def test_protons_trial_in_a_process_of_its_own_says_why_it_failed(tmp_path):
+    import subprocess
+    from types import SimpleNamespace
+
+    def aborted(argv, **kw):
+        return SimpleNamespace(returncode=-6, stderr="terminate called after throwing\nCUPTI_ERROR_NOT_INITIALIZED\n")
+
+    def hung(argv, **kw):
+        raise subprocess.TimeoutExpired(argv, kw["timeout"])
+
+    def silent(argv, **kw):
+        (tmp_path / "proton_probe.hatchet").write_text(json.dumps([{"children": []}, {}]), encoding="utf-8")
+        return SimpleNamespace(returncode=0, stderr="")
+
+    def works(argv, **kw):
+        assert argv[-1] == str(tmp_path / "proton_probe")  # the name Proton adds .hatchet to
+        kernel = TREE[0]["children"][0]["children"][0]
+        tree = [{"frame": {"name": "ROOT"}, "children": [{"frame": {"name": "probe"}, "children": [kernel]}]}, {}]
+        (tmp_path / "proton_probe.hatchet").write_text(json.dumps(tree), encoding="utf-8")
+        return SimpleNamespace(returncode=0, stderr="")
+
+    assert profile.proton_probe(tmp_path, run=aborted) == (
+        "its trial ended with exit status -6 (CUPTI_ERROR_NOT_INITIALIZED)")  # fmt: skip
+    assert profile.proton_probe(tmp_path, timeout=7, run=hung) == "its trial did not finish in 7 s"
+    assert profile.proton_probe(tmp_path, run=silent) == "its trial recorded no kernel"
+    assert profile.proton_probe(tmp_path, run=lambda argv, **kw: SimpleNamespace(returncode=0, stderr="")).startswith(
+        "its trial wrote no profile that reads (FileNotFoundError")  # fmt: skip
+    assert profile.proton_probe(tmp_path, run=works) == ""
+    assert not (tmp_path / "proton_probe.hatchet").exists()  # the trial's profile is not left among the outputs
 
 
 def test_the_trace_gives_each_programs_scopes_from_its_first():
@@ -163,6 +197,26 @@ def test_the_phase_table_averages_each_parts_warps_and_shares_the_programs_time(
     assert by[("producer", "wait for a free slot")]["cycles"] == pytest.approx(500.0)
     text = "\n".join(warp_timeline.phase_lines(rows))
     assert "producer" in text and "75.0%" in text
+
+
+def test_the_warp_timeline_without_a_hopper_gpu_says_what_it_needs(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert warp_timeline.main(["16"]) == 2 and capsys.readouterr().out == warp_timeline.NEEDS_HOPPER + "\n"
+
+
+# the same answer through make profile's own process for the timeline (python -m bench warp-timeline): seconds
+@pytest.mark.exhaustive
+def test_make_profile_quotes_why_the_timeline_was_not_drawn(tmp_path):
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9:
+        pytest.skip("a Hopper GPU draws the timeline: tests/test_profile_gpu.py")
+    notes: list[str] = []
+    assert profile.timeline(get_puzzle("16"), tmp_path, notes) == ["", warp_timeline.NEEDS_HOPPER]
+    assert notes == [f"timeline not drawn: {warp_timeline.NEEDS_HOPPER}"]
+    assert profile.timeline(get_puzzle("4"), tmp_path, notes) == []  # no timeline for a puzzle before the Hopper track
 
 
 def test_the_timeline_picture_is_drawn(tmp_path):
