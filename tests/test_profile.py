@@ -267,3 +267,15 @@ def test_a_profile_under_the_results_is_recorded_in_its_run_folder(tmp_path):
     assert profile.run_folder(results / "2026-12-06-h100-profile", results) == results / "2026-12-06-h100-profile"
     assert profile.run_folder(tmp_path / "profile" / "16_hopper_attention_fwd", results) is None
     assert profile.run_folder(results, results) is None
+
+
+def test_the_makefiles_profile_target_is_listed_by_make_help_and_passes_file_and_args():
+    """`make help` lists the targets whose line has a `## ` description; the recipe hands PUZZLE, FILE and ARGS on."""
+    from checks.registry import ROOT
+
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    line = next(line for line in text.splitlines() if line.startswith("profile:"))
+    assert "## GPU: " in line and "make profile PUZZLE=N [FILE=path]" in line
+    recipe = text.split("\nprofile:", 1)[1].split("\n\n", 1)[0]
+    assert '-m bench profile $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)' in recipe
+    assert "profile" in text.split(".PHONY:", 1)[1].split("\n", 1)[0].split()
