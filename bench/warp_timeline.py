@@ -196,6 +196,14 @@ def draw(found: list[Span], program: str, roles: tuple[Role, ...], title: str, p
 # -- the run (GPU)
 
 
+def instrumentation_mode() -> Any:
+    """Proton's instrumentation mode of the timeline: each warp's scopes timed by the SM's clock into a buffer in global
+    memory (16 KiB a warp), so that the key's shared memory (up to 224 KiB in 16) stays its own."""
+    import triton.profiler as proton
+
+    return proton.mode.Default(buffer_type="global")
+
+
 def record(step: str, out: Path) -> Path:
     """Run step's instrumented key once at its timeline case under Proton's instrumentation backend; the trace file
     (Chrome's trace format) it wrote into `out`. Raises what Proton or the compiler raised, or RuntimeError where
@@ -221,8 +229,7 @@ def record(step: str, out: Path) -> Path:
     name = out / f"timeline_{puzzle.stem}"
     for old in out.glob(f"{name.name}.*"):
         old.unlink()
-    mode = proton.mode.Default(buffer_type="global")  # the keys' shared memory stays theirs
-    proton.start(str(name), data="trace", backend="instrumentation", mode=mode)
+    proton.start(str(name), data="trace", backend="instrumentation", mode=instrumentation_mode())
     try:
         function(*inputs.values())
         torch.cuda.synchronize()

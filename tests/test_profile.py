@@ -3,7 +3,8 @@ do_bench, and the warp timeline of the Hopper keys, each given canned Proton out
 a tree profile (hatchet's JSON: the root with a node per scope and per kernel, kernels carrying "time (ns)" and
 "count") and an instrumentation trace (Chrome's trace format: "X" events whose pid is "<kernel> Core<SM> CTA<program>"
 and tid "warp <w> (line <n>)", ts and dur the SM's cycles over args' "Frequency (MHz)"). tests/test_profile_gpu.py
-runs it on a GPU."""
+runs it on a GPU; here, under `make test-all`, the instrumented Hopper keys are compiled for sm_90a with Proton's
+passes, not run."""
 
 from __future__ import annotations
 
@@ -279,3 +280,84 @@ def test_the_makefiles_profile_target_is_listed_by_make_help_and_passes_file_and
     recipe = text.split("\nprofile:", 1)[1].split("\n\n", 1)[0]
     assert '-m bench profile $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)' in recipe
     assert "profile" in text.split(".PHONY:", 1)[1].split("\n", 1)[0].split()
+
+
+# The instrumented copies compiled for sm_90a with Proton's instrumentation passes, as `make profile` compiles them on
+# a Hopper GPU, but not run: Triton's compiler and the ptxas in its wheel need no GPU, and Proton's hook needs of the
+# driver only the device's shared memory (a stand-in driver gives an H100's). A fresh Python without TRITON_INTERPRET.
+COMPILE_INSTRUMENTED = r"""
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import make_backend
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.profiler.hooks.instrumentation import InstrumentationHook
+from triton.runtime.jit import JITFunction, create_function_from_signature
+from bench import warp_timeline
+from checks.engine.submission import load_module
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+class Driver:
+    utils = SimpleNamespace(get_device_properties=lambda device: {"max_shared_mem": 232448})
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_target(self):
+        return TARGET
+
+
+def compile_instead(self, *args, grid, warmup, **kwargs):
+    backend = make_backend(TARGET)
+    binder = create_function_from_signature(self.signature, self.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = self._pack_args(backend, kwargs, bound, specialization, options)
+    kernel = triton.compile(GluonASTSource(self, signature, constexprs, attrs), target=TARGET, options=options.__dict__)
+    seen.append({"ptx": kernel.asm["ptx"], "scratch": kernel.metadata.profile_scratch_size})
+
+
+triton.runtime.driver.set_active(Driver())
+InstrumentationHook(warp_timeline.instrumentation_mode()).activate()
+JITFunction.run = compile_instead
+torch.cuda.get_device_properties = lambda device: SimpleNamespace(multi_processor_count=132)
+step, folder = sys.argv[1], Path(sys.argv[2])
+seen = []
+path = folder / f"instrumented_{step}.py"
+path.write_text(warp_timeline.instrumented(step).source, encoding="utf-8")
+module = load_module(path, "instrumented")
+if step == "16a":
+    module.tma_copy(torch.zeros(1000, 776, dtype=torch.float16))
+elif step == "16b":
+    module.hopper_matmul(torch.zeros(33, 8000, dtype=torch.float16), torch.zeros(8000, 24, dtype=torch.float16))
+else:
+    q = torch.zeros(1, 2, 777, 128, dtype=torch.float16)
+    module.hopper_attention_fwd(q, q, q, True, 0.125)
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("step", warp_timeline.STEPS)
+def test_an_instrumented_copy_compiles_for_hopper_with_protons_passes(step, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from checks.registry import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-c", COMPILE_INSTRUMENTED, step, str(tmp_path)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (kernel,) = json.loads(done.stdout.splitlines()[-1])
+    records = sum(line.count("pl.enter_scope(") + line.count("pl.exit_scope(") for line in
+                  warp_timeline.instrumented(step).source.splitlines())  # fmt: skip
+    assert kernel["ptx"].count("%clock") >= 2 * records  # each record reads the SM's 64-bit clock (two halves)
+    assert kernel["scratch"] > 0  # the records' buffer in global memory
+    if step == "16":
+        assert "setmaxnreg" in kernel["ptx"]  # still warp-specialised, the registers traded between the partitions
