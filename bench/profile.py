@@ -375,7 +375,7 @@ def timeline(puzzle: Puzzle, out: Path, notes: list[str], timeout: float = TIMEL
 
     if puzzle.number not in warp_timeline.STEPS:
         return []
-    proc = start_module("bench", "warp-timeline", puzzle.number, "--out", str(out), env=dict(os.environ),
+    proc = start_module("bench", "warp-timeline", puzzle.number, "--out", str(out.resolve()), env=dict(os.environ),
                         stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         said = proc.communicate(timeout=timeout)[0].strip().splitlines()
