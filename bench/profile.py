@@ -90,7 +90,7 @@ def kernels_by_scope(profile: list[Any], calls: int) -> dict[str, list[Kernel]]:
         while stack:
             node = stack.pop()
             stack.extend(node.get("children", []))
-            metrics = node.get("metrics", {})
+            metrics = {name.lower(): value for name, value in node.get("metrics", {}).items()}  # older: "Time (ns)"
             if "time (ns)" in metrics:
                 entry = totals.setdefault(node["frame"]["name"], [0.0, 0.0])
                 entry[0] += float(metrics.get("count", 0))
