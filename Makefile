@@ -30,7 +30,7 @@ endif
 # said before make's own "*** [Makefile:N: target] Error 2" line when a target is run without PUZZLE
 NO_PUZZLE = make's own line below, ending in Error 2, only repeats that no puzzle was given: the Makefile is fine.
 
-.PHONY: help check solutions notebooks test test-all test-fast lint lab env env-dev hint progress grade grade-slurm doctor html bench gpu-run map
+.PHONY: help check solutions notebooks test test-all test-fast lint lab env env-dev hint progress grade grade-slurm doctor html bench profile gpu-run map
 
 help: ## list the targets
 	@echo "Triton puzzles: make <target> [PUZZLE=N] [FILE=path]"
@@ -128,6 +128,10 @@ html: env-dev ## render the notebooks to HTML under build/html for reading witho
 
 bench: env ## GPU: the answer key against torch over a sweep of sizes (table, CSV, plots) [TUTORIAL=06-fused-attention.py]
 	@$(PY) -m checks.instructor.bench $(if $(TUTORIAL),--tutorial "$(TUTORIAL)") $(ARGS)
+
+profile: env ## GPU: each kernel's time, yours beside the key and the baseline, % of peak: make profile PUZZLE=N [FILE=path]
+	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make profile PUZZLE=4 (see the table in README.md). $(NO_PUZZLE)"; exit 2; fi
+	@$(PY) -m bench profile $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
 
 gpu-run: env ## GPU machine: make solutions in shards, tampering, latency, into bench/results/ (ARGS="--shards '1 2|3' --dry-run")
 	@$(PY) -m bench gpu-run $(ARGS)

@@ -32,6 +32,14 @@ COMMANDS: dict[str, tuple[str, str]] = {  # command -> (module, what it does, in
         "bench.prefill",
         "the prefill keys (14, 15) beside varlen_attn, padded SDPA and gathered pages",
     ),
+    "profile": (
+        "bench.profile",
+        "a puzzle's kernels, yours beside the key and the baseline: times, share, fraction of peak (Proton)",
+    ),
+    "warp-timeline": (
+        "bench.warp_timeline",
+        "one program of a Hopper key (16a, 16b, 16): which warp does which phase when (Proton's scopes), a PNG",
+    ),
     "records": ("bench.records", "the runs' records (record.json): list, show, compare two, back-fill a folder's"),
 }
 
