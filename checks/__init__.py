@@ -18,8 +18,8 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
     engine.contract        what passes between the roles: the plan (contract.plan) and the kernel source
                            (contract.kernel_source, checked against the kernel language's table,
                            contract.kernel_language), the job and the events on the wire (contract.protocol, read by
-                           checks.records), the observation of a replayed case (contract.observations). It imports no
-                           room.
+                           checks.typed_reader), the observation of a replayed case (contract.observations). It
+                           imports no room.
     engine.record          what runs beside the learner's host code in the recording process: the plan recorder
                            (record.plan_recorder: launches, allocations, copies written down, never run) and the
                            seal (record.hardening: an audit hook; writes only in its scratch folder, no process; and

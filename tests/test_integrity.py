@@ -19,8 +19,8 @@ from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, landlock, spawn
 from checks.engine.processes.forking import ForkedProcess
-from checks.records import RecordError
 from checks.registry import get_puzzle
+from checks.typed_reader import RecordError
 from tests.helpers import submission
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
@@ -84,7 +84,7 @@ def test_a_forged_report_is_refused(name):
     assert stream.tampered, name
 
 
-# a line whose fields do not fit its kind of event (checks.records), and how the tampered report names
+# a line whose fields do not fit its kind of event (checks.typed_reader), and how the tampered report names
 # the field
 MISFIT = {
     "a field of the wrong type": (

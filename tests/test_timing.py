@@ -34,8 +34,8 @@ from checks.engine.timing import (
     tflops,
 )
 from checks.puzzles import spec_module
-from checks.records import build
 from checks.registry import Bench, Tolerance, get_puzzle
+from checks.typed_reader import build
 
 PEAKS = Peaks(copy_gbps=3000.0, matmul_tflops=700.0, matmul_side=8192)
 CASE = {"M": 4096, "N": 4096, "K": 4096}

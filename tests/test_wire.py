@@ -1,4 +1,4 @@
-"""Every message between the course's processes is a dataclass read through the one typed reader (checks.records):
+"""Every message between the course's processes is a dataclass read through the one typed reader (checks.typed_reader):
 the job and the events of the grading processes, the fork server's requests and answers, the warm grader's request
 and reply. A message that does not fit names the field, and a server answers or logs it and serves on."""
 
@@ -18,8 +18,8 @@ import pytest
 from checks import warm, warm_server
 from checks.engine.contract.messages import Ended, Forked, ForkRequest, Refused, Stopped, decode, encode
 from checks.engine.contract.protocol import Job
-from checks.records import RecordError, build
 from checks.registry import ROOT
+from checks.typed_reader import RecordError, build
 
 
 @dataclass

@@ -19,7 +19,7 @@ the order. Any other event, a repeated or out-of-order one, a line that is not
 JSON, or a field of the wrong type marks the stream as tampered with: the verdict is never a pass.
 
 The wire is typed: each kind of event is a dataclass here (the case event is `CaseObservation`), and `feed_line`
-builds it from its line with `checks.records.build`, which checks every field against its annotation and refuses an
+builds it from its line with `checks.typed_reader.build`, which checks every field against its annotation and refuses an
 unknown or a missing one, naming it; the `Job` is read the same way. The plans a plan event carries stay JSON
 (`dict[str, Any]`): a plan is data, performed op by op by the replay and compared as it came between the case's two
 draws (`checks.engine.contract.plan.first_difference`); its form is checked op by op by
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from checks.engine.contract.observations import CaseObservation
-from checks.records import build
+from checks.typed_reader import build
 
 TIME_COMMAND = "time"
 RECORD, REPLAY = "record", "replay"
@@ -245,7 +245,7 @@ class CheckedLines:
     def feed_line(self, line: str) -> Event | None:
         """Check one line; return its event (the dataclass of its kind), or None (and set `tampered`) when it breaks
         the protocol: a line that is not an accepted event, lacks the token, has a field unknown, missing or of the
-        wrong type (`checks.records.build` names it), or comes out of order."""
+        wrong type (`checks.typed_reader.build` names it), or comes out of order."""
         if self.tampered:
             return None
         try:

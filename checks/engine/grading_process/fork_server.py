@@ -43,7 +43,7 @@ from typing import NoReturn
 from checks.engine.contract.messages import Answer, Ended, Forked, ForkRequest, Refused, Stopped, decode, encode
 from checks.engine.processes import process_table
 from checks.engine.processes.sealing import end_with_parent
-from checks.records import RecordError
+from checks.typed_reader import RecordError
 
 MAX_MESSAGE = 1 << 20
 # What a grading process's environment may differ in from the server's: variables nothing reads at import. Pytest sets
