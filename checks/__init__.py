@@ -22,7 +22,7 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            imports no room.
     engine.record          what runs beside the learner's host code in the recording process: the plan recorder
                            (record.plan_recorder: launches, allocations, copies written down, never run) and the
-                           seal (record.hardening: an audit hook; writes only in its scratch folder, no process; and
+                           seal (processes.hardening: an audit hook; writes only in its scratch folder, no process; and
                            the kernel's, processes.landlock).
     engine.replay          the replay process's work: build the kernels from the checked text (replay.kernels),
                            perform a plan (replay.perform), observe a case (replay.case_runner, replay.launches),
@@ -63,7 +63,7 @@ How a submission is graded:
         engine.judging.stage   read the kernels from the source (engine.contract.kernel_source) before any code runs;
                                then
           record                 the recording grading process (engine.grading_process.main, role record: the
-                                 learner's code runs there, sealed by engine.record.hardening):
+                                 learner's code runs there, sealed by engine.processes.hardening):
                                  engine.record.plan_recorder writes down each case's plan on two draws with other
                                  data values; engine.processes.sealing: nothing it started may outlive it
           judge the plans        engine.judging.plans: kernels outside the language, kernels not in the source,

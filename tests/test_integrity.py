@@ -273,7 +273,7 @@ SUBMISSIONS = [
     ("writes_the_grader_through_sqlite", 1, V.FAILED if landlock.abi() else V.TAMPERED),
 ]
 WRITES_IN_C = ("saves_into_the_grader", "writes_the_grader_through_sqlite")  # stopped by the kernel's seal alone
-# what the report must name, for the submissions the audit hook stops (checks.engine.record.hardening)
+# what the report must name, for the submissions the audit hook stops (checks.engine.processes.hardening)
 REASONS = {
     "emits_through_gc": "gc.get_objects",
     "walks_the_stack": "sys._getframe",

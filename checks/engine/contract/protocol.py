@@ -9,7 +9,7 @@ runs none of the learner's host code and reports observations of the replayed pl
     or for each selected case: case_start, case (an observation), then observed,
     and, only when the grader asks for it on the process's standard input, timings (with the name of the file of
     both outputs at the timing size, which the grader compares itself).
-    At any point after machine: refused (the audit hook of `checks.engine.record.hardening` refused a
+    At any point after machine: refused (the audit hook of `checks.engine.processes.hardening` refused a
     request of the learner's code), which ends the report as tampered with. At any point: grader_error (the grading
     process's own code raised: a traceback), which ends it as the grader's internal error.
 
@@ -30,9 +30,10 @@ draws (`checks.engine.contract.plan.first_difference`); its form is checked op b
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import IO, Any, ClassVar, Literal
 
 from checks.engine.contract.observations import CaseObservation
 from checks.typed_reader import build
@@ -206,7 +207,7 @@ class Timings:
 
 @dataclass
 class Refused:
-    """refused: the audit hook refused a request of the learner's code (`hardening.event_writer` writes it)."""
+    """refused: the audit hook refused a request of the learner's code (`Events.refusals` writes it)."""
 
     reason: str
 
@@ -233,6 +234,48 @@ EVENTS: dict[str, type] = {
     "case_start": CaseStart, "case": CaseObservation, "observed": Observed, "timings": Timings, "refused": Refused,
     "grader_error": GraderError,
 }  # fmt: skip
+
+
+KIND: dict[type, str] = {cls: kind for kinds in (RECORD_EVENTS, EVENTS) for kind, cls in kinds.items()}
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, as JSON writes them (a nested dataclass through this again): unlike `asdict`, the
+    values are not copied, so a list of the recorder's own kind (a plan's operations) goes out as the list it is."""
+    if not is_dataclass(record) or isinstance(record, type):
+        raise TypeError(f"{type(record).__name__} is not an event of the protocol")
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+class Events:
+    """The one writer of a grading process's events: `send` writes an event of this protocol (its dataclass) as one
+    JSON line, its kind in "event" and the grader's token beside its fields, to the events file `stream`."""
+
+    def __init__(self, stream: IO[str], token: str) -> None:
+        self._f = stream
+        self._token = token
+
+    @classmethod
+    def open(cls, path: str | Path, token: str) -> Events:
+        """A writer that appends to the events file at `path`."""
+        return cls(open(path, "a", encoding="utf-8"), token)
+
+    def send(self, event: Event) -> None:
+        line = json.dumps({"event": KIND[type(event)], **_fields(event), "token": self._token}, default=_fields)
+        self._f.write(line + "\n")
+        self._f.flush()
+
+    def refusals(self) -> Callable[[str], None]:
+        """A writer of the `Refused` event for the audit hook (`checks.engine.processes.hardening`), bound now,
+        json.dumps included: whatever the learner's code later changes in this module or in json, a refusal is
+        written."""
+        dumps, write, flush, kind, token = json.dumps, self._f.write, self._f.flush, KIND[Refused], self._token
+
+        def refuse(reason: str) -> None:
+            write(dumps({"event": kind, "reason": reason, "token": token}) + "\n")  # the fields of `Refused`
+            flush()
+
+        return refuse
 
 
 class CheckedLines:
@@ -365,7 +408,7 @@ class Stream(CheckedLines):
             self.machine = event
             return
         if isinstance(event, Refused):
-            # hardening (checks.engine.record.hardening): the learner's code asked for what is refused
+            # hardening (checks.engine.processes.hardening): the learner's code asked for what is refused
             raise Tampered(f"your code tried {event.reason[:200]}, which the grading process refuses")
         if isinstance(event, GraderError):  # at any point: the grading process's own code raised
             if self.grader_error:

@@ -71,14 +71,11 @@ def import_for_grading() -> str:
     detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
     import checks.engine.grading_process.main
     import checks.engine.grading_process.recording
-    from checks.engine.grading_process.main import import_for_replay
+    from checks.engine.contract.protocol import RECORD, REPLAY
+    from checks.engine.grading_process.main import import_for_role
 
-    import_for_replay()  # a forked replay reads nothing of the grader's from disk after its job
-    import checks.engine.replay.case_runner
-    from checks.engine.record.plan_recorder import warm_up
-
-    warm_up()
-    import checks.engine.submission
+    import_for_role(REPLAY)  # a forked replay reads nothing of the grader's from disk after its job
+    import_for_role(RECORD)
     import checks.puzzles
     import checks.registry  # noqa: F401 - imported for the grading processes
 
