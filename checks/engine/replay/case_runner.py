@@ -87,7 +87,7 @@ PRINTED_LIMIT = 3000
 
 def poison_suspects(recorder: AccessRecorder, outputs: list[Any]) -> list[dict[str, Any]]:
     """The loads whose masked-off lanes read poison (no `other=`), when an output holds NaN: the suspects that the
-    same call with those lanes read as 0 clears or not (`checks.engine.grading_process.main.masked_poison_reached`).
+    same call with those lanes read as 0 clears or not (`checks.engine.replay.replay_job.masked_poison_reached`).
     An output with no data (on torch's meta device: the wrong device, which `output_form` reports) holds no NaN."""
     if not recorder.masked_poison:
         return []
