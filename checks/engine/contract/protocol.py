@@ -35,11 +35,14 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal
 
+from checks.engine.contract.kernel_source import KernelSource
 from checks.engine.contract.observations import CaseObservation
 from checks.typed_reader import build
 
 TIME_COMMAND = "time"
-RECORD, REPLAY = "record", "replay"
+Role = Literal["record", "replay"]  # the two grading processes of a stage
+RECORD: Role = "record"
+REPLAY: Role = "replay"
 EXIT_COMMAND = "exit"
 PRELOAD_FLAG = "--preload"  # on the command line of a process started ahead of its check
 
@@ -57,7 +60,7 @@ class Job:
     cases: list[int] | None = None  # indices of the cases to run (None: all)
     solution_file: str = ""
     earlier: str = ""  # the code of the step this one builds on, loaded first (checks.engine.submission.earlier_step)
-    role: str = RECORD  # RECORD: run the learner's function, write down its plans; REPLAY: perform them
+    role: Role = RECORD  # RECORD: run the learner's function, write down its plans; REPLAY: perform them
     global_names: list[str] = field(default_factory=list)  # module-level names the kernels read (recorded)
     time_plan: bool = False  # record a plan at the timing size too (a GPU check that will be timed)
     workdir: str = ""  # the check's folder (events, outputs), on the pipe rather than the command line
@@ -72,8 +75,7 @@ class Job:
     method_cases: list[dict[str, Any]] = field(default_factory=list)
     # the replay's job, written only after the recording process is gone:
     data_seed: int = 0  # the secret the data values of the replayed inputs are drawn with
-    # checks.engine.contract.kernel_source.KernelSource, read before any code ran
-    kernel_source: dict[str, Any] | None = None
+    kernel_source: KernelSource | None = None  # the submission's kernels, read before any code ran
     replays: list[dict[str, Any]] = field(default_factory=list)  # per selected case: {"plan": ...} or {"observation"}
     timing_plan: dict[str, Any] | None = None
     # the answer key's plan at the timing size and its kernels' source, as the grader's own process recorded and keeps

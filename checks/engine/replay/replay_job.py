@@ -88,7 +88,7 @@ def replay_all(
     from checks.puzzles import spec_module
 
     spec = spec_module(puzzle)
-    source = KernelSource.from_dict(job.kernel_source or {})
+    source = job.kernel_source or KernelSource()
     plans = [r["plan"] for r in job.replays if "plan" in r] + ([job.timing_plan] if job.timing_plan else [])
     mark("replay job read")
     # a submission none of whose plans the grader accepted has nothing to build: each case reports why
