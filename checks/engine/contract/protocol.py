@@ -58,7 +58,6 @@ class Job:
     interpret: bool = False
     debugging: bool = False  # a debugging run (--seed): the replay's data values come from the seed, not a secret
     cases: list[int] | None = None  # indices of the cases to run (None: all)
-    solution_file: str = ""
     earlier: str = ""  # the code of the step this one builds on, loaded first (checks.engine.submission.earlier_step)
     role: Role = RECORD  # RECORD: run the learner's function, write down its plans; REPLAY: perform them
     global_names: list[str] = field(default_factory=list)  # module-level names the kernels read (recorded)

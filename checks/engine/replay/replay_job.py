@@ -59,8 +59,7 @@ def replay_job(job: Job, puzzle: Puzzle, events: Events, machine: Machine, workd
 
     try:  # the key's plan as the grader keeps it (no Python of the key runs here), else recorded here
         answer_key = key.replayed_answer_key(puzzle, key.parameters_of(puzzle), machine.device, workdir, job.key_plan)
-        prepared: TimingRun | Exception = TimingRun(puzzle, spec_module(puzzle), replayed, job.solution_file, workdir,
-                                                    key_fn=answer_key)  # fmt: skip
+        prepared: TimingRun | Exception = TimingRun(puzzle, spec_module(puzzle), replayed, answer_key, workdir)
     except Exception as exc:  # noqa: BLE001 - the grader's own error, reported only if the timing is asked for
         prepared = exc
     mark("timing prepared")
