@@ -1,6 +1,6 @@
 """What the replay process reports about one replayed case: observations, never a verdict.
 
-The replay (`checks.engine.grading_process.main`, role replay) performs the plan the learner's function recorded,
+The replay (`checks.engine.replay.replay_job`) performs the plan the learner's function recorded,
 with the kernels taken from the submission's source, and reports what happened here as plain data; the grader re-derives
 the inputs, computes the reference itself and applies the rules (`checks.engine.judging.rules.problem`). A case whose
 recording failed (the learner's code raised, or its plan broke a rule) is reported as it was found.

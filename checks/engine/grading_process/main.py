@@ -1,12 +1,14 @@
-"""The grading process: loads one submission and reports what it does, case by case; never a verdict.
+"""A grading process's entry and its role's dispatch: it reports what one submission does, case by case, never a
+verdict.
 
 Started by `checks.engine.processes.spawn` as
-`python -m checks.engine.grading_process.main JOB.json EVENTS.jsonl [--preload MODE]` (with --preload, it imports torch
-and Triton for MODE before it waits for its token and job). It writes one JSON event per line to EVENTS in the
-order `checks.engine.contract.protocol` accepts, saves what each call returned to the files the protocol names, and,
-when the grader asks on standard input, times the submission on a GPU (saving its outputs and the answer key's
-at the timing size, which the grader compares). The grader, in a process that never ran
-the learner's code, decides.
+`python -m checks.engine.grading_process.main JOB.json EVENTS.jsonl [--preload MODE [ROLE]]` (with --preload, it
+imports torch, Triton and what the job of ROLE will need before it waits for its token and job). It takes the token
+and the job on standard input, sends the machine event, and hands the job to its role's room: the recording's
+(`checks.engine.record.record_job`) or the replay's (`checks.engine.replay.replay_job`, with the answer key,
+`checks.engine.answer_key`, which stands beside both rooms). Each writes its events through the protocol's one writer
+(`checks.engine.contract.protocol.Events`) in the order the protocol accepts; an exception of the grader's own code
+is sent as a grader_error. The grader, in a process that never ran the learner's code, decides.
 """
 
 from __future__ import annotations
