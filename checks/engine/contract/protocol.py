@@ -244,7 +244,7 @@ def _fields(record: Any) -> dict[str, Any]:
     """A dataclass's fields by name, as JSON writes them (a nested dataclass through this again): unlike `asdict`, the
     values are not copied, so a list of the recorder's own kind (a plan's operations) goes out as the list it is."""
     if not is_dataclass(record) or isinstance(record, type):
-        raise TypeError(f"{type(record).__name__} is not an event of the protocol")
+        raise TypeError(f"Object of type {type(record).__name__} is not JSON serializable")  # as json.dumps says
     return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
