@@ -162,6 +162,8 @@ def own_folder(folder: Path) -> Path:
 
 def import_for_record() -> None:
     """Import what the recording of a job will need before the job comes."""
+    import checks.engine.contract.plan
+    import checks.engine.inputs
     import checks.engine.learner_output
     import checks.engine.submission  # noqa: F401
     from checks.engine.record.plan_recorder import warm_up
