@@ -41,11 +41,11 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            job, done in that role's room), fork_server, recording (an access log for a map); nothing
                            of the engine imports them.
     engine.processes       starting, running and sealing processes (spawn, prestart, run, forking, process_table,
-                           access_recording); the seals of a process that runs the learner's code, which the
-                           recording and the replay both put on: hardening (an audit hook), landlock (the kernel's
-                           seal, Landlock and a seccomp filter on sockets, which writers in C meet too),
-                           no_processes (a seccomp filter on fork, exec and clone), sealing (nothing it started
-                           outlives it).
+                           access_recording); the seals of a process that runs the learner's code: hardening (an
+                           audit hook) and landlock (the kernel's seal, Landlock and a seccomp filter on sockets,
+                           which writers in C meet too), which the recording and the replay both put on;
+                           no_processes (the recording's seccomp filter on fork, exec and clone); sealing (the
+                           grader's: nothing a grading process started outlives it).
     engine.access          the interpreter's access log: recorded in the replay (recorder, patches, regions), read
                            by the judge (log, queries, traffic).
     below them             engine.timing (the timing's arithmetic and clock, below the replay and the bench),

@@ -2,4 +2,5 @@
 seal the process, load the submission, record each case's plan and report it) and the plan recorder
 (`plan_recorder`, with Gluon's tensor descriptors as plan values, `descriptors`): launches, allocations and copies
 written down, never run. The seals it puts on the process are the processes' (`checks.engine.processes.hardening`,
-`landlock`, `no_processes`), which the replay puts on too. It imports neither the replay room nor the judge."""
+`landlock`, `no_processes`), the first two of which the replay puts on too. It imports neither the replay room nor
+the judge."""
