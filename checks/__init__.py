@@ -17,34 +17,42 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
 
     engine.contract        what passes between the roles: the plan (contract.plan) and the kernel source
                            (contract.kernel_source, checked against the kernel language's table,
-                           contract.kernel_language), the job and the events on the wire (contract.protocol, read by
-                           checks.records), the observation of a replayed case (contract.observations). It imports no
-                           room.
-    engine.record          what runs beside the learner's host code in the recording process: the plan recorder
-                           (record.plan_recorder: launches, allocations, copies written down, never run) and the
-                           seal (record.hardening: an audit hook; writes only in its scratch folder, no process; and
-                           the kernel's, processes.landlock).
-    engine.replay          the replay process's work: build the kernels from the checked text (replay.kernels),
-                           perform a plan (replay.perform), observe a case (replay.case_runner, replay.launches),
-                           time it (replay.measure). Record and replay never import each other; the answer key's
-                           replay, which records the key's plan and performs it, stands beside both
-                           (engine.answer_key).
+                           contract.kernel_language), the job and the events on the wire, with their one writer
+                           (contract.protocol: Job, Events; read by checks.typed_reader), the observation of a
+                           replayed case (contract.observations), the fork server's messages (contract.messages). It
+                           imports no room.
+    engine.record          what runs beside the learner's host code in the recording process: its job
+                           (record.record_job: seal the process, record each case's plan and report it) and the plan
+                           recorder (record.plan_recorder: launches, allocations, copies written down, never run).
+    engine.replay          the replay process's job (replay.replay_job: check the grader's files, replay each case,
+                           time on request): build the kernels from the checked text (replay.kernels), perform a plan
+                           (replay.perform), observe a case (replay.case_runner, replay.launches), time it
+                           (replay.measure). Record and replay never import each other, nor the judge; the answer
+                           key, read, kept and replayed in one module (engine.answer_key: its plan recorded with the
+                           recorder and performed by the replay), stands beside both, and the grading process's entry
+                           hands it to the replay.
     engine.judging         the judge, in the grader's own process: the stage that runs the two processes and judges
-                           what they report (judging.stage, judging.interpreter_parts), the plans' rules
-                           (judging.plans), the cases (judging.judge, with the rules of judging.rules: the rulebook,
-                           core, method, decoding, prefill, launch_order, compare), the timing verdict
-                           (judging.timing) and the wording (judging.wording). It imports neither process's room.
-    engine.grading_process only the processes' entry points: main (a grading process in one role), fork_server,
-                           recording (an access log for a map); nothing of the engine imports them.
-    engine.processes       starting, running and sealing processes (spawn, prestart, run, forking, sealing,
-                           process_table, access_recording; landlock: the kernel's seal on a process that runs the
-                           learner's code, Landlock and seccomp, which writers in C meet too).
+                           what they report (judging.stage, judging.interpreter_parts), the configs an autotuner may
+                           choose (judging.configs), the plans' rules (judging.plans), the cases (judging.judge, with
+                           the rules of judging.rules: the rulebook, core, method, decoding, prefill, launch_order,
+                           compare), the timing verdict (judging.timing) and the wording (judging.wording). It
+                           imports neither process's room.
+    engine.grading_process only the processes' entry points: main (a grading process: its machine, then its role's
+                           job, done in that role's room), fork_server, recording (an access log for a map); nothing
+                           of the engine imports them.
+    engine.processes       starting, running and sealing processes (spawn, prestart, run, forking, process_table,
+                           access_recording); the seals of a process that runs the learner's code: hardening (an
+                           audit hook) and landlock (the kernel's seal, Landlock and a seccomp filter on sockets,
+                           which writers in C meet too), which the recording and the replay both put on;
+                           no_processes (the recording's seccomp filter on fork, exec and clone); sealing (the
+                           grader's: nothing a grading process started outlives it).
     engine.access          the interpreter's access log: recorded in the replay (recorder, patches, regions), read
                            by the judge (log, queries, traffic).
     below them             engine.timing (the timing's arithmetic and clock, below the replay and the bench),
-                           engine.inputs, engine.machine, engine.submission, engine.patching, engine.phases,
-                           engine.compiler_arguments (the interpreter types a kernel's scalars as Triton's compiler
-                           does), engine.lean_interpreter.
+                           engine.learner_output (the learner's exception and printed output, as a report shows them,
+                           for the recording and the replay), engine.inputs, engine.machine, engine.submission,
+                           engine.patching, engine.phases, engine.compiler_arguments (the interpreter types a
+                           kernel's scalars as Triton's compiler does), engine.lean_interpreter.
 
 How a submission is graded:
 
@@ -62,19 +70,21 @@ How a submission is graded:
                                GPU, on cases as large as its tiles
         engine.judging.stage   read the kernels from the source (engine.contract.kernel_source) before any code runs;
                                then
-          record                 the recording grading process (engine.grading_process.main, role record: the
-                                 learner's code runs there, sealed by engine.record.hardening):
+          record                 the recording grading process (engine.grading_process.main, role record, does
+                                 engine.record.record_job: the learner's code runs there, sealed by
+                                 engine.processes.hardening, landlock and no_processes):
                                  engine.record.plan_recorder writes down each case's plan on two draws with other
                                  data values; engine.processes.sealing: nothing it started may outlive it
           judge the plans        engine.judging.plans: kernels outside the language, kernels not in the source,
                                  host computations that reach a kernel or an output, a plan that changed with the
                                  data
-          replay                 the replaying grading process (engine.grading_process.main, role replay, started
-                                 beside the recording one, its job on a pipe): engine.replay builds the kernels
-                                 from the checked text and performs each plan on inputs drawn with a secret data
-                                 seed (a debugging run's, --seed, comes from its seed; engine.inputs), under
-                                 checks.memory's guard bands and poison and (in the interpreter) engine.access's
-                                 recorder of every load and store; engine.replay.measure times the replays (GPU)
+          replay                 the replaying grading process (engine.grading_process.main, role replay, does
+                                 engine.replay.replay_job; started beside the recording one, its job on a pipe):
+                                 engine.replay builds the kernels from the checked text and performs each plan on
+                                 inputs drawn with a secret data seed (a debugging run's, --seed, comes from its
+                                 seed; engine.inputs), under checks.memory's guard bands and poison and (in the
+                                 interpreter) engine.access's recorder of every load and store;
+                                 engine.replay.measure times the replays (GPU)
           engine.judging.judge   (in the grader) re-derive inputs and reference, load the replay's outputs, apply
                                  the rules in the order of engine.judging.rules.rulebook
           engine.judging.timing  the timing verdict on the GPU times, and the answer at the timing size

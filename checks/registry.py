@@ -4,8 +4,8 @@ This is the schema of the file: the dataclasses `RegistryFile`, `PuzzleEntry`, `
 `Bench`, `Sweep`, `Target` and `SpeedBar` declare every key it may hold, at every level, with the type of its
 value, and the values of the keys that take one of a fixed list (`Status`, `MapKind`, `Layout`, `Fill`, `DType`) as
 `Literal`s. `read_registry` composes the YAML (whose nodes keep each key's line) into plain data and reads it through
-the course's one typed reader (`checks.records.build`): an unknown, misspelt, missing or mistyped key, or a value not
-in its list, stops the load with the file, the line and the keys or values allowed there. The schema is stdlib
+the course's one typed reader (`checks.typed_reader.build`): an unknown, misspelt, missing or mistyped key, or a value
+not in its list, stops the load with the file, the line and the keys or values allowed there. The schema is stdlib
 dataclasses rather than pydantic or msgspec because the course runs on GPU machines that have neither and no network
 to install them. The names and parameters under `rules:` are checked by the rulebook
 (checks.engine.judging.rules.rulebook) against the rules' functions.
@@ -30,8 +30,8 @@ from typing import Any, ClassVar, Literal
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from checks.records import Key, Mismatch, RecordError, build
-from checks.records import shown as kind_shown
+from checks.typed_reader import Key, Mismatch, RecordError, build
+from checks.typed_reader import shown as kind_shown
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY = ROOT / "puzzles.yaml"

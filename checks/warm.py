@@ -13,7 +13,7 @@ their own processes, so that no submission can answer for another's check. CHECK
 CHECKS_WARM=1 uses it without a terminal too (`python -m bench latency`).
 
 This module is the client side, standard library only: `python -m checks` imports it before torch. The messages
-between the two are `WarmRequest` and `WarmReply`, JSON lines read through the one typed reader (`checks.records`);
+between the two are `WarmRequest` and `WarmReply`, JSON lines read through the one typed reader (`checks.typed_reader`);
 READY and QUIT are single words.
 """
 
@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from checks.records import RecordError, build  # standard library only, as this module
+from checks.typed_reader import RecordError, build  # standard library only, as this module
 from checks.verdict import STOPPED
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,8 +26,8 @@ from typing import Any
 
 from checks import cli
 from checks.engine.processes import prestart
-from checks.records import RecordError
 from checks.registry import RegistryError, report_broken_registry
+from checks.typed_reader import RecordError
 from checks.warm import IDLE_S, QUIT, READY, WarmReply, WarmRequest, decode_request, encode, stop
 
 REQUEST_S = 10.0  # how long a client that connected may take to send its command

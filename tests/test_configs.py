@@ -61,7 +61,7 @@ def test_the_config_the_gpu_stage_ran_is_judged_in_the_interpreter(tmp_path):
 
     puzzle = get_puzzle(4)
     graded = submission(TAMPERING, TAMPERING_NAME, tmp_path)
-    job = Job(4, str(graded), {str(graded): graded.name}, seed=7, solution_file=str(puzzle.solution))
+    job = Job(4, str(graded), {str(graded): graded.name}, seed=7)
     gpu = Stage(puzzle, job, "gpu", tmp_path, first_failure=True)
     part = Stage(puzzle, replace(job, interpret=True), "interpreter", tmp_path)
     grouped = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_SIZE_M": 2}
@@ -94,7 +94,7 @@ def test_the_tiles_the_gpu_stage_ran_are_judged_on_cases_sized_from_them(tmp_pat
 
     puzzle = get_puzzle(4)
     graded = submission(TAMPERING, "row_major_at_large_tiles", tmp_path)
-    job = Job(4, str(graded), {str(graded): graded.name}, seed=7, solution_file=str(puzzle.solution))
+    job = Job(4, str(graded), {str(graded): graded.name}, seed=7)
     gpu = Stage(puzzle, job, "gpu", tmp_path, first_failure=True)
     gpu.configs_run = [{"kernel": "matmul_kernel", "config": large}]
     verdict = on_method_cases(gpu, replace(job, record_on_gpu=True), gpu.configs_run, 120.0)

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from checks.engine.record.hardening import REFUSED_EXIT
+from checks.engine.processes.hardening import REFUSED_EXIT
 from checks.registry import ROOT
 
 PRELUDE = """
 import os, sys
 from pathlib import Path
 import checks
-from checks.engine.record.hardening import harden
+from checks.engine.processes.hardening import harden
 folder = Path(sys.argv[1])
 harden([folder], lambda reason: print("REFUSED:", reason, flush=True), read_only=[Path(checks.__file__).parent])
 """
@@ -136,7 +136,7 @@ def test_the_hook_costs_little_on_the_events_it_does_not_watch():
         """
         import sys, time
         from pathlib import Path
-        from checks.engine.record.hardening import harden
+        from checks.engine.processes.hardening import harden
 
         def cost():
             best = float("inf")
@@ -215,7 +215,7 @@ def test_a_library_inside_the_standard_librarys_folder_is_a_library_in_the_repla
     compiling a kernel's helper for it is never taken for the kernel's own compile."""
     import triton
 
-    from checks.engine.record.hardening import LEARNER, LIBRARY, STDLIB, Guard
+    from checks.engine.processes.hardening import LEARNER, LIBRARY, STDLIB, Guard
 
     guard = Guard([], lambda reason: None, [], [], kernel_files=[str(tmp_path / "kernels_0.py")])
     library = str(Path(triton.__file__).parent / "runtime" / "interpreter.py")
@@ -228,7 +228,7 @@ NO_PROCESSES = """
 import os, subprocess, sys, threading
 import multiprocessing
 import _posixsubprocess  # a path to a process that raises no audit event
-from checks.engine.record.no_processes import forbid_processes
+from checks.engine.processes.no_processes import forbid_processes
 installed = forbid_processes()
 ran = []
 thread = threading.Thread(target=lambda: ran.append(1))

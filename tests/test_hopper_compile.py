@@ -111,7 +111,7 @@ from triton.runtime.jit import JITFunction, create_function_from_signature
 import checks
 from checks.engine.answer_key import key_plan_here
 from checks.engine.contract.kernel_source import KernelSource
-from checks.engine.record.hardening import harden
+from checks.engine.processes.hardening import harden
 from checks.engine.replay.kernels import build
 from checks.engine.replay.perform import Performer
 from checks.memory import Arena

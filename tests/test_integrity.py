@@ -19,8 +19,8 @@ from checks.engine.grade import grade
 from checks.engine.judging.wording import grader_error_verdict
 from checks.engine.processes import forking, landlock, spawn
 from checks.engine.processes.forking import ForkedProcess
-from checks.records import RecordError
 from checks.registry import get_puzzle
+from checks.typed_reader import RecordError
 from tests.helpers import submission
 
 TAMPERING = Path(__file__).parent / "submissions" / "tampering"
@@ -84,7 +84,7 @@ def test_a_forged_report_is_refused(name):
     assert stream.tampered, name
 
 
-# a line whose fields do not fit its kind of event (checks.records), and how the tampered report names
+# a line whose fields do not fit its kind of event (checks.typed_reader), and how the tampered report names
 # the field
 MISFIT = {
     "a field of the wrong type": (
@@ -273,7 +273,7 @@ SUBMISSIONS = [
     ("writes_the_grader_through_sqlite", 1, V.FAILED if landlock.abi() else V.TAMPERED),
 ]
 WRITES_IN_C = ("saves_into_the_grader", "writes_the_grader_through_sqlite")  # stopped by the kernel's seal alone
-# what the report must name, for the submissions the audit hook stops (checks.engine.record.hardening)
+# what the report must name, for the submissions the audit hook stops (checks.engine.processes.hardening)
 REASONS = {
     "emits_through_gc": "gc.get_objects",
     "walks_the_stack": "sys._getframe",

@@ -112,7 +112,7 @@ def test_a_split_interpreter_stage_grades_every_case_and_fails_what_one_process_
         workdir = tmp_path / folder
         workdir.mkdir()
         module, names, _ = grading.prepare(puzzle, file, False, workdir)
-        job = Job(puzzle.number, str(module), names, 7, interpret=True, cases=cases, solution_file=str(puzzle.solution))
+        job = Job(puzzle.number, str(module), names, 7, interpret=True, cases=cases)
         first = Stage(puzzle, job, "interpreter", workdir)
         first.traffic_later = True  # as a GPU stage, which records no access log: the parts' traffic is shown
         return grading.with_interpreter_stage(first, workdir, 120, None)

@@ -262,7 +262,7 @@ def test_the_timing_times_the_kept_plan(machine_mode, tmp_path):
     kept = key_plan_here(puzzle, device)
     key = replayed_answer_key(puzzle, parameters_of(puzzle), device, tmp_path, kept)
     yours = replayed_answer_key(puzzle, parameters_of(puzzle), device, tmp_path, kept)  # a replayed plan, as yours is
-    raw = TimingRun(puzzle, spec_module(puzzle), yours, None, tmp_path, device=device, key_fn=key).rounds(
+    raw = TimingRun(puzzle, spec_module(puzzle), yours, key, tmp_path, device=device).rounds(
         timer=FakeClock(1.0), rounds_count=3
     )
     assert set(raw["rounds"]) == {"yours", "answer key", "torch.add"} and key.plan is kept["plan"]
@@ -487,7 +487,7 @@ def test_the_rounds_are_timed_with_the_gpu_to_themselves(own_gpu_lock, machine_m
     puzzle = small(get_puzzle(1))
     device = "cuda" if machine_mode == "gpu" else "cpu"
     key = replayed_answer_key(puzzle, parameters_of(puzzle), device, tmp_path, key_plan_here(puzzle, device))
-    timing = TimingRun(puzzle, spec_module(puzzle), torch.add, None, tmp_path, device=device, key_fn=key)
+    timing = TimingRun(puzzle, spec_module(puzzle), torch.add, key, tmp_path, device=device)
     assert "answer key" in timing.contenders  # the key's side is timed too
     timing.rounds(clock, 2)
     assert seen and all(seen) and not held(timing=True)

@@ -67,13 +67,14 @@ Path(os.environ["SEAL_RESULTS"]).write_text(json.dumps(found))
 HARNESS = """
 import json, os, sys
 from pathlib import Path
-import checks.engine.record.hardening as hardening
+import checks.engine.processes.hardening as hardening
 from checks.engine.grading_process import main as grading, recording
+from checks.engine.record import record_job
 from checks.engine.contract.protocol import Job
 from checks.engine.processes import process_table
 from checks.engine.processes import landlock
 
-hardening.harden = grading.harden = lambda *args, **kwargs: None  # the seal alone
+hardening.harden = record_job.harden = lambda *args, **kwargs: None  # the seal alone
 sealing, threads = landlock.seal, Path(sys.argv[2]) / "threads.txt"
 
 

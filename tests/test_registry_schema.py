@@ -14,7 +14,7 @@ from typing import get_args
 import pytest
 import yaml
 
-from checks import records, registry
+from checks import registry, typed_reader
 from checks.registry import (
     REGISTRY,
     REGISTRY_SETTING,
@@ -155,9 +155,9 @@ def test_the_registry_needs_nothing_a_gpu_machine_lacks():
     assert {name for name in imports_of(registry) if name.split(".")[0] not in sys.stdlib_module_names} == {
         "yaml",
         "yaml.nodes",
-        "checks.records",
+        "checks.typed_reader",
     }
-    assert {name.split(".")[0] for name in imports_of(records)} <= set(sys.stdlib_module_names)
+    assert {name.split(".")[0] for name in imports_of(typed_reader)} <= set(sys.stdlib_module_names)
 
 
 @pytest.mark.parametrize(

@@ -691,11 +691,11 @@ def test_the_replay_proves_that_a_masked_off_lanes_poison_reached_the_output(tmp
 
     from checks.engine.access.patches import record_access
     from checks.engine.contract.protocol import outputs_path
-    from checks.engine.grading_process.main import masked_poison_reached
     from checks.engine.inputs import draw
     from checks.engine.replay.case_runner import poison_suspects
     from checks.engine.replay.kernels import build
     from checks.engine.replay.perform import Performer
+    from checks.engine.replay.replay_job import masked_poison_reached
     from checks.puzzles import spec_module
 
     puzzle = get_puzzle("1")

@@ -34,8 +34,8 @@ from checks.engine.timing import (
     tflops,
 )
 from checks.puzzles import spec_module
-from checks.records import build
 from checks.registry import Bench, Tolerance, get_puzzle
+from checks.typed_reader import build
 
 PEAKS = Peaks(copy_gbps=3000.0, matmul_tflops=700.0, matmul_side=8192)
 CASE = {"M": 4096, "N": 4096, "K": 4096}
@@ -183,12 +183,15 @@ class FakeClock:
 
 
 @pytest.fixture
-def small_matmul(tmp_path):
-    """Puzzle 4 with a small bench case, a torch-only answer key, and its spec."""
+def small_matmul():
+    """Puzzle 4 with a small bench case, its spec, and a torch-only answer key (the function the replay's answer key is,
+    `checks.engine.answer_key.AnswerKeyReplay`)."""
     puzzle = dataclasses.replace(get_puzzle(4), bench=Bench(M=70, N=50, K=40, baseline="torch.matmul"))
-    key = tmp_path / "key.py"
-    key.write_text("def matmul_fast(a, b):\n    return (a.float() @ b.float()).half()\n", encoding="utf-8")
-    return puzzle, spec_module(puzzle), str(key)
+
+    def matmul_fast(a, b):
+        return (a.float() @ b.float()).half()
+
+    return puzzle, spec_module(puzzle), matmul_fast
 
 
 def on_the_wire(raw: dict) -> Timings:

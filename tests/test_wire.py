@@ -1,4 +1,4 @@
-"""Every message between the course's processes is a dataclass read through the one typed reader (checks.records):
+"""Every message between the course's processes is a dataclass read through the one typed reader (checks.typed_reader):
 the job and the events of the grading processes, the fork server's requests and answers, the warm grader's request
 and reply. A message that does not fit names the field, and a server answers or logs it and serves on."""
 
@@ -16,10 +16,13 @@ from typing import Literal
 import pytest
 
 from checks import warm, warm_server
+from checks.engine.contract import protocol
+from checks.engine.contract.kernel_source import KernelSource, SourceFile
 from checks.engine.contract.messages import Ended, Forked, ForkRequest, Refused, Stopped, decode, encode
-from checks.engine.contract.protocol import Job
-from checks.records import RecordError, build
+from checks.engine.contract.observations import CaseObservation
+from checks.engine.contract.protocol import REPLAY, Job
 from checks.registry import ROOT
+from checks.typed_reader import RecordError, build
 
 
 @dataclass
@@ -89,6 +92,60 @@ def test_a_job_with_a_field_of_the_wrong_type_names_it():
     assert Job.from_json(job.to_json()) == job
     with pytest.raises(RecordError, match=r"^job\.seed is text, not a whole number$"):
         Job.from_json(json.dumps({**json.loads(job.to_json()), "seed": "1"}))
+
+
+def test_a_jobs_role_and_kernel_source_are_typed():
+    source = KernelSource([SourceFile("/p1.py", "p1.py", "def k(x):\n    pass\n")], kernels=["k"])
+    job = Job("1", "p1.py", {}, seed=1, role=REPLAY, kernel_source=source)
+    back = Job.from_json(job.to_json())
+    assert back == job and isinstance(back.kernel_source, KernelSource) and back.kernel_source.files[0].label == "p1.py"
+    with pytest.raises(RecordError, match=r"^job\.role is 'judge', not one of 'record', 'replay'$"):
+        Job.from_json(json.dumps({**json.loads(job.to_json()), "role": "judge"}))
+
+
+class RecorderOps(list):
+    """A list of its own kind, as the plan recorder's operations are: its constructor takes no items."""
+
+    def __init__(self, owner: object) -> None:
+        super().__init__()
+        self.owner = owner
+
+
+MACHINE = protocol.Machine("interpreter", "cpu", "CPU (Triton interpreter)", "2", "3", "1")
+
+
+def test_the_one_events_writer_sends_the_protocols_dataclasses_as_the_grader_reads_them(tmp_path):
+    """`Events.send` writes each event's dataclass as a line the grader's checked streams read back equal, a plan's
+    operations whole even in a list of the recorder's own kind; the audit hook's refusal writer is read as refused."""
+    ops = RecorderOps(owner=None)
+    ops.append({"op": "launch", "kernel": "k"})
+    plan = protocol.CasePlan(plans=[{"ops": ops}], raised="", raised_where=[], stub=False, printed="", seconds=0.5,
+                             index=0)  # fmt: skip
+    recorded = [MACHINE, plan, protocol.Observed()]
+    observation = CaseObservation(index=0, returned="tensor", launches=[], raised_where=["p1.py, line 3: x"])
+    replayed = [MACHINE, protocol.CaseStart(0), observation, protocol.Observed()]
+    for name, events, stream in (("record", recorded, protocol.RecordStream([0], token="t")),
+                                 ("replay", replayed, protocol.Stream([0], token="t"))):  # fmt: skip
+        path = tmp_path / f"events-{name}.jsonl"
+        writer = protocol.Events.open(path, "t")
+        for event in events:
+            writer.send(event)
+        read = [stream.feed_line(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        assert not stream.tampered and stream.complete and read == events
+    assert stream.cases == [observation]
+    assert json.loads(path.read_text(encoding="utf-8").splitlines()[1]) == {
+        "event": "case_start",
+        "index": 0,
+        "token": "t",
+    }
+    path = tmp_path / "events-refused.jsonl"
+    writer = protocol.Events.open(path, "t")
+    writer.send(MACHINE)
+    writer.refusals()("os.system")  # bound before the learner's code runs, as the audit hook takes it
+    stream = protocol.Stream([0], token="t")
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stream.feed_line(line)
+    assert "your code tried os.system" in stream.tampered
 
 
 def test_the_fork_servers_messages_go_and_come_back_typed():

@@ -1,6 +1,8 @@
-"""The answer key, timed the way the submission is: its plan recorded with the recording room's recorder and performed
-by the replay room with its kernels taken from its source, so that both sides of a speed ratio are replays. It
-stands beside both rooms, which never import each other.
+"""The answer key's one home in the engine: read (`parameters_of`, `key_files`, `key_source`), kept (`kept_plan`) and
+replayed (`replayed_answer_key`) here. It is timed the way the submission is: its plan recorded with the recording
+room's recorder and performed by the replay room with its kernels taken from its source, so that both sides of a speed
+ratio are replays. It stands beside both rooms, which never import each other: the replay process's entry
+(`checks.engine.grading_process.main`) hands this module to the replay's job (`checks.engine.replay.replay_job`).
 
 The key's plan at the timing size does not change from one check of a puzzle to the next on one machine, so the
 grader's own process records it once (`kept_plan`) and keeps it: a check's replay job carries it, and the replay

@@ -134,11 +134,8 @@ def grade(
     with contextlib.nullcontext(str(workdir)) if workdir else tempfile.TemporaryDirectory(prefix="checks-") as tmp:
         workdir = Path(tmp)
         submission, names, before = prepare(puzzle, file, solution, workdir, source, earlier)
-        key, after = str(puzzle.solution), str(before) if before else ""
-        job = Job(
-            puzzle.number, str(submission), names, seed, not gpu, cases=cases, debugging=debugging, solution_file=key,
-            earlier=after,
-        )  # fmt: skip
+        after = str(before) if before else ""
+        job = Job(puzzle.number, str(submission), names, seed, not gpu, cases=cases, debugging=debugging, earlier=after)
         limit = timeout or puzzle.timeout
         mode = "gpu" if gpu else "interpreter"
         shown_file = str(shown(file)) if file is not None and not solution else ""

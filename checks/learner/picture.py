@@ -1,7 +1,7 @@
 """Draw where an output is wrong: a heat map of |yours - expected|, one cell per element.
 
-When a case fails with wrong or unwritten values, the grading process saves the error map of
-that output (see `Grader.save_picture` in `checks/engine/grading_process/main.py`): a torch file with the keys
+When a case fails with wrong or unwritten values, the judge saves the error map of
+that output (see `Judge.save_picture` in `checks/engine/judging/judge.py`): a torch file with the keys
 error (float64 |yours - expected|, NaN where unwritten or NaN), bad (bool), dims (a word per
 dimension), name, case, headline and blocks (the BLOCK_* constants the kernel was launched with,
 when they were passed by keyword). This module turns it into a PNG:

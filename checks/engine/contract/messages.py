@@ -1,5 +1,5 @@
 """The fork server's messages: what the grader asks of it and what it answers, each a dataclass read through the one
-typed reader (`checks.records.build`).
+typed reader (`checks.typed_reader.build`).
 
 The grader (`checks.engine.processes.forking`) sends a `ForkRequest`, with the grading process's standard input and
 output log as two file descriptors beside it; the server (`checks.engine.grading_process.fork_server`) answers
@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypeVar
 
-from checks.records import Mismatch, RecordError, build
+from checks.typed_reader import Mismatch, RecordError, build
 
 T = TypeVar("T")
 

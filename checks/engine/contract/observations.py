@@ -1,12 +1,13 @@
 """What the replay process reports about one replayed case: observations, never a verdict.
 
-The replay (`checks.engine.grading_process.main`, role replay) performs the plan the learner's function recorded,
+The replay (`checks.engine.replay.replay_job`) performs the plan the learner's function recorded,
 with the kernels taken from the submission's source, and reports what happened here as plain data; the grader re-derives
 the inputs, computes the reference itself and applies the rules (`checks.engine.judging.rules.problem`). A case whose
 recording failed (the learner's code raised, or its plan broke a rule) is reported as it was found.
 
-`CaseObservation.from_dict` checks every field of a report against its annotation (`checks.records`, the one reader of
-the course's files and messages), so a new field needs only its annotation here (and the replay code that fills it in).
+`CaseObservation.from_dict` checks every field of a report against its annotation (`checks.typed_reader`, the one
+reader of the course's files and messages), so a new field needs only its annotation here (and the replay code that
+fills it in).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from checks.records import Mismatch, RecordError, build
+from checks.typed_reader import Mismatch, RecordError, build
 
 
 @dataclass
@@ -72,8 +73,8 @@ class CaseObservation:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "observation") -> CaseObservation:
-        """Rebuild an observation from JSON (`checks.records.build`); RecordError, a TypeError naming the field, when
-        any field is unknown, missing or of the wrong type, or an offset after a buffer is negative."""
+        """Rebuild an observation from JSON (`checks.typed_reader.build`); RecordError, a TypeError naming the field,
+        when any field is unknown, missing or of the wrong type, or an offset after a buffer is negative."""
         obs = build(cls, data, where)
         for b, buf in enumerate(obs.buffers):
             if any(v < 0 for v in buf.after_spans):

@@ -9,7 +9,7 @@ runs none of the learner's host code and reports observations of the replayed pl
     or for each selected case: case_start, case (an observation), then observed,
     and, only when the grader asks for it on the process's standard input, timings (with the name of the file of
     both outputs at the timing size, which the grader compares itself).
-    At any point after machine: refused (the audit hook of `checks.engine.record.hardening` refused a
+    At any point after machine: refused (the audit hook of `checks.engine.processes.hardening` refused a
     request of the learner's code), which ends the report as tampered with. At any point: grader_error (the grading
     process's own code raised: a traceback), which ends it as the grader's internal error.
 
@@ -19,7 +19,7 @@ the order. Any other event, a repeated or out-of-order one, a line that is not
 JSON, or a field of the wrong type marks the stream as tampered with: the verdict is never a pass.
 
 The wire is typed: each kind of event is a dataclass here (the case event is `CaseObservation`), and `feed_line`
-builds it from its line with `checks.records.build`, which checks every field against its annotation and refuses an
+builds it from its line with `checks.typed_reader.build`, which checks every field against its annotation and refuses an
 unknown or a missing one, naming it; the `Job` is read the same way. The plans a plan event carries stay JSON
 (`dict[str, Any]`): a plan is data, performed op by op by the replay and compared as it came between the case's two
 draws (`checks.engine.contract.plan.first_difference`); its form is checked op by op by
@@ -30,15 +30,19 @@ draws (`checks.engine.contract.plan.first_difference`); its form is checked op b
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import IO, Any, ClassVar, Literal
 
+from checks.engine.contract.kernel_source import KernelSource
 from checks.engine.contract.observations import CaseObservation
-from checks.records import build
+from checks.typed_reader import build
 
 TIME_COMMAND = "time"
-RECORD, REPLAY = "record", "replay"
+Role = Literal["record", "replay"]  # the two grading processes of a stage
+RECORD: Role = "record"
+REPLAY: Role = "replay"
 EXIT_COMMAND = "exit"
 PRELOAD_FLAG = "--preload"  # on the command line of a process started ahead of its check
 
@@ -54,9 +58,8 @@ class Job:
     interpret: bool = False
     debugging: bool = False  # a debugging run (--seed): the replay's data values come from the seed, not a secret
     cases: list[int] | None = None  # indices of the cases to run (None: all)
-    solution_file: str = ""
     earlier: str = ""  # the code of the step this one builds on, loaded first (checks.engine.submission.earlier_step)
-    role: str = RECORD  # RECORD: run the learner's function, write down its plans; REPLAY: perform them
+    role: Role = RECORD  # RECORD: run the learner's function, write down its plans; REPLAY: perform them
     global_names: list[str] = field(default_factory=list)  # module-level names the kernels read (recorded)
     time_plan: bool = False  # record a plan at the timing size too (a GPU check that will be timed)
     workdir: str = ""  # the check's folder (events, outputs), on the pipe rather than the command line
@@ -71,8 +74,7 @@ class Job:
     method_cases: list[dict[str, Any]] = field(default_factory=list)
     # the replay's job, written only after the recording process is gone:
     data_seed: int = 0  # the secret the data values of the replayed inputs are drawn with
-    # checks.engine.contract.kernel_source.KernelSource, read before any code ran
-    kernel_source: dict[str, Any] | None = None
+    kernel_source: KernelSource | None = None  # the submission's kernels, read before any code ran
     replays: list[dict[str, Any]] = field(default_factory=list)  # per selected case: {"plan": ...} or {"observation"}
     timing_plan: dict[str, Any] | None = None
     # the answer key's plan at the timing size and its kernels' source, as the grader's own process recorded and keeps
@@ -206,7 +208,7 @@ class Timings:
 
 @dataclass
 class Refused:
-    """refused: the audit hook refused a request of the learner's code (`hardening.event_writer` writes it)."""
+    """refused: the audit hook refused a request of the learner's code (`Events.refusals` writes it)."""
 
     reason: str
 
@@ -235,6 +237,48 @@ EVENTS: dict[str, type] = {
 }  # fmt: skip
 
 
+KIND: dict[type, str] = {cls: kind for kinds in (RECORD_EVENTS, EVENTS) for kind, cls in kinds.items()}
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, as JSON writes them (a nested dataclass through this again): unlike `asdict`, the
+    values are not copied, so a list of the recorder's own kind (a plan's operations) goes out as the list it is."""
+    if not is_dataclass(record) or isinstance(record, type):
+        raise TypeError(f"Object of type {type(record).__name__} is not JSON serializable")  # as json.dumps says
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+class Events:
+    """The one writer of a grading process's events: `send` writes an event of this protocol (its dataclass) as one
+    JSON line, its kind in "event" and the grader's token beside its fields, to the events file `stream`."""
+
+    def __init__(self, stream: IO[str], token: str) -> None:
+        self._f = stream
+        self._token = token
+
+    @classmethod
+    def open(cls, path: str | Path, token: str) -> Events:
+        """A writer that appends to the events file at `path`."""
+        return cls(open(path, "a", encoding="utf-8"), token)
+
+    def send(self, event: Event) -> None:
+        line = json.dumps({"event": KIND[type(event)], **_fields(event), "token": self._token}, default=_fields)
+        self._f.write(line + "\n")
+        self._f.flush()
+
+    def refusals(self) -> Callable[[str], None]:
+        """A writer of the `Refused` event for the audit hook (`checks.engine.processes.hardening`), bound now,
+        json.dumps included: whatever the learner's code later changes in this module or in json, a refusal is
+        written."""
+        dumps, write, flush, kind, token = json.dumps, self._f.write, self._f.flush, KIND[Refused], self._token
+
+        def refuse(reason: str) -> None:
+            write(dumps({"event": kind, "reason": reason, "token": token}) + "\n")  # the fields of `Refused`
+            flush()
+
+        return refuse
+
+
 class CheckedLines:
     """Reads a grading process's events one line at a time: `feed_line` of `Stream` and `RecordStream`."""
 
@@ -245,7 +289,7 @@ class CheckedLines:
     def feed_line(self, line: str) -> Event | None:
         """Check one line; return its event (the dataclass of its kind), or None (and set `tampered`) when it breaks
         the protocol: a line that is not an accepted event, lacks the token, has a field unknown, missing or of the
-        wrong type (`checks.records.build` names it), or comes out of order."""
+        wrong type (`checks.typed_reader.build` names it), or comes out of order."""
         if self.tampered:
             return None
         try:
@@ -365,7 +409,7 @@ class Stream(CheckedLines):
             self.machine = event
             return
         if isinstance(event, Refused):
-            # hardening (checks.engine.record.hardening): the learner's code asked for what is refused
+            # hardening (checks.engine.processes.hardening): the learner's code asked for what is refused
             raise Tampered(f"your code tried {event.reason[:200]}, which the grading process refuses")
         if isinstance(event, GraderError):  # at any point: the grading process's own code raised
             if self.grader_error:

@@ -43,7 +43,7 @@ from typing import NoReturn
 from checks.engine.contract.messages import Answer, Ended, Forked, ForkRequest, Refused, Stopped, decode, encode
 from checks.engine.processes import process_table
 from checks.engine.processes.sealing import end_with_parent
-from checks.records import RecordError
+from checks.typed_reader import RecordError
 
 MAX_MESSAGE = 1 << 20
 # What a grading process's environment may differ in from the server's: variables nothing reads at import. Pytest sets
@@ -71,14 +71,11 @@ def import_for_grading() -> str:
     detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
     import checks.engine.grading_process.main
     import checks.engine.grading_process.recording
-    from checks.engine.grading_process.main import import_for_replay
+    from checks.engine.contract.protocol import RECORD, REPLAY
+    from checks.engine.grading_process.main import import_for_role
 
-    import_for_replay()  # a forked replay reads nothing of the grader's from disk after its job
-    import checks.engine.replay.case_runner
-    from checks.engine.record.plan_recorder import warm_up
-
-    warm_up()
-    import checks.engine.submission
+    import_for_role(REPLAY)  # a forked replay reads nothing of the grader's from disk after its job
+    import_for_role(RECORD)
     import checks.puzzles
     import checks.registry  # noqa: F401 - imported for the grading processes
 

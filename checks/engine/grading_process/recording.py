@@ -100,8 +100,8 @@ def seal(folder: Path, own: list[str]) -> None:
     """The learner's code runs here as in a recording process: sealed, it writes only in `folder` (the log's) and
     starts no process; a refusal ends the process, its reason on standard error."""
     import checks
+    from checks.engine.processes.hardening import harden
     from checks.engine.processes.landlock import seal as seal_by_the_kernel
-    from checks.engine.record.hardening import harden
 
     seal_by_the_kernel([folder])  # whatever writes (C, mmap): checks.engine.processes.landlock
 
@@ -109,7 +109,7 @@ def seal(folder: Path, own: list[str]) -> None:
         print(f"The grader refuses this: {reason}.", file=sys.stderr, flush=True)
 
     harden([], refused, read_only=[Path(checks.__file__).parent], own=own, writable=[folder])
-    from checks.engine.record.no_processes import forbid_processes
+    from checks.engine.processes.no_processes import forbid_processes
 
     forbid_processes()
 

@@ -1,3 +1,5 @@
-"""The judging side, in the grader's own process (it never runs the learner's code): the stage that reads a
-grading process's stream, the judge of each case, the wording of verdicts, the merge of the interpreter stage's
-parts, and the arithmetic of the timing."""
+"""The judge, in the grader's own process (it never runs the learner's code): the stage that runs a stage's two
+grading processes and reads their streams (`stage`), the merge of the interpreter stage's parts
+(`interpreter_parts`), the configs an autotuner may choose (`configs`), the rules of the plans (`plans`) and of the
+cases (`judge`, with `rules`), the timing verdict (`timing`; its arithmetic is `checks.engine.timing`'s) and the
+wording of verdicts (`wording`). It imports neither process's room."""

@@ -186,7 +186,7 @@ class Stage:
             self.timing_kernels = [op["kernel"] for op in timing_plan.get("ops", []) if op.get("op") == "launch"]
         key_plan = self.key_plan.ready() if self.key_plan is not None and timing_plan is not None else None
         replay_job = replace(
-            record_job, role=REPLAY, data_seed=data_seed, kernel_source=source.to_dict(), replays=replays,
+            record_job, role=REPLAY, data_seed=data_seed, kernel_source=source, replays=replays,
             timing_plan=timing_plan, key_plan=key_plan,
         )  # fmt: skip
         if key_plan is not None:

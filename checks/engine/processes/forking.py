@@ -32,8 +32,8 @@ from typing import IO, NoReturn
 
 from checks.engine.contract.messages import Answer, Ended, Forked, ForkRequest, Refused, Stopped, decode, encode
 from checks.engine.processes import process_table
-from checks.records import RecordError
 from checks.registry import ROOT
+from checks.typed_reader import RecordError
 
 ENV = "CHECKS_FORK_SERVER"  # "1": fork interpreter grading processes from a fork server
 SERVER_MODULE = "checks.engine.grading_process.fork_server"

@@ -1,6 +1,6 @@
 """The kernel's seal on a process that runs the learner's code: Landlock (Linux 5.13 and later) and a seccomp filter.
 
-The audit hook (`checks.engine.record.hardening`) sees only what Python audits: a writer in C (torch.from_file,
+The audit hook (`checks.engine.processes.hardening`) sees only what Python audits: a writer in C (torch.from_file,
 torch.save's archive writer, sqlite3) opens its files unseen. `seal(writable)` asks the kernel instead, for this
 thread and every thread and process it starts afterwards (so it runs before the learner's code and before any thread
 of its own): files may be read anywhere but written, created, removed, renamed or truncated only beneath the
@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from checks.engine.record.no_processes import (
+from checks.engine.processes.no_processes import (
     JEQ_K,
     LD_W_ABS,
     OFFSET_ARCH,

@@ -1,2 +1,6 @@
-"""The recording room: what runs beside the learner's host code in the recording process (the plan recorder and the
-hardening that seals the process)."""
+"""The recording room: what runs beside the learner's host code in the recording process. Its job (`record_job`:
+seal the process, load the submission, record each case's plan and report it) and the plan recorder
+(`plan_recorder`, with Gluon's tensor descriptors as plan values, `descriptors`): launches, allocations and copies
+written down, never run. The seals it puts on the process are the processes' (`checks.engine.processes.hardening`,
+`landlock`, `no_processes`), the first two of which the replay puts on too. It imports neither the replay room nor
+the judge."""

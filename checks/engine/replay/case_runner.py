@@ -10,9 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import time
-import traceback
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,36 +20,10 @@ from checks.engine.access.recorder import AccessRecorder
 from checks.engine.contract.observations import BufferObs, CaseObservation, LaunchObs
 from checks.engine.contract.protocol import Machine, access_path
 from checks.engine.inputs import draw
-from checks.engine.machine import NUMPY_PITFALL_TEXT
+from checks.engine.learner_output import captured, explain_exception
 from checks.engine.replay.launches import Tracker, watch_launches
 from checks.memory import Arena
 from checks.registry import Case
-
-
-def explain_exception(exc: BaseException, names: dict[str, str]) -> tuple[str, list[str]]:
-    """One line for the exception and the lines of the learner's own code it passed through."""
-    chain: list[BaseException] = []
-    seen: BaseException | None = exc
-    while seen is not None and seen not in chain:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    root = chain[-1]
-    text = f"{type(root).__name__}: {root}".strip()
-    if NUMPY_PITFALL_TEXT in str(exc) or NUMPY_PITFALL_TEXT in text:
-        return text, [
-            "This is the Triton-interpreter/numpy incompatibility: run `pip install 'numpy<2.4'` and check again."
-        ]
-    where: list[str] = []
-    if "illegal memory access" in text or "misaligned address" in text:
-        where.append("A CUDA memory fault is an out-of-bounds load or store: check your masks, offsets and strides.")
-    for link in reversed(chain):
-        for frame in traceback.extract_tb(link.__traceback__):
-            shown = names.get(str(Path(frame.filename).resolve()))
-            if shown:
-                entry = f"{shown}, line {frame.lineno}: {(frame.line or '').strip()}"
-                if entry not in where:
-                    where.append(entry)
-    return text, where[-4:]
 
 
 class Observer:
@@ -116,7 +87,7 @@ PRINTED_LIMIT = 3000
 
 def poison_suspects(recorder: AccessRecorder, outputs: list[Any]) -> list[dict[str, Any]]:
     """The loads whose masked-off lanes read poison (no `other=`), when an output holds NaN: the suspects that the
-    same call with those lanes read as 0 clears or not (`checks.engine.grading_process.main.masked_poison_reached`).
+    same call with those lanes read as 0 clears or not (`checks.engine.replay.replay_job.masked_poison_reached`).
     An output with no data (on torch's meta device: the wrong device, which `output_form` reports) holds no NaN."""
     if not recorder.masked_poison:
         return []
@@ -142,22 +113,6 @@ def copies_of_inputs(recorder: AccessRecorder | None, inputs: dict[str, Any]) ->
             recorder.note_copy(source, result)  # the judge sees the kernels' loads and stores through every copy
 
     return on_copy
-
-
-@contextlib.contextmanager
-def captured(buffer: io.StringIO) -> Iterator[None]:
-    """What the call prints, and the warnings it raises (one line each), go to `buffer`."""
-    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(buffer):
-        warnings.simplefilter("ignore")  # the libraries' own deprecation notes are not the learner's business
-        warnings.simplefilter("always", RuntimeWarning)  # numeric trouble: NaN, overflow, division by zero
-        with contextlib.redirect_stderr(buffer):
-            try:
-                yield
-            finally:
-                lines = [
-                    f"{w.category.__name__}: {w.message} ({Path(w.filename).name}, line {w.lineno})" for w in caught
-                ]
-                buffer.writelines(f"{line}\n" for line in dict.fromkeys(lines))
 
 
 def buffer_observations(arena: Arena, outputs: list[Any]) -> list[BufferObs]:

@@ -119,8 +119,9 @@ def _taken(output: Any, picked: Any) -> Any:
 
 
 class TimingRun:
-    """The timing of the submission's replayed plan, the answer key (`key_fn`, its replayed plan too, else the key's
-    function) and the baseline on the bench case, in two steps. `TimingRun(...)` draws the inputs, calls the key
+    """The timing of the submission's replayed plan, the answer key (`key_fn`, its replayed plan too: the replay's
+    `checks.engine.answer_key.AnswerKeyReplay`; None: no key to time beside) and the baseline on the bench case, in two
+    steps. `TimingRun(...)` draws the inputs, calls the key
     and then yours once (compiling, autotuning), saves both outputs (`OutputSample`) and, on a GPU, captures each
     call in a CUDA graph where it can be (as serving engines run decoding), with no clock running; `rounds()` then
     times them in interleaved rounds (checks.engine.timing), so that the ratios compare kernel time, not the Python
@@ -138,14 +139,12 @@ class TimingRun:
         puzzle: Puzzle,
         spec,
         fn,
-        solution_file: str | None,
+        key_fn: Callable[..., Any] | None,
         workdir: Path,
         device: str = "cuda",
-        key_fn: Callable[..., Any] | None = None,
     ) -> None:
         import torch
 
-        from checks.engine.submission import load_module
         from checks.memory import Arena
 
         self.spec, self.device = spec, device
@@ -162,9 +161,9 @@ class TimingRun:
         args = list(inputs.values())
         mark("timing inputs drawn")
         key, sample = None, None
-        if key_fn is not None or (solution_file and Path(solution_file).exists()):
+        if key_fn is not None:
             try:  # the key first, on inputs no kernel of yours has touched; its side leaves the device at once
-                key = key_fn or getattr(load_module(Path(solution_file), "answer_key"), puzzle.name)
+                key = key_fn
                 sample = OutputSample(key(*args))
                 sync()
             except Exception:  # noqa: BLE001 - a broken answer key is the course's bug: time without it

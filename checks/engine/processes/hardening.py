@@ -29,14 +29,13 @@ and starts no process at all, whichever code asks, a library's included (it comp
 (`kernel_files`) the learner's code is the checked kernels alone: only their frames count as the learner's, and they
 may also write no file and exec, compile or import nothing.
 
-A refusal writes a `refused` event (with the token, through the writer captured here) and ends the grading
-process at once, so nothing the learner's code does afterwards (catching the exception, patching this
-module) counts: the grader marks the report as tampered with, with the reason.
+A refusal writes a `refused` event (with the token, through the writer the protocol bound for it, `Events.refusals`)
+and ends the grading process at once, so nothing the learner's code does afterwards (catching the exception, patching
+this module) counts: the grader marks the report as tampered with, with the reason.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import site
 import sys
@@ -44,7 +43,6 @@ import sysconfig
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import checks
 
@@ -355,14 +353,3 @@ def harden(
 
     sys.addaudithook(hook)
     return guard
-
-
-def event_writer(stream: Any, token: str) -> Callable[[str], None]:
-    """A writer of the `refused` event to the grading process's events file, bound now (json.dumps included)."""
-    dumps, write, flush = json.dumps, stream.write, stream.flush
-
-    def emit(reason: str) -> None:
-        write(dumps({"event": "refused", "reason": reason, "token": token}) + "\n")
-        flush()
-
-    return emit

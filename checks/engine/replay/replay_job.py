@@ -1,0 +1,233 @@
+"""The replay process's job (role replay): perform each case's plan with the submission's kernels, built from their
+checked source, on inputs drawn here with values no other process knows, report each case as an observation
+(`checks.engine.contract.protocol`), and, when the grader asks, time the submission beside the answer key and the
+baseline (`checks.engine.replay.measure`). No line of the learner's host code runs here. Started by
+`checks.engine.grading_process.main`, which hands it the job, its events writer, the machine and the answer key.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+import checks
+from checks.engine.contract.protocol import (
+    TIME_COMMAND,
+    CaseStart,
+    Events,
+    Job,
+    Machine,
+    Observed,
+    Refused,
+    Timings,
+    fresh_outputs_path,
+    outputs_path,
+)
+from checks.engine.phases import mark
+from checks.engine.processes.hardening import REFUSED_EXIT, harden
+from checks.engine.processes.sealing import grader_digest
+from checks.engine.replay.perform import TimedReplay
+from checks.registry import Case, Puzzle
+
+
+class AnswerKey(Protocol):
+    """What the replay needs of the answer key (`checks.engine.answer_key`, which stands beside the recording and the
+    replay rooms and is handed to the replay by the process's entry, `checks.engine.grading_process.main`)."""
+
+    def parameters_of(self, puzzle: Any) -> list[str]: ...
+
+    def replayed_answer_key(
+        self, puzzle: Any, parameters: list[str], device: str, workdir: Path, kept: dict[str, Any] | None = None
+    ) -> TimedReplay: ...
+
+
+def replay_job(job: Job, puzzle: Puzzle, events: Events, machine: Machine, workdir: Path, key: AnswerKey) -> int:
+    """The replay process's job: check the grader's files, replay every case (`replay_all`), then prepare the timing
+    and, if the grader asks, time the submission beside the answer key (`key`) and the baseline."""
+    if job.grader_digest and grader_digest() != job.grader_digest:  # written to while the recording ran
+        changed = "checks/, solutions/ or puzzles.yaml changed while it ran"
+        events.send(Refused(f"changing the grader's files ({changed})"))
+        return REFUSED_EXIT
+    replayed = replay_all(job, puzzle, events, machine, workdir, key)
+    if replayed is None:
+        return 0
+    # while the grader judges the cases, the untimed half of the timing: inputs, a first call of each side,
+    # the graphs; the clock runs only if the grader asks (every case passed), and the grader does nothing beside it
+    from checks.engine.replay.measure import TimingRun
+    from checks.puzzles import spec_module
+
+    try:  # the key's plan as the grader keeps it (no Python of the key runs here), else recorded here
+        answer_key = key.replayed_answer_key(puzzle, key.parameters_of(puzzle), machine.device, workdir, job.key_plan)
+        prepared: TimingRun | Exception = TimingRun(puzzle, spec_module(puzzle), replayed, answer_key, workdir)
+    except Exception as exc:  # noqa: BLE001 - the grader's own error, reported only if the timing is asked for
+        prepared = exc
+    mark("timing prepared")
+    if sys.stdin.readline().strip() == TIME_COMMAND:
+        mark("timing asked")
+        if isinstance(prepared, Exception):
+            raise prepared
+        raw = prepared.rounds()
+        mark("timed")
+        events.send(Timings(**raw))
+    return 0
+
+
+def replay_all(
+    job: Job, puzzle: Puzzle, events: Events, machine: Machine, workdir: Path, key: AnswerKey
+) -> TimedReplay | None:
+    """Perform each case's plan with the kernels built from the submission's source, on inputs drawn here with
+    values no other process knows; report each as an observation. The function that replays the timing plan (the
+    answer key's parameters read through `key`)."""
+    from checks.engine.contract.kernel_source import KernelSource
+    from checks.engine.contract.observations import CaseObservation
+    from checks.engine.replay.case_runner import Observer
+    from checks.engine.replay.kernels import build
+    from checks.engine.replay.perform import KeptState, Performer, Tuning
+    from checks.puzzles import spec_module
+
+    spec = spec_module(puzzle)
+    source = job.kernel_source or KernelSource()
+    plans = [r["plan"] for r in job.replays if "plan" in r] + ([job.timing_plan] if job.timing_plan else [])
+    mark("replay job read")
+    # a submission none of whose plans the grader accepted has nothing to build: each case reports why
+    kernels, kernel_files = build(source, plans[0].get("globals", {}), workdir) if plans else ({}, {})
+    mark("kernels built")
+    # no Python of the submission runs here but its kernels, checked against the language; should one step out of
+    # it, the audit hook refuses what it would need (processes, frames, ctypes, the grader's files, writes elsewhere)
+    if machine.mode == "interpreter":  # sealed by the kernel too: it writes only in the check's folder (on a GPU,
+        # Triton's compiler writes its cache and temporary files elsewhere: there the audit hook alone)
+        from checks.engine.processes.landlock import seal
+
+        seal([workdir])
+    harden([], events.refusals(), read_only=[Path(checks.__file__).parent], kernel_files=list(kernel_files))
+    observer = Observer(machine, {**job.names, **kernel_files}, workdir)
+    interpret = machine.mode == "interpreter"
+    cases = puzzle.cases.on(gpu=machine.mode == "gpu")
+    selection = job.cases if job.cases is not None else list(range(len(cases)))
+    kept = KeptState()  # what the submission keeps between calls goes from each replayed call to the next
+    tuning = Tuning(job.alternative, job.chosen)  # which config of an autotuned launch the interpreter runs
+    for index, replay in zip(selection, job.replays, strict=False):
+        events.send(CaseStart(index))
+        if "plan" in replay:
+            plan = replay["plan"]
+            performed: list[Performer] = []
+
+            def perform(inputs: dict, arena: Any, on_copy: Any, plan: dict = plan, performed: list = performed) -> Any:
+                performed.append(
+                    Performer(plan, kernels, inputs, arena, machine.device, interpret, on_copy, kept, tuning=tuning)
+                )
+                return performed[-1].run()
+
+            obs = observer.observe(
+                perform, spec, cases[index], job.seed, index, outputs_path(workdir, index), job.data_seed + index
+            )
+            obs.kept_changed = performed[-1].kept_changed if performed else []
+            obs.configs = performed[-1].configs_run if performed else []
+            if obs.masked_poison and not obs.raised:
+                obs.masked_poison = masked_poison_reached(
+                    plan, kernels, spec, cases[index], job, index, machine, workdir, obs.masked_poison
+                )
+            if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
+                obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
+            obs.returned = plan.get("kind", "")
+            obs.printed = str(replay.get("printed", ""))[-3000:]  # what the learner's code printed, recording
+        else:
+            obs = CaseObservation.from_dict({**replay["observation"], "index": index})
+        events.send(obs)
+        mark(f"case {index} replayed")
+        if obs.stub or (obs.raised and machine.mode == "gpu"):
+            break  # after a CUDA error the context may be unusable
+    events.send(Observed())
+    if job.timing_plan is None:
+        return None
+    return TimedReplay(job.timing_plan, kernels, key.parameters_of(puzzle), machine.device)
+
+
+def rerun_fresh(
+    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Machine, workdir: Path
+) -> bool:
+    """Perform a case's plan again on the same inputs, its kept tensors as they were made (a new `KeptState`), and
+    save what it returns; whether that went through. The grader compares the two: a call right from there and wrong
+    from where the earlier calls left its kept tensors is wrong because of them."""
+    import torch
+
+    from checks.engine.inputs import draw
+    from checks.engine.replay.perform import KeptState, Performer, Tuning
+
+    try:
+        _, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
+        interpret = machine.mode == "interpreter"
+        tuning = Tuning(job.alternative, job.chosen)
+        outputs = Performer(
+            plan, kernels, inputs, None, machine.device, interpret, None, KeptState(), tuning=tuning
+        ).run()
+        if machine.device == "cuda":
+            torch.cuda.synchronize()
+        torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], fresh_outputs_path(workdir, index))
+        return True
+    except Exception:  # noqa: BLE001 - without the second run the values rule judges the call alone
+        return False
+
+
+def masked_poison_reached(
+    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Machine, workdir: Path,
+    suspects: list[dict],
+) -> list[dict]:  # fmt: skip
+    """Of the loads without `other=` whose masked-off lanes read poison (`suspects`, the call's `masked_poison`),
+    those whose poison reached an output: the same call, on the same inputs with its kept tensors as they were made,
+    with that load's lanes read as 0 and the others' still poisoned, leaves NaN out of some element where the call
+    left NaN. Where no load does so alone, all of them when the call with every such lane read as 0 (the
+    interpreter's own reading) does. [] when none does, or when a run fails."""
+    import torch
+
+    from checks.engine.access.patches import masked_lanes_poisoned
+    from checks.engine.inputs import draw
+    from checks.engine.replay.perform import KeptState, Performer
+
+    try:
+        poisoned = torch.load(outputs_path(workdir, index), weights_only=True)
+    except Exception:  # noqa: BLE001 - without the call's outputs no cause is named
+        return []
+
+    def clears(spared: dict | None) -> bool:
+        """Whether the call, with the lanes of `spared` (None: of every suspect) read as 0, has no NaN somewhere
+        the poisoned call had NaN."""
+        try:
+            arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
+            interpret = machine.mode == "interpreter"
+            performer = Performer(plan, kernels, inputs, arena, machine.device, interpret, None, KeptState())
+            if spared is None:
+                zeroed = performer.run()
+            else:
+                with masked_lanes_poisoned((spared["function"], spared["line"])):
+                    zeroed = performer.run()
+        except Exception:  # noqa: BLE001 - without the second run no cause is named
+            return False
+        for mine, other in zip(poisoned, zeroed, strict=False):
+            if isinstance(mine, torch.Tensor) and isinstance(other, torch.Tensor) and mine.shape == other.shape:
+                if mine.is_floating_point() and bool((torch.isnan(mine) & ~torch.isnan(other.cpu())).any()):
+                    return True
+        return False
+
+    reached = [site for site in suspects if clears(site)] if len(suspects) > 1 else []
+    return reached or (suspects if clears(None) else [])
+
+
+def import_for_replay() -> None:
+    """Import every module of the grader's that a replay uses, each puzzle's inputs and reference included, before its
+    job comes: nothing of the grader's is read from disk once the recording ran (which, unsealed, may have written
+    there; the replay also compares the grader's files with their digest before it performs). The answer key's module,
+    which stands beside this room, is imported beside this (`checks.engine.grading_process.main.preload_role`)."""
+    import checks.engine.contract.kernel_source
+    import checks.engine.contract.observations
+    import checks.engine.inputs
+    import checks.engine.replay.case_runner
+    import checks.engine.replay.kernels
+    import checks.engine.replay.measure
+    import checks.engine.replay.perform  # noqa: F401
+    from checks.puzzles import spec_module
+    from checks.registry import load_puzzles
+
+    for puzzle in load_puzzles():
+        spec_module(puzzle)
