@@ -1,10 +1,13 @@
-"""The cause of a matmul's lost digits: a float16 running accumulator.
+"""The cause of lost digits or an overflow: a float16 running accumulator.
 
-A tile loop that keeps its sum in float16 (`acc = tl.zeros(..., tl.float16)`, then `acc += tl.dot(a, b)` cast to
-float16, or `tl.dot(a, b, acc)` into it) rounds the sum to 11 bits after every K block: on a long K, or where the
-products do not cancel, the sum loses digits the float32 reference keeps. The cause is named only on proof: the
-output is, within the tolerance, the reference recomputed with that float16 running sum over the kernel's K blocks,
-and not the reference itself (`float16_accumulator`).
+A matmul's tile loop that keeps its sum in float16 (`acc = tl.zeros(..., tl.float16)`, then `acc += tl.dot(a, b)`
+cast to float16, or `tl.dot(a, b, acc)` into it) rounds the sum to 11 bits after every K block: on a long K, or where
+the products do not cancel, the sum loses digits the float32 reference keeps. An attention kernel's output
+accumulator (the running sum of p @ v, divided by l only at the end) in float16 holds at most 65504: where v's values
+are large and the weights spread over many keys, that sum grows to l times v and overflows while o itself is
+representable. The cause is named only on proof: the output is, within the tolerance (inf and NaN where yours has
+them), the reference recomputed with that float16 running sum over one of the kernel's blocks, and not the reference
+itself (`float16_accumulator`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from typing import Any
 import torch
 
 from checks.engine.judging.rules.problem import CaseContext
+from checks.verdict import plural
 
 K_BLOCKS = (16, 32, 64, 128, 256)  # K blocks tried when no launch names one (BLOCK_K, BK)
 MOST_STEPS = 4096  # K blocks the recomputation walks at most
+KEY_BLOCKS = (16, 32, 64, 128)  # key blocks tried beside those the launches name (BLOCK_N, BN)
+MOST_SCORES = 1 << 22  # the largest score matrix (all heads) the attention recomputation walks
+FLOAT16_MAX = 65504.0
 
 
 def float16_running_sum(a: torch.Tensor, b: torch.Tensor, block_k: int) -> torch.Tensor:
@@ -31,6 +38,12 @@ def float16_running_sum(a: torch.Tensor, b: torch.Tensor, block_k: int) -> torch
 
 
 def float16_accumulator(ctx: CaseContext, exp: Any) -> str | None:
+    """What a float16 running accumulator did, when the output `exp` is, within the tolerance, the reference
+    recomputed with one (a matmul's c, an attention's o); None otherwise."""
+    return float16_matmul_accumulator(ctx, exp) or float16_output_accumulator(ctx, exp)
+
+
+def float16_matmul_accumulator(ctx: CaseContext, exp: Any) -> str | None:
     """'c is the float16 running sum...' when this matmul output (the product of the inputs a and b) matches the
     reference recomputed with a float16 accumulator over one of the kernels' K blocks; None otherwise."""
     a, b = ctx.inputs.get("a"), ctx.inputs.get("b")
@@ -55,3 +68,81 @@ def float16_accumulator(ctx: CaseContext, exp: Any) -> str | None:
                 "float32 result added to it) and convert to float16 only when you store."
             )
     return None
+
+
+def float16_attention_output(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, causal: bool, block_n: int
+) -> tuple[torch.Tensor, float]:
+    """(o, the largest |sum of p @ v| on the way) of softmax(q k^T * sm_scale) v for (..., N, D) q, k, v, computed
+    as a kernel computes it whose output accumulator is float16: per block of `block_n` keys, the running max and
+    sum in float64, the accumulator rescaled and rounded to float16, p rounded to float16 (tl.dot's operand) and
+    p @ v added to it in float32, rounded to float16 again; o = acc / l at the end. With `causal`, query i sees
+    keys 0 to i."""
+    q64, k64, v32 = q.detach().cpu().double(), k.detach().cpu().double(), v.detach().cpu().float()
+    n_q, n_k = q64.shape[-2], k64.shape[-2]
+    m = torch.full((*q64.shape[:-1], 1), float("-inf"), dtype=torch.float64)
+    row_sum = torch.zeros_like(m)
+    acc = torch.zeros((*q64.shape[:-1], v32.shape[-1]), dtype=torch.float16)
+    peak = 0.0
+    rows = torch.arange(n_q)[:, None]
+    for start in range(0, n_k, block_n):
+        s = (q64 @ k64[..., start : start + block_n, :].transpose(-1, -2)) * sm_scale  # (..., N, block)
+        if causal:
+            s = s.masked_fill(torch.arange(start, start + s.shape[-1])[None, :] > rows, float("-inf"))
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # a row that sees no key yet
+        p = torch.exp(s - safe)
+        alpha = torch.exp(m - safe)
+        row_sum = row_sum * alpha + p.sum(-1, keepdim=True)
+        wide = (acc.float() * alpha.float()).half().float() + p.half().float() @ v32[..., start : start + block_n, :]
+        peak = max(peak, float(wide.abs().nan_to_num(posinf=0.0).amax())) if wide.numel() else peak
+        acc = wide.half()
+        m = m_new
+    return (acc.double() / row_sum).half(), peak
+
+
+def float16_output_accumulator(ctx: CaseContext, exp: Any) -> str | None:
+    """'o is the reference recomputed with a float16 output accumulator...' when this attention output (of the
+    inputs q, k, v and sm_scale, and causal where the puzzle has it) matches that recomputation over one of the
+    kernels' key blocks and its sum grew past float16's range; None otherwise."""
+    q, k, v, scale = (ctx.inputs.get(n) for n in ("q", "k", "v", "sm_scale"))
+    if exp.name != "o" or not isinstance(scale, float):
+        return None
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 4 and t.dtype == torch.float16 for t in (q, k, v)):
+        return None
+    if q.shape != k.shape or k.shape != v.shape or q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2] > MOST_SCORES:
+        return None
+    index = next((i for i, e in enumerate(ctx.expected) if e is exp), None)
+    out = ctx.outputs[index] if index is not None and index < len(ctx.outputs) else None
+    if not isinstance(out, torch.Tensor) or out.shape != q.shape:
+        return None
+    causal = bool(ctx.inputs.get("causal", False))
+    named = [v for launch in ctx.obs.launches for key, v in launch.blocks.items() if "N" in key.upper().split("_")[-1]]
+    atol, rtol = ctx.puzzle.tolerance_for(exp.name)
+    yours = out.detach().cpu().double()
+    for block_n in dict.fromkeys([*named, *KEY_BLOCKS]):
+        if block_n <= 0:
+            continue
+        twin, peak = float16_attention_output(q, k, v, scale, causal, block_n)
+        if peak <= FLOAT16_MAX or not _same(yours, twin.double(), atol, rtol):
+            continue
+        overflowed = int((~torch.isfinite(twin)).any(-1).sum())
+        return (
+            f"{exp.name} is, within the tolerance, the reference recomputed with the running sum of p @ v (the "
+            f"output accumulator, divided by l only at the end) kept in float16 over blocks of {block_n} keys: "
+            f"that sum grows to about l times v, here up to {peak:.4g}, past float16's largest value, 65504, and "
+            f"{plural(overflowed, 'query row')} came out inf or NaN. Keep the accumulator in float32 "
+            "(tl.zeros(..., dtype=tl.float32), and tl.dot(p.to(tl.float16), v, acc) into it, as Triton's "
+            "fused-attention tutorial does; l and m too) and convert to float16 only when you store o."
+        )
+    return None
+
+
+def _same(yours: torch.Tensor, twin: torch.Tensor, atol: float, rtol: float) -> bool:
+    """Yours is the twin within the tolerance: inf (of the same sign) and NaN exactly where the twin has them."""
+    finite = torch.isfinite(twin)
+    if not bool((torch.isfinite(yours) == finite).all()) or not bool((torch.isnan(yours) == torch.isnan(twin)).all()):
+        return False
+    if not bool((yours[torch.isinf(twin)] == twin[torch.isinf(twin)]).all()):
+        return False
+    return bool(((yours - twin).abs() <= atol + rtol * twin.abs())[finite].all())
