@@ -435,3 +435,24 @@ def test_a_float16_output_accumulator_is_named_only_where_its_overflow_reproduce
     elsewhere[0, 0, :64] = float("inf")  # inf, but in the rows whose sums stay small
     other = rulebook.first_problem(ctx(elsewhere))
     assert other is not None and "float16" not in other.message
+
+
+@pytest.mark.parametrize("number", ["8a", "8", "9a", "9", "11", "12", "13", "14", "15"])
+def test_the_float16_twin_follows_each_attention_puzzles_inputs(number):
+    """The recomputation with a float16 output accumulator reads each attention puzzle's inputs as its reference does
+    (heads, groups, pages, packed sequences, causal alignment): on the first case it is the reference within the
+    tolerance; on the case whose v is near an offset, its sum passes 65504 and rows come out inf."""
+    from checks.engine.inputs import draw_case
+    from checks.engine.judging.rules.low_precision import FLOAT16_MAX, float16_attention_twin
+    from checks.puzzles import spec_module
+
+    puzzle = get_puzzle(number)
+    atol, rtol = puzzle.tolerance_for("o")
+    _, inputs, _ = draw_case(puzzle, 0)
+    o = spec_module(puzzle).reference(inputs)[0].value
+    twin, peak = float16_attention_twin(inputs, 16)
+    assert peak < FLOAT16_MAX and bool(((twin.double() - o).abs() <= atol + rtol * o.abs()).all())
+    (near,) = [i for i, case in enumerate(puzzle.cases.cpu) if case.offset]
+    _, inputs, _ = draw_case(puzzle, near)
+    twin, peak = float16_attention_twin(inputs, 16)
+    assert peak > FLOAT16_MAX and bool(torch.isinf(twin).any())

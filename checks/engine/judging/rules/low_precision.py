@@ -76,15 +76,15 @@ def float16_attention_output(
     """(o, the largest |sum of p @ v| on the way) of softmax(q k^T * sm_scale) v for (..., N, D) q, k, v, computed
     as a kernel computes it whose output accumulator is float16: per block of `block_n` keys, the running max and
     sum in float64, the accumulator rescaled and rounded to float16, p rounded to float16 (tl.dot's operand) and
-    p @ v added to it in float32, rounded to float16 again; o = acc / l at the end. With `causal`, query i sees
-    keys 0 to i."""
+    p @ v added to it in float32, rounded to float16 again; o = acc / l at the end. With `causal`, the queries are
+    aligned with the last keys: query i of n_q sees the keys 0 to n_k - n_q + i (0 to i where n_q = n_k)."""
     q64, k64, v32 = q.detach().cpu().double(), k.detach().cpu().double(), v.detach().cpu().float()
     n_q, n_k = q64.shape[-2], k64.shape[-2]
     m = torch.full((*q64.shape[:-1], 1), float("-inf"), dtype=torch.float64)
     row_sum = torch.zeros_like(m)
     acc = torch.zeros((*q64.shape[:-1], v32.shape[-1]), dtype=torch.float16)
     peak = 0.0
-    rows = torch.arange(n_q)[:, None]
+    rows = torch.arange(n_q)[:, None] + (n_k - n_q)
     for start in range(0, n_k, block_n):
         s = (q64 @ k64[..., start : start + block_n, :].transpose(-1, -2)) * sm_scale  # (..., N, block)
         if causal:
@@ -101,31 +101,80 @@ def float16_attention_output(
     return (acc.double() / row_sum).half(), peak
 
 
+def float16_attention_twin(inputs: dict[str, Any], block_n: int) -> tuple[torch.Tensor, float] | None:
+    """(o, the largest |sum of p @ v| on the way) of the attention puzzle whose inputs these are, recomputed by
+    `float16_attention_output` over blocks of `block_n` keys, one sequence and query head at a time: q, k, v of
+    (B, H, N, D) (8a-9), decoding's q (B, H_q, D) against k, v (B, H_kv, N, D) (11, 12) or a paged cache up to
+    seq_lens (13), packed sequences (14) and their cached contexts before them (15); None for other inputs or where
+    the scores would be too many to recompute here."""
+    from checks.puzzles.p13_paged_decoding import gather
+
+    q, k, v, scale = (inputs.get(n) for n in ("q", "k", "v", "sm_scale"))
+    if not isinstance(q, torch.Tensor) or q.dtype != torch.float16 or not isinstance(scale, float):
+        return None
+    causal = bool(inputs.get("causal", "context_lens" in inputs))  # 15 is causal, aligned bottom-right
+    cache, table = inputs.get("k_cache"), inputs.get("block_table")
+    streams: list[tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (where in o, q, k, v), heads first
+    if q.dim() == 4 and isinstance(k, torch.Tensor) and k.shape == q.shape:  # 8a-9
+        streams.append(((), q, k, v))
+    elif q.dim() == 3 and isinstance(k, torch.Tensor) and k.dim() == 4:  # 11, 12
+        group = q.shape[1] // k.shape[1]
+        streams.append(((), q[:, :, None], k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)))
+    elif q.dim() == 3 and isinstance(cache, torch.Tensor) and "seq_lens" in inputs:  # 13
+        group = q.shape[1] // cache.shape[2]
+        for b, n in enumerate(inputs["seq_lens"].tolist()):
+            kv = [gather(inputs[c], table[b], n).repeat_interleave(group, 0) for c in ("k_cache", "v_cache")]
+            streams.append(((b,), q[b][:, None], *kv))
+    elif q.dim() == 3 and isinstance(k, torch.Tensor) and "cu_seqlens" in inputs:  # 14, 15
+        group = q.shape[1] // k.shape[1]
+        cu = inputs["cu_seqlens"].tolist()
+        contexts = inputs["context_lens"].tolist() if "context_lens" in inputs else [0] * (len(cu) - 1)
+        for b, (start, end) in enumerate(zip(cu[:-1], cu[1:], strict=True)):
+            if end == start:
+                continue
+            kv = [
+                torch.cat([gather(inputs[c], table[b], contexts[b]).transpose(0, 1), t[start:end]])
+                if contexts[b]
+                else t[start:end]
+                for c, t in (("k_cache", k), ("v_cache", v))
+            ]  # (context + new, H_kv, D)
+            keys, values = (t.transpose(0, 1).repeat_interleave(group, 0) for t in kv)
+            streams.append(((slice(start, end),), q[start:end].transpose(0, 1), keys, values))
+    else:
+        return None
+    if sum(t[1].numel() // t[1].shape[-1] * t[2].shape[-2] for t in streams) > MOST_SCORES:
+        return None
+    o = torch.zeros(q.shape, dtype=torch.float16)
+    peak = 0.0
+    for where, qs, ks, vs in streams:
+        twin, top = float16_attention_output(qs, ks, vs, scale, causal, block_n)
+        if q.dim() == 4:
+            o = twin
+        elif where and isinstance(where[0], slice):
+            o[where] = twin.transpose(0, 1)  # (n, H_q, D)
+        else:
+            o[where] = twin[..., 0, :]  # one query row a head
+        peak = max(peak, top)
+    return o, peak
+
+
 def float16_output_accumulator(ctx: CaseContext, exp: Any) -> str | None:
-    """'o is the reference recomputed with a float16 output accumulator...' when this attention output (of the
-    inputs q, k, v and sm_scale, and causal where the puzzle has it) matches that recomputation over one of the
-    kernels' key blocks and its sum grew past float16's range; None otherwise."""
-    q, k, v, scale = (ctx.inputs.get(n) for n in ("q", "k", "v", "sm_scale"))
-    if exp.name != "o" or not isinstance(scale, float):
-        return None
-    if not all(isinstance(t, torch.Tensor) and t.dim() == 4 and t.dtype == torch.float16 for t in (q, k, v)):
-        return None
-    if q.shape != k.shape or k.shape != v.shape or q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2] > MOST_SCORES:
-        return None
+    """'o is the reference recomputed with a float16 output accumulator...' when this attention output matches that
+    recomputation (`float16_attention_twin`) over one of the kernels' key blocks and its sum grew past float16's
+    range; None otherwise."""
     index = next((i for i, e in enumerate(ctx.expected) if e is exp), None)
     out = ctx.outputs[index] if index is not None and index < len(ctx.outputs) else None
-    if not isinstance(out, torch.Tensor) or out.shape != q.shape:
+    q = ctx.inputs.get("q")
+    if exp.name != "o" or not isinstance(out, torch.Tensor) or not isinstance(q, torch.Tensor) or out.shape != q.shape:
         return None
-    causal = bool(ctx.inputs.get("causal", False))
     named = [v for launch in ctx.obs.launches for key, v in launch.blocks.items() if "N" in key.upper().split("_")[-1]]
     atol, rtol = ctx.puzzle.tolerance_for(exp.name)
     yours = out.detach().cpu().double()
     for block_n in dict.fromkeys([*named, *KEY_BLOCKS]):
-        if block_n <= 0:
+        found = float16_attention_twin(ctx.inputs, block_n) if block_n > 0 else None
+        if found is None or found[1] <= FLOAT16_MAX or not _same(yours, found[0].double(), atol, rtol):
             continue
-        twin, peak = float16_attention_output(q, k, v, scale, causal, block_n)
-        if peak <= FLOAT16_MAX or not _same(yours, twin.double(), atol, rtol):
-            continue
+        twin, peak = found
         overflowed = int((~torch.isfinite(twin)).any(-1).sum())
         return (
             f"{exp.name} is, within the tolerance, the reference recomputed with the running sum of p @ v (the "
