@@ -167,12 +167,14 @@ def float16_output_accumulator(ctx: CaseContext, exp: Any) -> str | None:
     q = ctx.inputs.get("q")
     if exp.name != "o" or not isinstance(out, torch.Tensor) or not isinstance(q, torch.Tensor) or out.shape != q.shape:
         return None
+    if bool(torch.isfinite(out).all()):  # an overflowed sum leaves inf (or NaN) in o: nothing to recompute
+        return None
     named = [v for launch in ctx.obs.launches for key, v in launch.blocks.items() if "N" in key.upper().split("_")[-1]]
     atol, rtol = ctx.puzzle.tolerance_for(exp.name)
     yours = out.detach().cpu().double()
     for block_n in dict.fromkeys([*named, *KEY_BLOCKS]):
         found = float16_attention_twin(ctx.inputs, block_n) if block_n > 0 else None
-        if found is None or found[1] <= FLOAT16_MAX or not _same(yours, found[0].double(), atol, rtol):
+        if found is None or bool(torch.isfinite(found[0]).all()) or not _same(yours, found[0].double(), atol, rtol):
             continue
         twin, peak = found
         overflowed = int((~torch.isfinite(twin)).any(-1).sum())
