@@ -417,7 +417,9 @@ def test_a_float16_output_accumulator_is_named_only_where_its_overflow_reproduce
 
     gen = torch.Generator().manual_seed(9)
     q, k = ((torch.randn(1, 1, 130, 16, generator=gen) * 0.1).half() for _ in range(2))
-    v = (torch.randn(1, 1, 130, 16, generator=gen) + 1000).half()
+    v = torch.randn(1, 1, 130, 16, generator=gen)
+    v[..., :8] += 1000  # half the columns, as the puzzles' offset cases draw them
+    v = v.half()
     o, lse = attention_reference(q, k, v, True, 0.25)
 
     def ctx(out: torch.Tensor) -> CaseContext:
@@ -427,7 +429,8 @@ def test_a_float16_output_accumulator_is_named_only_where_its_overflow_reproduce
         return CaseContext(get_puzzle("9"), Case(B=1, H=1, N=130, D=16), inputs, expected, [out, lse.float()], obs)
 
     twin, peak = float16_attention_output(q, k, v, 0.25, True, 32)
-    assert peak > 65504 and bool(torch.isinf(twin[0, 0, 70:]).all()) and bool(torch.isfinite(twin[0, 0, :60]).all())
+    assert peak > 65504 and bool(torch.isinf(twin[0, 0, 70:, :8]).all()) and bool(torch.isfinite(twin[0, 0, :60]).all())
+    assert bool(torch.isfinite(twin[..., 8:]).all())
     named = rulebook.first_problem(ctx(twin))
     assert named is not None and named.rule == "values"
     assert "kept in float16 over blocks of 32 keys" in named.message and "a tail" not in " ".join(named.details)
@@ -435,6 +438,10 @@ def test_a_float16_output_accumulator_is_named_only_where_its_overflow_reproduce
     elsewhere[0, 0, :64] = float("inf")  # inf, but in the rows whose sums stay small
     other = rulebook.first_problem(ctx(elsewhere))
     assert other is not None and "float16" not in other.message
+    unnormalised = (o * torch.arange(1, 131, dtype=o.dtype)[:, None]).half()  # not divided by l: inf where it is too
+    assert bool(torch.isinf(unnormalised[0, 0, 70:, :8]).all())
+    alike = rulebook.first_problem(ctx(unnormalised))
+    assert alike is not None and "float16" not in alike.message
 
 
 @pytest.mark.parametrize(

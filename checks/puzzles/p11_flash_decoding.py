@@ -17,7 +17,7 @@ import torch
 
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work, sdpa_held_to
-from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
 from checks.registry import Case
 
 O_DIMS = ("batch", "heads", "head-dim columns")
@@ -36,7 +36,7 @@ def draw_decoding(case: Case, arena: Arena, heads_q: int, heads_kv: int) -> dict
     for name in ("k", "v"):
         layout = case.layout_of(name)
         inputs[name] = make_input(arena, (b, heads_kv, n, d), torch.float16, name, layout, spread(case, name))
-    inputs["v"].add_(case.offset or 0.0)  # puzzle 9's offset
+    offset_values(inputs["v"], case)
     inputs["sm_scale"] = scale_of(case)
     return inputs
 

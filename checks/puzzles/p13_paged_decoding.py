@@ -18,7 +18,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
 from checks.puzzles.p11_flash_decoding import LSE_DIMS, O_DIMS, decoding_reference, kv_work, scale_of
 from checks.registry import Case
 
@@ -60,7 +60,7 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
         cache = arena.randn((num_pages, size, h_kv, d), torch.float16, name, spread(case, name))
         cache[~live.to(cache.device)] = float("nan")  # slots no sequence uses: reading them shows
         inputs[name] = cache
-    inputs["v_cache"].add_(case.offset or 0.0)  # puzzle 9's offset
+    offset_values(inputs["v_cache"], case)
     inputs["block_table"] = arena.integers(table.to(arena.device), "block_table")
     inputs["seq_lens"] = arena.integers(lens.to(arena.device), "seq_lens")
     inputs["sm_scale"] = scale_of(case)

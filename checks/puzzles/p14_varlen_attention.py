@@ -19,7 +19,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
 from checks.registry import Case
 
 O_DIMS = ("tokens", "heads", "head-dim columns")
@@ -55,7 +55,7 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
     inputs: dict[str, Any] = {
         name: packed(arena, total, h, d, name, case.layout_of(name), spread(case, name)) for name, h in heads.items()
     }
-    inputs["v"].add_(case.offset or 0.0)  # puzzle 9's offset
+    offset_values(inputs["v"], case)
     cu = torch.tensor([0, *lens]).cumsum(0)
     inputs["cu_seqlens"] = arena.integers(cu.to(arena.device), "cu_seqlens")
     inputs["max_seqlen"] = max(lens)

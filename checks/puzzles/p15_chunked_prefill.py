@@ -22,7 +22,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
 from checks.puzzles.p13_paged_decoding import gather, page_layout
 from checks.puzzles.p14_varlen_attention import LSE_DIMS, O_DIMS, packed, scale_of, sequence_attention
 from checks.registry import Case
@@ -55,8 +55,8 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
         cache = arena.randn((num_pages, size, h_kv, d), torch.float16, name, spread(case, name))
         cache[~live.to(cache.device)] = float("nan")  # slots no sequence's context uses: reading them shows
         inputs[name] = cache
-    for name in ("v", "v_cache"):
-        inputs[name].add_(case.offset or 0.0)  # puzzle 9's offset, on the cached values and the new ones
+    for name in ("v", "v_cache"):  # the cached values and the new ones
+        offset_values(inputs[name], case)
     inputs["block_table"] = arena.integers(table.to(arena.device), "block_table")
     inputs["cu_seqlens"] = arena.integers(torch.tensor([0, *new]).cumsum(0).to(arena.device), "cu_seqlens")
     inputs["context_lens"] = arena.integers(torch.tensor(contexts).to(arena.device), "context_lens")
