@@ -46,8 +46,9 @@ def launch_shape(max_len: int, page_size: int, heads: int, device: torch.device)
         sms = sm_count(device)
         few_heads = 4 * heads <= sms
         block_n, per_sm, min_blocks = max(64 if few_heads else 128, page_size), 4 if few_heads else 8, 1
-    else:  # Triton's interpreter: a page per block, at least MIN_BLOCKS per split, as for an H100's 132 SMs
-        block_n, sms, per_sm, min_blocks = page_size, 132, 2, MIN_BLOCKS
+    else:  # Triton's interpreter: blocks of 64 keys (several pages of 16 or 32, as on a GPU), at least MIN_BLOCKS per
+        # split, as for an H100's 132 SMs
+        block_n, sms, per_sm, min_blocks = max(64, page_size), 132, 2, MIN_BLOCKS
     n_blocks = cdiv(max_len, block_n)
     splits = max(1, min(cdiv(n_blocks, min_blocks), cdiv(per_sm * sms, heads)))
     return block_n, cdiv(n_blocks, splits) * block_n, 2

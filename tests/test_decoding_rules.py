@@ -169,6 +169,38 @@ def test_pages_in_table_fails_a_program_that_reads_another_sequences_page() -> N
     assert problem is not None and "query of sequence 1 and page 3" in problem.message
 
 
+def paged_reads(reads: dict[int, list[tuple[int, int, int]]]) -> dict:
+    """A log where program b (sequence b) loads, from both caches, the slots lo-hi of each (page, lo, hi)."""
+    log = Log(q=(2, 2, 4), k_cache=(5, 4, 1, 4), v_cache=(5, 4, 1, 4)).launch((1, 2, 1))
+    for b, pages in reads.items():
+        log.load(b, "q", [(b, b)])
+        for name in ("k_cache", "v_cache"):
+            for page, lo, hi in pages:
+                log.load(b, name, [(page, page), (lo, hi)])
+    return log.data()
+
+
+@pytest.mark.parametrize(
+    ("reads", "said", "not_said"),
+    [
+        ({0: [(3, 0, 3)], 1: [(0, 0, 1)]}, "every sequence misses its last 2 keys", "whole pages"),
+        ({0: [(1, 0, 1)], 1: [(0, 0, 1)]}, "make the programs' key ranges cover them all", "misses its last"),
+        ({0: [(1, 0, 1)], 1: [(0, 0, 3)]}, "the keys missed are whole pages", "misses its last"),
+    ],
+    ids=["the same tail of every sequence", "a tail of one, a page of the other", "a page of one sequence"],
+)
+def test_keys_never_read_says_a_tail_only_where_every_sequence_misses_one(
+    reads: dict[int, list[tuple[int, int, int]]], said: str, not_said: str
+) -> None:
+    """Sequence 0 is page 3 then slots 0-1 of page 1; sequence 1 is page 0. Missing the last 2 keys of both is a short
+    key range; missing page 3 of one and the tail of the other is not, nor is one page missed by a kernel that read
+    each sequence's other keys."""
+    from checks.engine.judging.rules.decoding import keys_never_read
+
+    text = keys_never_read(context(paged_reads(reads), **PAGED))
+    assert said in text and not_said not in text
+
+
 # -- the registry -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("number", [11, 12, 13])
 def test_the_decoding_rules_are_registered_and_take_their_params(number: int) -> None:

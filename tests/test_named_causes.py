@@ -47,7 +47,7 @@ def test_values_computed_from_unwritten_scratch_are_not_called_never_written(tmp
     assert "were never written" not in report, report
     assert "o: 512 of 768 elements were computed from memory no kernel wrote" in report, report
     assert "lse also wrong: 8 of 12 elements were computed from memory no kernel wrote" in report, report
-    assert "a (12, 5, 64) float32 tensor you allocated (read by `_attn_decode_merge`)" in report, report
+    assert "a (12, 2, 64) float32 tensor you allocated (read by `_attn_decode_merge`)" in report, report
 
 
 def test_keys_read_past_seq_lens_are_named_before_the_wrong_values(tmp_path):
@@ -82,11 +82,11 @@ def test_a_write_outside_names_the_kernel_the_line_and_the_argument(tmp_path):
 
 
 def test_a_merge_wrong_only_where_a_sequence_was_split_is_named(tmp_path, monkeypatch):
-    # case 1 has sequences of 300, 45 and 130 keys: the short one fits one split, whose heads come out right
+    # case 1 has sequences of 300, 45 and 130 keys: the two short ones fit one split each, whose heads come out right
     verdict, report = grade_one_case("13", "merge_weights_equal", tmp_path)
     assert verdict.rule == "values", report
     assert "only the heads whose keys several programs read are wrong" in report
-    assert "every head that one program read whole (4) is right: the merge of the splits is wrong" in report
+    assert "every head that one program read whole (8) is right: the merge of the splits is wrong" in report
     from checks.engine.judging.rules import decoding
 
     monkeypatch.setattr(decoding, "wrong_only_where_split", lambda ctx, mismatch: None)  # the mutation check

@@ -46,6 +46,53 @@ def test_registry_matches_the_contract():
     assert got == CONTRACT
 
 
+# The contract's inputs and returns, word for word (shared/course-contract.md), for the puzzles whose puzzles.yaml
+# entries state them so: the registry and the README's table (made from it) write them without the code marks.
+CONTRACT_WORDS = {
+    "11": (
+        "q (B, H, D) float16, one query per head; k, v (B, H, N, D) float16, N >= 1 (long: up to 2^17 on a GPU), "
+        "D in {64, 128}; may be strided views",
+        "`(o, lse)`: o (B, H, D) float16; lse (B, H) float32, natural log",
+    ),
+    "12": (
+        "q (B, H_q, D); k, v (B, H_kv, N, D); H_q = G·H_kv, G in {1, 2, 4, 8}; else as 11",
+        "`(o, lse)`: (B, H_q, D) float16, (B, H_q) float32",
+    ),
+    "13": (
+        "q (B, H_q, D) float16; k_cache, v_cache (num_pages, page_size, H_kv, D) float16, page_size in {16, 32, 64}; "
+        "block_table (B, max_pages) int32, page numbers in order; seq_lens (B,) int32, 1 <= seq_lens[b] <= "
+        "max_pages·page_size; H_q = G·H_kv",
+        "`(o, lse)` as 12",
+    ),
+    "14": (
+        "sequences packed along the first dim: q (T, H_q, D), k, v (T, H_kv, D) float16, T >= 1, D in {32, 64, 128}, "
+        "H_q = G·H_kv, G in {1, 2, 4, 8}, may be views into larger buffers (strides as given); cu_seqlens (B + 1,) "
+        "int32, 0 = cu_seqlens[0] <= ... <= cu_seqlens[B] = T (a sequence may be empty); max_seqlen int, the longest "
+        "length; causal bool (within each sequence; every token sees at least itself, so every lse is finite)",
+        "`(o, lse)`: o a new contiguous (T, H_q, D) float16 tensor; lse (H_q, T) float32, natural log",
+    ),
+    "15": (
+        "the new tokens packed as in 14 (q, k, v, cu_seqlens; same D and G; a sequence may have no new tokens); each "
+        "sequence's earlier tokens in a paged cache laid out as in 13 (k_cache, v_cache (num_pages, page_size, H_kv, "
+        "D), page_size in {16, 32, 64}; block_table (B, max_pages) int32, whose entries past a context's pages may "
+        "name any page; context_lens (B,) int32, 0 <= context_lens[b] <= max_pages·page_size; the cache holds contexts "
+        "only, the new tokens' k, v come packed); causal, aligned bottom-right: new token i of sequence b sees its "
+        "context_lens[b] cached tokens and new tokens 0..i (no max_seqlen: a grid sized by T serves)",
+        "`(o, lse)` as 14",
+    ),
+}
+
+
+@pytest.mark.parametrize("number", sorted(CONTRACT_WORDS, key=int))
+def test_inputs_and_returns_are_the_contracts_words(number):
+    inputs, returns = (words.replace("`", "") for words in CONTRACT_WORDS[number])
+    puzzle = get_puzzle(number)
+    assert (puzzle.inputs, puzzle.returns) == (inputs, returns)
+    row = next(line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith(f"| {number} | "))  # fmt: skip
+    assert f"| {inputs} | {returns} |" in row
+
+
 def test_paths_follow_the_numbering():
     for p in load_puzzles():
         assert p.notebook == ROOT / "notebooks" / f"{p.stem}.ipynb"

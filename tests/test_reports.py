@@ -187,6 +187,49 @@ def test_a_crash_names_the_learners_own_line():
     assert v.status == V.CRASHED and v.summary.endswith("at p1_crash.py, line 17 (in vector_add) when it died.")
 
 
+def test_a_crash_in_a_kernels_access_names_the_access_and_the_learners_line():
+    """The replay compiles a file's kernels under a name of its own (`SourceFile.compiled_name`): a crash inside the
+    interpreter's store (or load) of a kernel names that access and the line in the learner's file."""
+    from checks.engine.contract.kernel_source import SourceFile
+
+    compiled = SourceFile("/home/me/p1_wild.py", "p1_wild.py", "").compiled_name(0)
+    dump = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Current thread 0x00007f (most recent call first):\n"
+        '  File "/venv/triton/runtime/interpreter.py", line 470 in create_masked_store\n'
+        '  File "/course/checks/engine/access/patches.py", line 120 in create_masked_store\n'
+        '  File "/venv/triton/language/core.py", line 2200 in store\n'
+        f'  File "/tmp/checks-x/{compiled}", line 30 in add_kernel\n'
+        '  File "/course/checks/engine/replay/perform.py", line 273 in launch\n'
+    )
+    said = wording.learner_frame(dump, {compiled: "p1_wild.py"})
+    assert said.startswith(" It died in a store of your kernel at p1_wild.py, line 30 (in add_kernel)"), said
+    assert "outside every tensor" in said
+    plain = dump.replace("create_masked_store", "create_dot")  # not an access: only where the kernel was
+    assert wording.learner_frame(plain, {compiled: "p1_wild.py"}).startswith(" Your code was at p1_wild.py, line 30")
+
+
+@pytest.mark.slow
+def test_a_wild_load_address_names_the_kernels_line(tmp_path):
+    """A load whose addresses leave every tensor and its guard bands ends the replay with SIGSEGV; the report says so
+    and names the load's line in the learner's file."""
+    from checks.engine.grade import grade
+    from checks.registry import get_puzzle
+
+    puzzle = get_puzzle(1)
+    key = puzzle.solution.read_text(encoding="utf-8")
+    wild = key.replace("tl.load(y_ptr + offsets, mask=mask)", "tl.load(y_ptr + offsets * 1000000007, mask=mask)")
+    assert wild != key
+    submission = tmp_path / "p1_wild.py"
+    submission.write_text(wild, encoding="utf-8")
+    line = next(i for i, text in enumerate(wild.splitlines(), 1) if "1000000007" in text)
+    verdict = grade(puzzle, submission, cases=[0], timeout=60, time_it=False)
+    assert verdict.status == V.CRASHED, verdict.summary
+    assert f"It died in a load of your kernel at p1_wild.py, line {line} (in add_kernel)" in verdict.summary, (
+        verdict.summary
+    )
+
+
 # -- end to end: real wrong kernels, graded only on the case that shows the point (a few seconds each)
 
 WRONG_KERNELS = [

@@ -407,3 +407,63 @@ def test_a_float16_running_sum_is_named_only_where_it_reproduces_the_output():
     assert "summed in a float16 accumulator over blocks of 64 along K" in named.message
     other = rulebook.first_problem(ctx((exact * 1.01).half()))
     assert other is not None and "float16 accumulator" not in other.message
+
+
+def test_a_float16_output_accumulator_is_named_only_where_its_overflow_reproduces_the_output():
+    """An attention output that is the float16 running sum of p @ v, overflowed past 65504 (v near 1000, weights
+    spread over every key), is told so, with the launch's key block; inf in other rows is not."""
+    from checks.engine.judging.rules.low_precision import float16_attention_output
+    from checks.puzzles.p09_flash_attention_v2_fwd import attention_reference
+
+    gen = torch.Generator().manual_seed(9)
+    q, k = ((torch.randn(1, 1, 130, 16, generator=gen) * 0.1).half() for _ in range(2))
+    v = torch.randn(1, 1, 130, 16, generator=gen)
+    v[..., :8] += 1000  # half the columns, as the puzzles' offset cases draw them
+    v = v.half()
+    o, lse = attention_reference(q, k, v, True, 0.25)
+
+    def ctx(out: torch.Tensor) -> CaseContext:
+        obs = CaseObservation(index=0, returned="tuple", launches=[LaunchObs("_attn_fwd", True, {"BLOCK_N": 32})])
+        expected = [Expected("o", o, torch.float16, ("b", "h", "rows", "d")), Expected("lse", lse, torch.float32, ())]
+        inputs = {"q": q, "k": k, "v": v, "causal": True, "sm_scale": 0.25}
+        return CaseContext(get_puzzle("9"), Case(B=1, H=1, N=130, D=16), inputs, expected, [out, lse.float()], obs)
+
+    twin, peak = float16_attention_output(q, k, v, 0.25, True, 32)
+    assert peak > 65504 and bool(torch.isinf(twin[0, 0, 70:, :8]).all()) and bool(torch.isfinite(twin[0, 0, :60]).all())
+    assert bool(torch.isfinite(twin[..., 8:]).all())
+    named = rulebook.first_problem(ctx(twin))
+    assert named is not None and named.rule == "values"
+    assert "kept in float16 over blocks of 32 keys" in named.message and "a tail" not in " ".join(named.details)
+    elsewhere = o.half().clone()
+    elsewhere[0, 0, :64] = float("inf")  # inf, but in the rows whose sums stay small
+    other = rulebook.first_problem(ctx(elsewhere))
+    assert other is not None and "float16" not in other.message
+    unnormalised = (o * torch.arange(1, 131, dtype=o.dtype)[:, None]).half()  # not divided by l: inf where it is too
+    assert bool(torch.isinf(unnormalised[0, 0, 70:, :8]).all())
+    alike = rulebook.first_problem(ctx(unnormalised))
+    assert alike is not None and "float16" not in alike.message
+
+
+@pytest.mark.parametrize(
+    "number",
+    [n if n in ("9", "13", "15") else pytest.param(n, marks=pytest.mark.exhaustive)  # one of each way of reading
+     for n in ("8a", "8", "9a", "9", "11", "12", "13", "14", "15")],
+)  # fmt: skip
+def test_the_float16_twin_follows_each_attention_puzzles_inputs(number):
+    """The recomputation with a float16 output accumulator reads each attention puzzle's inputs as its reference does
+    (heads, groups, pages, packed sequences, causal alignment): on the first case it is the reference within the
+    tolerance; on the case whose v is near an offset, its sum passes 65504 and rows come out inf."""
+    from checks.engine.inputs import draw_case
+    from checks.engine.judging.rules.low_precision import FLOAT16_MAX, float16_attention_twin
+    from checks.puzzles import spec_module
+
+    puzzle = get_puzzle(number)
+    atol, rtol = puzzle.tolerance_for("o")
+    _, inputs, _ = draw_case(puzzle, 0)
+    o = spec_module(puzzle).reference(inputs)[0].value
+    twin, peak = float16_attention_twin(inputs, 64)
+    assert peak < FLOAT16_MAX and bool(((twin.double() - o).abs() <= atol + rtol * o.abs()).all())
+    (near,) = [i for i, case in enumerate(puzzle.cases.cpu) if case.offset]
+    _, inputs, _ = draw_case(puzzle, near)
+    twin, peak = float16_attention_twin(inputs, 64)
+    assert peak > FLOAT16_MAX and bool(torch.isinf(twin).any())

@@ -7,7 +7,10 @@ are drawn with standard deviation sqrt(score_std) each, so that with the default
 scores have standard deviation score_std. `score_std: 100` gives scores of a few hundred, as the
 attention logits of real models reach, where exp of a score not first reduced by its row's max
 overflows float32. (Scaling q alone would do the same, but in the backward pass the rounding of the
-float16 o, carried by delta = rowsum(dO * O), would then reach dK multiplied by |q|.)
+float16 o, carried by delta = rowsum(dO * O), would then reach dK multiplied by |q|.) `offset` (default 0) is added
+to the first half of v's head-dim columns: with `score_std` small, so that each row's weights spread over all its
+keys, the running sum of p @ v before the division by l grows there to about l times the offset, past float16's
+largest value (65504) in a float16 accumulator, while o, about the offset, is representable.
 """
 
 from __future__ import annotations
@@ -26,12 +29,23 @@ LSE_DIMS = ("batch", "heads", "query rows")
 
 
 def draw_qkv(case: Case, arena: Arena) -> dict[str, torch.Tensor]:
-    """q, k, v: (B, H, N, D) float16 views in the layouts the case asks for (q and k as `score_std` says)."""
+    """q, k, v: (B, H, N, D) float16 views in the layouts the case asks for (q and k as `score_std` says, v moved by
+    `offset`)."""
     shape = (case.B, case.H, case.N, case.D)
-    return {
+    inputs = {
         name: make_input(arena, shape, torch.float16, name, case.layout_of(name), spread(case, name))
         for name in ("q", "k", "v")
     }
+    offset_values(inputs["v"], case)
+    return inputs
+
+
+def offset_values(v: torch.Tensor, case: Case) -> None:
+    """Add the case's `offset` to the first half of v's head-dim columns, in place: their running sums of p @ v grow
+    with the keys, while the other half's stay small, so that a float16 accumulator overflows in those columns only
+    (and what it gives elsewhere tells it from other causes of inf)."""
+    if case.offset:
+        v[..., : v.shape[-1] // 2] += case.offset
 
 
 def spread(case: Case, name: str) -> float:

@@ -4,7 +4,8 @@ A case gives B, H, N, D and optionally `sm_scale` (default 1/sqrt(D)), `layout_q
 "sliced": a (B, H, D) view of every other column of a wider tensor) and `layout` ("contiguous",
 "bnhd": a (B, N, H, D) cache viewed as (B, H, N, D), or "sliced") for k and v, or `layout_k`,
 `layout_v` for one of them, and `score_std` as puzzle 9 (scores of a few hundred, where a split or a
-merge that does not subtract its max overflows).
+merge that does not subtract its max overflows), and `offset` as puzzle 9 (v near it: a float16 running sum of
+p @ v overflows).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work, sdpa_held_to
-from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
 from checks.registry import Case
 
 O_DIMS = ("batch", "heads", "head-dim columns")
@@ -35,6 +36,7 @@ def draw_decoding(case: Case, arena: Arena, heads_q: int, heads_kv: int) -> dict
     for name in ("k", "v"):
         layout = case.layout_of(name)
         inputs[name] = make_input(arena, (b, heads_kv, n, d), torch.float16, name, layout, spread(case, name))
+    offset_values(inputs["v"], case)
     inputs["sm_scale"] = scale_of(case)
     return inputs
 

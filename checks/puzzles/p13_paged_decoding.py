@@ -1,7 +1,7 @@
 """Puzzle 13: decoding from a paged KV cache (grouped-query attention, sequences of different lengths).
 
 A case gives B, H_kv, G, D, `page_size` and `seq_lens` (one length per sequence; `make bench`'s cases give
-`N` instead, every sequence that long), and optionally `sm_scale`, `score_std` (as puzzle 11) and
+`N` instead, every sequence that long), and optionally `sm_scale`, `score_std` and `offset` (as puzzle 11) and
 `spare_pages` (pages no sequence uses; default B + 2). Each sequence gets
 cdiv(seq_lens[b], page_size) pages drawn at random from the cache, so they are scattered and not in
 increasing order; the rows of block_table are max_pages = (the longest sequence's pages) + 1 long,
@@ -18,7 +18,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
 from checks.puzzles.p11_flash_decoding import LSE_DIMS, O_DIMS, decoding_reference, kv_work, scale_of
 from checks.registry import Case
 
@@ -60,6 +60,7 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
         cache = arena.randn((num_pages, size, h_kv, d), torch.float16, name, spread(case, name))
         cache[~live.to(cache.device)] = float("nan")  # slots no sequence uses: reading them shows
         inputs[name] = cache
+    offset_values(inputs["v_cache"], case)
     inputs["block_table"] = arena.integers(table.to(arena.device), "block_table")
     inputs["seq_lens"] = arena.integers(lens.to(arena.device), "seq_lens")
     inputs["sm_scale"] = scale_of(case)

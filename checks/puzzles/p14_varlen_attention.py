@@ -2,9 +2,9 @@
 
 A case gives H_kv, G, D and `seq_lens` (one length per sequence, 0 allowed, at least one token in all; `make bench`'s
 cases give `B` and `N` instead, every sequence that long), and optionally `causal` (default false), `sm_scale`
-(default 1/sqrt(D)), `score_std` (as puzzle 9) and `layout` (or `layout_q`, `layout_k`, `layout_v`): "contiguous", or
-"sliced", a (T, H, D) view of a buffer with one more head per token, whose elements outside the view hold the
-guard bands' poison (NaN), as q, k and v are views of one projection's output in a real model.
+(default 1/sqrt(D)), `score_std` and `offset` (as puzzle 9) and `layout` (or `layout_q`, `layout_k`, `layout_v`):
+"contiguous", or "sliced", a (T, H, D) view of a buffer with one more head per token, whose elements outside the view
+hold the guard bands' poison (NaN), as q, k and v are views of one projection's output in a real model.
 
 The sequences are packed along the first dimension: sequence b is tokens cu_seqlens[b] to cu_seqlens[b + 1] - 1 of
 q, k and v, and attends only to its own tokens (causal: token i of a sequence to its tokens 0..i).
@@ -19,7 +19,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
 from checks.registry import Case
 
 O_DIMS = ("tokens", "heads", "head-dim columns")
@@ -55,6 +55,7 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
     inputs: dict[str, Any] = {
         name: packed(arena, total, h, d, name, case.layout_of(name), spread(case, name)) for name, h in heads.items()
     }
+    offset_values(inputs["v"], case)
     cu = torch.tensor([0, *lens]).cumsum(0)
     inputs["cu_seqlens"] = arena.integers(cu.to(arena.device), "cu_seqlens")
     inputs["max_seqlen"] = max(lens)

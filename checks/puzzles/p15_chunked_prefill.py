@@ -1,9 +1,10 @@
 """Puzzle 15: chunked prefill, new tokens packed as in puzzle 14, against their sequences' earlier tokens in pages.
 
 A case gives H_kv, G, D, `page_size`, `seq_lens` (each sequence's new tokens, 0 allowed, at least one in all) and
-`context_lens` (each sequence's cached tokens, 0 allowed), and optionally `sm_scale`, `score_std`, `spare_pages` (as
-puzzle 13) and `layout` (or `layout_q`, `layout_k`, `layout_v`) for the new tokens' q, k and v (as puzzle 14). `make
-bench`'s cases give `B`, `N` (new tokens) and `context` (cached tokens) instead, the same for every sequence.
+`context_lens` (each sequence's cached tokens, 0 allowed), and optionally `sm_scale`, `score_std`, `offset`,
+`spare_pages` (as puzzle 13) and `layout` (or `layout_q`, `layout_k`, `layout_v`) for the new tokens' q, k and v (as
+puzzle 14). `make bench`'s cases give `B`, `N` (new tokens) and `context` (cached tokens) instead, the same for every
+sequence.
 
 The cache is puzzle 13's: each sequence's cdiv(context_lens[b], page_size) pages drawn at random, the entries of
 block_table past them naming pages no sequence uses, which hold NaN, as do the slots of a last page past
@@ -21,7 +22,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import spread
+from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
 from checks.puzzles.p13_paged_decoding import gather, page_layout
 from checks.puzzles.p14_varlen_attention import LSE_DIMS, O_DIMS, packed, scale_of, sequence_attention
 from checks.registry import Case
@@ -54,6 +55,8 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
         cache = arena.randn((num_pages, size, h_kv, d), torch.float16, name, spread(case, name))
         cache[~live.to(cache.device)] = float("nan")  # slots no sequence's context uses: reading them shows
         inputs[name] = cache
+    for name in ("v", "v_cache"):  # the cached values and the new ones
+        offset_values(inputs[name], case)
     inputs["block_table"] = arena.integers(table.to(arena.device), "block_table")
     inputs["cu_seqlens"] = arena.integers(torch.tensor([0, *new]).cumsum(0).to(arena.device), "cu_seqlens")
     inputs["context_lens"] = arena.integers(torch.tensor(contexts).to(arena.device), "context_lens")

@@ -18,6 +18,7 @@ import ast
 import re
 import threading
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from checks.engine.contract.kernel_language import (
@@ -56,6 +57,11 @@ class SourceFile:
     label: str  # how messages name it
     text: str  # kernels only, line numbers kept
     jit_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # kernel -> literal @triton.jit(...) kwargs
+
+    def compiled_name(self, index: int) -> str:
+        """The file name the replay compiles this file's kernels under, as the `index`-th file of the submission:
+        the frames of a crash's stack dump name it, and the judge names the learner's file for it."""
+        return f"kernels_{index}_{PurePath(self.path).stem}.py"
 
 
 @dataclass

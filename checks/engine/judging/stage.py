@@ -92,6 +92,7 @@ class Stage:
         self.tampered = ""
         self.rule_failed = ""  # a rule that raised: the grader's own error
         self.timeout = 0.0
+        self.kernel_files: dict[str, str] = {}  # the replay's name of each file of kernels -> how messages name it
         self.timing_problem = ""  # why the timing size has no plan to replay (the learner's code raised there)
         self.replayed = False  # the replay process took its job
         # asked once every case has passed, before the timing: whether to time (the interpreter stage beside a GPU
@@ -180,6 +181,8 @@ class Stage:
             else secret_data_seed(self.job.seed, max(self.selection, default=0) + 1)
         )
         self.judge.data_seed = data_seed
+        # the replay compiles the kernels under names of its own: a crash's stack dump names the learner's file by them
+        self.kernel_files = {f.compiled_name(i): f.label for i, f in enumerate(source.files)}
         recorded = recording.timing_plan  # None unless asked for (time_it)
         timing_plan = self.timing_plan_of(recorded, source) if self.time_it and recorded is not None else None
         if timing_plan is not None:
@@ -324,7 +327,7 @@ class Stage:
             or not self.stream.complete
             or (end.returncode != 0 and self.stream.asked_time and not self.stream.timings)
         ):  # once every case is observed and no timing asked for, how the process ends says nothing
-            unfinished_verdict(v, end, self.stream, self.timeout, self.file, self.job.names)
+            unfinished_verdict(v, end, self.stream, self.timeout, self.file, {**self.job.names, **self.kernel_files})
         else:
             self.finished_verdict(v)
         if not v.passed:

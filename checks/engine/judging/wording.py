@@ -43,13 +43,32 @@ def ending_verdict(v: V.Verdict, ending: Ending) -> None:
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)', re.MULTILINE)
 
 
+# the interpreter's builders of a kernel's memory accesses, as a crash's inner frames name them
+_ACCESSES = {"load": "a load", "store": "a store", "atomic": "an atomic", "gather": "a load", "scatter": "a store"}
+
+
 def learner_frame(output: str, names: dict[str, str]) -> str:
     """The learner's innermost frame in a crash's stack dump (faulthandler, most recent call first):
-    ' Your code was at p1.py, line 12 (in vector_add) when it died.', or '' when none of its frames is there."""
+    ' Your code was at p1.py, line 12 (in vector_add) when it died.', or '' when none of its frames is there. `names`
+    maps a file's path, or the name the replay compiled a file of kernels under, to how messages name it; where the
+    frames inside the learner's were the interpreter performing a load or a store of a kernel, the sentence names it
+    as the access that faulted."""
+    inner: list[str] = []
     for match in _FRAME.finditer(output):
-        label = names.get(match["path"])
-        if label is not None:
-            return f" Your code was at {label}, line {match['line']} (in {match['name']}) when it died."
+        label = names.get(match["path"], names.get(Path(match["path"]).name))
+        if label is None:
+            inner.append(match["name"])
+            continue
+        where = f"{label}, line {match['line']} (in {match['name']})"
+        builders = [name.removeprefix("create_") for name in inner if name.startswith("create_")]
+        access = next((_ACCESSES[word] for name in builders for word in _ACCESSES if word in name), "")
+        if access:
+            return (
+                f" It died in {access} of your kernel at {where}: its address there is outside every tensor (past "
+                "the guard bands around them, so it reached memory this process does not have); look at the "
+                "offsets, strides and mask of that line."
+            )
+        return f" Your code was at {where} when it died."
     return ""
 
 

@@ -76,7 +76,7 @@ def build(source: KernelSource, globals_: dict[str, Any], workdir: Path) -> tupl
         namespace[name] = global_value(globals_[name])
     names: dict[str, str] = {}
     for index, file in enumerate(source.files):
-        filename = str((workdir / f"kernels_{index}_{Path(file.path).stem}.py").resolve())
+        filename = str((workdir / file.compiled_name(index)).resolve())
         remember_text(filename, file.text)
         names[filename] = file.label
         exec(compile(file.text, filename, "exec"), namespace)

@@ -9,6 +9,7 @@ terms).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import torch
@@ -63,6 +64,13 @@ def describe_indices(indices: list[int], size: int) -> str:
                 text += f" (each run starts at a multiple of {block}: whole blocks)"
                 break
     return text
+
+
+def without_guesses(line: str) -> str:
+    """A line of `locate` without its guesses at a block or a mask (`describe_indices`' notes in brackets): for a
+    report whose cause is proven otherwise."""
+    return re.sub(r" \((the last \d+: a tail that a block or its mask misses|each run starts at a multiple of \d+: "
+                  r"whole blocks)\)", "", line)  # fmt: skip
 
 
 def locate(bad: torch.Tensor, dims: tuple[str, ...]) -> list[str]:

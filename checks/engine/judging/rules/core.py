@@ -18,7 +18,15 @@ from checks.engine.access.log import LOAD, AccessLog, F
 from checks.engine.access.queries import load_count, loads_of, log_of
 from checks.engine.judging.rules import mistakes
 from checks.engine.judging.rules.atomic_poison import atomics_on_unwritten_memory
-from checks.engine.judging.rules.compare import ALL_ZERO, Mismatch, compare, first_bad, index_of, locate
+from checks.engine.judging.rules.compare import (
+    ALL_ZERO,
+    Mismatch,
+    compare,
+    first_bad,
+    index_of,
+    locate,
+    without_guesses,
+)
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, ON_REQUEST, rule
 from checks.engine.judging.rules.low_precision import float16_accumulator
 from checks.engine.judging.rules.masked_lanes import masked_load_without_other
@@ -396,6 +404,7 @@ def values(ctx: CaseContext) -> Problem | None:
         message = f"{first.headline}: {summed}"
     elif low := float16_accumulator(ctx, exp):
         message = f"{first.headline}: {low}"
+        details = [without_guesses(line) for line in details]  # the rows past a block are the sums that overflowed
     elif past_the_sequence := keys_past_seq_lens(ctx):
         message = f"{first.headline}: {past_the_sequence}"
     elif fits:  # the reference with a mistake gives these values: named if it fits every failing case (the stage)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import LOAD, AccessLog, F
-from checks.engine.access.queries import load_count, loads_of, log_of, program_name, rows_of
+from checks.engine.access.queries import load_count, loads_of, log_of, program_name, rows_of, seen_by
 from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
 from checks.engine.judging.rules.pictures import ACCESS_MAP
 from checks.engine.judging.rules.problem import CaseContext, Problem, say
@@ -265,9 +265,13 @@ def keys_never_read(ctx: CaseContext, caches: tuple[str, ...] = ("k_cache", "v_c
         ]
         more = f" and keys of {len(missed) - 6} more sequences" if len(missed) > 6 else ""
         text = f"your kernels never loaded the keys {'; '.join(parts)}{more} from {name}"
-        tails = {int(lens[b]) - keys[0] for b, keys in missed.items() if keys == list(range(keys[0], int(lens[b])))}
-        short = len(tails) == 1 and len(missed) == sum(1 for n in lens if int(n) > 0) and min(lens) > 0
-        if short:
+        tail_of = {
+            b: int(lens[b]) - keys[0] for b, keys in missed.items() if keys == list(range(keys[0], int(lens[b])))
+        }
+        tails = set(tail_of.values())
+        every = len(tail_of) == len(missed) == sum(1 for n in lens if int(n) > 0) and min(lens) > 0
+        whole_pages = all(_whole_pages(keys, int(lens[b]), page_size) for b, keys in missed.items())
+        if every and len(tails) == 1:  # each sequence's missed keys are its last ones, as many in each
             (tail,) = tails
             pages = "one page" if tail == page_size else f"{tail // page_size} pages"
             page = f" ({pages})" if tail % page_size == 0 else ""
@@ -275,10 +279,24 @@ def keys_never_read(ctx: CaseContext, caches: tuple[str, ...] = ("k_cache", "v_c
                 f": every sequence misses its last {plural(tail, 'key')}{page}, so the programs' key range ends "
                 f"{tail} short of seq_lens[b]; let it run to seq_lens[b]"
             )
+        elif whole_pages:
+            text += (
+                ": the keys missed are whole pages (each run starts at a page's first slot and ends at its last, or "
+                "at seq_lens[b]), so your kernels read other pages in their place or none; look up the page of "
+                "every key, block_table[b, j // page_size], one per key: a block of keys may span several pages"
+            )
         else:
             text += ": every key j < seq_lens[b] of sequence b counts; make the programs' key ranges cover them all"
         return text + " (the interpreter's log shows which cache rows your kernels loaded)."
     return ""
+
+
+def _whole_pages(keys: list[int], length: int, page_size: int) -> bool:
+    """Whether sorted keys of a sequence of `length` keys come in whole pages: every run starts at a page's first
+    slot and ends at its last, or at the sequence's end."""
+    starts = [j for i, j in enumerate(keys) if i == 0 or keys[i - 1] != j - 1]
+    ends = [j for i, j in enumerate(keys) if i == len(keys) - 1 or keys[i + 1] != j + 1]
+    return all(a % page_size == 0 for a in starts) and all((e + 1) % page_size == 0 or e + 1 == length for e in ends)
 
 
 def _runs(keys: list[int]) -> str:
@@ -366,8 +384,11 @@ def reader_image(ctx_inputs: dict[str, Any], log: AccessLog) -> KeyMap:
                 first_key[page] = (b, j * page_size, n)
             for y in range(heads):
                 reads[row_of[(b, y)], j * page_size : (j + 1) * page_size] = counts[page, :, y].mean(axis=-1)
+    pages_of = seen_by(log, _PAGED, LOAD, 0)  # element by element: a block of keys may span several pages
     for row in rows_of(log, _PAGED, (LOAD,)):
-        for page in (int(row[F["lo0"]]), int(row[F["hi0"]])):
+        lo, hi = int(row[F["lo0"]]), int(row[F["hi0"]])
+        seen = pages_of.get((int(row[F["launch"]]), int(row[F["pid"]])))
+        for page in (lo, hi) if seen is None else [int(p) for p in seen if lo <= p <= hi]:
             if page not in first_key:
                 continue
             b, start, n = first_key[page]

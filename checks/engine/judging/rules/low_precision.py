@@ -1,10 +1,13 @@
-"""The cause of a matmul's lost digits: a float16 running accumulator.
+"""The cause of lost digits or an overflow: a float16 running accumulator.
 
-A tile loop that keeps its sum in float16 (`acc = tl.zeros(..., tl.float16)`, then `acc += tl.dot(a, b)` cast to
-float16, or `tl.dot(a, b, acc)` into it) rounds the sum to 11 bits after every K block: on a long K, or where the
-products do not cancel, the sum loses digits the float32 reference keeps. The cause is named only on proof: the
-output is, within the tolerance, the reference recomputed with that float16 running sum over the kernel's K blocks,
-and not the reference itself (`float16_accumulator`).
+A matmul's tile loop that keeps its sum in float16 (`acc = tl.zeros(..., tl.float16)`, then `acc += tl.dot(a, b)`
+cast to float16, or `tl.dot(a, b, acc)` into it) rounds the sum to 11 bits after every K block: on a long K, or where
+the products do not cancel, the sum loses digits the float32 reference keeps. An attention kernel's output
+accumulator (the running sum of p @ v, divided by l only at the end) in float16 holds at most 65504: where v's values
+are large and the weights spread over many keys, that sum grows to l times v and overflows while o itself is
+representable. The cause is named only on proof: the output is, within the tolerance (inf and NaN where yours has
+them), the reference recomputed with that float16 running sum over one of the kernel's blocks, and not the reference
+itself (`float16_accumulator`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from typing import Any
 import torch
 
 from checks.engine.judging.rules.problem import CaseContext
+from checks.verdict import plural
 
 K_BLOCKS = (16, 32, 64, 128, 256)  # K blocks tried when no launch names one (BLOCK_K, BK)
 MOST_STEPS = 4096  # K blocks the recomputation walks at most
+KEY_BLOCKS = (16, 32, 64, 128)  # key blocks tried beside those the launches name (BLOCK_N, BN)
+MOST_SCORES = 1 << 22  # the largest score matrix (all heads) the attention recomputation walks
+FLOAT16_MAX = 65504.0
 
 
 def float16_running_sum(a: torch.Tensor, b: torch.Tensor, block_k: int) -> torch.Tensor:
@@ -31,6 +38,12 @@ def float16_running_sum(a: torch.Tensor, b: torch.Tensor, block_k: int) -> torch
 
 
 def float16_accumulator(ctx: CaseContext, exp: Any) -> str | None:
+    """What a float16 running accumulator did, when the output `exp` is, within the tolerance, the reference
+    recomputed with one (a matmul's c, an attention's o); None otherwise."""
+    return float16_matmul_accumulator(ctx, exp) or float16_output_accumulator(ctx, exp)
+
+
+def float16_matmul_accumulator(ctx: CaseContext, exp: Any) -> str | None:
     """'c is the float16 running sum...' when this matmul output (the product of the inputs a and b) matches the
     reference recomputed with a float16 accumulator over one of the kernels' K blocks; None otherwise."""
     a, b = ctx.inputs.get("a"), ctx.inputs.get("b")
@@ -55,3 +68,135 @@ def float16_accumulator(ctx: CaseContext, exp: Any) -> str | None:
                 "float32 result added to it) and convert to float16 only when you store."
             )
     return None
+
+
+def float16_attention_output(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, causal: bool, block_n: int
+) -> tuple[torch.Tensor, float]:
+    """(o, the largest |sum of p @ v| on the way) of softmax(q k^T * sm_scale) v for (..., N, D) q, k, v, computed
+    as a kernel computes it whose output accumulator is float16: per block of `block_n` keys, the running max and
+    sum in float64, the accumulator rescaled and rounded to float16, p rounded to float16 (tl.dot's operand) and
+    p @ v added to it in float32, rounded to float16 again; o = acc / l at the end. With `causal`, the queries are
+    aligned with the last keys: query i of n_q sees the keys 0 to n_k - n_q + i (0 to i where n_q = n_k)."""
+    q64, k64, v32 = q.detach().cpu().double(), k.detach().cpu().double(), v.detach().cpu().float()
+    n_q, n_k = q64.shape[-2], k64.shape[-2]
+    m = torch.full((*q64.shape[:-1], 1), float("-inf"), dtype=torch.float64)
+    row_sum = torch.zeros_like(m)
+    acc = torch.zeros((*q64.shape[:-1], v32.shape[-1]), dtype=torch.float16)
+    peak = 0.0
+    rows = torch.arange(n_q)[:, None] + (n_k - n_q)
+    for start in range(0, n_k, block_n):
+        s = (q64 @ k64[..., start : start + block_n, :].transpose(-1, -2)) * sm_scale  # (..., N, block)
+        if causal:
+            s = s.masked_fill(torch.arange(start, start + s.shape[-1])[None, :] > rows, float("-inf"))
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # a row that sees no key yet
+        p = torch.exp(s - safe)
+        alpha = torch.exp(m - safe)
+        row_sum = row_sum * alpha + p.sum(-1, keepdim=True)
+        wide = (acc.float() * alpha.float()).half().float() + p.half().float() @ v32[..., start : start + block_n, :]
+        peak = max(peak, float(wide.abs().nan_to_num(posinf=0.0).amax())) if wide.numel() else peak
+        acc = wide.half()
+        m = m_new
+    return (acc.double() / row_sum).half(), peak
+
+
+def float16_attention_twin(inputs: dict[str, Any], block_n: int) -> tuple[torch.Tensor, float] | None:
+    """(o, the largest |sum of p @ v| on the way) of the attention puzzle whose inputs these are, recomputed by
+    `float16_attention_output` over blocks of `block_n` keys, one sequence and query head at a time: q, k, v of
+    (B, H, N, D) (8a-9), decoding's q (B, H_q, D) against k, v (B, H_kv, N, D) (11, 12) or a paged cache up to
+    seq_lens (13), packed sequences (14) and their cached contexts before them (15); None for other inputs or where
+    the scores would be too many to recompute here."""
+    from checks.puzzles.p13_paged_decoding import gather
+
+    q, k, v, scale = (inputs.get(n) for n in ("q", "k", "v", "sm_scale"))
+    if not isinstance(q, torch.Tensor) or q.dtype != torch.float16 or not isinstance(scale, float):
+        return None
+    causal = bool(inputs.get("causal", "context_lens" in inputs))  # 15 is causal, aligned bottom-right
+    cache, table = inputs.get("k_cache"), inputs.get("block_table")
+    streams: list[tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (where in o, q, k, v), heads first
+    if q.dim() == 4 and isinstance(k, torch.Tensor) and k.shape == q.shape:  # 8a-9
+        streams.append(((), q, k, v))
+    elif q.dim() == 3 and isinstance(k, torch.Tensor) and k.dim() == 4:  # 11, 12
+        group = q.shape[1] // k.shape[1]
+        streams.append(((), q[:, :, None], k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)))
+    elif q.dim() == 3 and isinstance(cache, torch.Tensor) and "seq_lens" in inputs:  # 13
+        group = q.shape[1] // cache.shape[2]
+        for b, n in enumerate(inputs["seq_lens"].tolist()):
+            kv = [gather(inputs[c], table[b], n).repeat_interleave(group, 0) for c in ("k_cache", "v_cache")]
+            streams.append(((b,), q[b][:, None], *kv))
+    elif q.dim() == 3 and isinstance(k, torch.Tensor) and "cu_seqlens" in inputs:  # 14, 15
+        group = q.shape[1] // k.shape[1]
+        cu = inputs["cu_seqlens"].tolist()
+        contexts = inputs["context_lens"].tolist() if "context_lens" in inputs else [0] * (len(cu) - 1)
+        for b, (start, end) in enumerate(zip(cu[:-1], cu[1:], strict=True)):
+            if end == start:
+                continue
+            kv = [
+                torch.cat([gather(inputs[c], table[b], contexts[b]).transpose(0, 1), t[start:end]])
+                if contexts[b]
+                else t[start:end]
+                for c, t in (("k_cache", k), ("v_cache", v))
+            ]  # (context + new, H_kv, D)
+            keys, values = (t.transpose(0, 1).repeat_interleave(group, 0) for t in kv)
+            streams.append(((slice(start, end),), q[start:end].transpose(0, 1), keys, values))
+    else:
+        return None
+    if sum(t[1].numel() // t[1].shape[-1] * t[2].shape[-2] for t in streams) > MOST_SCORES:
+        return None
+    o = torch.zeros(q.shape, dtype=torch.float16)
+    peak = 0.0
+    for where, qs, ks, vs in streams:
+        twin, top = float16_attention_output(qs, ks, vs, scale, causal, block_n)
+        if q.dim() == 4:
+            o = twin
+        elif where and isinstance(where[0], slice):
+            o[where] = twin.transpose(0, 1)  # (n, H_q, D)
+        else:
+            o[where] = twin[..., 0, :]  # one query row a head
+        peak = max(peak, top)
+    return o, peak
+
+
+def float16_output_accumulator(ctx: CaseContext, exp: Any) -> str | None:
+    """'o is the reference recomputed with a float16 output accumulator...' when this attention output matches that
+    recomputation (`float16_attention_twin`) over one of the kernels' key blocks and its sum grew past float16's
+    range; None otherwise."""
+    index = next((i for i, e in enumerate(ctx.expected) if e is exp), None)
+    out = ctx.outputs[index] if index is not None and index < len(ctx.outputs) else None
+    q = ctx.inputs.get("q")
+    if exp.name != "o" or not isinstance(out, torch.Tensor) or not isinstance(q, torch.Tensor) or out.shape != q.shape:
+        return None
+    if bool(torch.isfinite(out).all()):  # an overflowed sum leaves inf (or NaN) in o: nothing to recompute
+        return None
+    named = [v for launch in ctx.obs.launches for key, v in launch.blocks.items() if "N" in key.upper().split("_")[-1]]
+    atol, rtol = ctx.puzzle.tolerance_for(exp.name)
+    yours = out.detach().cpu().double()
+    for block_n in dict.fromkeys([*named, *KEY_BLOCKS]):
+        found = float16_attention_twin(ctx.inputs, block_n) if block_n > 0 else None
+        finite = torch.isfinite(found[0]) if found is not None else None
+        if finite is None or bool(finite.all()) or not bool(finite.any()):  # the twin's finite values tell it apart
+            continue
+        if not _same(yours, found[0].double(), atol, rtol):
+            continue
+        twin, peak = found
+        overflowed = int((~torch.isfinite(twin)).any(-1).sum())
+        return (
+            f"{exp.name} is, within the tolerance, the reference recomputed with the running sum of p @ v (the "
+            f"output accumulator, divided by l only at the end) kept in float16 over blocks of {block_n} keys: "
+            f"that sum grows to about l times v, here up to {peak:.4g}, past float16's largest value, 65504, and "
+            f"{plural(overflowed, 'query row')} came out inf or NaN. Keep the accumulator in float32 "
+            "(tl.zeros(..., dtype=tl.float32), and tl.dot(p.to(tl.float16), v, acc) into it, as Triton's "
+            "fused-attention tutorial does; l and m too) and convert to float16 only when you store o."
+        )
+    return None
+
+
+def _same(yours: torch.Tensor, twin: torch.Tensor, atol: float, rtol: float) -> bool:
+    """Yours is the twin within the tolerance: inf (of the same sign) and NaN exactly where the twin has them."""
+    finite = torch.isfinite(twin)
+    if not bool((torch.isfinite(yours) == finite).all()) or not bool((torch.isnan(yours) == torch.isnan(twin)).all()):
+        return False
+    if not bool((yours[torch.isinf(twin)] == twin[torch.isinf(twin)]).all()):
+        return False
+    return bool(((yours - twin).abs() <= atol + rtol * twin.abs())[finite].all())
