@@ -235,6 +235,7 @@ class PuzzleEntry:
     rules: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # the rulebook checks names and parameters
     builds_on: int | str | None = None
     requires: Requires | None = None
+    largest: Case | None = None  # the largest sizes of the contract, probed for int32 offsets without their storage
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,9 @@ class Puzzle:
     order: int = 0  # place in the course: lettered steps sort before their puzzle (10a, 10b, 10)
     builds_on: str | None = None  # the earlier step whose graded code this puzzle's code may use (9 on 9a)
     requires: Requires | None = None  # "hopper": graded on a Hopper GPU only (Gluon; no interpreter runs it)
+    # the largest sizes the contract names (what a real model's tensors reach), at which offsets must fit their
+    # integers: checked without allocating them (checks.engine.replay.overflow)
+    largest: Case | None = None
 
     @property
     def needs_hopper(self) -> bool:
@@ -511,6 +515,7 @@ def _puzzle(entry: PuzzleEntry, order: int) -> Puzzle:
         order=order,
         builds_on=puzzle_id(entry.builds_on) if entry.builds_on else None,
         requires=entry.requires,
+        largest=entry.largest,
     )
 
 

@@ -85,6 +85,8 @@ def found(rule: str) -> dict:
     return {"rule": rule, "message": f"The plan breaks {rule}: change it.", "details": []}
 
 
+WRAP = {"kind": "wrap", "kernel": "add_kernel", "function": "add_kernel", "line": 9, "text": "x = pid * n",
+        "program": [3, 0, 0], "op": "mul", "bits": 32, "a": 3, "b": 2**30, "result": 3 * 2**30}  # fmt: skip
 RACE = {"kind": "race", "launch": 0, "kernel": "add_kernel", "function": "add_kernel", "line": 9, "region": 2,
         "index": [3], "programs": [0, 1]}  # fmt: skip
 
@@ -102,6 +104,7 @@ RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "output_form": lambda: vector_ctx(out=torch.zeros(10, dtype=torch.float64)),
     "kept_state": lambda: kept_ctx(torch.arange(10, dtype=torch.float32), fresh=torch.arange(10) + 1.0),
     "values": lambda: vector_ctx(out=torch.arange(10, dtype=torch.float32)),
+    "offsets_fit": lambda: vector_ctx(overflow=[WRAP]),
     "outputs_stored": lambda: with_rules(
         vector_ctx(access=access(loaded={"x": 10, "y": 10}, unstored=3)), limits={"reads_per_element": {"x": 1}}
     ),

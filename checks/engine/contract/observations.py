@@ -67,6 +67,9 @@ class CaseObservation:
     # (interpreter) the loads without `other=` whose masked-off lanes read poison, when the call's outputs hold NaN
     # that the same call with those lanes read as 0 does not: {"kernel", "function", "line", "lanes"}
     masked_poison: list[dict[str, Any]] = field(default_factory=list)
+    # (interpreter, the first case) what the probe of the plan at the largest sizes found: offsets that wrap, addresses
+    # outside every tensor, grids a GPU cannot launch (checks.engine.replay.overflow)
+    overflow: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -169,6 +169,9 @@ class CasePlan(RecordedCall):
     """plan: what the learner's function asked of the GPU on the two draws of one case, or how the call failed."""
 
     index: int
+    # the first case of the interpreter stage: the plan at the puzzle's largest sizes ({"plan": ...}), or how the call
+    # raised there ({"raised", "where"}) (checks.engine.record.largest); {} for every other case
+    largest: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

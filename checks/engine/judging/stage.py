@@ -37,6 +37,7 @@ from checks.engine.contract.protocol import (
 )
 from checks.engine.inputs import debugging_data_seed, secret_data_seed
 from checks.engine.judging.judge import Judge, load_timing_outputs
+from checks.engine.judging.largest import replayed_largest
 from checks.engine.judging.plans import plan_problem
 from checks.engine.judging.rules import rulebook
 from checks.engine.judging.timing import from_measurement
@@ -249,7 +250,8 @@ class Stage:
             return {"observation": {**shown, "plan_problem": found}}
         if not event.plans:
             raise Tampered(f"a plan event for case {event.index + 1} without its plans")
-        return {"plan": event.plans[0], **shown}
+        largest = replayed_largest(event.largest, source) if event.largest else {}
+        return {"plan": event.plans[0], **shown, **({"largest": largest} if largest else {})}
 
     def cancel(self) -> None:
         """Stop the grading process early (its verdict is no longer needed)."""

@@ -433,8 +433,11 @@ def _base_fn(kernel: Any) -> Any:
 
 
 def _address(t: torch.Tensor) -> int:
+    """Which storage a tensor views: its address; a meta tensor's (the largest sizes, `checks.engine.record.largest`)
+    has none, and is told apart by its storage object's."""
     try:
-        return t.untyped_storage().data_ptr()
+        storage = t.untyped_storage()
+        return storage._cdata if t.is_meta else storage.data_ptr()
     except (RuntimeError, NotImplementedError):
         return id(t)
 

@@ -83,6 +83,11 @@ def record_all(job: Job, puzzle: Puzzle, events: Events, machine: Machine, workd
     raised = False
     for index in selection:
         recorded = record_case(fn, module, spec, cases[index], job, index, machine, names)
+        if job.interpret and index == 0 and recorded["plans"]:  # the largest sizes: checks.engine.record.largest
+            from checks.engine.record.largest import record_largest
+
+            recorded["largest"] = record_largest(fn, module, puzzle, machine.device, names, job.global_names,
+                                                 explain_exception)  # fmt: skip
         events.send(CasePlan(index=index, **recorded))
         mark(f"case {index} recorded")
         if recorded["stub"]:

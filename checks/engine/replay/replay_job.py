@@ -130,6 +130,10 @@ def replay_all(
                 )
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
                 obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
+            if replay.get("largest") and interpret and not obs.raised:  # checks.engine.replay.overflow
+                from checks.engine.replay.overflow import largest_findings
+
+                obs.overflow = largest_findings(replay["largest"], kernels, puzzle, kernel_files, tuning)
             obs.returned = plan.get("kind", "")
             obs.printed = str(replay.get("printed", ""))[-3000:]  # what the learner's code printed, recording
         else:

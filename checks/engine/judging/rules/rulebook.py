@@ -20,13 +20,13 @@ import inspect
 from typing import Any
 
 from checks import verdict as V
-from checks.engine.judging.rules import core, decoding, launch_order, method, plan_rules, prefill, races
+from checks.engine.judging.rules import core, decoding, launch_order, method, overflow, plan_rules, prefill, races
 from checks.engine.judging.rules.declare import EVERY_CALL, ON_REQUEST, Rule
 from checks.engine.judging.rules.pictures import PictureKind
 from checks.engine.judging.rules.problem import CaseContext, Problem
 from checks.registry import Puzzle, RegistryError, load_puzzles
 
-MODULES = (plan_rules, core, races, launch_order, method, decoding, prefill)  # the modules that declare rules
+MODULES = (plan_rules, core, races, overflow, launch_order, method, decoding, prefill)  # the modules that declare rules
 
 # The rules every call is checked by, in the order they are checked. The rules a puzzle asks for (ON_REQUEST)
 # come after them, in the order their modules declare them (see checks.engine.judging.rules.declare).
@@ -46,6 +46,7 @@ ORDER: tuple[str, ...] = (
     "kept_state",
     "values",
     "outputs_stored",
+    "offsets_fit",
 )
 
 # What a verdict may name besides a rule: reached by the grader itself, with no check function.

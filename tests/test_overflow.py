@@ -1,0 +1,108 @@
+"""Offsets at the largest sizes (`checks.engine.replay.overflow`, judged by the rule `offsets_fit`): the plan a host
+function records at the sizes `largest:` in puzzles.yaml names, on tensors without storage, performed in the
+interpreter at the ends of its grids. The answer keys come out clean; an int32 offset that wraps and a grid a GPU
+cannot launch are found, with the kernel line, in well under a second. (Graded end to end: the known-wrong kernels
+`int32_batch_offset`, `batch_heads_on_axis_1` of 8a and `int32_page_offset` of 13, in tests/test_answer_key.py.)"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from checks.authoring.wrong import materialize
+from checks.engine.compiler_arguments import compiler_arguments
+from checks.engine.contract.observations import CaseObservation
+from checks.engine.judging.rules import rulebook
+from checks.engine.judging.rules.problem import CaseContext
+from checks.engine.record.largest import record_largest
+from checks.engine.replay.overflow import GRID_LIMITS, ends, largest_findings
+from checks.engine.replay.perform import Tuning
+from checks.engine.submission import load_module
+from checks.puzzles.largest import largest_inputs
+from checks.registry import get_puzzle, load_puzzles
+
+PROBED = [p.number for p in load_puzzles() if p.largest is not None]
+
+
+def explain(exc: BaseException, names: dict) -> tuple[str, list[str]]:
+    return f"{type(exc).__name__}: {exc}", []
+
+
+def probe_of(number: str, tmp_path: Path, wrong: str = "") -> tuple[list[dict], float]:
+    """(the probe's findings, its seconds: recording and probe) for the answer key of `number`, or one of its
+    known-wrong kernels, loaded in this process."""
+    compiler_arguments()  # the scalars typed as a GPU's compiler types them, as in every grading process
+    puzzle = get_puzzle(number)
+    path = materialize(puzzle, puzzle.wrong_dir / f"{wrong}.edit.yaml", tmp_path) if wrong else puzzle.solution
+    module = load_module(path, f"probed_{puzzle.label}_{wrong or 'key'}")
+    kernels = {name: value for name, value in vars(module).items() if hasattr(value, "fn") and hasattr(value, "run")}
+    start = time.perf_counter()
+    recorded = record_largest(getattr(module, puzzle.name), module, puzzle, "cpu", {}, [], explain)
+    assert "plan" in recorded, recorded
+    found = largest_findings(recorded, kernels, puzzle, {str(path.resolve()): path.name}, Tuning())
+    return found, time.perf_counter() - start
+
+
+def judged(number: str, found: list[dict]):
+    """The rule offsets_fit on a call whose observation holds these findings."""
+    ctx = CaseContext(get_puzzle(number), None, {}, [], [], CaseObservation(index=0, overflow=found))
+    return rulebook.apply(rulebook.RULES["offsets_fit"], ctx, {})
+
+
+def test_the_largest_sizes_pass_2_to_the_31_without_storage():
+    for number in ("8a", "13"):
+        assert number in PROBED
+        inputs = largest_inputs(get_puzzle(number), "cpu")
+        data = [t for t in inputs.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        assert all(t.is_meta for t in data) and max(t.numel() for t in data) > 2**31
+    table = largest_inputs(get_puzzle("13"), "cpu")["block_table"]  # real, and reaching the end of the cache
+    assert not table.is_meta and int(table.max()) == largest_inputs(get_puzzle("13"), "cpu")["k_cache"].shape[0] - 1
+
+
+def test_the_ends_of_a_grid():
+    assert ends((4, 1, 1)) == [(0, 0, 0), (3, 0, 0)]
+    assert len(ends((5, 7, 2))) == 8 and (4, 6, 1) in ends((5, 7, 2))
+    assert GRID_LIMITS[1] == GRID_LIMITS[2] == 65535
+
+
+@pytest.mark.parametrize("number", ["8a", "13"])
+def test_the_answer_keys_offsets_fit_at_the_largest_sizes(number, tmp_path):
+    found, seconds = probe_of(number, tmp_path)
+    assert found == []
+    assert seconds < 2.0  # about 0.2 s on a laptop's core
+
+
+@pytest.mark.parametrize(
+    ("number", "wrong", "line", "worked"),
+    [
+        ("8a", "int32_batch_offset", "q = tl.load(q_ptr + off_z * stride_qz", (8191, 524288)),
+        ("13", "int32_page_offset", "kv_row = page * stride_kp", (262143, 16384)),
+    ],
+)
+def test_an_int32_offset_that_wraps_is_found_at_its_line(number, wrong, line, worked, tmp_path):
+    found, _ = probe_of(number, tmp_path, wrong)
+    first = found[0]
+    assert first["kind"] == "wrap" and first["op"] == "mul" and first["bits"] == 32, found
+    assert first["text"].startswith(line) and (first["a"], first["b"]) == worked
+    problem = judged(number, found)
+    assert problem is not None and problem.rule == "offsets_fit"
+    assert f"line {first['line']} of" in problem.message and line in problem.message
+    assert "tl.int64" in problem.message and f"{worked[0]} * {worked[1]}" in problem.message
+
+
+def test_a_grid_past_what_a_gpu_launches_is_found(tmp_path):
+    found, _ = probe_of("8a", tmp_path, "batch_heads_on_axis_1")
+    grid = [f for f in found if f["kind"] == "grid"]
+    assert grid and grid[0]["axis"] == 1 and grid[0]["count"] == 8192 * 32
+    problem = judged("8a", found)
+    assert problem is not None and "262144 programs along axis 1" in problem.message
+
+
+def test_a_function_that_raises_at_the_largest_sizes_is_told_so():
+    found = largest_findings({"raised": "RuntimeError: no", "where": ["your code, line 3"]}, {}, get_puzzle("8a"),
+                             {}, Tuning())  # fmt: skip
+    problem = judged("8a", found)
+    assert problem is not None and "raised RuntimeError: no (your code, line 3)" in problem.message
