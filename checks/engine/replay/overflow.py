@@ -10,7 +10,9 @@ data:
 - the tensors the plan makes or is given that are large (the data) get an address range far above any real memory
   and no storage; small ones (the metadata: a block table, sequence lengths; host-made constants) are real, so that
   the page numbers a kernel loads are the ones the case put there, at the end of the cache;
-- each launch runs only the programs at the ends of its grid (the first and the last along each axis);
+- each launch runs only the programs at the ends of its grid (the first and the last along each axis), and each loop
+  of a kernel (`range`, `tl.range`) only its first and last steps: an offset affine in the program ids and the loop
+  variable is largest at those ends, and a program over a sequence of 128k keys then costs two steps;
 - every integer `+`, `-` and `*` of fewer than 64 bits is computed again in int64 (the check Triton builds when
   `sanitize_overflow` is on), and one whose result leaves its type's range is noted with the kernel line that
   made it and the values of one lane;
@@ -258,9 +260,36 @@ def _memory_ops(findings: Findings, memory: Memory) -> list[tuple[Any, str, Any]
     ]
 
 
+def ends_range(arg1: Any, arg2: Any = None, step: Any = None, **kwargs: Any) -> list[int]:
+    """The first and the last step of the loop `range(arg1, arg2, step)` (`tl.range`'s arguments; its keywords, which
+    only tune a GPU's pipelining, are left aside)."""
+    start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+    steps = range(start, end, 1 if step is None else step)
+    return list(steps) if len(steps) <= 2 else [steps[0], steps[-1]]
+
+
+@contextlib.contextmanager
+def loop_ends(fn: Any) -> Iterator[None]:
+    """Inside the block, the loops of the kernel `fn` (and of the functions of its file) run their ends only."""
+    import triton.language as tl
+
+    namespace = fn.__globals__
+    missing = object()
+    saved = namespace.get("range", missing)
+    namespace["range"] = ends_range
+    try:
+        with replaced([(tl, "range", ends_range), (tl.core, "range", ends_range)]):
+            yield
+    finally:
+        if saved is missing:
+            del namespace["range"]
+        else:
+            namespace["range"] = saved
+
+
 def _ends_only(findings: Findings) -> Any:
-    """`GridExecutor.__call__` running only the programs at the ends of the grid, its arguments passed as they are
-    (no copy to the host: a fake tensor has nothing to copy)."""
+    """`GridExecutor.__call__` running only the programs at the ends of the grid, and the ends of their loops, its
+    arguments passed as they are (no copy to the host: a fake tensor has nothing to copy)."""
     from triton.runtime import interpreter
 
     def call(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -268,15 +297,16 @@ def _ends_only(findings: Findings) -> Any:
         kwargs = {k: v for k, v in kwargs.items() if k in names}
         scope = interpreter._patch_lang(self.fn)
         try:
-            bound = inspect.getcallargs(self.fn, *args, **kwargs)
-            bound = {k: v if k in self.constexprs else interpreter._implicit_cvt(v) for k, v in bound.items()}
-            grid = self.grid(bound) if callable(self.grid) else self.grid
-            grid = tuple(grid) + (1,) * (3 - len(grid))
-            interpreter.interpreter_builder.set_grid_dim(*grid)
-            for program in ends(grid):
-                findings.program = program
-                interpreter.interpreter_builder.set_grid_idx(*program)
-                self.fn(**bound)
+            with loop_ends(self.fn):
+                bound = inspect.getcallargs(self.fn, *args, **kwargs)
+                bound = {k: v if k in self.constexprs else interpreter._implicit_cvt(v) for k, v in bound.items()}
+                grid = self.grid(bound) if callable(self.grid) else self.grid
+                grid = tuple(grid) + (1,) * (3 - len(grid))
+                interpreter.interpreter_builder.set_grid_dim(*grid)
+                for program in ends(grid):
+                    findings.program = program
+                    interpreter.interpreter_builder.set_grid_idx(*program)
+                    self.fn(**bound)
         finally:
             scope.restore()
 
