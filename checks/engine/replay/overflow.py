@@ -216,14 +216,21 @@ def _wrapped(findings: Findings) -> Any:
 def _memory_ops(findings: Findings, memory: Memory) -> list[tuple[Any, str, Any]]:
     """The interpreter's loads give real values from real tensors and zeros from fake ones; stores and atomics are
     dropped; an address outside every tensor is noted."""
+    import triton.language as tl
     from triton.runtime import interpreter
 
     builder = interpreter.InterpreterBuilder
     load = builder.create_masked_load
 
+    def lanes(mask: Any, shape: tuple[int, ...]) -> np.ndarray:
+        """A load's mask as booleans (a block pointer's is a bare array, a tl.load's a TensorHandle)."""
+        if mask is None:
+            return np.ones(shape, dtype=bool)
+        return np.broadcast_to(np.asarray(getattr(mask, "data", mask), dtype=bool), shape)
+
     def placed(ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
         addresses = np.asarray(ptrs.data).astype(np.uint64)
-        active = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape) if mask is not None else True
+        active = lanes(mask, addresses.shape)
         real, fake = memory.where(addresses)
         outside = active & ~real & ~fake
         if np.any(outside):
@@ -237,9 +244,9 @@ def _memory_ops(findings: Findings, memory: Memory) -> list[tuple[Any, str, Any]
         values = np.zeros(np.shape(ptrs.data), dtype=dtype_np)
         if other is not None:
             given = np.broadcast_to(other.data, values.shape)
-            values = np.where(np.asarray(mask.data, dtype=bool), values, given).astype(dtype_np)
+            values = np.where(lanes(mask, values.shape), values, given).astype(dtype_np)
         filled = interpreter.TensorHandle(values, dtype_tt)
-        return load(self, ptrs, interpreter.TensorHandle(real, mask.dtype), filled, *args, **kwargs)
+        return load(self, ptrs, interpreter.TensorHandle(real, tl.int1), filled, *args, **kwargs)
 
     def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kwargs: Any) -> None:
         placed(ptrs, mask)
@@ -269,35 +276,42 @@ def ends_range(arg1: Any, arg2: Any = None, step: Any = None, **kwargs: Any) -> 
 
 
 @contextlib.contextmanager
-def loop_ends(fn: Any) -> Iterator[None]:
-    """Inside the block, the loops of the kernel `fn` (and of the functions of its file) run their ends only."""
-    import triton.language as tl
-
-    namespace = fn.__globals__
+def loop_ends(kernels: dict[str, Any]) -> Iterator[None]:
+    """Inside the block, the Python `range` loops of the kernels (and of every function of their files) run their
+    ends only: `range` in each namespace the kernels read their names from."""
+    namespaces = {id(ns): ns for ns in (_namespace(kernel) for kernel in kernels.values()) if ns is not None}
     missing = object()
-    saved = namespace.get("range", missing)
-    namespace["range"] = ends_range
+    saved = {key: ns.get("range", missing) for key, ns in namespaces.items()}
+    for ns in namespaces.values():
+        ns["range"] = ends_range
     try:
-        with replaced([(tl, "range", ends_range), (tl.core, "range", ends_range)]):
-            yield
+        yield
     finally:
-        if saved is missing:
-            del namespace["range"]
-        else:
-            namespace["range"] = saved
+        for key, ns in namespaces.items():
+            if saved[key] is missing:
+                ns.pop("range", None)
+            else:
+                ns["range"] = saved[key]
+
+
+def _namespace(kernel: Any) -> dict[str, Any] | None:
+    while not hasattr(kernel, "__globals__") and hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return getattr(kernel, "__globals__", None)
 
 
 def _ends_only(findings: Findings) -> Any:
     """`GridExecutor.__call__` running only the programs at the ends of the grid, and the ends of their loops, its
     arguments passed as they are (no copy to the host: a fake tensor has nothing to copy)."""
+    import triton.language as tl
     from triton.runtime import interpreter
 
     def call(self: Any, *args: Any, **kwargs: Any) -> None:
         names = inspect.getfullargspec(self.fn).args
         kwargs = {k: v for k, v in kwargs.items() if k in names}
-        scope = interpreter._patch_lang(self.fn)
+        scope = interpreter._patch_lang(self.fn)  # tl.range is the interpreter's from here: the probe's inside
         try:
-            with loop_ends(self.fn):
+            with replaced([(tl, "range", ends_range), (tl.core, "range", ends_range)]):
                 bound = inspect.getcallargs(self.fn, *args, **kwargs)
                 bound = {k: v if k in self.constexprs else interpreter._implicit_cvt(v) for k, v in bound.items()}
                 grid = self.grid(bound) if callable(self.grid) else self.grid
@@ -336,7 +350,7 @@ def probe(
     findings = Findings(files)
     performer = ProbePerformer(plan, kernels, inputs, tuning, findings)
     try:
-        with probed(findings, performer.memory):
+        with probed(findings, performer.memory), loop_ends(kernels):
             performer.run()
     except Exception as exc:  # noqa: BLE001 - a kernel that fails on the probe's values: said, not judged
         findings.items.append({"kind": "raised", "kernel": findings.kernel, "text": f"{type(exc).__name__}: {exc}"})

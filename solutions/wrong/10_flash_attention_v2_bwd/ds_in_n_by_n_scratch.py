@@ -10,7 +10,7 @@ import triton.language as tl
 
 @triton.jit
 def _delta(OUT, DO, DELTA, H, N, so0, so1, so2, so3, sd0, sd1, sd2, sd3, D: tl.constexpr, BLOCK: tl.constexpr):
-    bh = tl.program_id(0)
+    bh = tl.program_id(0).to(tl.int64)  # offsets past 2^31 elements
     b = bh // H
     h = bh % H
     cols = tl.arange(0, D)
@@ -29,7 +29,7 @@ def _dkdv(
     D: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
 ):  # fmt: skip
     n0 = tl.program_id(0) * BN
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # offsets past 2^31 elements
     b = bh // H
     h = bh % H
     cols = tl.arange(0, D)
@@ -56,7 +56,7 @@ def _dkdv(
         dv = tl.dot(tl.trans(p).to(tl.float16), do, dv)
         ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
         dk = tl.dot(tl.trans(ds).to(tl.float16), q, dk)
-        tl.store(DS + bh * N * N + rows[:, None] * N + keys[None, :], ds, mask=row_ok[:, None] & key_ok[None, :])
+        tl.store(DS + bh * N * N + rows[:, None].to(tl.int64) * N + keys[None, :], ds, mask=row_ok[:, None] & key_ok[None, :])
     where = bh * N * D + keys[:, None] * D + cols[None, :]  # dk and dv are contiguous
     tl.store(DK + where, (dk * scale).to(tl.float16), mask=key_ok[:, None])
     tl.store(DV + where, dv.to(tl.float16), mask=key_ok[:, None])
@@ -69,7 +69,7 @@ def _dq(
     D: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
 ):  # fmt: skip
     m0 = tl.program_id(0) * BM
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # offsets past 2^31 elements
     b = bh // H
     h = bh % H
     cols = tl.arange(0, D)
@@ -84,7 +84,7 @@ def _dq(
         keep = row_ok[:, None] & key_ok[None, :]
         if CAUSAL:
             keep = keep & (rows[:, None] >= keys[None, :])
-        ds = tl.load(DS + bh * N * N + rows[:, None] * N + keys[None, :], mask=keep, other=0.0)  # read back
+        ds = tl.load(DS + bh * N * N + rows[:, None].to(tl.int64) * N + keys[None, :], mask=keep, other=0.0)  # read back
         dq = tl.dot(ds.to(tl.float16), k, dq)
     tl.store(DQ + bh * N * D + rows[:, None] * D + cols[None, :], (dq * scale).to(tl.float16), mask=row_ok[:, None])
 

@@ -11,7 +11,7 @@ def _fa2_single_loop(
     sq0, sq1, sq2, sq3, sk0, sk1, sk2, sk3, sv0, sv1, sv2, sv3, so0, so1, so2, so3,
     D: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
 ):  # fmt: skip
-    bh = tl.program_id(0)
+    bh = tl.program_id(0).to(tl.int64)  # offsets past 2^31 elements
     qb = tl.program_id(1)
     b = bh // H
     h = bh % H

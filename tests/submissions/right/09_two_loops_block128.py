@@ -12,7 +12,7 @@ def _fwd(
     D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     start = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # offsets past 2^31 elements
     z = bh // H
     h = bh % H
     offs_m = start + tl.arange(0, BLOCK_M)

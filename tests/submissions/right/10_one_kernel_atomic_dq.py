@@ -13,7 +13,7 @@ def _bwd_fused(
     D: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
 ):  # fmt: skip
     n0 = tl.program_id(0) * BN
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # offsets past 2^31 elements
     b = bh // H
     h = bh % H
     cols = tl.arange(0, D)

@@ -7,7 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def _delta(OUT, DO, DELTA, H, N, so0, so1, so2, so3, sd0, sd1, sd2, sd3, D: tl.constexpr, BLOCK: tl.constexpr):
-    bh = tl.program_id(0)
+    bh = tl.program_id(0).to(tl.int64)  # offsets past 2^31 elements
     b = bh // H
     h = bh % H
     cols = tl.arange(0, D)
@@ -26,7 +26,7 @@ def _dkdv(
     D: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
 ):  # fmt: skip
     n0 = tl.program_id(0) * BN
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # offsets past 2^31 elements
     b = bh // H
     h = bh % H
     cols = tl.arange(0, D)
@@ -65,7 +65,7 @@ def _dq(
     D: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
 ):  # fmt: skip
     m0 = tl.program_id(0) * BM
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # offsets past 2^31 elements
     b = bh // H
     h = bh % H
     cols = tl.arange(0, D)

@@ -15,7 +15,7 @@ def _walk(
     """Program (s, bh) walks keys [s * SPLIT, (s + 1) * SPLIT) of head bh; stores o and lse (natural log)
     at O_OUT + bh * so0 + s * so1 ... with the strides it is given: the final o directly when there is one split."""
     s = tl.program_id(0)
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # offsets past 2^31 elements
     z = bh // H
     h = bh % H
     offs_d = tl.arange(0, D)
@@ -42,7 +42,7 @@ def _walk(
 
 @triton.jit
 def _combine(PO, PL, OUT, LSE, H, S, so0, so1, so2, D: tl.constexpr, S_POW2: tl.constexpr):
-    bh = tl.program_id(0)
+    bh = tl.program_id(0).to(tl.int64)  # offsets past 2^31 elements
     offs_s = tl.arange(0, S_POW2)
     offs_d = tl.arange(0, D)
     lse_s = tl.load(PL + bh * S + offs_s, mask=offs_s < S, other=float("-inf"))

@@ -13,7 +13,7 @@ def _split(
     G: tl.constexpr, BG: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     s = tl.program_id(0)
-    zh = tl.program_id(1)
+    zh = tl.program_id(1).to(tl.int64)  # offsets past 2^31 elements
     z = zh // HKV
     h = zh % HKV
     rows = tl.arange(0, BG)
@@ -50,7 +50,7 @@ def _split(
 
 @triton.jit
 def _combine(PO, PL, OUT, LSE, H, S, so0, so1, so2, D: tl.constexpr, S_POW2: tl.constexpr):
-    bh = tl.program_id(0)
+    bh = tl.program_id(0).to(tl.int64)  # offsets past 2^31 elements
     offs_s = tl.arange(0, S_POW2)
     offs_d = tl.arange(0, D)
     lse_s = tl.load(PL + bh * S + offs_s, mask=offs_s < S, other=float("-inf"))
