@@ -52,10 +52,10 @@ def probe_of(number: str, tmp_path: Path, wrong: str = "") -> tuple[list[dict], 
     kernels = {
         name: jitted(value) for name, value in vars(module).items() if hasattr(value, "fn") and hasattr(value, "run")
     }
-    start = time.perf_counter()
-    recorded = record_largest(getattr(module, puzzle.name), module, puzzle, "cpu", {}, [], explain)
-    assert "plan" in recorded, recorded
     files = {str(p.resolve()): p.name for p in (path, earlier) if p is not None}
+    start = time.perf_counter()
+    recorded = record_largest(getattr(module, puzzle.name), module, puzzle, "cpu", files, [], explain)
+    assert "plan" in recorded, recorded
     found = largest_findings(recorded, kernels, puzzle, files, Tuning())
     return found, time.perf_counter() - start
 
