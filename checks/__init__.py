@@ -22,20 +22,24 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            replayed case (contract.observations), the fork server's messages (contract.messages). It
                            imports no room.
     engine.record          what runs beside the learner's host code in the recording process: its job
-                           (record.record_job: seal the process, record each case's plan and report it) and the plan
-                           recorder (record.plan_recorder: launches, allocations, copies written down, never run).
+                           (record.record_job: seal the process, record each case's plan and report it), the plan
+                           recorder (record.plan_recorder: launches, allocations, copies written down, never run)
+                           and the plan once more at the puzzle's largest sizes, on tensors without storage
+                           (record.largest).
     engine.replay          the replay process's job (replay.replay_job: check the grader's files, replay each case,
                            time on request): build the kernels from the checked text (replay.kernels), perform a plan
-                           (replay.perform), observe a case (replay.case_runner, replay.launches), time it
-                           (replay.measure). Record and replay never import each other, nor the judge; the answer
-                           key, read, kept and replayed in one module (engine.answer_key: its plan recorded with the
-                           recorder and performed by the replay), stands beside both, and the grading process's entry
-                           hands it to the replay.
+                           (replay.perform), observe a case (replay.case_runner, replay.launches), probe the plan at
+                           the largest sizes for offsets that wrap (replay.overflow), time it (replay.measure).
+                           Record and replay never import each other, nor the judge; the answer key, read, kept and
+                           replayed in one module (engine.answer_key: its plan recorded with the recorder and
+                           performed by the replay), stands beside both, and the grading process's entry hands it to
+                           the replay.
     engine.judging         the judge, in the grader's own process: the stage that runs the two processes and judges
                            what they report (judging.stage, judging.interpreter_parts), the configs an autotuner may
-                           choose (judging.configs), the plans' rules (judging.plans), the cases (judging.judge, with
-                           the rules of judging.rules: the rulebook, core, method, decoding, prefill, launch_order,
-                           compare), the timing verdict (judging.timing) and the wording (judging.wording). It
+                           choose (judging.configs), the plans' rules (judging.plans; judging.largest for the plan at
+                           the largest sizes), the cases (judging.judge, with the rules of judging.rules: the
+                           rulebook, core, method, decoding, prefill, launch_order, compare, overflow), the timing
+                           verdict (judging.timing) and the wording (judging.wording). It
                            imports neither process's room.
     engine.grading_process only the processes' entry points: main (a grading process: its machine, then its role's
                            job, done in that role's room), fork_server, recording (an access log for a map); nothing
