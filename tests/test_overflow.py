@@ -122,3 +122,23 @@ def test_a_function_that_raises_at_the_largest_sizes_is_told_so():
                              {}, Tuning())  # fmt: skip
     problem = judged("8a", found)
     assert problem is not None and "raised RuntimeError: no (your code, line 3)" in problem.message
+
+
+def test_what_the_host_makes_small_from_the_metadata_keeps_its_values(tmp_path):
+    """A work list made `device=q.device` at the largest sizes is made with its values (the plan carries it), while
+    a large allocation on that device stays without storage."""
+    from checks.engine.record.largest import RealWhenSmall
+
+    path = tmp_path / "host.py"
+    path.write_text(
+        "import torch\n\n\ndef make(q, pairs):\n"
+        "    return torch.tensor(pairs, dtype=torch.int32, device=q.device), torch.empty_like(q), "
+        "torch.empty((2**20, 2**12), device=q.device)\n"
+    )
+    module = load_module(path, "host_made")
+    q = torch.empty((4, 64, 131072, 128), dtype=torch.float16, device="meta")
+    with RealWhenSmall("cpu", {str(path.resolve()): path.name}):
+        work, o, scratch = module.make(q, [[0, 1], [2, 3]])
+        outside = torch.tensor([5], device=q.device)  # the grader's own code (here, the test's) is left alone
+    assert work.device.type == "cpu" and work.tolist() == [[0, 1], [2, 3]]
+    assert o.is_meta and scratch.is_meta and outside.is_meta
