@@ -142,3 +142,43 @@ def test_what_the_host_makes_small_from_the_metadata_keeps_its_values(tmp_path):
         outside = torch.tensor([5], device=q.device)  # the grader's own code (here, the test's) is left alone
     assert work.device.type == "cpu" and work.tolist() == [[0, 1], [2, 3]]
     assert o.is_meta and scratch.is_meta and outside.is_meta
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+@pytest.mark.parametrize(
+    ("number", "wrong", "must", "must_not"),
+    [
+        (
+            "8a",
+            "int32_batch_offset",
+            ["B=8192, H=32, N=128, D=128", "line 38 of `_attn_one_block`", "8191 * 524288", "tl.int64"],
+            ["elements are wrong", "65535"],
+        ),
+        (
+            "8a",
+            "batch_heads_on_axis_1",
+            ["262144 programs along axis 1", "65535", "axis 0"],
+            ["wraps around", "elements are wrong"],
+        ),
+        (
+            "13",
+            "int32_page_offset",
+            ["262144 pages", "line 89 of `_attn_decode_split`", "262143 * 16384", "page.to(tl.int64)"],
+            ["elements are wrong", "outside every tensor"],
+        ),
+    ],
+)
+def test_the_report_names_the_line_and_says_what_to_do(number, wrong, must, must_not, tmp_path):
+    """Graded as `make check` grades it: the first case fails for offsets_fit, although its values are right."""
+    from checks import verdict as V
+    from checks.engine.grade import grade
+
+    puzzle = get_puzzle(number)
+    path = materialize(puzzle, puzzle.wrong_dir / f"{wrong}.edit.yaml", tmp_path)
+    verdict = grade(puzzle, path, time_it=False, first_failure=True)
+    report = V.format_verdict(verdict)
+    assert verdict.rule == "offsets_fit" and not verdict.passed, report
+    assert all(text in report for text in must), report
+    assert not any(text in report for text in must_not), report
+    assert verdict.cases[0].index == 0  # found with the first case, whose own values are right
