@@ -182,3 +182,52 @@ def test_the_report_names_the_line_and_says_what_to_do(number, wrong, must, must
     assert all(text in report for text in must), report
     assert not any(text in report for text in must_not), report
     assert verdict.cases[0].index == 0  # found with the first case, whose own values are right
+
+
+KERNELS = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def strided(x_ptr, stride):
+    pid = tl.program_id(0)
+    tl.store(x_ptr + pid * stride + tl.arange(0, 16), tl.zeros((16,), tl.float32))
+
+
+@triton.jit
+def spin(x_ptr, n):
+    i = 0
+    while i < n:
+        tl.load(x_ptr + i)
+        i += 1
+'''
+
+
+def launch_plan(kernel: str, grid: list[int], numel: int, **scalars: int) -> dict:
+    """A plan of one launch of `kernel` over a float32 input x of `numel` elements."""
+    x = {"storage": "input:x", "dtype": "float32", "offset": 0, "shape": [numel], "strides": [1]}
+    args = {"x_ptr": {"tensor": x}, **{name: {"scalar": value} for name, value in scalars.items()}}
+    launch = {"grid": grid, "args": args, "options": {}}
+    return {"ops": [{"op": "launch", "kernel": kernel, "where": "", "alternatives": [launch]}], "returned": []}
+
+
+def test_the_probe_alone_finds_a_wrapped_product_and_stops_a_loop_it_cannot_shorten(tmp_path):
+    from checks.engine.replay.overflow import MAX_ACCESSES, probe
+
+    compiler_arguments()
+    path = tmp_path / "kernels.py"
+    path.write_text(KERNELS)
+    module = load_module(path, "probe_kernels")
+    kernels = {"strided": jitted(module.strided), "spin": jitted(module.spin)}
+    files = {str(path.resolve()): path.name}
+    numel = 40000 * 65536
+    x = {"x": torch.empty(numel, dtype=torch.float32, device="meta")}
+    found = probe(launch_plan("strided", [40000], numel, stride=65536), kernels, x, files, Tuning())
+    assert [f["kind"] for f in found] == ["wrap", "outside"]
+    assert (found[0]["a"], found[0]["b"], found[0]["program"]) == (39999, 65536, [39999, 0, 0])
+    assert found[0]["line"] == 8 and found[0]["text"].startswith("tl.store(x_ptr + pid * stride")
+    fits = probe(launch_plan("strided", [30000], numel, stride=65536), kernels, x, files, Tuning())
+    assert fits == []  # 29999 * 65536 < 2^31
+    start = time.perf_counter()
+    assert probe(launch_plan("spin", [1], numel, n=numel), kernels, x, files, Tuning()) == []
+    assert time.perf_counter() - start < 5.0 and MAX_ACCESSES < numel
