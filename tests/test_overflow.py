@@ -184,7 +184,7 @@ def test_the_report_names_the_line_and_says_what_to_do(number, wrong, must, must
     assert verdict.cases[0].index == 0  # found with the first case, whose own values are right
 
 
-KERNELS = '''import triton
+KERNELS = """import triton
 import triton.language as tl
 
 
@@ -200,7 +200,7 @@ def spin(x_ptr, n):
     while i < n:
         tl.load(x_ptr + i)
         i += 1
-'''
+"""
 
 
 def launch_plan(kernel: str, grid: list[int], numel: int, **scalars: int) -> dict:
