@@ -2,7 +2,8 @@
 function records at the sizes `largest:` in puzzles.yaml names, on tensors without storage, performed in the
 interpreter at the ends of its grids. The answer keys come out clean; an int32 offset that wraps and a grid a GPU
 cannot launch are found, with the kernel line, in well under a second. (Graded end to end: the known-wrong kernels
-`int32_batch_offset`, `batch_heads_on_axis_1` of 8a and `int32_page_offset` of 13, in tests/test_answer_key.py.)"""
+`int32_batch_offset`, `batch_heads_on_axis_1` of 8a and `int32_page_offset` of 13 and 15, in
+tests/test_answer_key.py.)"""
 
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ def test_the_answer_keys_offsets_fit_at_the_largest_sizes(number, tmp_path):
     [
         ("8a", "int32_batch_offset", "q = tl.load(q_ptr + off_z * stride_qz", (8191, 524288)),
         ("13", "int32_page_offset", "kv_row = page * stride_kp", (262143, 16384)),
+        ("15", "int32_page_offset", "k_rows = page * stride_kp", (262143, 16384)),
     ],
 )
 def test_an_int32_offset_that_wraps_is_found_at_its_line(number, wrong, line, worked, tmp_path):
