@@ -170,6 +170,7 @@ def import_for_record() -> None:
     import checks.engine.contract.plan
     import checks.engine.inputs
     import checks.engine.learner_output
+    import checks.engine.record.largest
     import checks.engine.submission  # noqa: F401
     from checks.engine.record.plan_recorder import warm_up
 

@@ -229,7 +229,9 @@ def import_for_replay() -> None:
     import checks.engine.replay.case_runner
     import checks.engine.replay.kernels
     import checks.engine.replay.measure
-    import checks.engine.replay.perform  # noqa: F401
+    import checks.engine.replay.overflow
+    import checks.engine.replay.perform
+    import checks.puzzles.largest  # noqa: F401
     from checks.puzzles import spec_module
     from checks.registry import load_puzzles
 
