@@ -124,6 +124,9 @@ def test_a_function_that_raises_at_the_largest_sizes_is_told_so():
                              {}, Tuning())  # fmt: skip
     problem = judged("8a", found)
     assert problem is not None and "raised RuntimeError: no (your code, line 3)" in problem.message
+    stand_in = "ValueError: Expected a cuda device, but got: meta"  # get_device_properties(q.device), on the stand-in
+    found = largest_findings({"raised": stand_in, "where": []}, {}, get_puzzle("8a"), {}, Tuning())
+    assert judged("8a", found) is None
 
 
 def test_what_the_host_makes_small_from_the_metadata_keeps_its_values(tmp_path):

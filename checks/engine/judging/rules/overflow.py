@@ -11,6 +11,9 @@ from typing import Any
 from checks.engine.judging.rules.declare import EVERY_CALL, rule
 from checks.engine.judging.rules.problem import CaseContext, Problem
 
+# What an exception says when the host function asked the meta device's stand-ins what only a GPU tensor answers
+# (torch.cuda.get_device_properties(q.device), a value of the data): the probe's doing, not the function's
+STAND_IN = ("meta", "device")
 PROBED = (
     "This is found without allocating those sizes, on the plan your function records there, in the programs at the "
     "ends of each grid."
@@ -85,9 +88,11 @@ def offsets_fit(ctx: CaseContext) -> Problem | None:
             cause=True,
         )
     if kind == "host_raised":
+        if any(word in str(first["text"]) for word in STAND_IN):
+            return None  # it asked the stand-ins what a GPU tensor answers (the GPU's properties, the data): not judged
         where = f" ({first['where'][0]})" if first.get("where") else ""
         return Problem(
-            f"At {at}, your function raised {first['text']}{where}. The grader records it there on tensors without "
-            "storage (torch's meta device): use only their shapes, strides, dtypes and device, as with any input."
+            f"At {at}, your function raised {first['text']}{where}: it must run at every size the puzzle names. "
+            + PROBED
         )
     return None  # the kernels failed on the probe's stand-in values: nothing is judged of them
