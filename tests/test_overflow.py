@@ -169,7 +169,7 @@ def test_what_the_host_makes_small_from_the_metadata_keeps_its_values(tmp_path):
         (
             "13",
             "int32_page_offset",
-            ["262144 pages", "line 89 of `_attn_decode_split`", "262143 * 16384", "page.to(tl.int64)"],
+            ["262144 pages", "line 90 of `_attn_decode_split`", "262143 * 16384", "page.to(tl.int64)"],
             ["elements are wrong", "outside every tensor"],
         ),
     ],
