@@ -48,8 +48,8 @@ def _attend_keys(
     k_offs = offs_n[:, None] * stride_kt + offs_d[None, :] * stride_kk  # (BLOCK_N, HEAD_DIM), the same every block
     v_offs = offs_n[:, None] * stride_vt + offs_d[None, :] * stride_vk
     for start_n in range(lo, hi, BLOCK_N):
-        ### BEGIN SOLUTION
         if MASKED:
+            ### BEGIN SOLUTION
             keys = start_n + offs_n
             k = tl.load(k_block + k_offs, mask=(keys < hi)[:, None], other=0.0)  # (BLOCK_N, HEAD_DIM)
             allowed = (keys < hi)[None, :]
@@ -59,12 +59,14 @@ def _attend_keys(
             m_ij = tl.maximum(m_i, tl.max(qk, 1))  # finite: key 0 or an earlier block is allowed for every row
             qk = qk - m_ij[:, None]
             v = tl.load(v_block + v_offs, mask=(keys < hi)[:, None], other=0.0)
+            ### END SOLUTION
         else:  # every key of the block is seen by every row
             k = tl.load(k_block + k_offs)
             qk = tl.dot(q, tl.trans(k))
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             qk = qk * qk_scale - m_ij[:, None]
             v = tl.load(v_block + v_offs)
+        ### BEGIN SOLUTION
         p = tl.math.exp2(qk)
         alpha = tl.math.exp2(m_i - m_ij)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])

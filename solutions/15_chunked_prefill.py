@@ -29,8 +29,7 @@ def launch_shape(head_dim: int, device: torch.device) -> tuple[int, int, int, in
 @triton.jit
 def _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, allowed, MASKED: tl.constexpr):
     """Puzzle 9's update of (m_i, l_i, acc) by one block of keys k and values v; MASKED: only where `allowed`."""
-    ### BEGIN SOLUTION
-    if MASKED:
+    if MASKED:  # only where `allowed`
         qk = tl.where(allowed, tl.dot(q, tl.trans(k)) * qk_scale, float("-inf"))
         m_ij = tl.maximum(m_i, tl.max(qk, 1))  # finite: an earlier block or key 0 of this one is allowed for every row
         qk = qk - m_ij[:, None]
@@ -42,8 +41,40 @@ def _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, allowed, MASKED: tl.c
     alpha = tl.math.exp2(m_i - m_ij)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    ### END SOLUTION
     return m_ij, l_i, acc
+
+
+@triton.jit
+def _attend_new_tokens(m_i, l_i, acc, q, k_ptr, v_ptr, start, seq_len, block, off_h, offs_m, offs_d, qk_scale,
+                       stride_kt, stride_kh, stride_kk, stride_vt, stride_vh, stride_vk,
+                       TOKENS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Puzzle 14's causal loops over the packed new keys of the sequence that starts at token `start`, for the block of
+    TOKENS new queries `block`: the key blocks wholly before its first query without a mask, then the blocks up to its
+    last query, masked."""
+    offs_n = tl.arange(0, BLOCK_N)
+    hi = tl.minimum(seq_len, (block + 1) * TOKENS)
+    lo = block * TOKENS // BLOCK_N * BLOCK_N
+    k_seq = k_ptr + start.to(tl.int64) * stride_kt + off_h * stride_kh  # K[start, kv head, 0]
+    v_seq = v_ptr + start.to(tl.int64) * stride_vt + off_h * stride_vh
+    k_offs = offs_n[:, None] * stride_kt + offs_d[None, :] * stride_kk
+    v_offs = offs_n[:, None] * stride_vt + offs_d[None, :] * stride_vk
+    k_block = k_seq  # the first block of new keys, then one scalar add per block
+    v_block = v_seq
+    for _ in range(0, lo, BLOCK_N):
+        k = tl.load(k_block + k_offs)
+        v = tl.load(v_block + v_offs)
+        m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, None, MASKED=False)
+        k_block += BLOCK_N * stride_kt
+        v_block += BLOCK_N * stride_vt
+    for start_n in range(lo, hi, BLOCK_N):
+        keys = start_n + offs_n
+        k = tl.load(k_block + k_offs, mask=(keys < hi)[:, None], other=0.0)
+        v = tl.load(v_block + v_offs, mask=(keys < hi)[:, None], other=0.0)
+        allowed = (keys < hi)[None, :] & (keys[None, :] <= offs_m[:, None])
+        m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, allowed, MASKED=True)
+        k_block += BLOCK_N * stride_kt
+        v_block += BLOCK_N * stride_vt
+    return m_i, l_i, acc
 
 
 @triton.jit
@@ -105,19 +136,9 @@ def _chunked_prefill_fwd(
         m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
         l_i = tl.zeros((BLOCK_M,), tl.float32)
         acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-        # -- the context, from the pages block_table lists: every new token sees all of it; only the last block,
-        # which may pass context_lens[b], is masked
+        # -- the context, from the pages block_table lists: every new token sees all of it, masked at context_lens[b]
         table_row = block_table_ptr + seq * stride_bt
-        full = context // BLOCK_N * BLOCK_N
-        for start_n in range(0, full, BLOCK_N):
-            keys = start_n + offs_n
-            page = tl.load(table_row + keys // PAGE_SIZE).to(tl.int64)  # page * stride may pass 2^31
-            k_rows = page * stride_kp + (keys % PAGE_SIZE) * stride_ks + off_h * stride_kch
-            v_rows = page * stride_vp + (keys % PAGE_SIZE) * stride_vs + off_h * stride_vch
-            k = tl.load(k_cache_ptr + k_rows[:, None] + offs_d[None, :] * stride_kck)
-            v = tl.load(v_cache_ptr + v_rows[:, None] + offs_d[None, :] * stride_vck)
-            m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, None, MASKED=False)
-        for start_n in range(full, context, BLOCK_N):
+        for start_n in range(0, context, BLOCK_N):
             keys = start_n + offs_n
             in_context = keys < context
             page = tl.load(table_row + keys // PAGE_SIZE, mask=in_context, other=0).to(tl.int64)
@@ -128,30 +149,10 @@ def _chunked_prefill_fwd(
             v = tl.load(v_cache_ptr + v_rows[:, None] + offs_d[None, :] * stride_vck, mask=in_context[:, None],
                         other=0.0)
             m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, in_context[None, :], MASKED=True)
-        # -- the new tokens, packed: causal, up to the block's last query; the blocks wholly before its first query
-        # need no mask
-        hi = tl.minimum(seq_len, (block + 1) * TOKENS)
-        lo = block * TOKENS // BLOCK_N * BLOCK_N
-        k_seq = k_ptr + start.to(tl.int64) * stride_kt + off_h * stride_kh  # K[start, kv head, 0]
-        v_seq = v_ptr + start.to(tl.int64) * stride_vt + off_h * stride_vh
-        k_offs = offs_n[:, None] * stride_kt + offs_d[None, :] * stride_kk
-        v_offs = offs_n[:, None] * stride_vt + offs_d[None, :] * stride_vk
-        k_block = k_seq  # the first block of new keys, then one scalar add per block
-        v_block = v_seq
-        for _ in range(0, lo, BLOCK_N):
-            k = tl.load(k_block + k_offs)
-            v = tl.load(v_block + v_offs)
-            m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, None, MASKED=False)
-            k_block += BLOCK_N * stride_kt
-            v_block += BLOCK_N * stride_vt
-        for start_n in range(lo, hi, BLOCK_N):
-            keys = start_n + offs_n
-            k = tl.load(k_block + k_offs, mask=(keys < hi)[:, None], other=0.0)
-            v = tl.load(v_block + v_offs, mask=(keys < hi)[:, None], other=0.0)
-            allowed = (keys < hi)[None, :] & (keys[None, :] <= offs_m[:, None])
-            m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, allowed, MASKED=True)
-            k_block += BLOCK_N * stride_kt
-            v_block += BLOCK_N * stride_vt
+        # -- the new tokens, packed: puzzle 14's causal loops
+        m_i, l_i, acc = _attend_new_tokens(m_i, l_i, acc, q, k_ptr, v_ptr, start, seq_len, block, off_h, offs_m, offs_d,
+                                           qk_scale, stride_kt, stride_kh, stride_kk, stride_vt, stride_vh, stride_vk,
+                                           TOKENS=TOKENS, BLOCK_N=BLOCK_N)
         o_rows = rows * (GROUP * tl.num_programs(1)) + head  # row (token, head) of the contiguous (T, H_q, D) output
         tl.store(o_ptr + o_rows[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty),
                  mask=mask_m[:, None])
