@@ -28,7 +28,7 @@ def launch_shape(head_dim: int, device: torch.device) -> tuple[int, int, int, in
     the tiles measured fastest on an H100 (bench/results/2026-12-06-h200-prefill-tiles/)."""
     if device.type != "cuda":
         return 64, 32, 4, 1
-    return (128, 64, 4, 3) if head_dim <= 64 else (128, 64, 8, 3)
+    return (128, 64, 8, 3)
 
 
 @triton.jit

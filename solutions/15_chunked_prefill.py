@@ -23,7 +23,7 @@ def launch_shape(head_dim: int, device: torch.device) -> tuple[int, int, int, in
     """(BLOCK_M rows of queries, BLOCK_N keys, num_warps, num_stages), as puzzle 14's key."""
     if device.type != "cuda":
         return 64, 32, 4, 1
-    return (128, 64, 4, 3) if head_dim <= 64 else (128, 64, 8, 3)
+    return (128, 64, 8, 3)
 
 
 @triton.jit
