@@ -131,7 +131,7 @@ bench: env ## GPU: the answer key against torch over a sweep of sizes (table, CS
 
 profile: env ## GPU: each kernel's time, yours beside the key and the baseline, % of peak: make profile PUZZLE=N [FILE=path]
 	@if [ -z "$(PUZZLE)" ]; then echo "Say which puzzle: make profile PUZZLE=4 (see the table in README.md). $(NO_PUZZLE)"; exit 2; fi
-	@$(PY) -m bench profile $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
+	@CHECKS_MAKE_LEVEL=$(MAKELEVEL) $(PY) -m bench profile $(PUZZLE) $(if $(FILE),--file "$(FILE)") $(ARGS)
 
 gpu-run: env ## GPU machine: make solutions in shards, tampering, latency, into bench/results/ (ARGS="--shards '1 2|3' --dry-run")
 	@$(PY) -m bench gpu-run $(ARGS)

@@ -250,6 +250,17 @@ def kernel_times(
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = run(argv)
+    if code:  # under `make profile`: what make's own `Error N` line after this one means
+        from checks.make_notes import make_note
+
+        note = make_note(code, target="profile")
+        if note:
+            print(note, file=sys.stderr)
+    return code
+
+
+def run(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench profile", description=__doc__.splitlines()[0])
     parser.add_argument("puzzle", help="the puzzle number (4, 9a, 16, ...)")
     parser.add_argument("--file", type=Path, help="your .py file or notebook (default: the puzzle's notebook)")

@@ -1,7 +1,8 @@
 """What GNU make's own last line after a course command that did not succeed means, said by the course right above it.
 
-`make check` and `make map` set CHECKS_MAKE_LEVEL to the make level running them; `checks.cli` and
-`checks.learner.maps` end a failure with `make_note`, which quotes make's line as this Makefile makes it.
+`make check`, `make map` and `make profile` set CHECKS_MAKE_LEVEL to the make level running them; `checks.cli`,
+`checks.learner.maps` and `bench.profile` end a failure with `make_note`, which quotes make's line as this Makefile
+makes it.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from checks.registry import ROOT
 # GNU make reports every recipe that exits non-zero with a line of its own after the recipe's output, and
 # nothing in a Makefile turns that line off while keeping the exit status (.SILENT and -s silence only the
 # recipes' echo, and an ignored error makes make exit 0): the course says what the line means instead.
-UNDER_MAKE = "CHECKS_MAKE_LEVEL"  # set by the Makefile's check and map targets to the make level running them
-RECIPES = {"check": "-m checks $(PUZZLE)", "map": "-m checks.learner.maps $(PUZZLE)"}  # each target's Python line
+UNDER_MAKE = "CHECKS_MAKE_LEVEL"  # set by the Makefile's check, map and profile targets to the make level running them
+RECIPES = {  # each target's Python line
+    "check": "-m checks $(PUZZLE)",
+    "map": "-m checks.learner.maps $(PUZZLE)",
+    "profile": "-m bench profile $(PUZZLE)",
+}
 FAILED = {  # what exit status 1 and 2 of each target mean
     "check": ("the check did not pass", "the command could not grade"),
     "map": ("the map was not drawn", "the map was not drawn"),
+    "profile": ("the profile was not taken", "the profile was not taken"),
 }
 
 

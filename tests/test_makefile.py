@@ -75,6 +75,15 @@ def test_a_map_that_cannot_be_drawn_explains_makes_error_2_line(tmp_path):
     assert f"`{lines[-1]}`" in lines[-2] and "the map was not drawn (exit status 2)" in lines[-2]
 
 
+def test_a_profile_without_a_gpu_explains_makes_error_2_line():
+    run = plain_make("profile", "PUZZLE=1")
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert lines[-1].startswith("make: *** [Makefile:") and lines[-1].endswith("profile] Error 2")
+    assert "needs a CUDA GPU" in run.stderr
+    assert f"`{lines[-1]}`" in lines[-2] and "the profile was not taken (exit status 2)" in lines[-2]
+
+
 def test_the_first_setup_shows_its_steps_and_how_long_it_takes():
     out = dry_run("-B", ".venv/bin/python")
     assert all(f"[{step}/3]" in out for step in (1, 2, 3))
