@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.hopper import load
+from bench.hopper import load, median_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 LENGTHS = {"uniform 16x2048": [2048] * 16, "skewed 8192+63x128": [8192] + [128] * 63}
@@ -33,12 +33,10 @@ CONTEXT = 4096
 def timed(fn: Callable[[], Any]) -> tuple[float, str]:
     """(median ms, how): CUDA-graph replays where the call can be captured, else do_bench's median."""
     import torch
-    from triton.testing import do_bench, do_bench_cudagraph
+    from triton.testing import do_bench
 
-    fn()
-    torch.cuda.synchronize()
     try:
-        return float(do_bench_cudagraph(fn, rep=200, return_mode="median")), "graph"
+        return median_ms(fn), "graph"
     except RuntimeError:
         torch.cuda.synchronize()
         return float(do_bench(fn, warmup=25, rep=200, return_mode="median")), "do_bench"
