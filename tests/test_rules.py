@@ -93,6 +93,7 @@ RACE = {"kind": "race", "launch": 0, "kernel": "add_kernel", "function": "add_ke
 
 RULE_CASES: dict[str, Callable[[], CaseContext]] = {
     "kernel_calls": lambda: vector_ctx(plan_problem=found("kernel_calls")),
+    "mma_waited": lambda: vector_ctx(plan_problem=found("mma_waited")),
     "kernels_from_source": lambda: vector_ctx(plan_problem=found("kernels_from_source")),
     "torch_free": lambda: vector_ctx(plan_problem=found("torch_free")),
     "plan_from_shapes": lambda: vector_ctx(plan_problem=found("plan_from_shapes")),

@@ -13,7 +13,14 @@ from typing import Any
 from checks.engine.contract.kernel_source import BUILTINS, KernelSource
 from checks.engine.contract.plan import CONST_LIMIT, KEPT_ADVICE, PlanError, check, first_difference
 from checks.engine.contract.protocol import Tampered
-from checks.engine.judging.rules.plan_rules import kernel_calls, kernels_from_source, plan_from_shapes, torch_free
+from checks.engine.judging.mma_waits import first_early_read
+from checks.engine.judging.rules.plan_rules import (
+    kernel_calls,
+    kernels_from_source,
+    mma_waited,
+    plan_from_shapes,
+    torch_free,
+)
 
 ALLOWED_CALLS = ", ".join(sorted(BUILTINS - {"True", "False", "None"}))
 REPLAYED = "the grader replays only what your function asks of the GPU (allocations, views, copies and launches)"
@@ -24,9 +31,11 @@ def _found(rule: str, message: str, details: list[str] | None = None) -> dict[st
 
 
 def source_problem(source: KernelSource) -> dict[str, Any] | None:
-    """The first use of something outside the kernel language in a kernel body, or None."""
+    """The first use of something outside the kernel language in a kernel body, then the first read of an
+    asynchronous warpgroup MMA's result before a wait retires it (`checks.engine.judging.mma_waits`), or None."""
     if not source.problems:
-        return None
+        early = first_early_read(source)
+        return _found(mma_waited.name, early.message()) if early is not None else None
     if any(f"in kernel `{name}`:" in source.problems[0] for name in source.gluon_kernels):  # the Hopper track
         return _found(
             kernel_calls.name,

@@ -10,8 +10,8 @@ from checks.engine.judging.rules.declare import EVERY_CALL, Rule, rule
 from checks.engine.judging.rules.problem import CaseContext, Problem
 
 
-def _plan_rule(name: str, doc: str, checks: str, message: str) -> Rule:
-    """The rule `name` (taught from puzzle 1 on, for every call): it reports the finding that
+def _plan_rule(name: str, doc: str, checks: str, message: str, taught_in: str = "1") -> Rule:
+    """The rule `name` (for every call, taught in puzzle `taught_in`): it reports the finding that
     `checks.engine.judging.plans` attached to the observation under its name; `doc` says what it checks."""
 
     def check(ctx: CaseContext) -> Problem | None:
@@ -22,7 +22,7 @@ def _plan_rule(name: str, doc: str, checks: str, message: str) -> Rule:
 
     check.__name__ = check.__qualname__ = name
     check.__doc__ = doc
-    return rule(EVERY_CALL, checks=checks, message=message, taught_in="1")(check)
+    return rule(EVERY_CALL, checks=checks, message=message, taught_in=taught_in)(check)
 
 
 kernel_calls = _plan_rule(
@@ -33,6 +33,21 @@ kernel_calls = _plan_rule(
         "`max`, ...): what Triton's compiler accepts"
     ),
     message="Replace what a kernel cannot call with a `tl.*` operation, or move that work out of the kernel.",
+)
+
+mma_waited = _plan_rule(
+    "mma_waited",
+    "No Gluon kernel reads an asynchronous warpgroup MMA's result before a wait retires it (from the kernel's text).",
+    checks=(
+        "a Gluon kernel reads the result of an asynchronous `warpgroup_mma` only after a `warpgroup_mma_wait` "
+        "retires it (a wait with `num_outstanding=n` retires every product but the n issued last), decided from "
+        "the kernel's text: the values a GPU shows cannot tell"
+    ),
+    message=(
+        "Wait with `warpgroup_mma_wait(num_outstanding=..., deps=(...))` until the product is done before you read "
+        "its result: the PTX ISA leaves the accumulator's registers undefined until then."
+    ),
+    taught_in="16b",
 )
 
 kernels_from_source = _plan_rule(

@@ -33,6 +33,7 @@ MODULES = (plan_rules, core, races, overflow, launch_order, method, decoding, pr
 ORDER: tuple[str, ...] = (
     # the plan, before anything is replayed (checks.engine.judging.plans)
     "kernel_calls",
+    "mma_waited",
     "kernels_from_source",
     "torch_free",
     "plan_from_shapes",
