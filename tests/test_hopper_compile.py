@@ -1,7 +1,8 @@
 """The Hopper track's kernels compiled for sm_90a on this machine, not run: Triton's compiler (and the ptxas in its
 wheel) needs no GPU. The answer keys and the variant compile at the lessons' shapes; of the known-wrong kernels, the
 one with the wrong layout conversion does not compile, as its `expect:` says, and the one that reads the accumulator
-without its wait compiles without the wait for every product in flight (its wrong values need a GPU). And the
+before its last wait compiles with no wait for every product in flight before that read (`mma_waited` rejects it from
+its text; what the compiler does below the PTX, a GPU shows). And the
 replay's way: the key's plan recorded, its kernels built from the checked text, and the plan performed under the
 replay process's seal (its audit hook), each launch compiled for sm_90a where a GPU would run it.
 
@@ -88,14 +89,19 @@ def test_the_keys_compile_for_sm_90a_and_a_known_wrong_kernel_does_what_it_says(
             ("16", "variants/16_software_pipelined.py")]  # fmt: skip
     wrong_layout = materialize(get_puzzle("16"), get_puzzle("16").wrong_dir / "rescale_in_the_wrong_slice.edit.yaml",
                                tmp_path)  # fmt: skip
-    files = [(n, ROOT / "solutions" / f) for n, f in keys] + [("16", wrong_layout)]
-    *key_results, layout = compiled(files)
+    matmul = get_puzzle("16b")
+    early_read = materialize(matmul, matmul.wrong_dir / "accumulator_read_before_wait.edit.yaml", tmp_path)
+    files = [(n, ROOT / "solutions" / f) for n, f in keys] + [("16", wrong_layout), ("16b", early_read)]
+    *key_results, layout, unwaited = compiled(files)
     for (number, file), result in zip(keys, key_results, strict=True):
         assert "error" not in result, (file, result.get("error", "")[-2000:])
         (kernel,) = result["compiled"]
         assert 0 < kernel["shared"] <= 228 * 1024, file  # an H100's shared memory per SM
         assert number == "16a" or WAIT_ALL in kernel["ptx"], file  # every product waited for before its use
     assert "expected expand_dims input layout to be sliced in axis 1 but got 0" in layout["error"]
+    assert "error" not in unwaited, unwaited.get("error", "")[-2000:]
+    (kernel,) = unwaited["compiled"]
+    assert WAIT_ALL not in kernel["ptx"] and "wgmma.wait_group.sync.aligned 1" in kernel["ptx"]
 
 
 # The replay process's path for one case, on a CPU: the key's plan recorded, the kernels built from the checked text,
