@@ -253,3 +253,13 @@ def test_a_while_loop_carries_a_product_in_flight_to_its_next_pass():
 """)
     found = early_read(text)
     assert (found.line, found.issued[2]) == (line_of(text, "# read"), line_of(text, "# issue"))
+
+
+def test_a_kernel_the_analysis_cannot_follow_is_refused_with_its_line_never_passed_nor_crashed():
+    deep = kernel("    x = " + " + ".join(["k_tiles"] * 600) + "\n")  # parsed, but deeper than the walk goes
+    found = early_read(deep)
+    assert found.unfollowed and "cannot follow expressions nested this deep" in found.message()
+    recursive = kernel("    _again(a_tiles)\n", "def _again(a):\n    _again(a)  # itself")
+    found = early_read(recursive)
+    assert found.line == line_of(recursive, "# itself") and "from inside itself" in found.message()
+    assert early_read(kernel("    break\n")) is None  # Python refuses it when it compiles the kernel

@@ -255,8 +255,9 @@ class _Walk:
             self.returned.append((value, state))
             return None
         elif isinstance(node, (ast.Break, ast.Continue)):
-            breaks, continues = self.loops[-1]
-            (breaks if isinstance(node, ast.Break) else continues).append(state)
+            if self.loops:  # outside a loop Python refuses it when it compiles the kernel
+                breaks, continues = self.loops[-1]
+                (breaks if isinstance(node, ast.Break) else continues).append(state)
             return None
         elif isinstance(node, ast.Expr):
             self.value(node.value, state)
@@ -543,10 +544,13 @@ def _first_early_read(
 ) -> EarlyRead | None:
     program = _program(texts, gluon, dict(aliases))
     for name in _entries(program):
+        walk = _Walk(program, name, ())
         try:
-            _Walk(program, name, ()).run({}, 0)
+            walk.run({}, 0)
         except _Unfollowed as stop:
             return stop.read
+        except RecursionError:  # expressions nested deeper than this Python follows
+            return walk.early(walk.fn.node, name, unfollowed="expressions nested this deep")
         if program.reads:
             return dataclasses.replace(program.reads[0], notes=tuple(program.notes.values()))
     return None
