@@ -36,11 +36,11 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            the replay.
     engine.judging         the judge, in the grader's own process: the stage that runs the two processes and judges
                            what they report (judging.stage, judging.interpreter_parts), the configs an autotuner may
-                           choose (judging.configs), the plans' rules (judging.plans; judging.largest for the plan at
-                           the largest sizes), the cases (judging.judge, with the rules of judging.rules: the
-                           rulebook, core, method, decoding, prefill, launch_order, compare, overflow), the timing
-                           verdict (judging.timing) and the wording (judging.wording). It
-                           imports neither process's room.
+                           choose (judging.configs), the plans' rules (judging.plans, with judging.mma_waits for the
+                           Gluon kernels' waits; judging.largest for the plan at the largest sizes), the cases
+                           (judging.judge, with the rules of judging.rules: the rulebook, core, method, decoding,
+                           prefill, launch_order, compare, overflow), the timing verdict (judging.timing) and the
+                           wording (judging.wording). It imports neither process's room.
     engine.grading_process only the processes' entry points: main (a grading process: its machine, then its role's
                            job, done in that role's room), fork_server, recording (an access log for a map); nothing
                            of the engine imports them.
@@ -79,9 +79,10 @@ How a submission is graded:
                                  engine.processes.hardening, landlock and no_processes):
                                  engine.record.plan_recorder writes down each case's plan on two draws with other
                                  data values; engine.processes.sealing: nothing it started may outlive it
-          judge the plans        engine.judging.plans: kernels outside the language, kernels not in the source,
-                                 host computations that reach a kernel or an output, a plan that changed with the
-                                 data
+          judge the plans        engine.judging.plans: kernels outside the language, a Gluon kernel that reads a
+                                 warpgroup MMA's result before a wait retires it (engine.judging.mma_waits, from the
+                                 text), kernels not in the source, host computations that reach a kernel or an
+                                 output, a plan that changed with the data
           replay                 the replaying grading process (engine.grading_process.main, role replay, does
                                  engine.replay.replay_job; started beside the recording one, its job on a pipe):
                                  engine.replay builds the kernels from the checked text and performs each plan on
