@@ -1,8 +1,9 @@
 """Wrong: dQ is summed with tl.atomic_add into a float32 buffer made by `torch.empty`, trusting the autotuner's
 `reset_to_zero` to clear it; with one config the autotuner never benchmarks, so it never zeroes the buffer, and the
-adds land on whatever the memory held (NaN here, garbage on a GPU).
+adds land on whatever the memory held (the grader's poison in the interpreter, where the report says nothing had been
+written there; on a GPU whatever the allocator hands back, where the report says dq is wrong).
 
-expect: values: where nothing had been written
+expect: values: where nothing had been written || values: dq:
 """
 
 import torch
