@@ -36,7 +36,8 @@ def matmul_kernel(
         acc += tl.dot(a, b)  # (BLOCK_M, BLOCK_K) @ (BLOCK_K, BLOCK_N) on the tensor cores
         a_ptrs += BLOCK_K * stride_ak  # step both tiles along K
         b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    # The row index in int64: c can pass 2^31 elements (the logits of a large vocabulary), where int32 wraps.
+    c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
     ### END SOLUTION
 

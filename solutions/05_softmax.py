@@ -18,7 +18,7 @@ def _softmax_kernel(
     BLOCK_SIZE: tl.constexpr,  # a power of two >= n_cols: the whole row is one block
 ):
     ### BEGIN SOLUTION
-    row = tl.program_id(axis=0)  # one program per row
+    row = tl.program_id(axis=0).to(tl.int64)  # one program per row; int64, as x can pass 2^31 elements
     offs_n = tl.arange(0, BLOCK_SIZE)  # (BLOCK_SIZE,) column indices
     mask = offs_n < n_cols
     # Lanes past the end of the row read -inf: they cannot win the max, and exp(-inf) = 0 adds

@@ -18,7 +18,7 @@ def _softmax_blocked_kernel(
     BLOCK_SIZE: tl.constexpr,  # columns per step of the loops; a row is cdiv(n_cols, BLOCK_SIZE) blocks
 ):
     ### BEGIN SOLUTION
-    row = tl.program_id(axis=0)  # one program per row
+    row = tl.program_id(axis=0).to(tl.int64)  # one program per row; int64, as x can pass 2^31 elements
     x_row_ptr = x_ptr + row * stride_xm
     out_row_ptr = out_ptr + row * n_cols
     offs_n = tl.arange(0, BLOCK_SIZE)  # (BLOCK_SIZE,)

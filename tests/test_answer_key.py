@@ -12,6 +12,7 @@ from checks.authoring.wrong import known_wrong, materialize, name_of
 from checks.engine.grade import grade
 from checks.engine.judging.rules import rulebook
 from checks.instructor.solutions import expectations, meets
+from checks.puzzles.largest import MAKERS
 from checks.verdict import format_verdict
 from tests.helpers import HOPPER, JUPYTER, READY, puzzle_params, switch_off, wrong_kernels
 
@@ -58,11 +59,16 @@ def representatives() -> set[Path]:
     """For each puzzle and each set of method rules its known-wrong kernels expect, the first such kernel by name: in
     `make test` with the pinning kernels below, so that every method rule of every puzzle is seen to reject a kernel.
     Kernels that only `values` rejects are `exhaustive` beside the one that pins it (each puzzle's untouched stub fails
-    in `make test` too); the rest are `exhaustive` (`make test-all`, and `make solutions` grades every one)."""
+    in `make test` too). Those that only `offsets_fit` rejects are one probe's findings on every puzzle alike: the
+    first of each kind of largest inputs (`checks.puzzles.largest.MAKERS`: 3 and 4 share the matmul's) is graded here,
+    and tests/test_overflow.py probes every one of them in this process, with its line. The rest are `exhaustive`
+    (`make test-all`, and `make solutions` grades every one)."""
     first: dict[tuple[str, frozenset[str]], Path] = {}
     for puzzle, path in wrong_kernels():
         rules = frozenset(e.rule for e in expectations(path))
-        if rules != {"values"}:
+        if rules == {"offsets_fit"}:
+            first.setdefault((MAKERS[puzzle.slug].__name__, rules), path)
+        elif rules != {"values"}:
             first.setdefault((puzzle.number, rules), path)
     return set(first.values())
 

@@ -2,8 +2,8 @@
 function records at the sizes `largest:` in puzzles.yaml names, on tensors without storage, performed in the
 interpreter at the ends of its grids. The answer keys come out clean; an int32 offset that wraps and a grid a GPU
 cannot launch are found, with the kernel line, in well under a second. (Graded end to end: the known-wrong kernels
-`int32_batch_offset`, `batch_heads_on_axis_1` of 8a and `int32_page_offset` of 13 and 15, in
-tests/test_answer_key.py.)"""
+`int32_row_offset` of 3-7 and 10a, `int32_batch_offset`, `batch_heads_on_axis_1` of 8a and `int32_page_offset` of 13
+and 15, in tests/test_answer_key.py.)"""
 
 from __future__ import annotations
 
@@ -67,14 +67,55 @@ def judged(number: str, found: list[dict]):
     return rulebook.apply(rulebook.RULES["offsets_fit"], ctx, {})
 
 
+def largest_data(number: str) -> list[torch.Tensor]:
+    inputs = largest_inputs(get_puzzle(number), "cpu")
+    return [t for t in inputs.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+# The largest tensor of each puzzle at its largest sizes (a result the function makes included): 1 and 2 stay under
+# 2^31 elements, as their notes say; from 3 on a real model's tensors pass it (logits, attention probabilities).
+LARGEST_ELEMENTS = {
+    "1": 128256 * 16384,
+    "2": 128256 * 16384,
+    "3": 16384 * 152064,
+    "4": 16384 * 152064,
+    "5": 524288 * 8192,
+    "6": 16384 * 152064,
+    "7": 16384 * 152064,
+    "10a": 524288 * 8192,
+}
+
+
 def test_the_largest_sizes_pass_2_to_the_31_without_storage():
-    for number in ("8a", "13"):
+    for number in ("8a", "13", "5", "10a"):
         assert number in PROBED
-        inputs = largest_inputs(get_puzzle(number), "cpu")
-        data = [t for t in inputs.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        data = largest_data(number)
         assert all(t.is_meta for t in data) and max(t.numel() for t in data) > 2**31
     table = largest_inputs(get_puzzle("13"), "cpu")["block_table"]  # real, and reaching the end of the cache
     assert not table.is_meta and int(table.max()) == largest_inputs(get_puzzle("13"), "cpu")["k_cache"].shape[0] - 1
+
+
+def largest_elements(number: str) -> int:
+    """The most elements of one tensor at the puzzle's largest sizes: an input, or a matmul's result c (M, N)."""
+    case = get_puzzle(number).largest
+    counts = [t.numel() for t in largest_data(number)]
+    return max(counts + ([case.M * case.N] if case.M is not None else []))
+
+
+def test_every_interpreted_puzzle_names_its_largest_sizes_and_the_early_ones_fit_int32():
+    """Each puzzle the interpreter grades has largest sizes, and its note says how many elements they make; 1 and 2
+    stay under 2^31 (their lessons teach no 64-bit offsets), 3-7 and 10a pass it in their result or their input,
+    laid out as the case says."""
+    interpreted = [p.number for p in load_puzzles() if p.ready and not p.needs_hopper]
+    assert sorted(interpreted) == sorted(PROBED)
+    for number, most in LARGEST_ELEMENTS.items():
+        assert all(t.is_meta for t in largest_data(number))
+        assert largest_elements(number) == most
+        assert (most < 2**31) == (number in ("1", "2")), number
+        note = get_puzzle(number).largest.note
+        assert f"{most} elements" in note or (most == 2**32 and "2^32 elements" in note), (number, note)
+    b = largest_inputs(get_puzzle("3"), "cpu")["b"]  # the weight of a linear layer, transposed
+    assert b.shape == (8192, 152064) and b.stride() == (1, 8192)
 
 
 def test_the_ends_of_a_grid():
@@ -84,17 +125,24 @@ def test_the_ends_of_a_grid():
 
 
 @pytest.mark.parametrize(
-    "number", [pytest.param(n, marks=() if n in ("8a", "13") else pytest.mark.exhaustive) for n in PROBED]
+    "number",
+    [pytest.param(n, marks=() if n in ("8a", "13", *LARGEST_ELEMENTS) else pytest.mark.exhaustive) for n in PROBED],
 )
 def test_the_answer_keys_offsets_fit_at_the_largest_sizes(number, tmp_path):
     found, seconds = probe_of(number, tmp_path)
     assert found == []
-    assert seconds < 2.0  # about 0.2 s on a laptop's core
+    assert seconds < 2.0  # about 0.2 s on a laptop's core (an attention key); 0.05 s for 1-7 and 10a
 
 
 @pytest.mark.parametrize(
     ("number", "wrong", "line", "worked"),
     [
+        ("3", "int32_row_offset", "c_ptrs = c_ptr + offs_m[:, None] * stride_cm", (16320, 152064)),
+        ("4", "int32_row_offset", "c_ptrs = c_ptr + offs_cm[:, None] * stride_cm", (16352, 152064)),
+        ("5", "int32_row_offset", "x = tl.load(x_ptr + row * stride_xm", (524287, 8192)),
+        ("6", "int32_row_offset", "x_row_ptr = x_ptr + row * stride_xm", (16383, 152064)),
+        ("7", "int32_row_offset", "x_row_ptr = x_ptr + row * stride_xm", (16383, 152064)),
+        ("10a", "int32_row_offset", "y = tl.load(y_ptr + row * stride_ym", (524287, 8192)),
         ("8a", "int32_batch_offset", "q = tl.load(q_ptr + off_z * stride_qz", (8191, 524288)),
         ("13", "int32_page_offset", "kv_row = page * stride_kp", (262143, 16384)),
         ("15", "int32_page_offset", "k_rows = page * stride_kp", (262143, 16384)),
@@ -165,6 +213,17 @@ def test_what_the_host_makes_small_from_the_metadata_keeps_its_values(tmp_path):
             "batch_heads_on_axis_1",
             ["262144 programs along axis 1", "65535", "axis 0"],
             ["wraps around", "elements are wrong"],
+        ),
+        (
+            "5",
+            "int32_row_offset",
+            [
+                "shape=[524288, 8192]: the attention probabilities",
+                "line 25 of `_softmax_kernel`",
+                "524287 * 8192",
+                "row.to(tl.int64)",
+            ],
+            ["elements are wrong", "outside every tensor"],
         ),
         (
             "13",

@@ -1,7 +1,8 @@
 """Each puzzle's inputs at the largest sizes its contract names (`largest:` in puzzles.yaml), without their storage.
 
 The data (every float tensor) is made on torch's meta device: shapes, strides and dtypes, and no memory, so that a
-KV cache of 2^32 elements costs nothing. What the host function and the kernels read by value is real and small, on
+KV cache of 2^32 elements costs nothing; a case's `layout` keys lay it out as its graded cases do (a weight
+transposed, say). What the host function and the kernels read by value is real and small, on
 the grading device: a paged cache's `block_table`, `seq_lens`, `cu_seqlens`, `context_lens`. The first sequence's
 pages are the last ones of the cache, so that the offsets a kernel computes reach the cache's far end.
 `checks.engine.record.largest` records the learner's plan on these inputs, and `checks.engine.replay.overflow` runs
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from checks.memory import base_shape, layout_view
 from checks.registry import Case, Puzzle
 
 META = "meta"
@@ -24,6 +26,41 @@ META = "meta"
 def data(shape: tuple[int, ...], dtype: torch.dtype = torch.float16) -> torch.Tensor:
     """A contiguous tensor of this shape with no storage behind it."""
     return torch.empty(shape, dtype=dtype, device=META)
+
+
+def laid_out(case: Case, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A tensor of this shape without storage, in the layout the case gives `name` (a view, as the graded cases'
+    `checks.memory.layout_view` makes it)."""
+    layout = case.layout_of(name)
+    return layout_view(data(base_shape(shape, layout), dtype), layout)
+
+
+def vector_add(case: Case, device: str) -> dict[str, Any]:
+    """1: x, y (n,) float32."""
+    return {"x": data((int(case.n),), torch.float32), "y": data((int(case.n),), torch.float32)}
+
+
+def matrix_add(case: Case, device: str) -> dict[str, Any]:
+    """2: a, b (M, N) float32, each in its layout."""
+    shape = tuple(int(s) for s in case.shape)
+    return {"a": laid_out(case, "a", shape, torch.float32), "b": laid_out(case, "b", shape, torch.float32)}
+
+
+def matmul(case: Case, device: str) -> dict[str, Any]:
+    """3, 4: a (M, K), b (K, N) float16, each in its layout."""
+    m, n, k = int(case.M), int(case.N), int(case.K)
+    return {"a": laid_out(case, "a", (m, k), torch.float16), "b": laid_out(case, "b", (k, n), torch.float16)}
+
+
+def softmax(case: Case, device: str) -> dict[str, Any]:
+    """5, 6, 7: x (M, N) float32."""
+    return {"x": laid_out(case, "x", tuple(int(s) for s in case.shape), torch.float32)}
+
+
+def softmax_backward(case: Case, device: str) -> dict[str, Any]:
+    """10a: y, dy (M, N) float32."""
+    shape = tuple(int(s) for s in case.shape)
+    return {"y": laid_out(case, "y", shape, torch.float32), "dy": laid_out(case, "dy", shape, torch.float32)}
 
 
 def scale(case: Case) -> float:
@@ -121,6 +158,14 @@ def chunked_prefill(case: Case, device: str) -> dict[str, Any]:
 
 
 MAKERS: dict[str, Callable[[Case, str], dict[str, Any]]] = {
+    "vector_add": vector_add,
+    "matrix_add": matrix_add,
+    "matmul": matmul,
+    "matmul_fast": matmul,
+    "softmax": softmax,
+    "softmax_blocked": softmax,
+    "softmax_online": softmax,
+    "softmax_backward": softmax_backward,
     "attention_one_block": attention,
     "flash_attention_v1": attention,
     "flash_attention_v2_fwd_noncausal": attention,

@@ -40,7 +40,8 @@ def mm_bt(
         )
         acc += tl.dot(a, tl.trans(bt))
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc.to(tl.float16), mask=mask)
+    c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(tl.float16), mask=mask)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

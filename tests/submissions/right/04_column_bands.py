@@ -34,7 +34,7 @@ def _mm_column_bands(
         acc = tl.dot(a, b, acc)
         a_ptrs += BK * sak
         b_ptrs += BK * sbk
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16),
+    tl.store(c_ptr + rm[:, None].to(tl.int64) * scm + rn[None, :] * scn, acc.to(tl.float16),
              mask=(rm[:, None] < M) & (rn[None, :] < N))  # fmt: skip
 
 

@@ -30,7 +30,7 @@ def _mm_persistent(
             b = tl.load(b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn,
                         mask=(k0 + rk[:, None] < K) & (rn[None, :] < N), other=0.0)  # fmt: skip
             acc = tl.dot(a, b, acc)
-        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16),
+        tl.store(c_ptr + rm[:, None].to(tl.int64) * scm + rn[None, :] * scn, acc.to(tl.float16),
                  mask=(rm[:, None] < M) & (rn[None, :] < N))  # fmt: skip
 
 

@@ -30,7 +30,8 @@ def _mm_swizzled(
         a_tile = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=in_m[:, None] & in_k[None, :], other=0.0)
         b_tile = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=in_k[:, None] & in_n[None, :], other=0.0)
         acc += tl.dot(a_tile, b_tile)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16), mask=in_m[:, None] & in_n[None, :])
+    c_ptrs = c_ptr + rm[:, None].to(tl.int64) * scm + rn[None, :] * scn
+    tl.store(c_ptrs, acc.to(tl.float16), mask=in_m[:, None] & in_n[None, :])
 
 
 def matmul_fast(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

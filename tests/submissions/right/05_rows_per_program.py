@@ -7,7 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def _softmax_rows(x_ptr, y_ptr, n_rows, n_cols, sxm, sxn, ROWS: tl.constexpr, BLOCK: tl.constexpr):
-    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    r = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
     c = tl.arange(0, BLOCK)
     ok = (r[:, None] < n_rows) & (c[None, :] < n_cols)
     x = tl.load(x_ptr + r[:, None] * sxm + c[None, :] * sxn, mask=ok, other=float("-inf"))

@@ -7,7 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def _row_max(x_ptr, m_ptr, n, sxm, sxn, BLOCK: tl.constexpr):
-    i = tl.program_id(0)
+    i = tl.program_id(0).to(tl.int64)
     best = tl.full((BLOCK,), float("-inf"), tl.float32)
     for j in range(0, n, BLOCK):
         idx = j + tl.arange(0, BLOCK)
@@ -17,7 +17,7 @@ def _row_max(x_ptr, m_ptr, n, sxm, sxn, BLOCK: tl.constexpr):
 
 @triton.jit
 def _row_sum(x_ptr, m_ptr, s_ptr, n, sxm, sxn, BLOCK: tl.constexpr):
-    i = tl.program_id(0)
+    i = tl.program_id(0).to(tl.int64)
     top = tl.load(m_ptr + i)
     acc = tl.zeros((BLOCK,), tl.float32)
     for j in range(0, n, BLOCK):
@@ -28,7 +28,7 @@ def _row_sum(x_ptr, m_ptr, s_ptr, n, sxm, sxn, BLOCK: tl.constexpr):
 
 @triton.jit
 def _normalise(x_ptr, m_ptr, s_ptr, out_ptr, n, sxm, sxn, BLOCK: tl.constexpr):
-    i = tl.program_id(0)
+    i = tl.program_id(0).to(tl.int64)
     top = tl.load(m_ptr + i)
     inv = 1.0 / tl.load(s_ptr + i)
     for j in range(0, n, BLOCK):

@@ -9,7 +9,7 @@ LOG2E: tl.constexpr = 1.4426950408889634
 
 @triton.jit
 def _row_stats(x_ptr, m_ptr, d_ptr, n, sxm, sxn, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
+    r = tl.program_id(0).to(tl.int64)
     m = float("-inf")  # running max, in base-2 units (x * log2(e))
     d = 0.0  # running sum of exp2(x * log2(e) - m)
     for c in range(0, n, BLOCK):
@@ -26,7 +26,7 @@ def _row_stats(x_ptr, m_ptr, d_ptr, n, sxm, sxn, BLOCK: tl.constexpr):
 
 @triton.jit
 def _normalise(x_ptr, m_ptr, d_ptr, y_ptr, n, sxm, sxn, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
+    r = tl.program_id(0).to(tl.int64)
     idx = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     keep = idx < n
     m = tl.load(m_ptr + r)

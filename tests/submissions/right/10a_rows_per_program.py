@@ -9,7 +9,7 @@ import triton.language as tl
 def _softmax_bwd_rows(
     y_ptr, dy_ptr, dx_ptr, M, N, stride_ym, stride_yn, stride_dym, stride_dyn, ROWS: tl.constexpr, BLOCK_N: tl.constexpr
 ):
-    offs_m = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    offs_m = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
     offs_n = tl.arange(0, BLOCK_N)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     y = tl.load(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn, mask=mask, other=0.0)

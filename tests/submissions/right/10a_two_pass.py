@@ -7,7 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def softmax_bwd_two_pass(y_ptr, dy_ptr, dx_ptr, n_cols, sym, syn, sdm, sdn, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)

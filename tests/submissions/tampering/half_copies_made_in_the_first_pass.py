@@ -12,7 +12,7 @@ import triton.language as tl
 
 @triton.jit
 def _softmax_through_halves(x_ptr, a_ptr, b_ptr, out_ptr, n_cols, wa, stride_xm, stride_xn, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     wb = n_cols - wa
     offs = tl.arange(0, BLOCK)
     row_max = -float("inf")

@@ -12,7 +12,7 @@ import triton.language as tl
 
 @triton.jit
 def _copy_half(x_ptr, dst_ptr, start, width, stride_xm, stride_xn, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     for c in range(0, width, BLOCK):
         cols = c + tl.arange(0, BLOCK)
         mask = cols < width
@@ -22,7 +22,7 @@ def _copy_half(x_ptr, dst_ptr, start, width, stride_xm, stride_xn, BLOCK: tl.con
 
 @triton.jit
 def _softmax_of_halves(a_ptr, b_ptr, out_ptr, wa, wb, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     a_row, b_row, out_row = a_ptr + row * wa, b_ptr + row * wb, out_ptr + row * (wa + wb)
     offs = tl.arange(0, BLOCK)
     row_max = -float("inf")

@@ -19,8 +19,9 @@ PROBED = (
     "ends of each grid."
 )
 INT64_ADVICE = (
-    "Cast a factor to 64 bits before the multiply (`off_z.to(tl.int64) * stride_z`, `page.to(tl.int64) * "
-    "stride_page`): Triton computes an int32 program id or loaded index times an int32 stride in int32. " + PROBED
+    "Cast a factor to 64 bits before the multiply (`row.to(tl.int64) * stride_m`, `off_z.to(tl.int64) * stride_z`, "
+    "`page.to(tl.int64) * stride_page`): Triton computes an int32 program id or loaded index times an int32 stride "
+    "in int32. " + PROBED
 )
 
 
@@ -46,14 +47,15 @@ def _where(found: dict[str, Any]) -> str:
 @rule(
     EVERY_CALL,
     checks=(
-        "at the largest sizes `puzzles.yaml` names (a KV cache or a packed batch past 2^31 elements), no offset "
-        "wraps its integer type, no address leaves its tensor and no grid has more programs than a GPU launches"
+        "at the largest sizes `puzzles.yaml` names (a vocabulary's logits, a KV cache or a packed batch past 2^31 "
+        "elements), no offset wraps its integer type, no address leaves its tensor and no grid has more programs "
+        "than a GPU launches"
     ),
     message=(
         "Compute offsets that can pass 2^31 elements in 64-bit integers: on a GPU an int32 product wraps around "
         "without a word and the load reads another tensor's memory."
     ),
-    taught_in="8a",
+    taught_in="3",
 )
 def offsets_fit(ctx: CaseContext) -> Problem | None:
     """The first finding of the probe at the largest sizes (`CaseObservation.overflow`), in words."""
