@@ -30,16 +30,31 @@ LENGTHS = {"uniform 16x2048": [2048] * 16, "skewed 8192+63x128": [8192] + [128] 
 CONTEXT = 4096
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, str]:
-    """(median ms, how): CUDA-graph replays where the call can be captured, else do_bench's median."""
+def timed(fn: Callable[[], Any], capture: bool = True) -> tuple[float, str]:
+    """(median ms, how): CUDA-graph replays where the call can be captured, else do_bench's median. A baseline known
+    not to capture (a boolean index, a host copy) passes capture=False: a failed capture keeps its graph's memory
+    pool until the process ends, which ran an H100 out of memory a few rows later."""
     import torch
     from triton.testing import do_bench
 
+    if capture:
+        try:
+            return median_ms(fn), "graph"
+        except RuntimeError:
+            torch.cuda.synchronize()
+    return float(do_bench(fn, warmup=25, rep=200, return_mode="median")), "do_bench"
+
+
+def timed_or_out_of_memory(fn: Callable[[], Any]) -> tuple[float | None, str]:
+    """A baseline that materialises padded or gathered copies, by do_bench's median: at the skewed lengths its copies
+    can outgrow the GPU, and then the row says so instead of ending the run."""
+    import torch
+
     try:
-        return median_ms(fn), "graph"
-    except RuntimeError:
-        torch.cuda.synchronize()
-        return float(do_bench(fn, warmup=25, rep=200, return_mode="median")), "do_bench"
+        return timed(fn, capture=False)
+    except torch.OutOfMemoryError:
+        free_memory()
+        return None, "out of GPU memory"
 
 
 def inputs_of(spec: Any, values: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -54,7 +69,6 @@ def inputs_of(spec: Any, values: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 def rows() -> list[dict[str, Any]]:
-    import torch
 
     from checks.puzzles import p14_varlen_attention as p14
     from checks.puzzles import p15_chunked_prefill as p15
@@ -71,7 +85,7 @@ def rows() -> list[dict[str, Any]]:
                 flops = p14.work(x).flops
                 row: dict[str, Any] = {"step": "14", "lengths": label, "G": G, "D": D, "flops": flops}
                 row["key_ms"], row["key_timing"] = timed(lambda args=args: key14(*args))
-                row["padded_sdpa_ms"], row["padded_sdpa_timing"] = timed(p14.padded_sdpa(x))
+                row["padded_sdpa_ms"], row["padded_sdpa_timing"] = timed_or_out_of_memory(p14.padded_sdpa(x))
                 varlen = p14.torch_varlen(x)
                 if varlen is not None:
                     row["varlen_attn_ms"], row["varlen_attn_timing"] = timed(varlen)
@@ -87,10 +101,8 @@ def rows() -> list[dict[str, Any]]:
                            "flops": p15.work(y).flops}  # fmt: skip
                     row["key_ms"], row["key_timing"] = timed(lambda args15=args15: key15(*args15))
                     if context:
-                        try:  # at the skewed lengths its padded scores can outgrow the GPU: then the row says so
-                            row["gathered_sdpa_ms"], row["gathered_sdpa_timing"] = timed(p15.gathered_sdpa(y))
-                        except torch.OutOfMemoryError:
-                            row["gathered_sdpa_timing"] = "out of GPU memory"
+                        row["gathered_sdpa_ms"], row["gathered_sdpa_timing"] = timed_or_out_of_memory(
+                            p15.gathered_sdpa(y))  # fmt: skip
                     else:  # the same new tokens through 14's key: the cost of the context's loop when it is empty
                         row["key14_ms"], row["key14_timing"] = row_14_time(key14, y)
                     found.append(row)
@@ -127,7 +139,7 @@ def figures(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
             f" context={row['context']}" if "context" in row else ""
         )
         for base in ("varlen_attn", "padded_sdpa", "gathered_sdpa", "key14"):
-            if f"{base}_ms" in row:
+            if row.get(f"{base}_ms") is not None:
                 out.append({"name": f"{row['step']} key {where}", "metric": f"time vs {base}", "unit": "ms",
                             "value": row["key_ms"], "baseline": base, "baseline_value": row[f"{base}_ms"],
                             "ratio": row[f"{base}_ms"] / row["key_ms"]})  # fmt: skip

@@ -184,3 +184,22 @@ def test_the_folders_of_results_each_say_what_made_them():
 
 def test_bench_path_is_importable_only_as_a_package():
     assert Path(gpu_run.__file__).parent == BENCH and (BENCH / "__init__.py").exists()
+
+
+def test_a_prefill_baseline_out_of_gpu_memory_is_a_row_not_the_end_of_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The padded and gathered baselines materialise copies that outgrow an H100 at the skewed lengths: their row says
+    so, the run goes on, and the record's figures leave the missing time out."""
+    import torch
+
+    from bench import prefill
+
+    def out_of_memory(fn: object, capture: bool = True) -> tuple[float, str]:
+        assert capture is False, "a baseline known not to capture must not try a CUDA graph (its pool stays)"
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(prefill, "timed", out_of_memory)
+    monkeypatch.setattr(prefill, "free_memory", lambda: None)
+    assert prefill.timed_or_out_of_memory(lambda: None) == (None, "out of GPU memory")
+    row = {"step": "14", "lengths": "skewed", "G": 1, "D": 64, "key_ms": 1.0, "padded_sdpa_ms": None,
+           "padded_sdpa_timing": "out of GPU memory", "varlen_attn_ms": 2.0}  # fmt: skip
+    assert [f["baseline"] for f in prefill.figures([row])] == ["varlen_attn"]
