@@ -1,7 +1,8 @@
 """One call of a host function recorded as a plan: the recorder set up, the function called on the inputs with its
 launches written down (`checks.engine.record.plan_recorder`), the plan collected. Every plan is recorded here: a
 case's in the recording process (`checks.engine.record.record_job`), the plan at the largest sizes
-(`checks.engine.record.largest`) and the answer key's (`checks.engine.answer_key`).
+(`checks.engine.record.largest`), the map's (`checks.engine.record.map_plan`) and the answer key's
+(`checks.engine.answer_key`).
 """
 
 from __future__ import annotations
