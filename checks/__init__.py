@@ -23,15 +23,17 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            imports no room.
     engine.record          what runs beside the learner's host code in the recording process: its job
                            (record.record_job: seal the process, record each case's plan and report it), the plan
-                           recorder (record.plan_recorder: launches, allocations, copies written down, never run)
-                           and the plan once more at the puzzle's largest sizes, on tensors without storage
-                           (record.largest).
+                           recorder (record.plan_recorder: launches, allocations, copies written down, never run),
+                           driven in one place for every plan (record.recorded_call.record_plan: set it up, call the
+                           function, collect the plan), the plan once more at the puzzle's largest sizes, on tensors
+                           without storage (record.largest), and a map's plan (record.map_plan).
     engine.replay          the replay process's job (replay.replay_job: check the grader's files, replay each case,
                            time on request): build the kernels from the checked text (replay.kernels), perform a plan
                            (replay.perform), observe a case (replay.case_runner, replay.launches), probe the plan at
-                           the largest sizes for offsets that wrap (replay.overflow), time it (replay.measure).
+                           the largest sizes for offsets that wrap (replay.overflow), time it (replay.measure);
+                           perform a map's plan under the access recorder (replay.map_log).
                            Record and replay never import each other, nor the judge; the answer key, read, kept and
-                           replayed in one module (engine.answer_key: its plan recorded with the recorder and
+                           replayed in one module (engine.answer_key: its plan recorded with record_plan and
                            performed by the replay), stands beside both, and the grading process's entry hands it to
                            the replay.
     engine.judging         the judge, in the grader's own process: the stage that runs the two processes and judges
@@ -42,8 +44,9 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            prefill, launch_order, compare, overflow), the timing verdict (judging.timing) and the
                            wording (judging.wording). It imports neither process's room.
     engine.grading_process only the processes' entry points: main (a grading process: its machine, then its role's
-                           job, done in that role's room), fork_server, recording (an access log for a map); nothing
-                           of the engine imports them.
+                           job, done in that role's room), fork_server, recording (the map's process: sealed, its
+                           plan recorded in the recording room, then replayed in the replay room); nothing of the
+                           engine imports them.
     engine.processes       starting, running and sealing processes (spawn, prestart, run, forking, process_table,
                            access_recording); the seals of a process that runs the learner's code: hardening (an
                            audit hook) and landlock (the kernel's seal, Landlock and a seccomp filter on sockets,
@@ -108,7 +111,8 @@ written down, not run, while the learner's function records), `engine.replay.lau
 numpy shim), `engine.compiler_arguments` (the interpreter's scalar arguments, typed as Triton's compiler types
 them); what is patched for a block is put back after it by `engine.patching`. An access log for a map is
 recorded and replayed in a process of its own, started and sealed as every grading process is
-(`engine.processes.access_recording` runs `engine.grading_process.recording`).
+(`engine.processes.access_recording` runs `engine.grading_process.recording`, whose two parts live in their rooms:
+`engine.record.map_plan` records, `engine.replay.map_log` replays).
 
 Nothing is imported here eagerly: `python -m checks` first makes sure this Python has torch,
 triton and pyyaml (see `checks.learner.preflight`), and says which Python to use when it has not.

@@ -22,11 +22,14 @@ import threading
 from concurrent import futures
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checks.engine.contract.kernel_source import parse_python
 from checks.engine.phases import mark
 from checks.engine.replay.perform import TimedReplay
+
+if TYPE_CHECKING:
+    from checks.engine.record.recorded_call import RecordedCall
 
 
 def parameters_of(puzzle: Any) -> list[str]:
@@ -55,17 +58,13 @@ def key_source(puzzle: Any) -> Any:
 
 def record_key_plan(
     puzzle: Any, module: Any, source: Any, inputs: dict[str, Any], this_thread_only: bool = False
-) -> Any:
-    """The key's plan for one call on `inputs` (by parameter name) and the recorder that wrote it (its `read_inputs`
-    says whether the plan depends on the inputs' values). No kernel runs."""
-    from checks.engine.contract.plan import returned_kind
-    from checks.engine.record.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+) -> RecordedCall:
+    """The key's call on `inputs` (by parameter name), recorded (`checks.engine.record.recorded_call.RecordedCall`:
+    its `read_inputs` says whether the plan depends on the inputs' values). No kernel runs."""
+    from checks.engine.record.recorded_call import record_plan
 
-    recorder = PlanRecorder(inputs, {})
-    with recorder, launches_recorded(recorder, this_thread_only=this_thread_only):
-        returned = getattr(module, puzzle.name)(*inputs.values())
-    plan = recorder.plan(returned, returned_kind(returned), recorded_globals(module, source.global_names))
-    return plan, recorder
+    key = getattr(module, puzzle.name)
+    return record_plan(key, module, inputs, {}, source.global_names, this_thread_only=this_thread_only)
 
 
 class AnswerKeyReplay(TimedReplay):
@@ -100,7 +99,7 @@ class AnswerKeyReplay(TimedReplay):
     def perform(self, args: tuple, fill: bool) -> Any:
         if self.plan is None:
             inputs = dict(zip(self.parameters, args, strict=True))
-            self.plan, _ = record_key_plan(self.puzzle, self.module, self.source, inputs)
+            self.plan = record_key_plan(self.puzzle, self.module, self.source, inputs).complete()
             self.build()
         return super().perform(args, fill)
 
@@ -189,16 +188,18 @@ def key_plan_here(puzzle: Any, device: str, case: Any = None) -> dict[str, Any] 
         inputs = dict(zip(parameters_of(puzzle), made.values(), strict=True))
         del made
         try:
-            plan, recorder = record_key_plan(puzzle, module, source, inputs, this_thread_only=True)
+            recorded = record_key_plan(puzzle, module, source, inputs, this_thread_only=True)
+            if recorded.raised is not None:
+                raise recorded.raised
         finally:
             del inputs
             if device == "cuda":
                 torch.cuda.empty_cache()  # the inputs' memory back to the GPU, for the replay
         mark("answer key's plan recorded in the grader")
-        if recorder.read_inputs or recorder.too_long is not None:
+        if recorded.read_inputs or recorded.too_long is not None:
             return None
         # as plain data, the form it travels in (the recorder's lists are its own kinds)
-        return json.loads(json.dumps({"plan": plan, "kernel_source": source.to_dict()}))
+        return json.loads(json.dumps({"plan": recorded.plan, "kernel_source": source.to_dict()}))
 
 
 def forget_kept_plans() -> None:

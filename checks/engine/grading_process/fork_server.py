@@ -71,6 +71,8 @@ def import_for_grading() -> str:
     detect(force_interpreter=True)  # as a grading process started ahead of its check does (spawn's --preload)
     import checks.engine.grading_process.main
     import checks.engine.grading_process.recording
+    import checks.engine.record.map_plan
+    import checks.engine.replay.map_log  # the map's two parts, which its process imports when it runs
     from checks.engine.contract.protocol import RECORD, REPLAY
     from checks.engine.grading_process.main import import_for_role
 

@@ -32,28 +32,20 @@ def record_largest(
 ) -> dict[str, Any]:
     """{"plan": the plan at the largest sizes} or {"raised": what the call raised, "where": its lines, as `explain`
     words them}; {} for a puzzle without largest sizes."""
-    from checks.engine.contract.plan import returned_kind
-    from checks.engine.record.plan_recorder import PlanRecorder, launches_recorded, recorded_globals
+    from checks.engine.record.recorded_call import record_plan
     from checks.puzzles.largest import largest_inputs
 
     inputs = largest_inputs(puzzle, device)
     if inputs is None:
         return {}
-    recorder = PlanRecorder(inputs, names)
-    try:
-        with (
-            contextlib.redirect_stdout(io.StringIO()),
-            RealWhenSmall(device, names),
-            recorder,
-            launches_recorded(recorder),
-        ):
-            returned = fn(*inputs.values())
-    except Exception as exc:  # noqa: BLE001 - what the call raised at these sizes is what the probe reports
-        text, where = explain(exc, names)
+    around = [contextlib.redirect_stdout(io.StringIO()), RealWhenSmall(device, names)]
+    recorded = record_plan(fn, module, inputs, names, global_names, around=around)
+    if recorded.raised is not None:  # what the call raised at these sizes is what the probe reports
+        text, where = explain(recorded.raised, names)
         return {"raised": text, "where": where}
-    if recorder.too_long is not None:
-        return {"raised": "too many operations", "where": [recorder.too_long] if recorder.too_long else []}
-    return {"plan": recorder.plan(returned, returned_kind(returned), recorded_globals(module, global_names))}
+    if recorded.too_long is not None:
+        return {"raised": "too many operations", "where": [recorded.too_long] if recorded.too_long else []}
+    return {"plan": recorded.plan}
 
 
 MOVES = (torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.type_as)  # what sends a tensor to another device

@@ -106,18 +106,11 @@ def record_case(
 ) -> dict[str, Any]:
     """The plans of one case on `draws` draws that differ only in the data values, or how the call failed."""
     import io
-    import time
 
-    from checks.engine.contract.plan import returned_kind
     from checks.engine.inputs import RECORDING_DRAWS, draw
     from checks.engine.learner_output import captured, explain_exception
-    from checks.engine.record.plan_recorder import (
-        TOO_LONG,
-        PlanRecorder,
-        PlanTooLong,
-        launches_recorded,
-        recorded_globals,
-    )
+    from checks.engine.record.plan_recorder import TOO_LONG, PlanTooLong
+    from checks.engine.record.recorded_call import record_plan
 
     found: dict[str, Any] = {
         "plans": [],
@@ -130,27 +123,20 @@ def record_case(
     printed = io.StringIO()
     for data_seed in RECORDING_DRAWS[:draws]:
         _, inputs = draw(spec, case, job.seed, index, machine.device, job.seed + index + data_seed)
-        recorder = PlanRecorder(inputs, names)
-        start = time.perf_counter()
-        try:
-            with captured(printed), recorder, launches_recorded(recorder):
-                returned = fn(*inputs.values())
-        except NotImplementedError as exc:
-            found.update(raised=f"NotImplementedError ({exc})", stub=True)
+        recorded = record_plan(fn, module, inputs, names, job.global_names, around=[captured(printed)])
+        found["seconds"] = recorded.seconds
+        found["printed"] = printed.getvalue()[-3000:]
+        if isinstance(recorded.raised, NotImplementedError):
+            found.update(raised=f"NotImplementedError ({recorded.raised})", stub=True)
             break
-        except Exception as exc:  # noqa: BLE001 - any error in learner code is what the case reports
-            found["raised"], found["raised_where"] = explain_exception(exc, names)
+        if recorded.raised is not None:  # any error in learner code is what the case reports
+            found["raised"], found["raised_where"] = explain_exception(recorded.raised, names)
             break
-        finally:
-            found["seconds"] = time.perf_counter() - start
-            found["printed"] = printed.getvalue()[-3000:]
-        if recorder.too_long is not None:  # refused even where the learner's code caught the error and went on
+        if recorded.too_long is not None:  # refused even where the learner's code caught the error and went on
             found["raised"] = f"{PlanTooLong.__name__}: {TOO_LONG}"
-            found["raised_where"] = [recorder.too_long] if recorder.too_long else []
+            found["raised_where"] = [recorded.too_long] if recorded.too_long else []
             break
-        found["plans"].append(
-            recorder.plan(returned, returned_kind(returned), recorded_globals(module, job.global_names))
-        )
+        found["plans"].append(recorded.plan)
     return found
 
 
@@ -171,6 +157,7 @@ def import_for_record() -> None:
     import checks.engine.inputs
     import checks.engine.learner_output
     import checks.engine.record.largest
+    import checks.engine.record.recorded_call
     import checks.engine.submission  # noqa: F401
     from checks.engine.record.plan_recorder import warm_up
 
