@@ -170,8 +170,15 @@ def diagnosis_report(tmp_path: Path, monkeypatch, capsys, name: str) -> str:
     return report(tmp_path, monkeypatch, capsys, number, graded, *EARLIER.get(number, ()))
 
 
+# graded whole by `make test-all` only: its cause is proven in `make test` on the cases that show it by
+# test_a_causal_boundary_off_by_one_is_proven_on_long_sequences_too (its every failing case costs ~10 s here)
+EXHAUSTIVE_DIAGNOSES = {"09_causal_one_key_past_diagonal"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(DIAGNOSED))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.exhaustive if n in EXHAUSTIVE_DIAGNOSES else ()) for n in DIAGNOSED]
+)
 def test_a_report_names_the_cause_its_evidence_proves_and_no_guess(name, tmp_path, monkeypatch, capsys):
     out = diagnosis_report(tmp_path, monkeypatch, capsys, name)
     _, said, not_said = DIAGNOSED[name]
