@@ -88,7 +88,7 @@ test: env-dev ## run the test suite (what CI runs)
 	@$(BYTECODE)
 	$(DEV_PY) -m pytest $(XDIST) -q -m "$(MARKS)" $(ARGS)
 
-test-all: env-dev ## every test: also the 143 known-wrong kernels beside one of the same rules (or rejected by values alone), and the tampering attacks in started processes
+test-all: env-dev ## every test: also every known-wrong kernel beside one of the same rules (or rejected by values alone), and the tampering attacks in started processes
 	@$(BYTECODE)
 	$(DEV_PY) -m pytest $(XDIST) -q $(ARGS)
 
