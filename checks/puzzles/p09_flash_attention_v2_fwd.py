@@ -66,13 +66,19 @@ def lead_first_key(q: torch.Tensor, k: torch.Tensor, case: Case) -> None:
     addition below half of that is lost every time (a larger one rounded to whole steps), while float32 keeps it."""
     if not case.lead:
         return
-    rows = q[..., 1::2, :]  # the even rows keep weights spread over every key (for `offset`)
-    steps = torch.arange(rows.shape[-2], device=q.device) % LEAD_STEPS / (LEAD_STEPS - 1)  # 0 to 1, then again
-    leads = case.lead - LEAD_SPREAD + 2 * LEAD_SPREAD * steps
-    rows[..., 0] = (leads / (LEAD_KEY * scale_of(case))).to(q.dtype)
-    q[..., ::2, 0] = 0.0
+    lead_rows(q, case)
     k[..., 0] = -LEAD_KEY
     k[..., 0, 0] = 0.0
+
+
+def lead_rows(q: torch.Tensor, case: Case) -> None:
+    """Column 0 of q's rows (along dim -2) as `lead_first_key` sets it, in place: each odd row's lead / (8 sm_scale),
+    0 in the even rows."""
+    rows = q[..., 1::2, :]  # the even rows keep weights spread over every key (for `offset`)
+    steps = torch.arange(rows.shape[-2], device=q.device) % LEAD_STEPS / (LEAD_STEPS - 1)  # 0 to 1, then again
+    leads = float(case.lead or 0.0) - LEAD_SPREAD + 2 * LEAD_SPREAD * steps
+    rows[..., 0] = (leads / (LEAD_KEY * scale_of(case))).to(q.dtype)
+    q[..., ::2, 0] = 0.0
 
 
 def spread(case: Case, name: str) -> float:
