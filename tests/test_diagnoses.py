@@ -211,7 +211,7 @@ def test_no_cause_is_named_from_a_case_another_mistake_gives_alike(tmp_path, mon
     assert "instead of 0..i" not in out and "the diagonal key (query i's own) is left out" not in out, out
     assert (
         "No cause is proven: the reference with the causal boundary 1 key to the left of the diagonal gives the "
-        "values of case 2, but not those of cases 4, 5, 6, 8, 9, which fail too" in out
+        "values of case 2, but not those of cases 4, 5, 6, 8, 9, 10, which fail too" in out
     ), out
     assert "such a case decides nothing alone" in out, out
     assert f"ARGS='--earlier {STEP_9A_KEY} --case 4 --seed 3'" in out, out

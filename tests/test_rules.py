@@ -432,7 +432,7 @@ def test_a_float16_output_accumulator_is_named_only_where_its_overflow_reproduce
         inputs = {"q": q, "k": k, "v": v, "causal": True, "sm_scale": 0.25}
         return CaseContext(get_puzzle("9"), Case(B=1, H=1, N=130, D=16), inputs, expected, [out, lse.float()], obs)
 
-    twin, peak = float16_attention_output(q, k, v, 0.25, True, 32)
+    twin, _, peak = float16_attention_output(q, k, v, 0.25, True, 32)
     assert peak > 65504 and bool(torch.isinf(twin[0, 0, 70:, :8]).all()) and bool(torch.isfinite(twin[0, 0, :60]).all())
     assert bool(torch.isfinite(twin[..., 8:]).all())
     named = rulebook.first_problem(ctx(twin))
@@ -464,10 +464,53 @@ def test_the_float16_twin_follows_each_attention_puzzles_inputs(number):
     puzzle = get_puzzle(number)
     atol, rtol = puzzle.tolerance_for("o")
     _, inputs, _ = draw_case(puzzle, 0)
-    o = spec_module(puzzle).reference(inputs)[0].value
-    twin, peak = float16_attention_twin(inputs, 64)
+    expected = spec_module(puzzle).reference(inputs)
+    o = expected[0].value
+    twin, twin_lse, peak = float16_attention_twin(inputs, 64)
     assert peak < FLOAT16_MAX and bool(((twin.double() - o).abs() <= atol + rtol * o.abs()).all())
+    if len(expected) > 1:  # lse, shaped as the puzzle returns it
+        assert twin_lse.shape == expected[1].value.shape
+        assert bool(((twin_lse - expected[1].value.double()).abs() <= 1e-6).all())
     (near,) = [i for i, case in enumerate(puzzle.cases.cpu) if case.offset]
     _, inputs, _ = draw_case(puzzle, near)
-    twin, peak = float16_attention_twin(inputs, 64)
+    twin, _, peak = float16_attention_twin(inputs, 64)
     assert peak > FLOAT16_MAX and bool(torch.isinf(twin).any())
+
+
+@pytest.mark.parametrize("number", ["9a", "9", "14", "15"])
+def test_a_float16_row_sum_fails_the_lead_case_and_is_named_only_where_it_reproduces_the_outputs(number):
+    """On the case whose first key leads the others, l kept in float16 over blocks of 16 or 32 keys puts lse past the
+    tolerance, and the report names it with the block; l in float32 with float16 p fed to the product (Triton's
+    tutorial) stays inside it; an lse off in other rows is not named."""
+    from checks.engine.inputs import draw_case
+    from checks.engine.judging.rules.low_precision import float16_attention_twin
+    from checks.puzzles import spec_module
+
+    puzzle = get_puzzle(number)
+    (index,) = [i for i, case in enumerate(puzzle.cases.cpu) if case.lead]
+    _, inputs, _ = draw_case(puzzle, index, seed=3)
+    expected = spec_module(puzzle).reference(inputs)
+    tolerance = {e.name: puzzle.tolerance_for(e.name) for e in expected}
+
+    def off(outputs: tuple) -> float:
+        """The largest error of lse, as a multiple of what the tolerance allows."""
+        lse = expected[1].value.double()
+        return float(
+            ((outputs[1].double() - lse).abs() / (tolerance["lse"][0] + tolerance["lse"][1] * lse.abs())).max()
+        )
+
+    def ctx(outputs: list) -> CaseContext:
+        obs = CaseObservation(index=0, returned="tuple", launches=[LaunchObs("_attn_fwd", True, {"BLOCK_N": 16})])
+        return CaseContext(puzzle, puzzle.cases.cpu[index], inputs, expected, outputs, obs)
+
+    for block_n in (16, 32):
+        assert off(float16_attention_twin(inputs, block_n, kept="l")) > 1.5
+        assert off(float16_attention_twin(inputs, block_n, kept="none")) < 0.01
+    o, lse, _ = float16_attention_twin(inputs, 16, kept="l")
+    named = rulebook.first_problem(ctx([o, lse.float()]))
+    assert named is not None and named.rule == "values"
+    assert "the running sum l (the softmax's denominator) kept in float16 over blocks of 16 keys" in named.message
+    shifted = expected[1].value.float().clone()
+    shifted[..., ::2] += 0.01  # off in the rows whose weights spread over every key, where a float16 l is not
+    other = rulebook.first_problem(ctx([expected[0].value.half(), shifted]))
+    assert other is not None and other.rule == "values" and "float16" not in other.message

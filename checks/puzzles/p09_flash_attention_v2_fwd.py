@@ -10,7 +10,10 @@ overflows float32. (Scaling q alone would do the same, but in the backward pass 
 float16 o, carried by delta = rowsum(dO * O), would then reach dK multiplied by |q|.) `offset` (default 0) is added
 to the first half of v's head-dim columns: with `score_std` small, so that each row's weights spread over all its
 keys, the running sum of p @ v before the division by l grows there to about l times the offset, past float16's
-largest value (65504) in a float16 accumulator, while o, about the offset, is representable.
+largest value (65504) in a float16 accumulator, while o, about the offset, is representable. `lead` (default none)
+makes the first key lead the others by about that much in the odd rows' scaled scores (the even rows keep weights
+spread over every key, for `offset`): their running sum l stays near 1 from the first key block on, and a float16 l
+loses each later block's small sum, which lse shows.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def draw_qkv(case: Case, arena: Arena) -> dict[str, torch.Tensor]:
         for name in ("q", "k", "v")
     }
     offset_values(inputs["v"], case)
+    lead_first_key(inputs["q"], inputs["k"], case)
     return inputs
 
 
@@ -46,6 +50,35 @@ def offset_values(v: torch.Tensor, case: Case) -> None:
     (and what it gives elsewhere tells it from other causes of inf)."""
     if case.offset:
         v[..., : v.shape[-1] // 2] += case.offset
+
+
+LEAD_KEY = 8.0  # -k[..., 0] of every key but the first: q[..., 0] sets each row's lead over them
+LEAD_SPREAD = 1.5  # the rows' leads run from `lead` - 1.5 to `lead` + 1.5 ...
+LEAD_STEPS = 8  # ... in 8 steps, over and over along the rows (a causal case's last rows, which see most keys, too)
+
+
+def lead_first_key(q: torch.Tensor, k: torch.Tensor, case: Case) -> None:
+    """Make the first key lead the others by about the case's `lead` in the odd rows' scaled scores, in place: column
+    0 of k is 0 for key 0 and -8 for the others, column 0 of an odd row of q is its lead / (8 sm_scale), the leads
+    running from `lead` - 1.5 to `lead` + 1.5 in 8 steps, over and over; column 0 of the even rows is 0, so that their
+    weights stay spread over every key. From the first key block on, the running sum l of an odd row is then about 1,
+    and each later key block adds about BLOCK_N exp(-lead) to it: in float16, whose spacing near 1 is 2^-10, an
+    addition below half of that is lost every time (a larger one rounded to whole steps), while float32 keeps it."""
+    if not case.lead:
+        return
+    lead_rows(q, case)
+    k[..., 0] = -LEAD_KEY
+    k[..., 0, 0] = 0.0
+
+
+def lead_rows(q: torch.Tensor, case: Case) -> None:
+    """Column 0 of q's rows (along dim -2) as `lead_first_key` sets it, in place: each odd row's lead / (8 sm_scale),
+    0 in the even rows."""
+    rows = q[..., 1::2, :]  # the even rows keep weights spread over every key (for `offset`)
+    steps = torch.arange(rows.shape[-2], device=q.device) % LEAD_STEPS / (LEAD_STEPS - 1)  # 0 to 1, then again
+    leads = float(case.lead or 0.0) - LEAD_SPREAD + 2 * LEAD_SPREAD * steps
+    rows[..., 0] = (leads / (LEAD_KEY * scale_of(case))).to(q.dtype)
+    q[..., ::2, 0] = 0.0
 
 
 def spread(case: Case, name: str) -> float:

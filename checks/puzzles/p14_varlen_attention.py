@@ -2,9 +2,10 @@
 
 A case gives H_kv, G, D and `seq_lens` (one length per sequence, 0 allowed, at least one token in all; `make bench`'s
 cases give `B` and `N` instead, every sequence that long), and optionally `causal` (default false), `sm_scale`
-(default 1/sqrt(D)), `score_std` and `offset` (as puzzle 9) and `layout` (or `layout_q`, `layout_k`, `layout_v`):
-"contiguous", or "sliced", a (T, H, D) view of a buffer with one more head per token, whose elements outside the view
-hold the guard bands' poison (NaN), as q, k and v are views of one projection's output in a real model.
+(default 1/sqrt(D)), `score_std`, `offset` and `lead` (as puzzle 9; `lead` in each sequence) and `layout` (or
+`layout_q`, `layout_k`, `layout_v`): "contiguous", or "sliced", a (T, H, D) view of a buffer with one more head per
+token, whose elements outside the view hold the guard bands' poison (NaN), as q, k and v are views of one projection's
+output in a real model.
 
 The sequences are packed along the first dimension: sequence b is tokens cu_seqlens[b] to cu_seqlens[b + 1] - 1 of
 q, k and v, and attends only to its own tokens (causal: token i of a sequence to its tokens 0..i).
@@ -19,7 +20,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
+from checks.puzzles.p09_flash_attention_v2_fwd import lead_first_key, offset_values, spread
 from checks.registry import Case
 
 O_DIMS = ("tokens", "heads", "head-dim columns")
@@ -57,6 +58,9 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
     }
     offset_values(inputs["v"], case)
     cu = torch.tensor([0, *lens]).cumsum(0)
+    for start, end in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True):  # each sequence's own first key leads
+        if end > start:
+            lead_first_key(inputs["q"][start:end].transpose(0, 1), inputs["k"][start:end].transpose(0, 1), case)
     inputs["cu_seqlens"] = arena.integers(cu.to(arena.device), "cu_seqlens")
     inputs["max_seqlen"] = max(lens)
     inputs["causal"] = bool(case.causal)

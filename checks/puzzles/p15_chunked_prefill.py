@@ -1,7 +1,7 @@
 """Puzzle 15: chunked prefill, new tokens packed as in puzzle 14, against their sequences' earlier tokens in pages.
 
 A case gives H_kv, G, D, `page_size`, `seq_lens` (each sequence's new tokens, 0 allowed, at least one in all) and
-`context_lens` (each sequence's cached tokens, 0 allowed), and optionally `sm_scale`, `score_std`, `offset`,
+`context_lens` (each sequence's cached tokens, 0 allowed), and optionally `sm_scale`, `score_std`, `offset`, `lead`,
 `spare_pages` (as puzzle 13) and `layout` (or `layout_q`, `layout_k`, `layout_v`) for the new tokens' q, k and v (as
 puzzle 14). `make bench`'s cases give `B`, `N` (new tokens) and `context` (cached tokens) instead, the same for every
 sequence.
@@ -22,7 +22,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
+from checks.puzzles.p09_flash_attention_v2_fwd import LEAD_KEY, lead_rows, offset_values, spread
 from checks.puzzles.p13_paged_decoding import gather, page_layout
 from checks.puzzles.p14_varlen_attention import LSE_DIMS, O_DIMS, packed, scale_of, sequence_attention
 from checks.registry import Case
@@ -57,11 +57,32 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
         inputs[name] = cache
     for name in ("v", "v_cache"):  # the cached values and the new ones
         offset_values(inputs[name], case)
+    if case.lead:
+        lead_first_keys(inputs, case, table, live, new, contexts)
     inputs["block_table"] = arena.integers(table.to(arena.device), "block_table")
     inputs["cu_seqlens"] = arena.integers(torch.tensor([0, *new]).cumsum(0).to(arena.device), "cu_seqlens")
     inputs["context_lens"] = arena.integers(torch.tensor(contexts).to(arena.device), "context_lens")
     inputs["sm_scale"] = scale_of(case)
     return inputs
+
+
+def lead_first_keys(
+    inputs: dict[str, Any], case: Case, table: torch.Tensor, live: torch.Tensor, new: list[int], contexts: list[int]
+) -> None:
+    """Puzzle 9's `lead` for each sequence, in place: its first key (the first cached one, or the first new one where
+    it has no context) leads its other keys, cached and new, in its odd new tokens' scores."""
+    for name in ("k", "k_cache"):
+        keys = inputs[name][..., 0]
+        keys[live.to(keys.device) if name == "k_cache" else slice(None)] = -LEAD_KEY  # the unused slots stay NaN
+    start = 0
+    for b, (n, context) in enumerate(zip(new, contexts, strict=True)):
+        if context:
+            inputs["k_cache"][int(table[b, 0]), 0, :, 0] = 0.0
+        elif n:
+            inputs["k"][start, :, 0] = 0.0
+        if n:
+            lead_rows(inputs["q"][start : start + n].transpose(0, 1), case)
+        start += n
 
 
 def reference(inputs: dict[str, Any]) -> list[Expected]:

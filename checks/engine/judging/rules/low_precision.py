@@ -5,9 +5,11 @@ cast to float16, or `tl.dot(a, b, acc)` into it) rounds the sum to 11 bits after
 the products do not cancel, the sum loses digits the float32 reference keeps. An attention kernel's output
 accumulator (the running sum of p @ v, divided by l only at the end) in float16 holds at most 65504: where v's values
 are large and the weights spread over many keys, that sum grows to l times v and overflows while o itself is
-representable. The cause is named only on proof: the output is, within the tolerance (inf and NaN where yours has
-them), the reference recomputed with that float16 running sum over one of the kernel's blocks, and not the reference
-itself (`float16_accumulator`).
+representable. Its running sum l in float16, near 1 where one key leads the others, moves in steps of 2^-10 and
+loses each later key block's sum below half a step: lse (m + ln(l)) comes out off by what those keys add. The cause
+is named only on proof: the output is, within the tolerance (inf and NaN where yours has them), the reference
+recomputed with that float16 running sum over one of the kernel's blocks, and not the reference itself
+(`float16_accumulator`; for l, o and lse both).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ MOST_STEPS = 4096  # K blocks the recomputation walks at most
 KEY_BLOCKS = (16, 32, 64, 128)  # key blocks tried beside those the launches name (BLOCK_N, BN)
 MOST_SCORES = 1 << 22  # the largest score matrix (all heads) the attention recomputation walks
 FLOAT16_MAX = 65504.0
+MOST_LSE_OFF = 0.25  # how far a float16 l moves lse at most where it is recomputed: 2^-11 a block, 512 blocks
 
 
 def float16_running_sum(a: torch.Tensor, b: torch.Tensor, block_k: int) -> torch.Tensor:
@@ -39,8 +42,8 @@ def float16_running_sum(a: torch.Tensor, b: torch.Tensor, block_k: int) -> torch
 
 def float16_accumulator(ctx: CaseContext, exp: Any) -> str | None:
     """What a float16 running accumulator did, when the output `exp` is, within the tolerance, the reference
-    recomputed with one (a matmul's c, an attention's o); None otherwise."""
-    return float16_matmul_accumulator(ctx, exp) or float16_output_accumulator(ctx, exp)
+    recomputed with one (a matmul's c, an attention's o, its row sum l); None otherwise."""
+    return float16_matmul_accumulator(ctx, exp) or float16_output_accumulator(ctx, exp) or float16_row_sum(ctx, exp)
 
 
 def float16_matmul_accumulator(ctx: CaseContext, exp: Any) -> str | None:
@@ -71,18 +74,20 @@ def float16_matmul_accumulator(ctx: CaseContext, exp: Any) -> str | None:
 
 
 def float16_attention_output(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, causal: bool, block_n: int
-) -> tuple[torch.Tensor, float]:
-    """(o, the largest |sum of p @ v| on the way) of softmax(q k^T * sm_scale) v for (..., N, D) q, k, v, computed
-    as a kernel computes it whose output accumulator is float16: per block of `block_n` keys, the running max and
-    sum in float64, the accumulator rescaled and rounded to float16, p rounded to float16 (tl.dot's operand) and
-    p @ v added to it in float32, rounded to float16 again; o = acc / l at the end. With `causal`, the queries are
-    aligned with the last keys: query i of n_q sees the keys 0 to n_k - n_q + i (0 to i where n_q = n_k)."""
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, causal: bool, block_n: int, kept: str = "acc"
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """(o, lse, the largest |sum of p @ v| on the way) of softmax(q k^T * sm_scale) v for (..., N, D) q, k, v,
+    computed as a kernel computes it that keeps one running sum in float16, `kept`: "acc", the output accumulator
+    (per block of `block_n` keys, the accumulator rescaled and rounded to float16, p rounded to float16 (tl.dot's
+    operand) and p @ v added to it in float32, rounded to float16 again), or "l", the row sum (l * alpha + the block's
+    sum of p, in float32, rounded to float16). The running max, and the sum that is not kept in float16, are float64;
+    o = acc / l at the end, lse = m + ln(l). With `causal`, the queries are aligned with the last keys: query i of n_q
+    sees the keys 0 to n_k - n_q + i (0 to i where n_q = n_k)."""
     q64, k64, v32 = q.detach().cpu().double(), k.detach().cpu().double(), v.detach().cpu().float()
     n_q, n_k = q64.shape[-2], k64.shape[-2]
     m = torch.full((*q64.shape[:-1], 1), float("-inf"), dtype=torch.float64)
     row_sum = torch.zeros_like(m)
-    acc = torch.zeros((*q64.shape[:-1], v32.shape[-1]), dtype=torch.float16)
+    acc = torch.zeros((*q64.shape[:-1], v32.shape[-1]), dtype=torch.float16 if kept == "acc" else torch.float32)
     peak = 0.0
     rows = torch.arange(n_q)[:, None] + (n_k - n_q)
     for start in range(0, n_k, block_n):
@@ -93,20 +98,27 @@ def float16_attention_output(
         safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # a row that sees no key yet
         p = torch.exp(s - safe)
         alpha = torch.exp(m - safe)
-        row_sum = row_sum * alpha + p.sum(-1, keepdim=True)
-        wide = (acc.float() * alpha.float()).half().float() + p.half().float() @ v32[..., start : start + block_n, :]
+        if kept == "l":  # l_i = (l_i * alpha + tl.sum(p, 1)).to(tl.float16)
+            row_sum = (row_sum.float() * alpha.float() + p.float().sum(-1, keepdim=True)).half().double()
+        else:
+            row_sum = row_sum * alpha + p.sum(-1, keepdim=True)
+        pv = p.half().float() @ v32[..., start : start + block_n, :]
+        wide = (acc.float() * alpha.float()).to(acc.dtype).float() + pv
         peak = max(peak, float(wide.abs().nan_to_num(posinf=0.0).amax())) if wide.numel() else peak
-        acc = wide.half()
+        acc = wide.to(acc.dtype)
         m = m_new
-    return (acc.double() / row_sum).half(), peak
+    return (acc.double() / row_sum).half(), (m + torch.log(row_sum)).squeeze(-1), peak
 
 
-def float16_attention_twin(inputs: dict[str, Any], block_n: int) -> tuple[torch.Tensor, float] | None:
-    """(o, the largest |sum of p @ v| on the way) of the attention puzzle whose inputs these are, recomputed by
-    `float16_attention_output` over blocks of `block_n` keys, one sequence and query head at a time: q, k, v of
-    (B, H, N, D) (8a-9), decoding's q (B, H_q, D) against k, v (B, H_kv, N, D) (11, 12) or a paged cache up to
-    seq_lens (13), packed sequences (14) and their cached contexts before them (15); None for other inputs or where
-    the scores would be too many to recompute here."""
+def float16_attention_twin(
+    inputs: dict[str, Any], block_n: int, kept: str = "acc"
+) -> tuple[torch.Tensor, torch.Tensor, float] | None:
+    """(o, lse, the largest |sum of p @ v| on the way) of the attention puzzle whose inputs these are, recomputed by
+    `float16_attention_output` over blocks of `block_n` keys with the running sum `kept` in float16, one sequence and
+    query head at a time: q, k, v of (B, H, N, D) (8a-9), decoding's q (B, H_q, D) against k, v (B, H_kv, N, D)
+    (11, 12) or a paged cache up to seq_lens (13), packed sequences (14) and their cached contexts before them (15);
+    lse shaped as each puzzle returns it. None for other inputs or where the scores would be too many to recompute
+    here."""
     from checks.puzzles.p13_paged_decoding import gather
 
     q, k, v, scale = (inputs.get(n) for n in ("q", "k", "v", "sm_scale"))
@@ -145,17 +157,21 @@ def float16_attention_twin(inputs: dict[str, Any], block_n: int) -> tuple[torch.
     if sum(t[1].numel() // t[1].shape[-1] * t[2].shape[-2] for t in streams) > MOST_SCORES:
         return None
     o = torch.zeros(q.shape, dtype=torch.float16)
+    packed = q.dim() == 3 and "cu_seqlens" in inputs
+    lse = torch.zeros((q.shape[1], q.shape[0]) if packed else q.shape[:-1], dtype=torch.float64)
     peak = 0.0
     for where, qs, ks, vs in streams:
-        twin, top = float16_attention_output(qs, ks, vs, scale, causal, block_n)
+        twin, twin_lse, top = float16_attention_output(qs, ks, vs, scale, causal, block_n, kept)
         if q.dim() == 4:
-            o = twin
+            o, lse = twin, twin_lse
         elif where and isinstance(where[0], slice):
             o[where] = twin.transpose(0, 1)  # (n, H_q, D)
+            lse[:, where[0]] = twin_lse  # (H_q, n)
         else:
             o[where] = twin[..., 0, :]  # one query row a head
+            lse[where] = twin_lse[..., 0]
         peak = max(peak, top)
-    return o, peak
+    return o, lse, peak
 
 
 def float16_output_accumulator(ctx: CaseContext, exp: Any) -> str | None:
@@ -179,7 +195,7 @@ def float16_output_accumulator(ctx: CaseContext, exp: Any) -> str | None:
             continue
         if not _same(yours, found[0].double(), atol, rtol):
             continue
-        twin, peak = found
+        twin, _, peak = found
         overflowed = int((~torch.isfinite(twin)).any(-1).sum())
         return (
             f"{exp.name} is, within the tolerance, the reference recomputed with the running sum of p @ v (the "
@@ -200,3 +216,42 @@ def _same(yours: torch.Tensor, twin: torch.Tensor, atol: float, rtol: float) -> 
     if not bool((yours[torch.isinf(twin)] == twin[torch.isinf(twin)]).all()):
         return False
     return bool(((yours - twin).abs() <= atol + rtol * twin.abs())[finite].all())
+
+
+def float16_row_sum(ctx: CaseContext, exp: Any) -> str | None:
+    """'lse is the reference recomputed with the row sum l kept in float16...' when every output of this attention
+    call (o and lse) matches that recomputation (`float16_attention_twin`, kept "l") over one of the kernels' key
+    blocks; None otherwise."""
+    names = [e.name for e in ctx.expected]
+    if exp.name not in ("o", "lse") or "lse" not in names or "o" not in names or len(ctx.outputs) < len(names):
+        return None
+    outs = dict(zip(names, ctx.outputs, strict=False))
+    if not all(isinstance(outs[n], torch.Tensor) for n in ("o", "lse")):
+        return None
+    expected = next(e for e in ctx.expected if e.name == "lse").value.detach().cpu().double()
+    yours_lse = outs["lse"].detach().cpu().double()
+    if yours_lse.shape != expected.shape or not bool((yours_lse - expected).abs().le(MOST_LSE_OFF).all()):
+        return None  # not a float16 l, which moves lse by at most half a step (2^-11) a key block: no recomputation
+    named = [v for launch in ctx.obs.launches for key, v in launch.blocks.items() if "N" in key.upper().split("_")[-1]]
+    for block_n in dict.fromkeys([*named, *KEY_BLOCKS]):
+        found = float16_attention_twin(ctx.inputs, block_n, kept="l") if block_n > 0 else None
+        if found is None:
+            continue
+        twins = dict(zip(("o", "lse"), found[:2], strict=True))
+        fits = True
+        for name, twin in twins.items():
+            atol, rtol = ctx.puzzle.tolerance_for(name)
+            yours = outs[name].detach().cpu().double()
+            fits = fits and tuple(yours.shape) == tuple(twin.shape) and _same(yours, twin.double(), atol, rtol)
+        if not fits:
+            continue
+        off = float((twins["lse"].double() - expected).abs().nan_to_num(0.0).amax())
+        return (
+            f"{exp.name} is, within the tolerance, the reference recomputed with the running sum l (the softmax's "
+            f"denominator) kept in float16 over blocks of {block_n} keys: rounded to float16's 11 bits after every "
+            "block, l near 1 moves in steps of 2^-10 (0.000977), so a block's sum of p below half a step is lost and a "
+            f"larger one rounded to whole steps, and lse = m + ln(l) is off here by up to {off:.2g}. Keep l in float32 "
+            "(tl.zeros(..., dtype=tl.float32), l * alpha + tl.sum(p, 1) in float32; m "
+            "and the accumulator too) and convert to float16 only when you store o."
+        )
+    return None

@@ -1,12 +1,12 @@
 """The mistakes a report may name as the cause of wrong values: each is the reference recomputed with one mistake put
 in (a scale left out, a base-2 score in a base-e exp, the causal boundary a key off, a normaliser left out...).
 
-A mistake *fits* a case when what it predicts reproduces every output it predicts, within the puzzle's tolerance
-(NaN where yours is NaN), and at least one of them is wrong in yours. A cause is named only when exactly one mistake
-of the list fits every failing case, and one of those cases is not degenerate (a sequence of one key or one row fits
-several mistakes at once: it never decides alone); `proven` decides that over the cases, in the grader's stage. Each
-mistake says nothing where its inputs are not there (`predict` returns None), so the list is the puzzle's: the
-mistakes whose inputs the puzzle has.
+A mistake *fits* a case when what it predicts, stored in each output's dtype as a kernel stores it (past 65504 a
+float16 is inf), reproduces every output it predicts, within the puzzle's tolerance (NaN where yours is NaN), and at
+least one of them is wrong in yours. A cause is named only when exactly one mistake of the list fits every failing
+case, and one of those cases is not degenerate (a sequence of one key or one row fits several mistakes at once: it
+never decides alone); `proven` decides that over the cases, in the grader's stage. Each mistake says nothing where its
+inputs are not there (`predict` returns None), so the list is the puzzle's: the mistakes whose inputs the puzzle has.
 """
 
 from __future__ import annotations
@@ -778,8 +778,19 @@ def _same(yours: torch.Tensor, twin: torch.Tensor, atol: float, rtol: float) -> 
     return bool(((torch.isnan(t) & ~torch.isfinite(y)) | (torch.isinf(y) & (y == t))).all())
 
 
+def stored(twin: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """The prediction `twin` as a kernel stores it into `out`, on the CPU in float64: rounded to out's dtype where
+    that is a narrower float (a value past float16's 65504 is stored as inf)."""
+    twin = twin.detach().cpu()
+    floats = out.dtype.is_floating_point and twin.dtype.is_floating_point
+    if floats and torch.finfo(out.dtype).bits < torch.finfo(twin.dtype).bits:
+        twin = twin.to(out.dtype)
+    return twin.double()
+
+
 def reproduces(ctx: CaseContext, prediction: Prediction) -> bool:
-    """Whether every output `prediction` predicts is yours within the tolerance, and one of them is wrong."""
+    """Whether every output `prediction` predicts, stored in that output's dtype, is yours within the tolerance,
+    and one of them is wrong."""
     wrong = False
     for exp, out in zip(ctx.expected, ctx.outputs, strict=False):
         twin = prediction.get(exp.name)
@@ -788,7 +799,7 @@ def reproduces(ctx: CaseContext, prediction: Prediction) -> bool:
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(twin.shape):
             return False
         atol, rtol = _tolerance(ctx, exp.name)
-        yours, twin64 = out.detach().cpu().double(), twin.detach().cpu().double()
+        yours, twin64 = out.detach().cpu().double(), stored(twin, out)
         if not _same(yours, twin64, atol, rtol):
             return False
         wrong = wrong or not _same(yours, exp.value.detach().cpu().double(), atol, rtol)
