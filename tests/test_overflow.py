@@ -189,7 +189,7 @@ def test_what_the_host_makes_small_from_the_metadata_keeps_its_values(tmp_path):
     path.write_text(
         "import torch\n\n\ndef make(q, pairs):\n"
         "    return torch.tensor(pairs, dtype=torch.int32, device=q.device), torch.empty_like(q), "
-        "torch.empty((2**20, 2**12), device=q.device), q.new_zeros(8), torch.zeros_like(q, device=q.device)\n"
+        "torch.empty((2**20, 2**12), device=q.device).zero_(), q.new_zeros(8), torch.zeros_like(q, device=q.device)\n"
     )
     module = load_module(path, "host_made")
     q = unbacked({"q": torch.empty((4, 64, 131072, 128), dtype=torch.float16, device="meta")}, "cpu")["q"]
@@ -342,7 +342,21 @@ def test_a_read_of_the_datas_values_at_the_largest_sizes_is_told_even_where_it_i
         return f"{type(exc).__name__}: {exc}", lines
 
     recorded = record_largest(module.softmax, module, get_puzzle("5"), "cpu", files, [], told)
-    assert recorded["raised"].startswith("ValuesRead: `") and "never on its values" in recorded["raised"], recorded
+    assert recorded["raised"].startswith("ValuesRead: `") and "a plan never depends on" in recorded["raised"], recorded
     assert recorded["where"] == ["line 7"], recorded
     problem = judged("5", largest_findings(recorded, {}, get_puzzle("5"), files, Tuning()))
     assert problem is not None and "raised ValuesRead" in problem.message and "(line 7)" in problem.message
+
+
+def test_a_copy_of_the_data_off_a_gpu_is_a_read_and_is_judged():
+    """On a GPU the data reports cuda:0, and `.cpu()` would take its values to the host: a read, in words the rule
+    judges (not those of a question only a GPU answers)."""
+    from checks.engine.judging.rules.overflow import STAND_IN
+    from checks.engine.record.unbacked import Unbacked, ValuesRead
+
+    x = Unbacked(torch.empty((2**20, 2**12), dtype=torch.float16, device="meta"), torch.device("cuda", 0))
+    Unbacked.reads.clear()
+    assert x.is_cuda and str(x.device) == "cuda:0" and not x.is_meta
+    with pytest.raises(ValuesRead) as read:
+        x.cpu()
+    assert Unbacked.reads == [read.value] and not any(word in str(read.value) for word in STAND_IN)

@@ -33,6 +33,14 @@ VALUE_OPS = frozenset(
     {"_local_scalar_dense", "is_nonzero", "equal", "nonzero", "masked_select", "unique", "_unique2", "allclose"}
 )
 
+READS = {  # how the learner's code names each of them
+    "_local_scalar_dense": "`.item()` (or `float()`, `int()` of a tensor)",
+    "is_nonzero": "`bool()` of a tensor (an `if` on one)",
+    "_to_copy": "a copy off the data's own memory (`.cpu()` on a GPU, `.to(...)`)",  # no "device": rules.overflow
+    "tolist": "`.tolist()`",
+    "numpy": "`.numpy()`",
+}
+
 
 class ValuesRead(RuntimeError):
     """The host function asked for the values of a tensor of the largest sizes, which has none."""
@@ -80,8 +88,8 @@ class Unbacked(torch.Tensor):
     def read(cls, name: str) -> ValuesRead:
         """The error of an operation that asks for the values, remembered: the host code may catch it."""
         read = ValuesRead(
-            f"`{name}` asked for the values of the data on the host: a plan depends on the data's shapes, strides "
-            "and dtypes, never on its values"
+            f"{READS.get(name, f'`{name}`')} asked for the values of the data on the host, which a plan never depends "
+            "on (only on the data's shapes, strides and dtypes)"
         )
         cls.reads.append(read)
         return read
@@ -104,7 +112,8 @@ class Unbacked(torch.Tensor):
         def wrapped(o: Any) -> Any:
             if not isinstance(o, torch.Tensor) or not o.is_meta:
                 return o
-            return given.get(id(o)) or Unbacked(o, device)  # an in-place op gives back the tensor it wrote
+            written = given.get(id(o))  # an in-place op gives back the tensor it wrote
+            return Unbacked(o, device) if written is None else written
 
         return tree_map(wrapped, out)
 
