@@ -8,7 +8,6 @@ and 15, in tests/test_answer_key.py.)"""
 from __future__ import annotations
 
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +42,14 @@ def explain(exc: BaseException, names: dict) -> tuple[str, list[str]]:
     return f"{type(exc).__name__}: {exc}", []
 
 
-def probe_of(number: str, tmp_path: Path, wrong: str = "", path: Path | None = None) -> tuple[list[dict], float]:
-    """(the probe's findings, its seconds: recording and probe) for the answer key of `number`, one of its
-    known-wrong kernels, or the submission at `path`, loaded in this process."""
+def probe_of(number: str, tmp_path: Path, wrong: str = "") -> tuple[list[dict], float]:
+    """(the probe's findings, its seconds: recording and probe) for the answer key of `number`, or one of its
+    known-wrong kernels, loaded in this process."""
     compiler_arguments()  # the scalars typed as a GPU's compiler types them, as in every grading process
     puzzle = get_puzzle(number)
-    if path is None:
-        path = materialize(puzzle, puzzle.wrong_dir / f"{wrong}.edit.yaml", tmp_path) if wrong else puzzle.solution
+    path = materialize(puzzle, puzzle.wrong_dir / f"{wrong}.edit.yaml", tmp_path) if wrong else puzzle.solution
     earlier = earlier_answer_key(puzzle.solution)
-    module = load_module(path, f"probed_{puzzle.label}_{wrong or path.stem}", earlier=earlier)
+    module = load_module(path, f"probed_{puzzle.label}_{wrong or 'key'}", earlier=earlier)
     kernels = {
         name: jitted(value) for name, value in vars(module).items() if hasattr(value, "fn") and hasattr(value, "run")
     }
@@ -181,25 +179,22 @@ def test_a_function_that_raises_at_the_largest_sizes_is_told_so():
 
 def test_what_the_host_makes_small_from_the_metadata_keeps_its_values(tmp_path):
     """A work list made `device=q.device` at the largest sizes is made with its values (the plan carries it), while
-    a large allocation on that device, or like q, is made without storage on the device q reports."""
+    a large allocation on that device stays without storage."""
     from checks.engine.record.largest import RealWhenSmall
-    from checks.engine.record.unbacked import Unbacked, unbacked
 
     path = tmp_path / "host.py"
     path.write_text(
         "import torch\n\n\ndef make(q, pairs):\n"
         "    return torch.tensor(pairs, dtype=torch.int32, device=q.device), torch.empty_like(q), "
-        "torch.empty((2**20, 2**12), device=q.device).zero_(), q.new_zeros(8), torch.zeros_like(q, device=q.device)\n"
+        "torch.empty((2**20, 2**12), device=q.device)\n"
     )
     module = load_module(path, "host_made")
-    q = unbacked({"q": torch.empty((4, 64, 131072, 128), dtype=torch.float16, device="meta")}, "cpu")["q"]
+    q = torch.empty((4, 64, 131072, 128), dtype=torch.float16, device="meta")
     with RealWhenSmall("cpu", {str(path.resolve()): path.name}):
-        work, o, scratch, zeros, like = module.make(q, [[0, 1], [2, 3]])
-        outside = torch.empty(2**23, device=q.device)  # the grader's own code (here, the test's) is left alone
-    assert type(work) is torch.Tensor and work.device.type == "cpu" and work.tolist() == [[0, 1], [2, 3]]
-    assert type(zeros) is torch.Tensor and zeros.tolist() == [0.0] * 8
-    assert all(isinstance(t, Unbacked) and t.device == torch.device("cpu") for t in (o, scratch, like))
-    assert scratch.shape == (2**20, 2**12) and o.stride() == q.stride() and type(outside) is torch.Tensor
+        work, o, scratch = module.make(q, [[0, 1], [2, 3]])
+        outside = torch.tensor([5], device=q.device)  # the grader's own code (here, the test's) is left alone
+    assert work.device.type == "cpu" and work.tolist() == [[0, 1], [2, 3]]
+    assert o.is_meta and scratch.is_meta and outside.is_meta
 
 
 @pytest.mark.slow
@@ -300,63 +295,3 @@ def test_the_probe_alone_finds_a_wrapped_product_and_stops_a_loop_it_cannot_shor
     start = time.perf_counter()
     assert probe(launch_plan("spin", [1], numel, n=numel), kernels, x, files, Tuning()) == []
     assert time.perf_counter() - start < 5.0 and MAX_ACCESSES < numel
-
-
-def test_a_host_function_cannot_tell_the_probe_from_a_real_call(tmp_path):
-    """tests/submissions/tampering/int64_only_on_the_probe: int64 row offsets only where its input has no storage
-    (`x.is_meta`, `x.device`), int32 ones on every real call. The probe's inputs answer as a real call's do, so the
-    int32 kernel is the one probed, and it wraps."""
-    from tests.helpers import submission
-
-    path = submission(Path(__file__).parent / "submissions" / "tampering", "int64_only_on_the_probe", tmp_path)
-    found, _ = probe_of("5", tmp_path, path=path)
-    assert found and found[0]["kind"] == "wrap" and (found[0]["a"], found[0]["b"]) == (524287, 8192), found
-    problem = judged("5", found)
-    assert problem is not None and problem.rule == "offsets_fit"
-
-
-READS = """import torch
-
-
-def softmax(x):
-    out = torch.empty_like(x)
-    try:
-        {read}
-    except Exception:
-        pass
-    return out
-"""
-
-
-@pytest.mark.parametrize("read", ["x[0, 0].item()", "bool(x[0, 0])", "x[:2, :2].tolist()", "torch.nonzero(x)"])
-def test_a_read_of_the_datas_values_at_the_largest_sizes_is_told_even_where_it_is_caught(read, tmp_path):
-    """The data of the largest sizes has no values: a host function that reads them (and would learn it is probed
-    from the error, or from zeros) fails offsets_fit with the line of the read, caught or not; the metadata is real."""
-    path = tmp_path / "reads.py"
-    path.write_text(READS.replace("{read}", read))
-    module = load_module(path, f"reads_{abs(hash(read))}")
-    files = {str(path.resolve()): path.name}
-
-    def told(exc: BaseException, names: dict) -> tuple[str, list[str]]:
-        lines = [f"line {f.lineno}" for f in traceback.extract_tb(exc.__traceback__) if f.filename in names]
-        return f"{type(exc).__name__}: {exc}", lines
-
-    recorded = record_largest(module.softmax, module, get_puzzle("5"), "cpu", files, [], told)
-    assert recorded["raised"].startswith("ValuesRead: `") and "a plan never depends on" in recorded["raised"], recorded
-    assert recorded["where"] == ["line 7"], recorded
-    problem = judged("5", largest_findings(recorded, {}, get_puzzle("5"), files, Tuning()))
-    assert problem is not None and "raised ValuesRead" in problem.message and "(line 7)" in problem.message
-
-
-def test_a_copy_of_the_data_off_a_gpu_is_a_read_and_is_judged():
-    """On a GPU the data reports cuda:0, and `.cpu()` would take its values to the host: a read, in words the rule
-    judges (not those of a question only a GPU answers)."""
-    from checks.engine.judging.rules.overflow import STAND_IN
-    from checks.engine.record.unbacked import Unbacked, ValuesRead
-
-    x = Unbacked(torch.empty((2**20, 2**12), dtype=torch.float16, device="meta"), torch.device("cuda", 0))
-    Unbacked.reads.clear()
-    assert x.is_cuda and str(x.device) == "cuda:0" and not x.is_meta
-    with pytest.raises(ValuesRead) as read:
-        x.cpu()
-    assert Unbacked.reads == [read.value] and not any(word in str(read.value) for word in STAND_IN)

@@ -532,16 +532,11 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     # copies followed by every rule: a clone, a broadcasting copy_
     "kv_read_per_query_head_from_a_clone": ("kv_once_per_group", "read each element of k 4.00 times", "12"),
     "slots_past_seq_lens_through_a_broadcast_copy": ("pages_in_table", "past seq_lens there", "13"),
-    # the probe of the largest sizes, told apart by the host function (graded in-process in tests/test_overflow.py)
-    "int64_only_on_the_probe": ("offsets_fit", "524287 * 8192", "5", [0]),
 }
-GRADED_ELSEWHERE = {"int64_only_on_the_probe"}  # graded here only by `make test-all`
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.exhaustive) if n in GRADED_ELSEWHERE else n for n in sorted(ATTACKS)]
-)
+@pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_every_attack_fails_by_the_replay_with_a_message_a_learner_reads(name, tmp_path):
     """In grading processes forked from the fork server where the machine has one (seconds sooner than started ones,
     and the same verdicts: tests/test_fork_server.py); the replay and the grader that judge it are the same either way.

@@ -24,7 +24,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from checks.engine.contract.plan import CONST_LIMIT, DTYPES, LAUNCH_OPTIONS, OPS_LIMIT
 from checks.engine.patching import kernel_classes, replaced
 from checks.engine.record.descriptors import descriptor_value, is_descriptor
-from checks.engine.record.unbacked import backing
 
 _FILLS = {
     "empty": "empty", "empty_like": "empty", "empty_strided": "empty", "empty_permuted": "empty",
@@ -94,7 +93,7 @@ class PlanRecorder(TorchDispatchMode):
                 data = t.dtype.is_floating_point  # integer inputs are metadata (a page table); floats are data
                 self.storages[_address(t)] = {
                     "id": f"input:{name}",
-                    "base": backing(t).data_ptr(),
+                    "base": t.data_ptr(),
                     "kind": "input",
                     "data": data,
                 }
@@ -208,7 +207,7 @@ class PlanRecorder(TorchDispatchMode):
         ident = self._new_id("a")
         self.storages[_address(t)] = {
             "id": ident,
-            "base": backing(t).untyped_storage().data_ptr(),
+            "base": t.untyped_storage().data_ptr(),
             "kind": "alloc",
             "data": True,
         }
@@ -217,7 +216,7 @@ class PlanRecorder(TorchDispatchMode):
                 "op": "alloc",
                 "id": ident,
                 "dtype": dtype_name(t.dtype),
-                "numel": backing(t).untyped_storage().nbytes() // max(t.element_size(), 1),
+                "numel": t.untyped_storage().nbytes() // max(t.element_size(), 1),
                 "shape": list(t.shape),
                 "strides": list(t.stride()),
                 "device": t.device.type,
@@ -256,7 +255,7 @@ class PlanRecorder(TorchDispatchMode):
         return {
             "storage": entry["id"],
             "dtype": dtype_name(t.dtype),
-            "offset": backing(t).data_ptr() - entry["base"] if t.numel() else 0,
+            "offset": t.data_ptr() - entry["base"] if t.numel() else 0,
             "shape": list(t.shape),
             "strides": list(t.stride()),
         }
@@ -434,9 +433,8 @@ def _base_fn(kernel: Any) -> Any:
 
 
 def _address(t: torch.Tensor) -> int:
-    """Which storage a tensor views: its address; a meta tensor's (the largest sizes, `checks.engine.record.largest`,
-    behind an Unbacked one) has none, and is told apart by its storage object's."""
-    t = backing(t)
+    """Which storage a tensor views: its address; a meta tensor's (the largest sizes, `checks.engine.record.largest`)
+    has none, and is told apart by its storage object's."""
     try:
         storage = t.untyped_storage()
         return storage._cdata if t.is_meta else storage.data_ptr()
