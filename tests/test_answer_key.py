@@ -55,20 +55,31 @@ PINS = {rule: pinning_kernel(rule) for rule in PINNED}
 PINNING = {found[1]: rule for rule, found in PINS.items() if found is not None}
 
 
+# The rules every puzzle applies alike, from the same code and the puzzle's declared tensors: the guard bands around
+# every tensor, the host's torch, the output's form, the inputs left unchanged, the time limit.
+COURSE_WIDE = frozenset({"no_load_outside", "no_write_outside", "torch_free", "output_form", "inputs_unchanged",
+                         "timeout", "values"})  # fmt: skip
+
+
 def representatives() -> set[Path]:
     """For each puzzle and each set of method rules its known-wrong kernels expect, the first such kernel by name: in
     `make test` with the pinning kernels below, so that every method rule of every puzzle is seen to reject a kernel.
     Kernels that only `values` rejects are `exhaustive` beside the one that pins it (each puzzle's untouched stub fails
-    in `make test` too). Those that only `offsets_fit` rejects are one probe's findings on every puzzle alike: the
-    first of each kind of largest inputs (`checks.puzzles.largest.MAKERS`: 3 and 4 share the matmul's) is graded here,
-    and tests/test_overflow.py probes every one of them in this process, with its line. The rest are `exhaustive`
-    (`make test-all`, and `make solutions` grades every one)."""
+    in `make test` too). Those that only course-wide rules reject (`COURSE_WIDE`) are graded here once per set of
+    rules, in the first puzzle that has one: the rule's code is the same in every puzzle. Those that only
+    `offsets_fit` rejects are one probe's findings on every puzzle alike: the first of each kind of largest inputs
+    (`checks.puzzles.largest.MAKERS`: 3 and 4 share the matmul's) is graded here, and tests/test_overflow.py probes
+    every one of them in this process, with its line. The rest are `exhaustive` (`make test-all`, and
+    `make solutions` grades every one)."""
     first: dict[tuple[str, frozenset[str]], Path] = {}
     for puzzle, path in wrong_kernels():
         rules = frozenset(e.rule for e in expectations(path))
         if rules == {"offsets_fit"}:
             first.setdefault((MAKERS[puzzle.slug].__name__, rules), path)
-        elif rules != {"values"}:
+        elif rules <= COURSE_WIDE:
+            if rules != {"values"}:
+                first.setdefault(("every puzzle", rules), path)
+        else:
             first.setdefault((puzzle.number, rules), path)
     return set(first.values())
 
