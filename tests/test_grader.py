@@ -29,7 +29,8 @@ SUBMISSIONS = Path(__file__).parent / "submissions"
 # 01_autotuned and 4's answer key; 4's other launch orders in 04_persistent_grouped; a fixed grid of small blocks is
 # 01_kept_workspace's shape too; a pass per @triton.jit helper is how 9's and 10's keys are written; contiguous
 # copies of the inputs pass in 02_contiguous_copies and 05_contiguous_copy, exp2 in 05_rows_per_program and
-# 07_two_kernels, and 8's own key keeps O in global memory between key blocks.
+# 07_two_kernels, and 8's own key keeps O in global memory between key blocks; 7's online state merged across
+# blocks is 07_two_kernels' and its key's, per lane or per row.
 EXHAUSTIVE_STYLES = {
     "14_heads_major_rows",
     "04_block_pointers_autotuned",
@@ -38,6 +39,7 @@ EXHAUSTIVE_STYLES = {
     "01_small_blocks_fixed_grid",
     "06_helper_passes",
     "08_contiguous_unnormalised",
+    "07_lanewise_state",
 }
 
 
