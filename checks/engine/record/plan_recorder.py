@@ -504,12 +504,9 @@ def launches_recorded(recorder: PlanRecorder, this_thread_only: bool = False) ->
 
 def warm_up() -> None:
     """Record one allocation, so that what torch imports the first time a dispatch mode runs (torch._dynamo, two
-    seconds on a CPU) is imported by a process waiting for its job, not while a check waits for it; and one
-    `empty_like` of a tensor without storage, as a host function makes its output at the largest sizes
-    (`checks.engine.record.largest`): torch's reference code for it imports sympy the first time, 0.4 s."""
+    seconds on a CPU) is imported by a process waiting for its job, not while a check waits for it."""
     with PlanRecorder({}, {}):
         torch.empty(1)
-        torch.empty_like(torch.empty(1, device="meta"))
 
 
 def recorded_globals(module: Any, names: list[str]) -> dict[str, Any]:
