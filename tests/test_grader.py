@@ -30,7 +30,9 @@ SUBMISSIONS = Path(__file__).parent / "submissions"
 # 01_kept_workspace's shape too; a pass per @triton.jit helper is how 9's and 10's keys are written; contiguous
 # copies of the inputs pass in 02_contiguous_copies and 05_contiguous_copy, exp2 in 05_rows_per_program and
 # 07_two_kernels, and 8's own key keeps O in global memory between key blocks; 7's online state merged across
-# blocks is 07_two_kernels' and its key's, per lane or per row.
+# blocks is 07_two_kernels' and its key's, per lane or per row; 9's causal loops split at the diagonal are its key's
+# shape (09_single_loop_to_diagonal is the other); several kernels pass in 06_three_kernels and 07_two_kernels, and
+# natural exp in 09_single_loop_to_diagonal, 10b_single_kernel and the decoding styles.
 EXHAUSTIVE_STYLES = {
     "14_heads_major_rows",
     "04_block_pointers_autotuned",
@@ -40,6 +42,8 @@ EXHAUSTIVE_STYLES = {
     "06_helper_passes",
     "08_contiguous_unnormalised",
     "07_lanewise_state",
+    "09_two_loops_block128",
+    "10_three_kernels_single_loops",
 }
 
 
