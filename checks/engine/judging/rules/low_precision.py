@@ -185,11 +185,10 @@ def float16_output_accumulator(ctx: CaseContext, exp: Any) -> str | None:
         return None
     if bool(torch.isfinite(out).all()):  # an overflowed sum leaves inf (or NaN) in o: nothing to recompute
         return None
-    named = [v for launch in ctx.obs.launches for key, v in launch.blocks.items() if "N" in key.upper().split("_")[-1]]
     atol, rtol = ctx.puzzle.tolerance_for(exp.name)
     yours = out.detach().cpu().double()
-    for block_n in dict.fromkeys([*named, *KEY_BLOCKS]):
-        found = float16_attention_twin(ctx.inputs, block_n) if block_n > 0 else None
+    for block_n in key_blocks(ctx):
+        found = float16_attention_twin(ctx.inputs, block_n)
         finite = torch.isfinite(found[0]) if found is not None else None
         if finite is None or bool(finite.all()) or not bool(finite.any()):  # the twin's finite values tell it apart
             continue
@@ -206,6 +205,13 @@ def float16_output_accumulator(ctx: CaseContext, exp: Any) -> str | None:
             "fused-attention tutorial does; l and m too) and convert to float16 only when you store o."
         )
     return None
+
+
+def key_blocks(ctx: CaseContext) -> list[int]:
+    """The key-block sizes a float16 running sum is recomputed over: the kernels' own (constexprs whose name ends in a
+    part with N: BLOCK_N, BN), then the usual ones (`KEY_BLOCKS`), each once."""
+    named = [v for launch in ctx.obs.launches for key, v in launch.blocks.items() if "N" in key.upper().split("_")[-1]]
+    return [block_n for block_n in dict.fromkeys([*named, *KEY_BLOCKS]) if block_n > 0]
 
 
 def _same(yours: torch.Tensor, twin: torch.Tensor, atol: float, rtol: float) -> bool:
@@ -232,9 +238,8 @@ def float16_row_sum(ctx: CaseContext, exp: Any) -> str | None:
     yours_lse = outs["lse"].detach().cpu().double()
     if yours_lse.shape != expected.shape or not bool((yours_lse - expected).abs().le(MOST_LSE_OFF).all()):
         return None  # not a float16 l, which moves lse by at most half a step (2^-11) a key block: no recomputation
-    named = [v for launch in ctx.obs.launches for key, v in launch.blocks.items() if "N" in key.upper().split("_")[-1]]
-    for block_n in dict.fromkeys([*named, *KEY_BLOCKS]):
-        found = float16_attention_twin(ctx.inputs, block_n, kept="l") if block_n > 0 else None
+    for block_n in key_blocks(ctx):
+        found = float16_attention_twin(ctx.inputs, block_n, kept="l")
         if found is None:
             continue
         twins = dict(zip(("o", "lse"), found[:2], strict=True))
