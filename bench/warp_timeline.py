@@ -204,10 +204,10 @@ def instrumentation_mode() -> Any:
     return proton.mode.Default(buffer_type="global")
 
 
-def record(step: str, out: Path) -> Path:
-    """Run step's instrumented key once at its timeline case under Proton's instrumentation backend; the trace file
-    (Chrome's trace format) it wrote into `out`. Raises what Proton or the compiler raised, or RuntimeError where
-    Proton wrote no trace."""
+def record(step: str, out: Path, case: dict[str, Any] | None = None) -> Path:
+    """Run step's instrumented key once at its timeline case (or `case`) under Proton's instrumentation backend; the
+    trace file (Chrome's trace format) it wrote into `out`. Raises what Proton or the compiler raised, or RuntimeError
+    where Proton wrote no trace."""
     import json
 
     import torch
@@ -225,7 +225,8 @@ def record(step: str, out: Path) -> Path:
     function = getattr(load_module(module_file, f"instrumented_{puzzle.stem}"), puzzle.name)
     generator = torch.Generator(device="cuda")
     generator.manual_seed(0)
-    inputs = spec_module(puzzle).make_inputs(case_from(copy.case, str(edit_file(puzzle))), Arena("cuda", generator))
+    at = case or copy.case
+    inputs = spec_module(puzzle).make_inputs(case_from(at, str(edit_file(puzzle))), Arena("cuda", generator))
     name = out / f"timeline_{puzzle.stem}"
     for old in out.glob(f"{name.name}.*"):
         old.unlink()
@@ -242,6 +243,16 @@ def record(step: str, out: Path) -> Path:
     return written[0]
 
 
+def case_mapping(text: str) -> dict[str, Any]:
+    """--case's value: a YAML mapping of sizes ("{D: 64}" or "D: 64"), else argparse's usage error."""
+    import argparse
+
+    value = yaml.safe_load(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a mapping of sizes: write it as '{{D: 64}}'")
+    return value
+
+
 NEEDS_HOPPER = "The warp timeline needs a Hopper GPU (an H100 or H200): the instrumented keys use wgmma and TMA."
 
 
@@ -254,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench warp-timeline", description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=STEPS, help="the Hopper step whose answer key is drawn")
     parser.add_argument("--out", type=Path, help="the folder of the picture and the trace (default profile/NN_slug/)")
+    parser.add_argument("--case", type=case_mapping, default={},
+                        help="sizes that replace the timeline case's, as YAML: --case '{D: 64}' (default: the "
+                             "instrumented copy's case)")  # fmt: skip
     args = parser.parse_args(argv)
     import torch
 
@@ -262,15 +276,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     puzzle, copy = get_puzzle(args.step), instrumented(args.step)
     out = args.out or ROOT / "profile" / puzzle.stem
+    at = {**copy.case, **args.case}
     try:
-        trace = record(args.step, out)
+        trace = record(args.step, out, at)
         found = spans(json.loads(trace.read_text(encoding="utf-8")))
         program = fullest_program(found)
     except Exception as exc:  # noqa: BLE001 - said in one line, the last, which `make profile` quotes
         print(f"No timeline: Proton's instrumentation of the answer key failed ({type(exc).__name__}: "
               f"{' '.join(str(exc).split())[:300]}).")  # fmt: skip
         return 1
-    case = ", ".join(f"{k}={v}" for k, v in copy.case.items())
+    case = ", ".join(f"{k}={v}" for k, v in at.items())
     picture = draw(found, program, copy.roles, f"Puzzle {puzzle.number}, the answer key at {case}: {program}",
                    out / "timeline.png")  # fmt: skip
     phases = phase_lines(phase_table(found, program, copy.roles))

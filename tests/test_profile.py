@@ -207,6 +207,13 @@ def test_the_warp_timeline_without_a_hopper_gpu_says_what_it_needs(monkeypatch, 
     assert warp_timeline.main(["16"]) == 2 and capsys.readouterr().out == warp_timeline.NEEDS_HOPPER + "\n"
 
 
+def test_the_warp_timeline_takes_other_sizes_as_a_yaml_mapping(capsys):
+    assert warp_timeline.case_mapping("{D: 64, N: 4096}") == {"D": 64, "N": 4096}
+    with pytest.raises(SystemExit):
+        warp_timeline.main(["16", "--case", "64"])
+    assert "is not a mapping of sizes" in capsys.readouterr().err
+
+
 # the same answer through make profile's own process for the timeline (python -m bench warp-timeline): seconds
 @pytest.mark.exhaustive
 def test_make_profile_quotes_why_the_timeline_was_not_drawn(tmp_path):
