@@ -82,6 +82,20 @@ def test_an_orphan_that_is_no_grading_processes_is_left_alone():
         warm.wait()
 
 
+def test_a_grading_process_that_ended_is_no_longer_one_of_the_graders_own(monkeypatch):
+    """Its pid may be handed to a new process (a learner's left-behind one) by the time the next one is sealed."""
+
+    class Handle:
+        def __init__(self, pid: int, returncode: int | None) -> None:
+            self.pid, self.returncode = pid, returncode
+
+        def poll(self) -> int | None:
+            return self.returncode
+
+    monkeypatch.setattr(spawn, "started", [Handle(4242424, 0), Handle(4242425, None)])
+    assert 4242424 not in spawn.own_processes() and 4242425 in spawn.own_processes()
+
+
 # A grading process stand-in that takes its token, leaves its grandchild and ends without a report.
 LEAVES_ONE_BEHIND = "import sys\nsys.stdin.readline()\n" + LEAVE_ONE
 
