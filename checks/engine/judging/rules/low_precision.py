@@ -100,9 +100,9 @@ def float16_attention_output(
     n_q, n_k = q64.shape[-2], k64.shape[-2]
     size = split if 0 < split < n_k else max(n_k, 1)
     splits = -(-n_k // size) if n_k else 1
-    pad = (0, 0, 0, splits * size - n_k)  # the last split's keys past the last key: none
-    keys = torch.nn.functional.pad(k64, pad).unflatten(-2, (splits, size))  # (..., splits, size, D)
-    values = torch.nn.functional.pad(v32, pad).unflatten(-2, (splits, size))
+    pad = (0, 0, 0, splits * size - n_k)  # the last split's keys past the last key: none (a copy only where needed)
+    keys, values = (torch.nn.functional.pad(t, pad) if pad[-1] else t for t in (k64, v32))
+    keys, values = keys.unflatten(-2, (splits, size)), values.unflatten(-2, (splits, size))  # (..., splits, size, D)
     index = torch.arange(splits * size).view(splits, 1, size)  # each key's place in the sequence
     hidden = index >= n_k  # the padding
     if causal:  # query i of n_q sees the keys up to n_k - n_q + i
