@@ -111,7 +111,7 @@ class Case:
     offset: float | None = None
     sm_scale: float | None = None
     score_std: float | None = None
-    lead: float | None = None  # 9a, 9, 14, 15: the first key's lead over the others in odd rows' scores (a float16 l)
+    lead: float | None = None  # 9a, 9, 11-15: the first key's lead over the others in odd rows' scores (a float16 l)
     page_size: int | None = None
     seq_lens: tuple[int, ...] | None = None
     context_lens: tuple[int, ...] | None = None  # puzzle 15: each sequence's cached tokens, before its new ones

@@ -514,3 +514,48 @@ def test_a_float16_row_sum_fails_the_lead_case_and_is_named_only_where_it_reprod
     shifted[..., ::2] += 0.01  # off in the rows whose weights spread over every key, where a float16 l is not
     other = rulebook.first_problem(ctx([expected[0].value.half(), shifted]))
     assert other is not None and other.rule == "values" and "float16" not in other.message
+
+
+@pytest.mark.parametrize(
+    ("number", "block_n", "split", "shorter"),
+    [("11", 16, 64, 32), pytest.param("12", 16, 64, 32, marks=pytest.mark.exhaustive), ("13", 64, 0, 128)],
+)  # 12 reads its inputs as 11 does, its query heads G to a kv head
+def test_a_float16_row_sum_fails_the_decoding_lead_case_in_each_split_and_is_named_with_its_split(
+    number, block_n, split, shorter
+):
+    """Decoding (11-13): on the case whose first key leads the others in the odd query heads, l kept in float16 in each
+    split, over the answer key's interpreter blocks and splits (13's key walks the case's 240 keys in one), puts lse
+    past the tolerance, and the report names the block and the split, not a shorter split whose float16 l stays inside
+    the tolerance; l in float32 with float16 p fed to the product (the keys' style), split alike, stays inside it; an
+    lse off in other heads is not named."""
+    from checks.engine.inputs import draw_case
+    from checks.engine.judging.rules.low_precision import float16_attention_twin
+    from checks.puzzles import spec_module
+
+    puzzle = get_puzzle(number)
+    (index,) = [i for i, case in enumerate(puzzle.cases.cpu) if case.lead]
+    _, inputs, _ = draw_case(puzzle, index, seed=3)
+    expected = spec_module(puzzle).reference(inputs)
+    lse = expected[1].value.double()
+    atol, rtol = puzzle.tolerance_for("lse")
+
+    def off(outputs: tuple) -> float:
+        """The largest error of lse, as a multiple of what the tolerance allows."""
+        return float(((outputs[1].double() - lse).abs() / (atol + rtol * lse.abs())).max())
+
+    def ctx(outputs: list) -> CaseContext:
+        obs = CaseObservation(index=0, returned="tuple", launches=[LaunchObs("_split", True, {"BLOCK_N": block_n})])
+        return CaseContext(puzzle, puzzle.cases.cpu[index], inputs, expected, outputs, obs)
+
+    assert off(float16_attention_twin(inputs, block_n, kept="l", split=split)) > 1.5
+    assert off(float16_attention_twin(inputs, block_n, kept="l", split=shorter)) < 1  # too short to fail
+    assert off(float16_attention_twin(inputs, block_n, kept="none", split=split)) < 0.01
+    o, twin_lse, _ = float16_attention_twin(inputs, block_n, kept="l", split=split)
+    named = rulebook.first_problem(ctx([o, twin_lse.float()]))
+    assert named is not None and named.rule == "values"
+    walked = f"blocks of {block_n} keys" + (f", each split of {split} keys on its own" if split else ":")
+    assert f"the running sum l (the softmax's denominator) kept in float16 over {walked}" in named.message
+    shifted = expected[1].value.float().clone()
+    shifted[..., ::2] += 0.02  # off in the heads whose weights spread over every key, where a float16 l is not
+    other = rulebook.first_problem(ctx([expected[0].value.half(), shifted]))
+    assert other is not None and other.rule == "values" and "float16" not in other.message

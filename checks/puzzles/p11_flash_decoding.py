@@ -4,8 +4,10 @@ A case gives B, H, N, D and optionally `sm_scale` (default 1/sqrt(D)), `layout_q
 "sliced": a (B, H, D) view of every other column of a wider tensor) and `layout` ("contiguous",
 "bnhd": a (B, N, H, D) cache viewed as (B, H, N, D), or "sliced") for k and v, or `layout_k`,
 `layout_v` for one of them, and `score_std` as puzzle 9 (scores of a few hundred, where a split or a
-merge that does not subtract its max overflows), and `offset` as puzzle 9 (v near it: a float16 running sum of
-p @ v overflows).
+merge that does not subtract its max overflows), `offset` as puzzle 9 (v near it: a float16 running sum of
+p @ v overflows) and `lead` as puzzle 9, its rows the query heads: each head's first key leads its others in the odd
+query heads, so that the running sum l of the split that holds it stays near 1 and a float16 l loses each later key
+block's small sum.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import torch
 
 from checks.memory import Arena, make_input
 from checks.puzzles import BaselineFn, Expected, Work, sdpa_held_to
-from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
+from checks.puzzles.p09_flash_attention_v2_fwd import lead_first_key, offset_values, spread
 from checks.registry import Case
 
 O_DIMS = ("batch", "heads", "head-dim columns")
@@ -37,6 +39,7 @@ def draw_decoding(case: Case, arena: Arena, heads_q: int, heads_kv: int) -> dict
         layout = case.layout_of(name)
         inputs[name] = make_input(arena, (b, heads_kv, n, d), torch.float16, name, layout, spread(case, name))
     offset_values(inputs["v"], case)
+    lead_first_key(inputs["q"], inputs["k"], case)  # q's rows are its heads
     inputs["sm_scale"] = scale_of(case)
     return inputs
 

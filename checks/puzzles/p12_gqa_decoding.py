@@ -1,7 +1,8 @@
 """Puzzle 12: decoding with grouped-query attention: H_q = G * H_kv query heads, G of them per head of K and V.
 
-A case gives B, H_kv, G, N, D and optionally `sm_scale`, `layout_q`, `layout`, `layout_k`, `layout_v`
-and `score_std` as puzzle 11. Query head h reads the keys and values of head h // G.
+A case gives B, H_kv, G, N, D and optionally `sm_scale`, `layout_q`, `layout`, `layout_k`, `layout_v`,
+`score_std`, `offset` and `lead` as puzzle 11 (`lead` in the odd query heads). Query head h reads the keys and values
+of head h // G.
 """
 
 from __future__ import annotations

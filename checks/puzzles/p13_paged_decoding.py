@@ -1,9 +1,9 @@
 """Puzzle 13: decoding from a paged KV cache (grouped-query attention, sequences of different lengths).
 
 A case gives B, H_kv, G, D, `page_size` and `seq_lens` (one length per sequence; `make bench`'s cases give
-`N` instead, every sequence that long), and optionally `sm_scale`, `score_std` and `offset` (as puzzle 11) and
-`spare_pages` (pages no sequence uses; default B + 2). Each sequence gets
-cdiv(seq_lens[b], page_size) pages drawn at random from the cache, so they are scattered and not in
+`N` instead, every sequence that long), and optionally `sm_scale`, `score_std`, `offset` and `lead` (as puzzle 11;
+`lead` in each sequence, whose first key leads its others) and `spare_pages` (pages no sequence uses; default B + 2).
+Each sequence gets cdiv(seq_lens[b], page_size) pages drawn at random from the cache, so they are scattered and not in
 increasing order; the rows of block_table are max_pages = (the longest sequence's pages) + 1 long,
 and the entries past a sequence's pages point to pages no sequence uses. Those pages, and the
 slots of a sequence's last page past seq_lens[b], hold NaN: a kernel that reads them shows it.
@@ -18,7 +18,7 @@ import torch
 
 from checks.memory import Arena
 from checks.puzzles import BaselineFn, Expected, Work
-from checks.puzzles.p09_flash_attention_v2_fwd import offset_values, spread
+from checks.puzzles.p09_flash_attention_v2_fwd import LEAD_KEY, lead_rows, offset_values, spread
 from checks.puzzles.p11_flash_decoding import LSE_DIMS, O_DIMS, decoding_reference, kv_work, scale_of
 from checks.registry import Case
 
@@ -61,10 +61,21 @@ def make_inputs(case: Case, arena: Arena) -> dict[str, Any]:
         cache[~live.to(cache.device)] = float("nan")  # slots no sequence uses: reading them shows
         inputs[name] = cache
     offset_values(inputs["v_cache"], case)
+    if case.lead:
+        lead_first_keys(inputs, case, table, live)
     inputs["block_table"] = arena.integers(table.to(arena.device), "block_table")
     inputs["seq_lens"] = arena.integers(lens.to(arena.device), "seq_lens")
     inputs["sm_scale"] = scale_of(case)
     return inputs
+
+
+def lead_first_keys(inputs: dict[str, Any], case: Case, table: torch.Tensor, live: torch.Tensor) -> None:
+    """Puzzle 9's `lead`, in place: each sequence's first key (slot 0 of its first page) leads its other keys in the
+    odd query heads' scores; the slots no sequence uses stay NaN."""
+    keys = inputs["k_cache"][..., 0]  # (num_pages, page_size, H_kv)
+    keys[live.to(keys.device)] = -LEAD_KEY
+    keys[table[:, 0].to(keys.device), 0] = 0.0
+    lead_rows(inputs["q"], case)  # q (B, H_q, D): its rows are the query heads
 
 
 def gather(cache: torch.Tensor, table: torch.Tensor, n: int) -> torch.Tensor:
