@@ -112,6 +112,7 @@ def cluster(cpus: int = 2) -> Iterator[dict[str, str]]:
                     "MpiDefault=none",
                     "ReturnToService=2",
                     "SchedulerType=sched/backfill",
+                    "SchedulerParameters=sched_interval=1,bf_interval=1",
                     f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN",
                     "PartitionName=course Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
                     "",

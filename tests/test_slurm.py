@@ -59,7 +59,7 @@ def wait_for(jobs: list[str], env: dict[str, str]) -> None:
         )
         if queue.returncode == 0 and not queue.stdout.strip():
             return
-        time.sleep(2)
+        time.sleep(0.5)
     pytest.fail(f"the jobs {jobs} did not finish within {WAIT_S} s")
 
 

@@ -16,7 +16,7 @@ from checks.memory import Arena
 from checks.puzzles import spec_module
 from checks.registry import get_puzzle
 
-pytestmark = pytest.mark.slow  # about 2 s: the GPU cases' inputs reach 6 x 2^20 values
+pytestmark = pytest.mark.slow  # the GPU cases' inputs (exhaustive) take about a second each
 
 LOG2E = 1.4426950408889634
 
@@ -28,7 +28,11 @@ def scaled_cases() -> list:
         for gpu in (False, True):
             for index, case in enumerate(puzzle.cases.on(gpu=gpu), start=1):
                 if case.scale is not None and float(case.scale) >= 1.0e3:
-                    found.append(pytest.param(puzzle, case, id=f"{number}-{'gpu' if gpu else 'cpu'}-{index}"))
+                    # the GPU cases' inputs (up to 6 x 2^20 values) by make test-all: the rounding is the same
+                    marks = pytest.mark.exhaustive if gpu else ()
+                    found.append(
+                        pytest.param(puzzle, case, marks=marks, id=f"{number}-{'gpu' if gpu else 'cpu'}-{index}")
+                    )
     return found
 
 
