@@ -13,10 +13,10 @@ DIR ?= submissions
 ARGS ?=
 TUTORIAL ?=
 
-HAVE_SYSTEM := $(shell python3 -c "import torch, triton, yaml" >/dev/null 2>&1 && echo yes)
+HAVE_SYSTEM = $(shell python3 -c "import torch, triton, yaml" >/dev/null 2>&1 && echo yes)
 # a GPU machine without network: python3 has torch, triton, pyyaml, matplotlib and pytest, but no
 # Jupyter or ruff; `make test` runs there with what it has (the notebook tests say what they skip)
-HAVE_SYSTEM_DEV := $(shell python3 -c "import torch, triton, yaml, pytest, matplotlib" >/dev/null 2>&1 && echo yes)
+HAVE_SYSTEM_DEV = $(shell python3 -c "import torch, triton, yaml, pytest, matplotlib" >/dev/null 2>&1 && echo yes)
 VENV_PY := .venv/bin/python
 
 ifneq ($(wildcard $(VENV_PY)),)
