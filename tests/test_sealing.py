@@ -96,6 +96,16 @@ def test_a_grading_process_that_ended_is_no_longer_one_of_the_graders_own(monkey
     assert 4242424 not in spawn.own_processes() and 4242425 in spawn.own_processes()
 
 
+def test_a_process_that_appears_while_proc_is_read_is_in_the_snapshot(monkeypatch):
+    """A left-behind process that forks and exits: listed before its child existed, read after it had ended."""
+    listings = iter([{10, 11}, {10, 11, 12}, {10, 11, 12}])
+    states = {10: "S", 11: "Z", 12: "S"}  # 11 forked 12 and ended between the listing and its read
+    monkeypatch.setattr(process_table, "_listed", lambda: next(listings))
+    entry = lambda pid: process_table.ProcessEntry(pid, states[pid], 1, pid, pid, 0)
+    monkeypatch.setattr(process_table, "lookup", entry)
+    assert [p.pid for p in process_table.processes() if not p.ended] == [10, 12]
+
+
 # A grading process stand-in that takes its token, leaves its grandchild and ends without a report.
 LEAVES_ONE_BEHIND = "import sys\nsys.stdin.readline()\n" + LEAVE_ONE
 

@@ -48,12 +48,31 @@ def lookup(pid: int) -> ProcessEntry | None:
         return None
 
 
+SNAPSHOT_ROUNDS = 20  # the most times /proc is listed again while processes keep appearing during a read
+
+
 def processes() -> list[ProcessEntry]:
-    """Every process of the machine; [] where there is no /proc."""
+    """Every process of the machine; [] where there is no /proc. /proc is read one process at a time, so a process
+    may start after the listing and its parent end before it is read: a process that forks and exits would then be
+    read as ended with its child missing. The listing is taken again after the reads until no process appeared
+    during them, and those that did are read too."""
     if not (PROC / "self" / "stat").exists():
         return []
-    found = (lookup(int(path.name)) for path in PROC.iterdir() if path.name.isdigit())
-    return [process for process in found if process is not None]
+    entries: dict[int, ProcessEntry] = {}
+    listed = _listed()
+    for _ in range(SNAPSHOT_ROUNDS):
+        for pid in listed - entries.keys():
+            if (entry := lookup(pid)) is not None:
+                entries[pid] = entry
+        appeared = _listed() - listed
+        if not appeared:
+            break
+        listed |= appeared
+    return [entries[pid] for pid in sorted(entries)]
+
+
+def _listed() -> set[int]:
+    return {int(path.name) for path in PROC.iterdir() if path.name.isdigit()}
 
 
 def children_of(parent: int) -> set[int]:
