@@ -115,14 +115,19 @@ def assert_rejected_for_its_reason(path: Path, verdict: V.Verdict) -> None:
 SAYS_WHY = ("the merge of the splits",)  # what `values` says when its access log shows why
 
 
+# rules that compare what a submission does in one call with what it did in the calls before
+ACROSS_CALLS = frozenset({"kept_state", "plan_from_shapes", "inputs_unchanged", "timeout"})
+
+
 @pytest.mark.parametrize("rule", PINNED)
 def test_switching_a_rule_off_lets_its_known_wrong_kernel_through(rule, monkeypatch):
     """The mutation check on real kernels: its kernel is rejected for the rule (as every known-wrong kernel is, above),
     and with the rule off, no longer rejected for it.
 
-    With the rule on, grading stops at the kernel's first failing case; with the rule off, the cases up to that one are
-    graded again (those before it too: a kernel that keeps state between calls fails only after them), not those
-    after it: a rule switched off finds nothing in any case, so the first one it rejected is where it mattered.
+    With the rule on, grading stops at the kernel's first failing case; with the rule off, that case is graded again
+    alone (with the cases before it where the rule judges across calls: a kernel that keeps state between calls fails
+    only after them), not those after it: a rule switched off finds nothing in any case, so the first one it rejected
+    is where it mattered.
     """
     found = PINS[rule]
     assert found is not None, f"no known-wrong kernel is rejected by {rule} alone: add one"
@@ -130,6 +135,7 @@ def test_switching_a_rule_off_lets_its_known_wrong_kernel_through(rule, monkeypa
     with_rule = grade_wrong(puzzle, path)
     assert_rejected_for_its_reason(path, with_rule)
     judged = [case.index for case in with_rule.cases]
+    judged = judged if rule in ACROSS_CALLS else judged[-1:]
     switch_off(monkeypatch, rule)
     verdict = grade_wrong(puzzle, path, cases=judged or None)  # none judged: it was rejected before any case ran
     assert not meets(verdict, expectations(path)), format_verdict(verdict)
