@@ -66,6 +66,9 @@ def _attend_new_tokens(m_i, l_i, acc, q, k_ptr, v_ptr, start, seq_len, block, of
         m_i, l_i, acc = _online_softmax_step(q, k, v, m_i, l_i, acc, qk_scale, None, MASKED=False)
         k_block += BLOCK_N * stride_kt
         v_block += BLOCK_N * stride_vt
+    # the masked stage starts from block lo afresh: a pointer carried over from the loop above costs registers in both
+    k_block = k_seq + lo.to(tl.int64) * stride_kt
+    v_block = v_seq + lo.to(tl.int64) * stride_vt
     for start_n in range(lo, hi, BLOCK_N):
         keys = start_n + offs_n
         k = tl.load(k_block + k_offs, mask=(keys < hi)[:, None], other=0.0)
