@@ -82,20 +82,6 @@ def test_an_orphan_that_is_no_grading_processes_is_left_alone():
         warm.wait()
 
 
-def test_a_grading_process_that_ended_is_no_longer_one_of_the_graders_own(monkeypatch):
-    """Its pid may be handed to a new process (a learner's left-behind one) by the time the next one is sealed."""
-
-    class Handle:
-        def __init__(self, pid: int, returncode: int | None) -> None:
-            self.pid, self.returncode = pid, returncode
-
-        def poll(self) -> int | None:
-            return self.returncode
-
-    monkeypatch.setattr(spawn, "started", [Handle(4242424, 0), Handle(4242425, None)])
-    assert 4242424 not in spawn.own_processes() and 4242425 in spawn.own_processes()
-
-
 def test_a_process_that_appears_while_proc_is_read_is_in_the_snapshot(monkeypatch):
     """A left-behind process that forks and exits: listed before its child existed, read after it had ended."""
     listings = iter([{10, 11}, {10, 11, 12}, {10, 11, 12}])

@@ -117,7 +117,5 @@ def forget(proc: GradingProcessHandle) -> None:
 
 
 def own_processes() -> set[int]:
-    """The grading processes this process started that still run, and its fork server: none of them is left behind by
-    another. One that ended is left out: its pid may be a new process's by now (the kernel hands pids out again, after
-    32768 on many machines), which would then be taken for this grader's own and spared."""
-    return {proc.pid for proc in list(started) if proc.poll() is None} | forking.server_pids()
+    """The grading processes this process started and its fork server: none of them is left behind by another."""
+    return {proc.pid for proc in started} | forking.server_pids()
