@@ -15,7 +15,7 @@ import re
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,12 +161,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1:  # several gradings at once keep the cores busy: one interpreter process each
         os.environ.setdefault(PARTS_ENV, "1")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda job: check_wrong(job[0].puzzle, job[1]), jobs))
-    for (row, _), problem in zip(jobs, results, strict=True):
-        if problem:
-            row.surprises.append(problem)
-        else:
-            row.wrong_rejected += 1
+        futures = {pool.submit(check_wrong, row.puzzle, path): (row, path) for row, path in jobs}
+        for done, future in enumerate(as_completed(futures), start=1):
+            (row, path), problem = futures[future], future.result()
+            if problem:
+                row.surprises.append(problem)
+            else:
+                row.wrong_rejected += 1
+            # one line each as it finishes: a run stopped by a time limit still shows what it graded
+            word = f"NOT AS EXPECTED: {problem}" if problem else "rejected as expected"
+            print(f"  [{done}/{len(jobs)}] {row.puzzle.number} {name_of(path)}: {word}", flush=True)
     lines = table(rows)
     print()
     print("\n".join(lines))
