@@ -117,6 +117,8 @@ class Case:
     context_lens: tuple[int, ...] | None = None  # puzzle 15: each sequence's cached tokens, before its new ones
     context: int | None = None  # puzzle 15's benchmark: every sequence's cached tokens
     spare_pages: int | None = None
+    # 13, 15: entries of block_table past the longest sequence's pages (default 1; 0: that row has no spare entry)
+    table_spare: int | None = None
     rtol: float | None = None  # loosens the puzzle's rtol for this case (checks.engine.judging.rules.core)
     atol: float | None = None  # loosens the puzzle's atol for this case (checks.engine.judging.rules.core)
     note: str | None = None  # what the case is for, shown beside its result

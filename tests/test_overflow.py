@@ -275,7 +275,7 @@ def launch_plan(kernel: str, grid: list[int], numel: int, **scalars: int) -> dic
     return {"ops": [{"op": "launch", "kernel": kernel, "where": "", "alternatives": [launch]}], "returned": []}
 
 
-def test_the_probe_alone_finds_a_wrapped_product_and_stops_a_loop_it_cannot_shorten(tmp_path):
+def test_the_probe_alone_finds_a_wrapped_product_and_says_where_a_loop_it_cannot_shorten_stopped_it(tmp_path):
     from checks.engine.replay.overflow import MAX_ACCESSES, probe
 
     compiler_arguments()
@@ -293,5 +293,7 @@ def test_the_probe_alone_finds_a_wrapped_product_and_stops_a_loop_it_cannot_shor
     fits = probe(launch_plan("strided", [30000], numel, stride=65536), kernels, x, files, Tuning())
     assert fits == []  # 29999 * 65536 < 2^31
     start = time.perf_counter()
-    assert probe(launch_plan("spin", [1], numel, n=numel), kernels, x, files, Tuning()) == []
+    spent = probe(launch_plan("spin", [1], numel, n=numel), kernels, x, files, Tuning())
     assert time.perf_counter() - start < 5.0 and MAX_ACCESSES < numel
+    # where it stopped is a finding, not a silent pass: what runs after it was not checked
+    assert [(f["kind"], f["kernel"], f["line"]) for f in spent] == [("spent", "spin", 15)], spent  # its load

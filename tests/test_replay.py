@@ -532,6 +532,10 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     # copies followed by every rule: a clone, a broadcasting copy_
     "kv_read_per_query_head_from_a_clone": ("kv_once_per_group", "read each element of k 4.00 times", "12"),
     "slots_past_seq_lens_through_a_broadcast_copy": ("pages_in_table", "past seq_lens there", "13"),
+    # no config a GPU may choose goes unjudged: a launch with more configs than the interpreter judges fails
+    "ninth_config_skips_blocks": ("too_many_configs", "have 9 configs that differ in their arguments", "14", [0]),
+    # the probe of the largest sizes does not pass what it stopped before reaching
+    "int32_offsets_after_a_work_list_loop": ("offsets_fit", "stopped at line", "14", [0]),
 }
 
 

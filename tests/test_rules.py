@@ -236,7 +236,7 @@ def test_every_rule_and_outcome_a_verdict_can_name_is_in_the_rulebook():
         "context_pages_in_table", "no_race",
     }  # fmt: skip
     assert rulebook.names(explained_by_interpreter=True) == {"values"}
-    assert set(rulebook.OUTCOMES) == {"raised", "speed_bar", "stub"}
+    assert set(rulebook.OUTCOMES) == {"raised", "speed_bar", "stub", "too_many_configs"}
     assert not set(rulebook.OUTCOMES) & set(rulebook.RULES)
     assert reasons() == set(rulebook.RULES) | set(rulebook.OUTCOMES) | set(rulebook.STATUSES)
     assert rulebook.outcome("raised") == "raised"

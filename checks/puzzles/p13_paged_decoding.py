@@ -2,9 +2,11 @@
 
 A case gives B, H_kv, G, D, `page_size` and `seq_lens` (one length per sequence; `make bench`'s cases give
 `N` instead, every sequence that long), and optionally `sm_scale`, `score_std`, `offset` and `lead` (as puzzle 11;
-`lead` in each sequence, whose first key leads its others) and `spare_pages` (pages no sequence uses; default B + 2).
+`lead` in each sequence, whose first key leads its others), `spare_pages` (pages no sequence uses; default B + 2)
+and `table_spare` (entries of block_table past the longest sequence's pages; default 1, and 0 leaves that sequence's
+row with none, as the contract allows: a page-number load past a sequence's pages then leaves the table).
 Each sequence gets cdiv(seq_lens[b], page_size) pages drawn at random from the cache, so they are scattered and not in
-increasing order; the rows of block_table are max_pages = (the longest sequence's pages) + 1 long,
+increasing order; the rows of block_table are max_pages = (the longest sequence's pages) + table_spare long,
 and the entries past a sequence's pages point to pages no sequence uses. Those pages, and the
 slots of a sequence's last page past seq_lens[b], hold NaN: a kernel that reads them shows it.
 """
@@ -33,7 +35,8 @@ def page_layout(case: Case, generator: torch.Generator) -> tuple[torch.Tensor, i
     lens, size = lengths(case), int(case.page_size)
     used = [math.ceil(n / size) for n in lens]
     spare = int(len(lens) + 2 if case.spare_pages is None else case.spare_pages)
-    num_pages, max_pages = sum(used) + spare, max(used) + 1
+    table_spare = 1 if case.table_spare is None else int(case.table_spare)
+    num_pages, max_pages = sum(used) + spare, max(1, max(used) + table_spare)
     device = generator.device  # a generator draws only on its own device (the GPU's, on a GPU)
     order = torch.randperm(num_pages, generator=generator, device=device).cpu()
     free = order[sum(used) :]  # the pages no sequence uses

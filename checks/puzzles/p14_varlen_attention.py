@@ -36,12 +36,17 @@ def scale_of(case: Case) -> float:
     return float(case.sm_scale or 1.0 / math.sqrt(case.D))
 
 
+HEAD_GAP = 8  # elements between two heads of a "sliced" input (a multiple of 8: rows stay 16-byte aligned)
+
+
 def packed(arena: Arena, tokens: int, heads: int, d: int, label: str, layout: str, scale: float) -> torch.Tensor:
-    """A (tokens, heads, D) float16 input: contiguous, or ("sliced") a view whose rows are heads + 1 heads apart, the
-    head past the view holding the guard bands' poison."""
+    """A (tokens, heads, D) float16 input: contiguous, or ("sliced") a view whose heads are D + 8 apart and whose rows
+    are heads + 1 of those apart, the gaps and the head past the view holding the guard bands' poison: a kernel that
+    takes the head stride for D, or the row stride for heads * D, reads poison."""
     if layout == "contiguous":
         return arena.randn((tokens, heads, d), torch.float16, label, scale)
-    view = arena.view((tokens, heads, d), ((heads + 1) * d, d, 1), torch.float16, "input", label)
+    head_stride = d + HEAD_GAP
+    view = arena.view((tokens, heads, d), ((heads + 1) * head_stride, head_stride, 1), torch.float16, "input", label)
     gen = arena.data_generator or arena.generator
     values = torch.randn((tokens, heads, d), generator=gen, device=arena.device, dtype=torch.float32) * scale
     view.copy_(values.to(torch.float16))

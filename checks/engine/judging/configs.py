@@ -10,7 +10,8 @@ the launch order, the number of passes, whether a tile is skipped), not only the
   differs from the others in its grid or its arguments (`every_config`): whatever a GPU would choose has then been
   judged. Configs that differ only in launch settings (num_warps, num_stages) run alike in the interpreter and count
   as one; configs that differ in a block size count as two, since a block size is a constexpr like any other that a
-  kernel can branch on. At most CONFIG_LIMIT are judged (every answer key tunes one config in the interpreter).
+  kernel can branch on. At most CONFIG_LIMIT are judged (every answer key tunes one config in the interpreter): a
+  launch with more fails (`too_many_configs`), since a GPU may choose one that was never judged.
 
 A config judged after the first runs every case again in grading processes of its own; the verdict names the config
 of the first that fails.
@@ -44,7 +45,9 @@ def every_config(stage: Stage, verdict: V.Verdict, limit: float) -> V.Verdict:
     first config's verdict stands when it failed; else the first other config that fails, named."""
     if not verdict.passed:
         return verdict
-    count = min(stage.alternatives, CONFIG_LIMIT)
+    if stage.alternatives > CONFIG_LIMIT:
+        return too_many(verdict, stage.alternatives)
+    count = stage.alternatives
     ran = list(stage.configs_run)  # the configs each alternative's replay ran
     for alternative in range(1, count):
         job = replace(stage.job, alternative=alternative)
@@ -60,6 +63,22 @@ def every_config(stage: Stage, verdict: V.Verdict, limit: float) -> V.Verdict:
             f"Your autotuned kernels were judged with each of their {count} configs that differ in their arguments: "
             "a GPU may choose any of them."
         )
+    return verdict
+
+
+def too_many(verdict: V.Verdict, count: int) -> V.Verdict:
+    """A passing first config's verdict turned into a failure: more configs than the interpreter judges, so the one a
+    GPU would choose may never have been judged."""
+    verdict.status = V.FAILED
+    verdict.rule = rulebook.outcome("too_many_configs")
+    verdict.summary = (
+        f"Your autotuned kernels have {count} configs that differ in their arguments, and a GPU may choose any of "
+        f"them; on a machine without a GPU the grader judges each one, at most {CONFIG_LIMIT}, so the others were "
+        f"never judged. Keep at most {CONFIG_LIMIT} configs whose block sizes or other constexprs differ (configs "
+        "that differ only in num_warps or num_stages count as one here), then run the check again."
+    )
+    verdict.details = [line for line in verdict.details if not line.startswith(MAP_ADVICE_START)]
+    verdict.map_case = None
     return verdict
 
 

@@ -49,8 +49,10 @@ FAKE_BASE = 1 << 52  # the first fake address: far above the memory a process on
 FAKE_SPAN = 1 << 45  # the room between two fake tensors (32 TiB): one tensor's overrun never lands in another
 GRID_LIMITS = (2**31 - 1, 65535, 65535)  # programs a CUDA launch may have along each axis
 MAX_FINDINGS = 8
-MAX_ACCESSES = 512  # loads and stores the probe makes at most (a `while` loop over 128k keys runs in full, and a launch
-# per sequence is 128 launches): about 0.7 s; the answer keys' probes make at most 128
+MAX_ACCESSES = 2048  # loads and stores the probe makes at most (a `while` loop over 128k keys runs in full, and a
+# launch per sequence is 128 launches): about 3 s; the answer keys' probes make at most 128. A plan that needs more is
+# not passed unchecked: the probe notes where it stopped ("spent"), and the judge says the offsets could not be
+# followed past there (a kernel after it may read what that loop was still building)
 
 
 class Spent(Exception):
@@ -106,6 +108,7 @@ class Findings:
     items: list[dict[str, Any]] = field(default_factory=list)
     accesses: int = 0  # loads and stores made
     kernel: str = ""  # the kernel running now
+    launches: int = 0  # launches probed so far
     program: tuple[int, int, int] = (0, 0, 0)
 
     def note(self, kind: str, **details: Any) -> None:
@@ -190,6 +193,7 @@ class ProbePerformer(Performer):
         alternative = alternatives[0 if len(alternatives) == 1 else interpreted_choice(op, self.tuning)]
         grid = [int(g) for g in alternative["grid"]]
         self.findings.kernel = op["kernel"]
+        self.findings.launches += 1
         for axis, (count, limit) in enumerate(zip(grid, GRID_LIMITS, strict=False)):
             if count > limit:
                 self.findings.items.append(
@@ -239,6 +243,7 @@ def _memory_ops(findings: Findings, memory: Memory) -> list[tuple[Any, str, Any]
     def placed(ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
         findings.accesses += 1
         if findings.accesses > MAX_ACCESSES:
+            findings.note("spent", accesses=MAX_ACCESSES, launches=findings.launches)
             raise Spent
         addresses = np.asarray(ptrs.data).astype(np.uint64)
         active = lanes(mask, addresses.shape)
@@ -363,13 +368,13 @@ def probe(
     plan: dict[str, Any], kernels: dict[str, Any], inputs: dict[str, Any], files: dict[str, str], tuning: Tuning
 ) -> list[dict[str, Any]]:
     """The findings of the plan recorded at the largest sizes, performed on `inputs` (`checks.puzzles.largest`):
-    {"kind": "wrap" | "outside" | "grid" | "raised", "kernel", "function", "line", "text", ...}."""
+    {"kind": "wrap" | "outside" | "grid" | "spent" | "raised", "kernel", "function", "line", "text", ...}."""
     findings = Findings(files)
     performer = ProbePerformer(plan, kernels, inputs, tuning, findings)
     try:
         with probed(findings, performer.memory), loop_ends(kernels):
             performer.run()
-    except Spent:  # what it found until then stands; the rest is not probed
+    except Spent:  # what it found until then stands, and where it stopped (the "spent" finding)
         pass
     except Exception as exc:  # noqa: BLE001 - a kernel that fails on the probe's values: said, not judged
         if isinstance(exc.__cause__, Spent):  # the interpreter's error around a jitted function's

@@ -62,7 +62,10 @@ def offsets_fit(ctx: CaseContext) -> Problem | None:
     found = ctx.obs.overflow
     if not found:
         return None
-    first = next((f for f in found if f["kind"] != "raised"), found[0])
+    # a wrap found before the probe ran out is the clearer message; "spent" says only what could not be checked
+    first = next((f for f in found if f["kind"] not in ("raised", "spent")), None) or next(
+        (f for f in found if f["kind"] == "spent"), found[0]
+    )
     at = sizes(ctx)
     kind = first["kind"]
     if kind == "wrap":
@@ -88,6 +91,17 @@ def offsets_fit(ctx: CaseContext) -> Problem | None:
             "Put the axis that grows with the batch and the heads first in the grid (axis 0, `tl.program_id(0)`). "
             + PROBED,
             cause=True,
+        )
+    if kind == "spent":
+        launches = int(first.get("launches", 1))
+        return Problem(
+            f"At {at}, the programs at the ends of the grids of your function's first {launches} "
+            f"{'launch' if launches == 1 else 'launches'} made more than {first['accesses']} loads and stores, the "
+            f"most the grader follows; it stopped at {_where(first)} (program {tuple(first['program'])}), so the "
+            "offsets of what runs from there on (and of kernels that read what was still being built) are not "
+            "checked, and a check cannot pass unchecked. A loop that walks every sequence, block or page in one "
+            "program, or a launch per sequence, does that: spread that work over the programs of one grid (each "
+            "computes its own entry), or build a list on the host from the metadata, as serving engines do. " + PROBED
         )
     if kind == "host_raised":
         if any(word in str(first["text"]) for word in STAND_IN):

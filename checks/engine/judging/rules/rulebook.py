@@ -55,6 +55,10 @@ OUTCOMES = {
     "raised": "the call raised an exception (an error verdict)",
     "speed_bar": "on a GPU, slower than the puzzle's bar (checks.engine.judging.timing)",
     "stub": "the code is still the stub as handed out (an error verdict; `make progress` shows 'not started')",
+    "too_many_configs": (
+        "an autotuned launch with more configs that differ in their arguments than the interpreter judges "
+        "(checks.engine.judging.configs.CONFIG_LIMIT): a GPU may choose one never judged"
+    ),
 }
 # Statuses that may reject a known-wrong kernel besides a rule (its `expect:` line may name them).
 STATUSES = (V.TIMEOUT, V.CRASHED, V.ERROR, V.TAMPERED)
