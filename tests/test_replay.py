@@ -532,6 +532,11 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     # copies followed by every rule: a clone, a broadcasting copy_
     "kv_read_per_query_head_from_a_clone": ("kv_once_per_group", "read each element of k 4.00 times", "12"),
     "slots_past_seq_lens_through_a_broadcast_copy": ("pages_in_table", "past seq_lens there", "13"),
+    # the programs of a launch run in no order on a GPU: a compare-and-swap excuses no store, an exchange collides as a
+    # store does, and a load of what another program stored is ordered only by an atomic
+    "stores_masked_at_t_behind_a_cas": ("no_race", "(a write collision)", "15", [0]),
+    "lse_exchanged_past_the_sequence_end": ("no_race", "store different values to element [0, 37] of lse", "14", [0]),
+    "split_merged_by_the_next_program": ("no_race", "(an unordered read)", "14", [0]),
 }
 
 
