@@ -89,6 +89,37 @@ def shared_add(x_ptr, out_ptr, BLOCK: tl.constexpr, HOW: tl.constexpr):
 
 
 @triton.jit
+def shared_by_atomics(x_ptr, out_ptr, part_ptr, sync_ptr, BLOCK: tl.constexpr, HOW: tl.constexpr):
+    # two programs share out (or part) with atomics: some orders that hold on a GPU, some that do not
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + pid * BLOCK + offs)
+    if HOW == "xchg":  # each program exchanges its own x into the same elements (as bits): a collision
+        tl.atomic_xchg(out_ptr.to(tl.pointer_type(tl.int32)) + offs, x.to(tl.int32, bitcast=True))
+    elif HOW == "cas_then_store":  # a compare-and-swap that takes no lock, then stores of different values
+        tl.atomic_cas(sync_ptr, 0, 0)
+        tl.store(out_ptr + offs, x)
+    elif HOW == "lock":  # a load-add-store under a lock, taken and released
+        while tl.atomic_cas(sync_ptr, 0, 1) != 0:
+            pass
+        tl.store(out_ptr + offs, tl.load(out_ptr + offs) + x)
+        tl.atomic_xchg(sync_ptr, 0)
+    elif HOW == "read":  # program 1 loads what program 0 stored, with nothing that orders them
+        if pid == 0:
+            tl.store(part_ptr + offs, x)
+        else:
+            tl.store(out_ptr + offs, tl.load(part_ptr + offs) + x)
+    else:  # "counter" (and "relaxed", which orders nothing): the last program to count merges every part
+        tl.store(part_ptr + pid * BLOCK + offs, x)
+        if HOW == "counter":
+            done = tl.atomic_add(sync_ptr, 1)
+        else:
+            done = tl.atomic_add(sync_ptr, 1, sem="relaxed")
+        if done == tl.num_programs(0) - 1:
+            tl.store(out_ptr + offs, tl.load(part_ptr + offs) + tl.load(part_ptr + BLOCK + offs))
+
+
+@triton.jit
 def spill(x_ptr, out_ptr, n, BLOCK: tl.constexpr, OTHER: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     if OTHER:
@@ -355,8 +386,9 @@ def test_masked_off_lanes_read_poison_where_a_gpu_leaves_them_undefined(kernels)
 
 def test_two_programs_storing_one_element_are_a_race_or_a_collision(kernels):
     """A load-add-store of one element by two programs of a launch is a race, two programs storing different values
-    there a write collision, each named with its programs, element and line, although the interpreter computes the
-    right sum; atomics, one value stored by both, and elements of one program each are none."""
+    there a write collision (and the load of what the other stored an unordered read), each named with its programs,
+    element and line, although the interpreter computes the right sum; atomics, one value stored by both, and elements
+    of one program each are none."""
     x = torch.arange(16.0)
     found = {}
     for how in ("add", "store", "atomic", "same", "own"):
@@ -364,10 +396,29 @@ def test_two_programs_storing_one_element_are_a_race_or_a_collision(kernels):
         with record_access() as rec:
             kernels.shared_add[(2,)](x, out, BLOCK=8, HOW=how)
         found[how] = rec.log().races
-    assert [(f["kind"], f["programs"], f["index"]) for f in found["add"]] == [("race", [0, 1], [0])], found["add"]
+    add = [(f["kind"], f["programs"], f["index"]) for f in found["add"]]
+    assert add == [("read", [0, 1], [0]), ("race", [0, 1], [0])], add
     assert [(f["kind"], f["programs"], f["index"]) for f in found["store"]] == [("collision", [0, 1], [0])]
     assert found["add"][0]["line"] > 0 and found["add"][0]["kernel"] == "shared_add"
     assert found["atomic"] == found["same"] == found["own"] == []
+
+
+def test_atomics_order_programs_only_where_a_gpu_would(kernels):
+    """An exchange of different values by two programs is a write collision, as two stores are; a compare-and-swap
+    does not excuse later stores; a load of what another program stored is an unordered read unless an atomic orders
+    the two (a lock taken and released, a counter the last program reads; a relaxed counter orders nothing)."""
+    x = torch.arange(16.0)
+    found = {}
+    for how in ("xchg", "cas_then_store", "lock", "read", "counter", "relaxed"):
+        out, part, sync = torch.zeros(8), torch.zeros(16), torch.zeros(1, dtype=torch.int32)
+        with record_access() as rec:
+            kernels.shared_by_atomics[(2,)](x, out, part, sync, BLOCK=8, HOW=how)
+        found[how] = [(f["kind"], f["programs"], f["index"]) for f in rec.log().races]
+        if how in ("lock", "counter", "relaxed"):  # what the interpreter computes is right in every case
+            torch.testing.assert_close(out, x[:8] + x[8:])
+    assert found["xchg"] == found["cas_then_store"] == [("collision", [0, 1], [0])], found
+    assert found["read"] == [("read", [0, 1], [0])] and found["relaxed"] == [("read", [0, 1], [0])], found
+    assert found["lock"] == found["counter"] == [], found
 
 
 def test_atomics_into_memory_no_kernel_wrote_are_noted_with_their_line(kernels):

@@ -536,6 +536,11 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     "ninth_config_skips_blocks": ("too_many_configs", "have 9 configs that differ in their arguments", "14", [0]),
     # the probe of the largest sizes does not pass what it stopped before reaching
     "int32_offsets_after_a_work_list_loop": ("offsets_fit", "stopped at line", "14", [0]),
+    # the programs of a launch run in no order on a GPU: a compare-and-swap excuses no store, an exchange collides as a
+    # store does, and a load of what another program stored is ordered only by an atomic
+    "stores_masked_at_t_behind_a_cas": ("no_race", "(a write collision)", "15", [0]),
+    "lse_exchanged_past_the_sequence_end": ("no_race", "store different values to element [0, 37] of lse", "14", [0]),
+    "split_merged_by_the_next_program": ("no_race", "(an unordered read)", "14", [0]),
 }
 
 

@@ -361,7 +361,7 @@ def test_nan_from_masked_off_lanes_is_named_only_where_the_replay_proved_it():
     assert finite is not None and "other=" not in finite.message
 
 
-def test_a_race_names_its_programs_element_and_line_and_a_collision_is_told_apart():
+def test_a_race_names_its_programs_element_and_line_and_a_collision_and_a_read_are_told_apart():
     race = rulebook.first_problem(vector_ctx(access={**access(), "races": [RACE]}))
     assert race is not None and race.rule == "no_race"
     assert "Programs 0 and 1 of launch 1 both load and store element [3] of scratch out, at line 9 of `add_kernel`" in (
@@ -372,6 +372,10 @@ def test_a_race_names_its_programs_element_and_line_and_a_collision_is_told_apar
     clash = rulebook.first_problem(vector_ctx(access={**access(), "races": [collision]}))
     assert clash is not None and "Programs 2 and 5 of launch 1 store different values" in clash.message
     assert "(a write collision)" in clash.message
+    read = rulebook.first_problem(vector_ctx(access={**access(), "races": [{**RACE, "kind": "read"}]}))
+    assert read is not None and "Program 1 of launch 1 loads element [3] of scratch out, at line 9" in read.message
+    assert "which program 0 of the same launch wrote" in read.message and "(an unordered read)" in read.message
+    assert "in a second launch, as puzzle 11's merge kernel does" in read.message
 
 
 def test_nan_from_atomics_into_unwritten_memory_names_the_atomics_line():

@@ -51,8 +51,9 @@ class AccessLog:
     copies: list[dict[str, Any]] = field(default_factory=list)
     # each load without `other=` whose mask left lanes out, which read poison: {"kernel", "function", "line", "lanes"}
     masked_poison: list[dict[str, Any]] = field(default_factory=list)
-    # two programs of one launch storing one element (checks.engine.access.races): {"kind": "race" | "collision",
-    # "launch", "kernel", "function", "line", "region", "index", "programs": [first, second]}
+    # two programs of one launch storing one element, or one loading what the other wrote, in an order a GPU does not
+    # keep (checks.engine.access.races): {"kind": "race" | "collision" | "read", "launch", "kernel", "function",
+    # "line", "region", "index", "programs": [the earlier, the later]}
     races: list[dict[str, Any]] = field(default_factory=list)
     # atomics that added into an allocation still holding the grader's poison: {"region", "kernel", "function", "line"}
     atomics_on_poison: list[dict[str, Any]] = field(default_factory=list)

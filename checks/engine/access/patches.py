@@ -154,18 +154,19 @@ def _stores_watched(recorder: AccessRecorder, original: Callable) -> Callable:
     return _store(recorder, _races_watched(recorder, original))
 
 
-def _lock_noted(recorder: AccessRecorder, original: Callable) -> Callable:
-    """`create_atomic_cas`, telling the race watch that the launch takes a lock."""
+def _cas_ordered(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_atomic_cas`, shown to the race watch: it reads its element in order and orders the programs that make
+    atomics on it (`checks.engine.access.races`)."""
 
-    def create_atomic_cas(self, *args, **kwargs):
-        recorder.races.lock_taken()
-        return original(self, *args, **kwargs)
+    def create_atomic_cas(self, ptr, cmp, val, sem, *args, **kwargs):
+        recorder.races.atomic(self, ptr, None, sem)
+        return original(self, ptr, cmp, val, sem, *args, **kwargs)
 
     return create_atomic_cas
 
 
 def _cas_watched(recorder: AccessRecorder, original: Callable) -> Callable:
-    return _cas(recorder, _lock_noted(recorder, original))
+    return _cas(recorder, _cas_ordered(recorder, original))
 
 
 def _poison_noted(recorder: AccessRecorder, original: Callable) -> Callable:
@@ -178,8 +179,26 @@ def _poison_noted(recorder: AccessRecorder, original: Callable) -> Callable:
     return create_atomic_rmw
 
 
+def _is_exchange(op: Any) -> bool:
+    """Whether an atomic's operation overwrites its element (`tl.atomic_xchg`) rather than accumulates into it."""
+    return str(getattr(op, "name", op)).upper().rsplit(".", 1)[-1] == "XCHG"
+
+
+def _rmw_ordered(recorder: AccessRecorder, original: Callable) -> Callable:
+    """`create_atomic_rmw`, shown to the race watch: an exchange as a store first (two programs exchanging different
+    values into one element collide as two stores do), then as an atomic (`checks.engine.access.races`)."""
+
+    def create_atomic_rmw(self, op, ptr, val, mask, sem, *args, **kwargs):
+        if _is_exchange(op):
+            recorder.races.stored(self, ptr, val, mask)
+        recorder.races.atomic(self, ptr, mask, sem)
+        return original(self, op, ptr, val, mask, sem, *args, **kwargs)
+
+    return create_atomic_rmw
+
+
 def _rmw_watched(recorder: AccessRecorder, original: Callable) -> Callable:
-    return _rmw(recorder, _poison_noted(recorder, original))
+    return _rmw(recorder, _poison_noted(recorder, _rmw_ordered(recorder, original)))
 
 
 def _rmw(recorder: AccessRecorder, original: Callable) -> Callable:

@@ -61,7 +61,7 @@ class AccessRecorder(RegionMap):
         self.copies: list[dict[str, Any]] = []  # the plan's copies between regions (note_copy)
         self._arguments: list[tuple[str, int]] = []  # the launch's tensor arguments: (parameter, storage address)
         self.masked_poison: list[dict[str, Any]] = []  # each load without `other=` whose mask left lanes out
-        self.races = RaceWatch(self, kernel_line)  # two programs of a launch storing one element
+        self.races = RaceWatch(self, kernel_line)  # programs of a launch sharing an element in no order
         self.atomics_on_poison: list[dict[str, Any]] = []  # atomics that added into memory no kernel had written
         self.provenance = Provenance()  # where each element's value came from (`follow`, `note_copy`)
         self._via_pending: list[list[np.ndarray]] = []  # [region] -> offsets of an input loaded through a copy

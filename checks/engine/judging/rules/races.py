@@ -12,12 +12,14 @@ from checks.engine.judging.rules.problem import CaseContext, Problem
 @rule(
     EVERY_CALL,
     checks=(
-        "in the interpreter, no two programs of one launch store one element with plain stores where the order they "
-        "run in matters: after loading it (a race), or with different values (a write collision)"
+        "in the interpreter, no two programs of one launch store one element where the order they run in matters: "
+        "after loading it (a race), or with different values, by tl.store or tl.atomic_xchg (a write collision); and "
+        "no program loads an element another program of the launch stored, unless an atomic orders the two (an "
+        "unordered read)"
     ),
     message=(
-        "Give every element one program that stores it, or add into a shared element with tl.atomic_add: on a GPU "
-        "the programs of a launch run at once, in no order."
+        "Give every element one program that stores it, add into a shared element with tl.atomic_add, and load what "
+        "another program stored in a second launch: on a GPU the programs of a launch run at once, in no order."
     ),
     taught_in="10",
     needs=(ACCESS_LOG,),
@@ -25,7 +27,8 @@ from checks.engine.judging.rules.problem import CaseContext, Problem
 )
 def no_race(ctx: CaseContext) -> Problem | None:
     """In the interpreter: no element stored by two programs of one launch that loaded it, or with different
-    values, although the interpreter, running the programs one after the other, computes the right values."""
+    values, and none loaded by a program that another stored with no atomic between that orders them, although the
+    interpreter, running the programs one after the other, computes the right values."""
     log = AccessLog.from_dict(ctx.obs.access) if ctx.obs.access else None
     if log is None or not log.races:
         return None
@@ -44,7 +47,16 @@ def no_race(ctx: CaseContext) -> Problem | None:
             "old value and one of the two updates is lost (a race). Add into the element with tl.atomic_add, or give "
             "every element one program that stores it."
         )
+    if found["kind"] == "read":
+        return Problem(
+            f"Program {second} of {launch} loads {where}, which program {first} of the same launch wrote: the "
+            f"interpreter runs program {first} first, but on a GPU the programs of a launch run at once, in no order, "
+            f"so program {second} may load the element before program {first} stores it (an unordered read). Load "
+            "what another program stored in a second launch, as puzzle 11's merge kernel does, or compute it in the "
+            "program that needs it."
+        )
     return Problem(
         f"Programs {first} and {second} of {launch} store different values to {where}: on a GPU they run at once, so "
-        "either value may be the one kept (a write collision). Give every element one program that stores it."
+        "either value may be the one kept (a write collision). Give every element one program that stores it, with "
+        "tl.store or tl.atomic_xchg."
     )
