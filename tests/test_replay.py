@@ -532,6 +532,23 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     # copies followed by every rule: a clone, a broadcasting copy_
     "kv_read_per_query_head_from_a_clone": ("kv_once_per_group", "read each element of k 4.00 times", "12"),
     "slots_past_seq_lens_through_a_broadcast_copy": ("pages_in_table", "past seq_lens there", "13"),
+    # a block of queries is the tokens one program loads of q over all its loads, not the box of each load
+    "kv_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "14", [0]),
+    "context_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "15", [0]),
+    # padding made by the host's copies is padding: a buffer of max_seqlen rows per sequence, filled in a loop
+    "padded_by_host_copies_in_a_loop": (
+        "no_padded_work",
+        "Your function copied q (421 tokens) into a buffer",
+        "14",
+        [4],
+    ),
+    # a program owns the queries it loads, whatever it stores them through (a scratch another kernel casts into o)
+    "causal_unskipped_through_a_copy_kernel": (
+        "causal_skipping_packed",
+        "lying wholly after the last query of their program",
+        "14",
+        [0],
+    ),
 }
 
 
