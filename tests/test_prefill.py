@@ -218,6 +218,22 @@ def test_no_padded_work_counts_the_buffers_the_host_filled_with_copies_of_the_in
             )
 
 
+def test_one_launch_per_kernel_names_a_copy_of_an_input_per_sequence():
+    from checks.engine.judging.rules.prefill import one_launch_per_kernel
+    from tests.test_decoding_rules import context
+
+    access, inputs = packed_log(2)
+    whole = {"region": 0, "strides": [8, 4, 1], "offset": 0}
+    access["copies"] = [{"shape": [12, 2, 4], "src": whole, "dst": dict(whole, region=3)}]  # one copy of all of q
+    assert one_launch_per_kernel(context(access, **inputs)) is None
+    access["copies"] = [
+        {"shape": [n, 2, 4], "src": dict(whole, offset=8 * s), "dst": dict(whole, region=3, offset=8 * s)}
+        for s, n in ((0, 8), (8, 4))
+    ]  # a copy_ per sequence
+    problem = one_launch_per_kernel(context(access, **inputs))
+    assert problem is not None and "copied q in 2 parts for 2 sequences" in problem.message
+
+
 def test_one_launch_per_kernel_names_the_kernel_launched_again():
     from checks.engine.judging.rules.prefill import one_launch_per_kernel
     from tests.test_decoding_rules import context

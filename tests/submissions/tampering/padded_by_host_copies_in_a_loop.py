@@ -14,9 +14,11 @@ stored or loaded in the call's own buffers (`distinct_touched`, from `log.writes
 host copy of q is read as q, so `own_sequence` and `kv_once_per_query_block` see the right tokens).
 `one_launch_per_kernel` counts launches only, not a loop of copies (it still does).
 
-What the grader sees: `no_padded_work` counts the buffers the host function filled with copies of q, k and v
-(`AccessLog.copies`): a buffer of more token rows than the real tokens and a block's tail per sequence is padding,
-however it was filled (case 5: 4800 token rows for 421 tokens).
+What the grader sees: `one_launch_per_kernel` counts the plan's copies of parts of q, k and v (`AccessLog.copies`):
+a copy per sequence is a Python loop over the sequences (case 1: q copied in 3 parts for 3 sequences). Without the
+loop, `no_padded_work` counts the buffers the host filled with copies of the inputs: one of more token rows than the
+real tokens and a block's tail per sequence is padding (case 5: 4800 token rows for 421 tokens; the tampering
+submission padded_by_one_host_copy).
 """
 
 import torch

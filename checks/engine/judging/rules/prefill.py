@@ -171,11 +171,18 @@ def own_sequence(ctx: CaseContext, inputs: tuple[str, ...] = PACKED, message: st
     ),
     needs=(ACCESS_LOG,),
 )
-def one_launch_per_kernel(ctx: CaseContext, message: str | None = None) -> Problem | None:
-    """No kernel is launched more than once in one call."""
+def one_launch_per_kernel(
+    ctx: CaseContext, inputs: tuple[str, ...] = PACKED, message: str | None = None
+) -> Problem | None:
+    """No kernel is launched more than once in one call, and the host function copies none of the packed `inputs`
+    piece by piece, a copy per sequence (each copy on a GPU is a launch of torch's copy kernel: a Python loop over the
+    sequences all the same)."""
     log = log_of(ctx)
     if log is None:
         return None
+    looped = _copies_per_sequence(ctx, log, inputs)
+    if looped:
+        return Problem(say(message, one_launch_per_kernel.message, looped))
     launches: dict[str, int] = {}
     for launch in log.launches:
         launches[launch["kernel"]] = launches.get(launch["kernel"], 0) + 1
@@ -187,6 +194,32 @@ def one_launch_per_kernel(ctx: CaseContext, message: str | None = None) -> Probl
     sequences = f" for {plural(len(cu) - 1, 'sequence')}" if cu is not None else ""
     measured = f"Your function launched `{kernel}` {n} times in one call{sequences}."
     return Problem(say(message, one_launch_per_kernel.message, measured))
+
+
+def _copies_per_sequence(ctx: CaseContext, log: AccessLog, inputs: tuple[str, ...]) -> str:
+    """The sentence for the first of the packed `inputs` that the plan copied in parts (copies of fewer than all its
+    tokens), at least two and at least one per sequence that holds tokens; '' when none was."""
+    cu = _cu(ctx)
+    if cu is None:
+        return ""
+    sequences = int((np.diff(cu) > 0).sum())
+    for name in inputs:
+        tensor, i = ctx.inputs.get(name), log.index(name)
+        if i < 0 or not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
+            continue
+        regions = {i, *log.copied(name)}
+        parts = [
+            copy
+            for copy in log.copies
+            if copy["src"]["region"] in regions and int(np.prod(copy["shape"])) < tensor.numel()
+        ]
+        if len(parts) >= max(2, sequences):
+            return (
+                f"Your function copied {name} in {len(parts)} parts for {plural(len(cu) - 1, 'sequence')}: a "
+                "copy per sequence is a Python loop over the sequences (on a GPU, a launch of torch's copy kernel "
+                "each)."
+            )
+    return ""
 
 
 # -- 14, 15: no padding -----------------------------------------------------------------------------
