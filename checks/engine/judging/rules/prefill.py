@@ -80,7 +80,9 @@ def query_rows(log: AccessLog, cu: np.ndarray, name: str = "q") -> dict[Program,
 
 def query_blocks(log: AccessLog, cu: np.ndarray, name: str = "q") -> dict[int, set[tuple[int, ...]]]:
     """Sequence -> its blocks of queries: the distinct sets of its tokens that one program loaded of `name`
-    (`query_rows`). Programs that load the same tokens (one per head, or per head of a group) are one block."""
+    (`query_rows`). Programs that load the same tokens (one per head, or per head of a group) are one block; so is a
+    program that walks several blocks of one sequence in a loop (a persistent kernel), which is then allowed the
+    loads of one block: the tokens it loaded are one set, whatever order or loads it took them in."""
     blocks: dict[int, set[tuple[int, ...]]] = {}
     for per_sequence in query_rows(log, cu, name).values():
         for b, tokens in per_sequence.items():
