@@ -113,24 +113,38 @@ def test_chunked_prefill_is_sdpa_over_the_context_and_the_new_tokens_bottom_righ
 
 
 # -- the rules on hand-made logs (tests/test_decoding_rules.py's builder) ----------------------------
-def packed_log(heads_per_program: int, crossing: bool = False) -> tuple[dict, dict]:
+def packed_log(
+    heads_per_program: int, crossing: bool = False, split: bool = False, key_blocks: bool = False, store: str = "o"
+) -> tuple[dict, dict]:
     """Two sequences of 8 and 4 tokens, H_kv = 1, G = 2, blocks of 4 tokens: each program loads its block of q (its
-    group's two heads, or one head when `heads_per_program` is 1) and its sequence's keys; `crossing`: the first
-    program's keys run on into the second sequence."""
+    group's two heads, or one head when `heads_per_program` is 1) and its sequence's keys, and stores its block of
+    `store` (o, or a scratch buffer of o's shape); `crossing`: the first program's keys run on into the second
+    sequence; `split`: a program loads its block of q in two loads, split after its head's row; `key_blocks`: the keys
+    in loads of 4, every block of its sequence."""
+    from checks.engine.access.log import STORE
     from tests.test_decoding_rules import Log
 
     cu = torch.tensor([0, 8, 12], dtype=torch.int32)
     inputs = {"q": torch.zeros(12, 2, 4), "k": torch.zeros(12, 1, 4), "v": torch.zeros(12, 1, 4), "cu_seqlens": cu}
-    log = Log(q=(12, 2, 4), k=(12, 1, 4), v=(12, 1, 4)).launch((3, 2 // heads_per_program, 1))
+    log = Log(q=(12, 2, 4), k=(12, 1, 4), v=(12, 1, 4), **{store: (12, 2, 4)}).launch((3, 2 // heads_per_program, 1))
     pid = 0
     for start, end in ((0, 4), (4, 8), (8, 12)):
         first = 0 if start < 8 else 8
         last = 11 if crossing and start == 0 else (7 if start < 8 else 11)
         for head in range(0, 2, heads_per_program):
-            log.load(pid, "q", [(start, end - 1), (head, head + heads_per_program - 1)])
-            log.load(pid, "k", [(first, last)]).load(pid, "v", [(first, last)])
+            heads = (head, head + heads_per_program - 1)
+            for lo, hi in ((start, start + head), (start + head + 1, end - 1)) if split else ((start, end - 1),):
+                log.load(pid, "q", [(lo, hi), heads])
+            for lo, hi in (
+                ((k, min(last, k + 3)) for k in range(first, last + 1, 4)) if key_blocks else ((first, last),)
+            ):
+                log.load(pid, "k", [(lo, hi)]).load(pid, "v", [(lo, hi)])
+            log.rows.append([STORE, 0, pid, 3, 4 * heads_per_program * 4, start, heads[0], 0, 0, end - 1, heads[1], 3]
+                            + [0, 0])  # fmt: skip
             pid += 1
-    return log.data(), inputs
+    data = log.data()
+    data["regions"][3]["role"] = "output" if store == "o" else "scratch"
+    return data, inputs
 
 
 def test_own_sequence_names_a_load_that_runs_into_the_next_sequence():
@@ -153,6 +167,71 @@ def test_kv_once_per_query_block_counts_blocks_of_queries_not_programs():
     access, inputs = packed_log(1)  # a program per block and head: each key twice per block
     problem = kv_once_per_query_block(context(access, **inputs))
     assert problem is not None and "4.00 times on average, for 2 blocks" in problem.message
+
+
+def test_a_block_of_queries_is_what_one_program_loads_of_q_however_many_loads():
+    from checks.engine.judging.rules.prefill import kv_once_per_query_block
+    from tests.test_decoding_rules import context
+
+    access, inputs = packed_log(2, split=True)  # a program per block, its tile in two loads: each key once per block
+    assert kv_once_per_query_block(context(access, **inputs)) is None
+    access, inputs = packed_log(1, split=True)  # a program per block and head, in two loads: 8 ranges, 2 blocks
+    problem = kv_once_per_query_block(context(access, **inputs))
+    assert problem is not None and "4.00 times on average, for 2 blocks" in problem.message
+
+
+def test_causal_skipping_packed_owns_the_queries_a_program_loads_whatever_it_stores():
+    from checks.engine.judging.rules.prefill import causal_skipping_packed
+    from tests.test_decoding_rules import context
+
+    for store in ("o", "scratch"):  # o itself, or a scratch buffer that another kernel would cast into o
+        access, inputs = packed_log(2, key_blocks=True, store=store)
+        problem = causal_skipping_packed(context(access, **inputs, causal=True))
+        assert problem is not None and "(owns tokens 0-3) loaded k tokens 4-7" in problem.details[0], store
+        assert causal_skipping_packed(context(access, **inputs, causal=False)) is None
+
+
+def test_no_padded_work_counts_the_buffers_the_host_filled_with_copies_of_the_inputs():
+    from checks.engine.judging.rules.prefill import no_padded_work
+    from tests.test_decoding_rules import context
+
+    access, inputs = packed_log(2)
+    assert no_padded_work(context(access, **inputs), tail=1) is None
+    q = access["regions"][0]
+    for rows, pieces in ((12, [(0, 0, 12)]), (16, [(0, 0, 8), (8, 64, 4)])):  # a clone; 8 rows a sequence, a copy_ each
+        padded = dict(
+            q, name="padded", label="padded", role="scratch", size=rows * 8, numel=rows * 8, shape=[rows, 2, 4]
+        )
+        access["regions"] = [*access["regions"][:4], padded]
+        access["reads"] = [*access["reads"][:4], torch.zeros(0, dtype=torch.int32)]
+        access["copies"] = [
+            {"shape": [n, 2, 4], "src": {"region": 0, "strides": [8, 4, 1], "offset": 8 * s},
+             "dst": {"region": 4, "strides": [8, 4, 1], "offset": at}}
+            for s, at, n in pieces
+        ]  # fmt: skip
+        problem = no_padded_work(context(access, **inputs), tail=1)
+        if rows == 12:
+            assert problem is None
+        else:
+            assert problem is not None and "copied q (12 tokens) into a buffer of 16 token rows, with 2 copies" in (
+                problem.message
+            )
+
+
+def test_one_launch_per_kernel_names_a_copy_of_an_input_per_sequence():
+    from checks.engine.judging.rules.prefill import one_launch_per_kernel
+    from tests.test_decoding_rules import context
+
+    access, inputs = packed_log(2)
+    whole = {"region": 0, "strides": [8, 4, 1], "offset": 0}
+    access["copies"] = [{"shape": [12, 2, 4], "src": whole, "dst": dict(whole, region=3)}]  # one copy of all of q
+    assert one_launch_per_kernel(context(access, **inputs)) is None
+    access["copies"] = [
+        {"shape": [n, 2, 4], "src": dict(whole, offset=8 * s), "dst": dict(whole, region=3, offset=8 * s)}
+        for s, n in ((0, 8), (8, 4))
+    ]  # a copy_ per sequence
+    problem = one_launch_per_kernel(context(access, **inputs))
+    assert problem is not None and "copied q in 2 parts for 2 sequences" in problem.message
 
 
 def test_one_launch_per_kernel_names_the_kernel_launched_again():

@@ -541,6 +541,20 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     "stores_masked_at_t_behind_a_cas": ("no_race", "(a write collision)", "15", [0]),
     "lse_exchanged_past_the_sequence_end": ("no_race", "store different values to element [0, 37] of lse", "14", [0]),
     "split_merged_by_the_next_program": ("no_race", "(an unordered read)", "14", [0]),
+    # a block of queries is the tokens one program loads of q over all its loads, not the box of each load
+    "kv_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "14", [0]),
+    "context_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "15", [0]),
+    # padding made by the host's copies is padding (a buffer of max_seqlen rows per sequence), and a copy per
+    # sequence is a loop over the sequences
+    "padded_by_one_host_copy": ("no_padded_work", "Your function copied q (421 tokens) into a buffer", "14", [4]),
+    "padded_by_host_copies_in_a_loop": ("one_launch_per_kernel", "a copy per sequence is a Python loop", "14", [0]),
+    # a program owns the queries it loads, whatever it stores them through (a scratch another kernel casts into o)
+    "causal_unskipped_through_a_copy_kernel": (
+        "causal_skipping_packed",
+        "lying wholly after the last query of their program",
+        "14",
+        [0],
+    ),
 }
 
 

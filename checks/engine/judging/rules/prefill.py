@@ -6,14 +6,17 @@ not apply it) and `ctx.inputs`, whose `cu_seqlens` says which tokens belong to w
 
     own_sequence              a program loads the queries, keys and values of one sequence only
     one_launch_per_kernel     each kernel is launched once for all sequences (no launch per sequence)
-    no_padded_work            every program that loads the inputs stores results, and no buffer holds padding
+    no_padded_work            every program that loads the inputs stores results, and no buffer holds padding (the
+                              kernels' own, or one the host filled with copies of the inputs)
     context_pages_in_table    15: only the cache slots a sequence's row of block_table lists, up to context_lens
     causal_skipping_packed    with causal=True, no key block past a program's last query is loaded
     kv_once_per_query_block   each key and value is loaded about once per block of queries, not once per query head
 
-The log's questions they ask are the helpers just below (`token_loads`, `loads_per_element`, `distinct_touched`),
-one per question: which tokens of an input each program loaded, how many times each element of an input was loaded,
-and how many elements of the call's own buffers the kernels stored or loaded. How many times each element was loaded
+The log's questions they ask are the helpers just below (`token_loads`, `query_rows`, `query_blocks`,
+`loads_per_element`, `distinct_touched`), one per question: which tokens of an input each load touched, which
+tokens of the queries each program loaded over all its loads (the block it owns, however many loads it split the
+tile into), the distinct such blocks of each sequence, how many times each element of an input was loaded, and how
+many elements of the call's own buffers the kernels stored or loaded. How many times each element was loaded
 is the one account of loads (`checks.engine.access.queries.loads_of`, through every copy of the input); which tokens a
 program loaded reads the load records in the input's own index space (`rows_of`, a copy's loads included).
 """
@@ -24,12 +27,12 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import LOAD, STORE, AccessLog, F
-from checks.engine.access.queries import loads_of, log_of, program_name, rows_of
+from checks.engine.access.queries import loads_of, log_of, program_name, rows_of, seen_by
 from checks.engine.judging.rules.declare import ACCESS_LOG, ON_REQUEST, rule
 from checks.engine.judging.rules.decoding import live_slots, page_owners
 from checks.engine.judging.rules.pictures import ACCESS_MAP
 from checks.engine.judging.rules.problem import CaseContext, Problem, say
-from checks.verdict import plural
+from checks.verdict import agree, plural
 
 Program = tuple[int, int]  # (launch, launch-order pid)
 PACKED = ("q", "k", "v")  # the inputs packed along their first dimension, the tokens
@@ -60,6 +63,31 @@ def stored_spans(log: AccessLog, names: tuple[str, ...], dim: int) -> dict[Progr
             old = spans.get(key)
             spans[key] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
     return spans
+
+
+def query_rows(log: AccessLog, cu: np.ndarray, name: str = "q") -> dict[Program, dict[int, np.ndarray]]:
+    """(launch, pid) -> sequence -> the sorted tokens of that sequence whose queries the program loaded, over all its
+    loads of the packed input `name` (through copies too), element by element: the block of queries it owns, however
+    many loads (or masks) it split the tile into."""
+    owned: dict[Program, dict[int, np.ndarray]] = {}
+    for who, tokens in seen_by(log, name, LOAD, 0).items():
+        if len(tokens) == 0:
+            continue
+        sequences = sequence_of(cu, tokens)
+        owned[who] = {int(b): tokens[sequences == b] for b in np.unique(sequences)}
+    return owned
+
+
+def query_blocks(log: AccessLog, cu: np.ndarray, name: str = "q") -> dict[int, set[tuple[int, ...]]]:
+    """Sequence -> its blocks of queries: the distinct sets of its tokens that one program loaded of `name`
+    (`query_rows`). Programs that load the same tokens (one per head, or per head of a group) are one block; so is a
+    program that walks several blocks of one sequence in a loop (a persistent kernel), which is then allowed the
+    loads of one block: the tokens it loaded are one set, whatever order or loads it took them in."""
+    blocks: dict[int, set[tuple[int, ...]]] = {}
+    for per_sequence in query_rows(log, cu, name).values():
+        for b, tokens in per_sequence.items():
+            blocks.setdefault(b, set()).add(tuple(int(t) for t in tokens))
+    return blocks
 
 
 def distinct_touched(log: AccessLog, kind: int) -> int:
@@ -145,11 +173,18 @@ def own_sequence(ctx: CaseContext, inputs: tuple[str, ...] = PACKED, message: st
     ),
     needs=(ACCESS_LOG,),
 )
-def one_launch_per_kernel(ctx: CaseContext, message: str | None = None) -> Problem | None:
-    """No kernel is launched more than once in one call."""
+def one_launch_per_kernel(
+    ctx: CaseContext, inputs: tuple[str, ...] = PACKED, message: str | None = None
+) -> Problem | None:
+    """No kernel is launched more than once in one call, and the host function copies none of the packed `inputs`
+    piece by piece, a copy per sequence (each copy on a GPU is a launch of torch's copy kernel: a Python loop over the
+    sequences all the same)."""
     log = log_of(ctx)
     if log is None:
         return None
+    looped = _copies_per_sequence(ctx, log, inputs)
+    if looped:
+        return Problem(say(message, one_launch_per_kernel.message, looped))
     launches: dict[str, int] = {}
     for launch in log.launches:
         launches[launch["kernel"]] = launches.get(launch["kernel"], 0) + 1
@@ -161,6 +196,32 @@ def one_launch_per_kernel(ctx: CaseContext, message: str | None = None) -> Probl
     sequences = f" for {plural(len(cu) - 1, 'sequence')}" if cu is not None else ""
     measured = f"Your function launched `{kernel}` {n} times in one call{sequences}."
     return Problem(say(message, one_launch_per_kernel.message, measured))
+
+
+def _copies_per_sequence(ctx: CaseContext, log: AccessLog, inputs: tuple[str, ...]) -> str:
+    """The sentence for the first of the packed `inputs` that the plan copied in parts (copies of fewer than all its
+    tokens), at least two and at least one per sequence that holds tokens; '' when none was."""
+    cu = _cu(ctx)
+    if cu is None:
+        return ""
+    sequences = int((np.diff(cu) > 0).sum())
+    for name in inputs:
+        tensor, i = ctx.inputs.get(name), log.index(name)
+        if i < 0 or not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
+            continue
+        regions = {i, *log.copied(name)}
+        parts = [
+            copy
+            for copy in log.copies
+            if copy["src"]["region"] in regions and int(np.prod(copy["shape"])) < tensor.numel()
+        ]
+        if len(parts) >= max(2, sequences):
+            return (
+                f"Your function copied {name} in {len(parts)} parts for {plural(len(cu) - 1, 'sequence')}: a "
+                "copy per sequence is a Python loop over the sequences (on a GPU, a launch of torch's copy kernel "
+                "each)."
+            )
+    return ""
 
 
 # -- 14, 15: no padding -----------------------------------------------------------------------------
@@ -185,9 +246,11 @@ def no_padded_work(
     per_token: float = 2.0,
     message: str | None = None,
 ) -> Problem | None:
-    """Each program that loads one of the packed `inputs` stores something; and the elements of the buffers that are
-    not inputs which the kernels stored, or loaded, number at most `per_token` times the output's elements per token
-    (o and lse), for the real tokens and a tail of `tail` tokens per sequence (a block's worth past each end)."""
+    """Each program that loads one of the packed `inputs` stores something; no buffer that the host function filled
+    with copies of one of them (`AccessLog.copies`, in one copy or one per sequence) holds more token rows than the
+    real tokens and a tail of `tail` tokens per sequence (a block's worth past each end); and the elements of the
+    buffers that are not inputs which the kernels stored, or loaded, number at most `per_token` times the output's
+    elements per token (o and lse), for those tokens."""
     log, cu = log_of(ctx), _cu(ctx)
     q = ctx.inputs.get(inputs[0])
     if log is None or cu is None or not isinstance(q, torch.Tensor):
@@ -204,6 +267,9 @@ def no_padded_work(
             )
             return Problem(say(message, no_padded_work.message, measured))
     tokens, heads, d = int(q.shape[0]), int(q.shape[1]), int(q.shape[2])
+    padded = _padded_copy(log, ctx.inputs, inputs, cu, tokens + (len(cu) - 1) * tail)
+    if padded:
+        return Problem(say(message, no_padded_work.message, padded))
     allowed = per_token * (tokens + (len(cu) - 1) * tail) * heads * (d + 1)
     for kind, verb in ((STORE, "stored"), (LOAD, "loaded")):
         touched = distinct_touched(log, kind)
@@ -216,6 +282,32 @@ def no_padded_work(
             )
             return Problem(say(message, no_padded_work.message, measured))
     return None
+
+
+def _padded_copy(log: AccessLog, inputs: dict[str, object], names: tuple[str, ...], cu: np.ndarray, rows: int) -> str:
+    """The sentence for the first buffer that the host function (the plan) filled with copies of one of the packed
+    inputs `names` and that holds more than `rows` token rows of it (the real tokens and a block's tail per
+    sequence): a buffer padded to max_seqlen, however it was filled (one `copy_` per sequence in a loop, or one
+    copy); '' when none does."""
+    for name in names:
+        tensor = inputs.get(name)
+        if log.index(name) < 0 or not isinstance(tensor, torch.Tensor) or tensor.dim() == 0 or tensor.shape[0] == 0:
+            continue
+        per_row = max(1, tensor.numel() // int(tensor.shape[0]))
+        for r in log.copied(name):
+            region = log.regions[r]
+            held = int(region["size"]) // per_row
+            if region.get("role") == "input" or held <= rows:
+                continue
+            made = sum(1 for copy in log.copies if copy["dst"]["region"] == r)
+            longest, sequences = int(np.diff(cu).max()), len(cu) - 1
+            return (
+                f"Your function copied {name} ({int(tensor.shape[0])} tokens) into a buffer of {held} token rows, "
+                f"with {made} {agree(made, 'copy', 'copies')}, where the real tokens and a block's tail per sequence "
+                f"need at most {rows} (the longest sequence has {longest} tokens: padded to it, "
+                f"{plural(sequences, 'sequence')} take {sequences * longest} token rows)."
+            )
+    return ""
 
 
 # -- 15: the context's pages ------------------------------------------------------------------------
@@ -294,16 +386,27 @@ def causal_skipping_packed(
     ctx: CaseContext,
     keys: tuple[str, ...] = ("k", "v"),
     outputs: tuple[str, ...] = ("o",),
+    queries: str = "q",
     message: str | None = None,
 ) -> Problem | None:
-    """With causal=True, a program that stores tokens first..last of `outputs` loads no token after `last` of the
-    packed `keys` (tokens of its own sequence: `own_sequence` judges the rest)."""
+    """With causal=True, a program that owns tokens first..last loads no token after `last` of the packed `keys`
+    (tokens of its own sequence: `own_sequence` judges the rest). A program owns the tokens of `queries` it loaded
+    (all its loads of them, `query_rows`) and those of `outputs` it stored; where it did both, its last token is the
+    lower of the two, so that neither a store into scratch that another kernel copies (or casts) into the output nor
+    a stray load of a later query hides a key block it did not need."""
     if not bool(ctx.inputs.get("causal", True)):
         return None
     log = log_of(ctx)
     if log is None:
         return None
     owners = stored_spans(log, outputs, 0)
+    cu = _cu(ctx)
+    if cu is not None and log.index(queries) >= 0:
+        for who, per_sequence in query_rows(log, cu, queries).items():
+            first = min(int(rows[0]) for rows in per_sequence.values())
+            last = max(int(rows[-1]) for rows in per_sequence.values())
+            old = owners.get(who)
+            owners[who] = (first, last) if old is None else (min(first, old[0]), min(last, old[1]))
     wasted, shown = 0, []
     for name in keys:
         if log.index(name) < 0:
@@ -340,8 +443,9 @@ def kv_once_per_query_block(
     message: str | None = None,
 ) -> Problem | None:
     """In each sequence, each element of `keys` is loaded on average at most `slack` times the number of blocks of
-    queries of that sequence the kernels loaded (the distinct token ranges of the loads of q; with causal=True, the
-    blocks that reach the key). The slack leaves room for key blocks that run past a block's last query to the end of
+    queries of that sequence the kernels loaded (`query_blocks`: the distinct sets of tokens one program loaded of q,
+    over all its loads, so that a tile split into several loads is one block; with causal=True, the blocks that reach
+    the key). The slack leaves room for key blocks that run past a block's last query to the end of
     their tile; loading K and V once per query head of a group of 2 or more exceeds it. The paged `caches` (15) are
     judged alike: every block of new queries of a sequence needs each key of its context once."""
     log, cu = log_of(ctx), _cu(ctx)
@@ -349,9 +453,7 @@ def kv_once_per_query_block(
     if log is None or cu is None or not isinstance(q, torch.Tensor) or log.index("q") < 0:
         return None
     causal = bool(ctx.inputs.get("causal", False))
-    blocks: dict[int, set[tuple[int, int]]] = {}
-    for _, lo, hi in token_loads(log, "q"):
-        blocks.setdefault(int(sequence_of(cu, lo)), set()).add((lo, hi))
+    blocks = query_blocks(log, cu)
     for name in keys:
         if log.index(name) < 0:
             continue
@@ -362,7 +464,8 @@ def kv_once_per_query_block(
                 continue
             per_head = counts[start:end].mean(dim=(0, 2))  # (H_kv,)
             most = float(per_head.max())
-            allowed = slack * _blocks_per_key(sorted(blocks.get(b, ())), start, end, causal)
+            spans = sorted((rows[0], rows[-1]) for rows in blocks.get(b, ()))
+            allowed = slack * _blocks_per_key(spans, start, end, causal)
             if most > allowed + 1e-6:
                 group = int(q.shape[1]) // max(1, int(counts.shape[1]))
                 measured = (
@@ -381,7 +484,7 @@ def kv_once_per_query_block(
 
 
 def _context_reads(
-    ctx: CaseContext, log: AccessLog, name: str, blocks: dict[int, set[tuple[int, int]]], slack: float
+    ctx: CaseContext, log: AccessLog, name: str, blocks: dict[int, set[tuple[int, ...]]], slack: float
 ) -> str:
     """The sentence for the first sequence whose cached keys in `name` were loaded more than `slack` times per block
     of its new queries, on average over its context's slots and kv heads; '' when none was."""
