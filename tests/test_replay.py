@@ -555,6 +555,12 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
         "14",
         [0],
     ),
+    "causal_unskipped_output_by_atomic_add": (
+        "causal_skipping_packed",
+        "lying wholly after the last query of their program",
+        "14",
+        [0],
+    ),
 }
 
 
