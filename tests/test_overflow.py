@@ -264,6 +264,17 @@ def spin(x_ptr, n):
     while i < n:
         tl.load(x_ptr + i)
         i += 1
+
+
+@triton.jit
+def _walk(x_ptr, n, STEP: tl.constexpr):
+    for start in tl.range(0, n, STEP):
+        tl.load(x_ptr + start + tl.arange(0, STEP))
+
+
+@triton.jit
+def walk_in_a_helper(x_ptr, n):
+    _walk(x_ptr, n, 16)
 """
 
 
@@ -282,7 +293,8 @@ def test_the_probe_alone_finds_a_wrapped_product_and_says_where_a_loop_it_cannot
     path = tmp_path / "kernels.py"
     path.write_text(KERNELS)
     module = load_module(path, "probe_kernels")
-    kernels = {"strided": jitted(module.strided), "spin": jitted(module.spin)}
+    kernels = {"strided": jitted(module.strided), "spin": jitted(module.spin),
+               "walk_in_a_helper": jitted(module.walk_in_a_helper)}  # fmt: skip
     files = {str(path.resolve()): path.name}
     numel = 40000 * 65536
     x = {"x": torch.empty(numel, dtype=torch.float32, device="meta")}
@@ -297,3 +309,5 @@ def test_the_probe_alone_finds_a_wrapped_product_and_says_where_a_loop_it_cannot
     assert time.perf_counter() - start < 5.0 and MAX_ACCESSES < numel
     # where it stopped is a finding, not a silent pass: what runs after it was not checked
     assert [(f["kind"], f["kernel"], f["line"]) for f in spent] == [("spent", "spin", 15)], spent  # its load
+    # a `tl.range` loop in a @triton.jit helper (which the interpreter patches anew at each call) runs its ends only
+    assert probe(launch_plan("walk_in_a_helper", [1], numel, n=numel), kernels, x, files, Tuning()) == []

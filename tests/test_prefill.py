@@ -59,9 +59,11 @@ def test_the_reference_is_sdpa_on_each_sequence_alone(keys):
 
 def test_sliced_inputs_are_views_with_poison_beside_them():
     q = draw(H_kv=1, G=2, D=32, seq_lens=(3, 4), layout="sliced")["q"]
-    assert q.stride() == (3 * 32, 32, 1)
-    gap = q.as_strided((7, 32), (96, 1), q.storage_offset() + 2 * 32)  # the head past the view, in every token
-    assert torch.isnan(gap).all() and not torch.isnan(q).any()
+    head = 32 + 8  # heads D + 8 apart: a kernel that takes the head stride for D reads the gap
+    assert q.stride() == (3 * head, head, 1)
+    past = q.as_strided((7, head), (3 * head, 1), q.storage_offset() + 2 * head)  # the head past the view, each token
+    gaps = q.as_strided((7, 2, 8), (3 * head, head, 1), q.storage_offset() + 32)  # between the heads
+    assert torch.isnan(past).all() and torch.isnan(gaps).all() and not torch.isnan(q).any()
 
 
 @pytest.mark.slow  # runs the key in Triton's interpreter

@@ -349,6 +349,21 @@ def _ends_only(findings: Findings) -> Any:
     return call
 
 
+def _ends_kept(patch_lang: Any) -> Any:
+    """The interpreter's `_patch_lang`, which it runs again at each call of a `@triton.jit` helper (and which sets
+    `tl.range` back to a full range there), followed by `tl.range` set to run its ends only: a loop over 128k keys
+    in a helper then costs two steps, as in the kernel itself."""
+    import triton.language as tl
+
+    def patch(fn: Any) -> Any:
+        scope = patch_lang(fn)
+        for lang in (tl, tl.core):
+            scope.set_attr(lang, "range", ends_range)
+        return scope
+
+    return patch
+
+
 @contextlib.contextmanager
 def probed(findings: Findings, memory_of: Any) -> Iterator[None]:
     """Triton's interpreter as the probe runs it (see the module's docstring); `memory_of()` the performer's memory."""
@@ -358,6 +373,7 @@ def probed(findings: Findings, memory_of: Any) -> Iterator[None]:
     patches = [
         (semantic, "binary_op_sanitize_overflow_impl", _wrapped(findings)),
         (interpreter.GridExecutor, "__call__", _ends_only(findings)),
+        (interpreter, "_patch_lang", _ends_kept(interpreter._patch_lang)),
         *_memory_ops(findings, memory_of),
     ]
     with replaced(patches):
