@@ -574,6 +574,9 @@ SAME_HOLE_AS_ANOTHER = {
     "split_merged_by_the_next_program",
     # tests/test_overflow.py pins where the probe stops
     "int32_offsets_after_a_work_list_loop",
+    # tests/test_prefill.py pins each on a log made by hand: blocks of queries, host padding, ownership through q
+    "padded_by_one_host_copy",
+    "causal_unskipped_through_a_copy_kernel",
 }
 
 
