@@ -325,24 +325,22 @@ def _namespace(kernel: Any) -> dict[str, Any] | None:
 def _ends_only(findings: Findings) -> Any:
     """`GridExecutor.__call__` running only the programs at the ends of the grid, and the ends of their loops, its
     arguments passed as they are (no copy to the host: a fake tensor has nothing to copy)."""
-    import triton.language as tl
     from triton.runtime import interpreter
 
     def call(self: Any, *args: Any, **kwargs: Any) -> None:
         names = inspect.getfullargspec(self.fn).args
         kwargs = {k: v for k, v in kwargs.items() if k in names}
-        scope = interpreter._patch_lang(self.fn)  # tl.range is the interpreter's from here: the probe's inside
+        scope = interpreter._patch_lang(self.fn)  # `_ends_kept`'s while probed: tl.range runs its ends only
         try:
-            with replaced([(tl, "range", ends_range), (tl.core, "range", ends_range)]):
-                bound = inspect.getcallargs(self.fn, *args, **kwargs)
-                bound = {k: v if k in self.constexprs else interpreter._implicit_cvt(v) for k, v in bound.items()}
-                grid = self.grid(bound) if callable(self.grid) else self.grid
-                grid = tuple(grid) + (1,) * (3 - len(grid))
-                interpreter.interpreter_builder.set_grid_dim(*grid)
-                for program in ends(grid):
-                    findings.program = program
-                    interpreter.interpreter_builder.set_grid_idx(*program)
-                    self.fn(**bound)
+            bound = inspect.getcallargs(self.fn, *args, **kwargs)
+            bound = {k: v if k in self.constexprs else interpreter._implicit_cvt(v) for k, v in bound.items()}
+            grid = self.grid(bound) if callable(self.grid) else self.grid
+            grid = tuple(grid) + (1,) * (3 - len(grid))
+            interpreter.interpreter_builder.set_grid_dim(*grid)
+            for program in ends(grid):
+                findings.program = program
+                interpreter.interpreter_builder.set_grid_idx(*program)
+                self.fn(**bound)
         finally:
             scope.restore()
 
