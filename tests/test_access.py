@@ -47,6 +47,13 @@ def tile_copy(a_ptr, out_ptr, M, N, stride_am, stride_an, BM: tl.constexpr, BN: 
 
 
 @triton.jit
+def cast_copy(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, tl.where(offs < n, (x.to(tl.float32) + 0.0) * scale, 0.0), mask=offs < n)
+
+
+@triton.jit
 def block_ptr_copy(a_ptr, out_ptr, M, N, stride_am, stride_an, BM: tl.constexpr, BN: tl.constexpr):
     src = tl.make_block_ptr(a_ptr, (M, N), (stride_am, stride_an), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
     dst = tl.make_block_ptr(out_ptr, (M, N), (N, 1), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
@@ -243,6 +250,20 @@ def test_a_kernels_copy_of_an_input_is_read_as_the_input_whatever_its_size(kerne
     assert passes(log, "x", count_all=False) == 3.0
     via = log.records[log.records[:, F["via"]] == 1]
     assert set(via[:, F["region"]].tolist()) == {log.index("x")} and int(via[:, F["lanes"]].sum()) == 2 * 256
+
+
+@pytest.mark.parametrize("scale, reads", [(1.0, 3), (2.0, 1)])
+def test_a_kernels_copy_cast_to_another_dtype_is_read_as_the_input(kernels, scale, reads):
+    """A float16 input that a kernel stores as float32 through operations that keep its values (a cast, + 0.0, * 1.0,
+    a select) is copied: each load of the float32 buffer is a load of x. Scaled by 2 it is new data."""
+    a = arena()
+    x = make_input(a, (96,), torch.float16, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        wide = torch.empty(96)
+        kernels.cast_copy[(3,)](x, wide, 96, scale, BLOCK=32)
+        out = torch.empty(96)
+        kernels.add[(3,)](wide, wide, out, 96, BLOCK=32, MASKED=True)
+    assert loads_of(rec.log(), "x").tolist() == [reads] * 96
 
 
 def test_loads_past_the_end_hit_the_guard_band(kernels):

@@ -532,6 +532,14 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     # copies followed by every rule: a clone, a broadcasting copy_
     "kv_read_per_query_head_from_a_clone": ("kv_once_per_group", "read each element of k 4.00 times", "12"),
     "slots_past_seq_lens_through_a_broadcast_copy": ("pages_in_table", "past seq_lens there", "13"),
+    # a kernel's copy cast to another float type is a copy, through value-keeping casts, selects and arithmetic
+    "kv_gathered_into_float32_by_a_kernel": ("kv_once_per_group", "read each element of k_cache 3.00 times", "13", [0]),
+    "kv_gathered_into_float32_through_identities": (
+        "kv_once_per_group",
+        "read each element of k_cache 3.00 times",
+        "13",
+        [0],
+    ),
     # no config a GPU may choose goes unjudged: a launch with more configs than the interpreter judges fails
     "ninth_config_skips_blocks": ("too_many_configs", "have 9 configs that differ in their arguments", "14", [0]),
     # the probe of the largest sizes does not pass what it stopped before reaching
@@ -577,6 +585,8 @@ SAME_HOLE_AS_ANOTHER = {
     # tests/test_prefill.py pins each on a log made by hand: blocks of queries, host padding, ownership through q
     "padded_by_one_host_copy",
     "causal_unskipped_through_a_copy_kernel",
+    # tests/test_access.py pins a cast copy through + 0.0, * 1.0 and a select, and that * 2.0 is no copy
+    "kv_gathered_into_float32_through_identities",
 }
 
 

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, LOAD, STORE
+from checks.engine.access.provenance import IDENTITY_OPERATIONS, LINEAGE_OPERATIONS, LOADED_AS, same_values
 from checks.engine.access.recorder import DEFAULT_MAX_RECORDS, AccessRecorder
 from checks.engine.patching import Replacement, replaced
 
@@ -48,9 +49,43 @@ def _load(recorder: AccessRecorder, original: Callable) -> Callable:
         recorder.access(LOAD, self, ptrs, mask)
         result = original(self, ptrs, mask, *args, **kwargs)
         recorder.follow(LOAD, self, ptrs, mask, result)  # the values loaded: where they came from
+        data = getattr(result, "data", None)
+        if isinstance(data, np.ndarray) and data.dtype.kind == "f":
+            result.attr[LOADED_AS] = data.dtype
         return result
 
     return create_masked_load
+
+
+def _carrying_lineage(original: Callable, where_unchanged: bool) -> Callable:
+    """`original` (an operation of the interpreter's builder), its result carrying the dtype its values were loaded as
+    (`LOADED_AS`) where an operand carries one; with `where_unchanged`, only where the result is that operand's value
+    lane for lane."""
+
+    def operation(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        attr = getattr(result, "attr", None)
+        if isinstance(attr, dict):
+            for arg in args:
+                loaded_as = arg.attr.get(LOADED_AS) if isinstance(getattr(arg, "attr", None), dict) else None
+                if loaded_as is not None and (not where_unchanged or same_values(result.data, arg.data)):
+                    attr[LOADED_AS] = loaded_as
+                    break
+        return result
+
+    return operation
+
+
+def _lineage_kept(recorder: AccessRecorder, original: Callable) -> Callable:
+    """A cast, a change of shape or a select passes loaded values on unchanged: its result carries the dtype they were
+    loaded as, so that a store of a loaded value cast to another float type is followed as a copy
+    (`checks.engine.access.provenance.cast_back`)."""
+    return _carrying_lineage(original, where_unchanged=False)
+
+
+def _lineage_kept_where_unchanged(recorder: AccessRecorder, original: Callable) -> Callable:
+    """An arithmetic passes a loaded value on where its result is that value lane for lane (x + 0.0, x * 1.0)."""
+    return _carrying_lineage(original, where_unchanged=True)
 
 
 INT_POISON = 0x5A5A5A5A5A5A5A5A  # an integer lane a mask left out, truncated to the load's width (0x5A5A5A5A in int32)
@@ -204,7 +239,10 @@ def _rmw_watched(recorder: AccessRecorder, original: Callable) -> Callable:
 def _rmw(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_atomic_rmw(self, op, ptr, val, mask, *args, **kwargs):
         recorder.access(ATOMIC, self, ptr, mask)
-        recorder.follow(ATOMIC, self, ptr, mask, None)
+        if _is_exchange(op):  # it stores its value: followed as a store is, a copy where it is one
+            recorder.follow(STORE, self, ptr, mask, val)
+        else:
+            recorder.follow(ATOMIC, self, ptr, mask, None)
         return original(self, op, ptr, val, mask, *args, **kwargs)
 
     return create_atomic_rmw
@@ -251,6 +289,8 @@ _BUILDER_HOOKS: tuple[tuple[str, Hook], ...] = (
     ("create_atomic_rmw", _rmw_watched),
     ("create_atomic_cas", _cas_watched),
     ("set_grid_dim", _grid),
+    *((name, _lineage_kept) for name in LINEAGE_OPERATIONS),
+    *((name, _lineage_kept_where_unchanged) for name in IDENTITY_OPERATIONS),
 )
 
 

@@ -7,7 +7,8 @@ it keeps, per element of the region's body:
 - its origin: the element of an input whose value it holds unchanged, or -1. An input's elements are their own
   origin. A copy the plan makes (a view's `copy_`, `clone`, `contiguous`, a dtype cast, a broadcasting `copy_`)
   gives each element of the result the origin of the element it was copied from. A kernel's store gives a stored
-  lane the origin of a lane that the same program loaded with the same value (the same bits, of the same dtype) at
+  lane the origin of a lane that the same program loaded with the same value (the same bits, of the same dtype; or,
+  where the stored block's handle carries `LOADED_AS`, the loaded value cast to the store's float type) at
   the same place in its block: the same position in the block's lanes (a copy, reshaped or not, masked or not, of
   a block gathered from anywhere), or the transposed position (`tl.trans`). Where several loads held that value
   there, the latest one's; and a load counts only as the source of at least `COPY_LANES` lanes of one store. Any
@@ -26,7 +27,9 @@ Why by value and place: a stored value that merely equals one of the many values
 often does) is no copy, and matching values alone would take it for one; a value stored at the place in the block it
 was loaded at is what a copy is. What it cannot see (the limits, said in docs/grading.md): a kernel that shuffles a
 block's lanes (`tl.gather`, `tl.join` of two blocks, a broadcast) before storing them, or that changes a value on the
-way (x * 2, or a cast to another dtype), or that stores fewer than `COPY_LANES` lanes of one load at a time,
+way (x * 2, a cast that rounds; a cast that keeps the value is followed through `LOADED_AS`, as are changes of
+shape, selects and arithmetic whose result is its operand: x + 0.0), or that passes it through a reduction, a matrix
+product or an integer bitcast, or that stores fewer than `COPY_LANES` lanes of one load at a time,
 makes data that is judged as the kernel's own work, not as a copy; integer loads are not followed (indices, not
 data); a result that equals a loaded value at its place by chance (the softmax of a single key is that key's value)
 is taken for a copy of it.
@@ -40,6 +43,18 @@ from typing import Any
 import numpy as np
 
 COPY_LANES = 8  # a load is the source of a store's lanes where it is of at least this many
+# A value block's handle in the interpreter (`TensorHandle.attr`) carries the numpy dtype of the load whose values it
+# holds unchanged, through these operations of the interpreter's builder: casts, changes of shape, selects
+LOADED_AS = "checks.loaded_as"
+LINEAGE_OPERATIONS = (
+    "create_fp_ext", "create_fp_trunc", "create_fp_to_fp", "cast_impl", "create_reshape", "create_trans",
+    "create_expand_dims", "create_broadcast", "create_select",
+)  # fmt: skip
+# and these, where the result is an operand's value lane for lane (x + 0.0, x * 1.0, a maximum with itself)
+IDENTITY_OPERATIONS = (
+    "create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_maximumf", "create_minimumf",
+    "create_maxnumf", "create_minnumf",
+)  # fmt: skip
 _SHIFT = 40  # a global element id: region << _SHIFT | offset in the region's body
 _MASK = (1 << _SHIFT) - 1
 
@@ -192,6 +207,36 @@ def _places(shape: tuple[int, ...], transposed: bool) -> np.ndarray:
         rows, cols = shape
         return np.arange(cols, dtype=np.int64)[None, :] * rows + np.arange(rows, dtype=np.int64)[:, None]
     return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+
+
+def same_values(result: Any, operand: Any) -> bool:
+    """Whether an operation's result holds its operand's values lane for lane (the operand broadcast to its shape)."""
+    result, operand = np.asarray(result), np.asarray(operand)
+    try:
+        operand = np.broadcast_to(operand, result.shape)
+    except ValueError:
+        return False
+    return result.dtype == operand.dtype and bool(np.array_equal(result, operand, equal_nan=result.dtype.kind == "f"))
+
+
+def cast_back(values: Any, mask: np.ndarray, loaded_as: Any) -> list[np.ndarray] | None:
+    """`place_keys` (and the transposed ones) of a stored block of floats whose handle says its values were loaded as
+    another float dtype (`LOADED_AS`): each lane as that dtype, where it converts back exactly (a lane the cast
+    rounded is no copy, key -1); None where there is nothing to follow this way."""
+    data = np.asarray(values)
+    source = np.dtype(loaded_as) if loaded_as is not None else None
+    if source is None or source == data.dtype or data.dtype.kind != "f" or source.kind != "f":
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = data.astype(source)
+        exact = (back.astype(data.dtype) == data) | (np.isnan(back) & np.isnan(data))
+    keys = [place_keys(back, mask), place_keys(back, mask, transposed=True)]
+    if keys[0] is None:
+        return None
+    inexact = ~exact[mask]
+    for k in keys:
+        k[inexact] = -1
+    return keys  # type: ignore[return-value]
 
 
 def place_keys(values: Any, mask: np.ndarray, transposed: bool = False) -> np.ndarray | None:

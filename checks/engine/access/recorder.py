@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog, F
-from checks.engine.access.provenance import Provenance, place_keys, program_id, split_ids
+from checks.engine.access.provenance import LOADED_AS, Provenance, cast_back, place_keys, program_id, split_ids
 from checks.engine.access.races import RaceWatch
 from checks.engine.access.regions import Region, RegionMap
 
@@ -151,6 +151,9 @@ class AccessRecorder(RegionMap):
             first = place_keys(data, m)
             if first is not None:
                 places = [first, place_keys(data, m, transposed=True)] if kind == STORE else [first]
+            if kind == STORE and places is not None:  # a loaded value cast to this dtype: its keys as loaded
+                attr = getattr(values, "attr", None)
+                places += cast_back(data, m, attr.get(LOADED_AS) if isinstance(attr, dict) else None) or []
         if kind == LOAD:
             provenance.serial += 1
         regions, offsets = self._locate(on)
