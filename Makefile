@@ -74,7 +74,7 @@ solutions: env ## grade every answer key (must pass) and known-wrong kernel (mus
 notebooks: env ## regenerate notebooks/*.ipynb and the README table; keeps notebooks with your answers unless FORCE=1
 	@$(PY) -m checks.authoring.build $(if $(FORCE),--force)
 
-XDIST = $(shell $(DEV_PY) -c "import xdist" >/dev/null 2>&1 && echo "-n 2")
+XDIST = $(shell $(DEV_PY) -c "import xdist" >/dev/null 2>&1 && echo "-n 2 --dist loadgroup")
 RUFF = $(shell $(DEV_PY) -m ruff --version >/dev/null 2>&1 && echo yes)
 
 # the tests `make test` runs, as a pytest -m expression (`make test-all`: every one)

@@ -23,6 +23,9 @@ KEY = ROOT / "solutions" / "01_vector_add.py"
 TAMPERING = ROOT / "tests" / "submissions" / "tampering"
 
 pytestmark = pytest.mark.slow  # every test here grades in grading processes
+# the tests that share the module's `graded` fixture run on one worker (`make test` passes `--dist loadgroup`), so
+# that it is built once rather than once per worker
+ONE_WORKER = pytest.mark.xdist_group("classroom_graded")
 
 EXITS = """
 import os
@@ -95,12 +98,14 @@ def csv_rows(out) -> dict[str, dict[str, str]]:
         return {row["learner"]: row for row in csv.DictReader(f)}
 
 
+@ONE_WORKER
 def test_the_run_finishes_and_writes_both_reports(graded):
     code, out, _ = graded
     assert code == 0
     assert (out / "grades.csv").exists() and (out / "grades.xml").exists()
 
 
+@ONE_WORKER
 def test_every_submission_gets_its_own_verdict_in_the_csv(graded):
     _, out, _ = graded
     rows = csv_rows(out)
@@ -117,6 +122,7 @@ def test_every_submission_gets_its_own_verdict_in_the_csv(graded):
     assert "SIGSEGV" in rows["frank"]["summary"]
 
 
+@ONE_WORKER
 def test_the_junit_report_has_failures_for_wrong_answers_and_errors_for_runs_without_one(graded):
     _, out, _ = graded
     suites = ET.parse(out / "grades.xml").getroot()
@@ -139,6 +145,7 @@ def test_the_junit_report_has_failures_for_wrong_answers_and_errors_for_runs_wit
     assert suites.get("errors") == str(len(errors))
 
 
+@ONE_WORKER
 def test_the_terminal_shows_each_failure_and_advice_for_an_instructor(graded):
     _, out, printed = graded
     rows = csv_rows(out)

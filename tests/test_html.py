@@ -12,6 +12,9 @@ from checks.instructor import html
 from checks.registry import ROOT
 
 pytestmark = pytest.mark.slow  # every test here grades, runs notebooks or renders
+# the tests that share the module's `rendered` fixture run on one worker (`make test` passes `--dist loadgroup`), so
+# that it is built once rather than once per worker
+ONE_WORKER = pytest.mark.xdist_group("html_rendered")
 
 # rendering needs the dev requirements (nbconvert, latex2mathml), which a GPU machine without network lacks
 needs_nbconvert = pytest.mark.skipif(
@@ -81,6 +84,7 @@ def rendered(tmp_path_factory):
 
 
 @needs_nbconvert
+@ONE_WORKER
 def test_every_notebook_is_rendered_indexed_and_linked_in_course_order(rendered):
     out_dir, out, _ = rendered
     stems = [path.stem for path, _ in html.course_notebooks()]
@@ -106,6 +110,7 @@ def test_every_notebook_is_rendered_indexed_and_linked_in_course_order(rendered)
 
 
 @needs_nbconvert
+@ONE_WORKER
 def test_a_learners_answer_never_reaches_the_pages(rendered, monkeypatch):
     """make html renders the sources, not the notebooks/ folder where the learner's answers are."""
     out, _, read = rendered
@@ -152,6 +157,7 @@ def test_a_missing_nbconvert_is_explained(tmp_path, monkeypatch, capsys):
 
 
 @needs_nbconvert
+@ONE_WORKER
 def test_a_second_make_html_keeps_the_pages_that_did_not_change(rendered, tmp_path, monkeypatch, capsys):
     import shutil
 
