@@ -57,6 +57,13 @@ def _load(recorder: AccessRecorder, original: Callable) -> Callable:
     return create_masked_load
 
 
+def _attributes(handle: Any) -> dict | None:
+    """A value handle's `attr` dict; None for anything else (read from its fields: a `tl.tuple` argument raises on any
+    attribute it lacks)."""
+    attr = getattr(handle, "__dict__", {}).get("attr")
+    return attr if isinstance(attr, dict) else None
+
+
 def _carrying_lineage(original: Callable, where_unchanged: bool) -> Callable:
     """`original` (an operation of the interpreter's builder), its result carrying the dtype its values were loaded as
     (`LOADED_AS`) where an operand carries one; with `where_unchanged`, only where the result is that operand's value
@@ -64,10 +71,10 @@ def _carrying_lineage(original: Callable, where_unchanged: bool) -> Callable:
 
     def operation(self, *args, **kwargs):
         result = original(self, *args, **kwargs)
-        attr = getattr(result, "attr", None)
-        if isinstance(attr, dict):
+        attr = _attributes(result)
+        if attr is not None:
             for arg in args:
-                loaded_as = arg.attr.get(LOADED_AS) if isinstance(getattr(arg, "attr", None), dict) else None
+                loaded_as = (_attributes(arg) or {}).get(LOADED_AS)
                 if loaded_as is not None and (not where_unchanged or same_values(result.data, arg.data)):
                     attr[LOADED_AS] = loaded_as
                     break

@@ -152,7 +152,7 @@ class AccessRecorder(RegionMap):
             if first is not None:
                 places = [first, place_keys(data, m, transposed=True)] if kind == STORE else [first]
             if kind == STORE and places is not None:  # a loaded value cast to this dtype: its keys as loaded
-                attr = getattr(values, "attr", None)
+                attr = getattr(values, "__dict__", {}).get("attr")
                 places += cast_back(data, m, attr.get(LOADED_AS) if isinstance(attr, dict) else None) or []
         if kind == LOAD:
             provenance.serial += 1
