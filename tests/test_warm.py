@@ -212,7 +212,7 @@ def test_a_check_whose_terminal_went_away_is_stopped_then_the_grader_serves_and_
         folder.parent
     )  # that check's grading process was stopped (new ones wait for the next)
     after = _check(env, "5", "--solution")
-    assert after.returncode == 0 and "PASSED" in after.stdout
+    assert after.returncode == 0 and "PASSED" in after.stdout, after.stdout + after.stderr
     assert any("served" in line and "'5'" in line for line in _served(folder))
 
     # the machine shuts down, or an instructor stops it: SIGTERM, not `python -m checks.warm stop` (tested above)
