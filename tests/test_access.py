@@ -56,6 +56,13 @@ def cast_copy(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def bits_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x.to(tl.int16, bitcast=True), mask=offs < n)
+
+
+@triton.jit
 def block_ptr_copy(a_ptr, out_ptr, M, N, stride_am, stride_an, BM: tl.constexpr, BN: tl.constexpr):
     src = tl.make_block_ptr(a_ptr, (M, N), (stride_am, stride_an), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
     dst = tl.make_block_ptr(out_ptr, (M, N), (N, 1), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
@@ -266,6 +273,19 @@ def test_a_kernels_copy_cast_to_another_dtype_is_read_as_the_input(kernels, scal
         out = torch.empty(96)
         kernels.add[(3,)](wide, wide, out, 96, BLOCK=32, MASKED=True)
     assert loads_of(rec.log(), "x").tolist() == [reads] * 96
+
+
+def test_a_kernels_copy_of_the_bits_in_an_integer_buffer_is_read_as_the_input(kernels):
+    """A float16 input that a kernel stores bit for bit into an int16 buffer (a bitcast): each load of the buffer,
+    read as integers, is a load of x."""
+    a = arena()
+    x = make_input(a, (96,), torch.float16, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        bits = torch.empty(96, dtype=torch.int16)
+        kernels.bits_copy[(3,)](x, bits, 96, BLOCK=32)
+        out = torch.empty(96, dtype=torch.int16)
+        kernels.add[(3,)](bits, bits, out, 96, BLOCK=32, MASKED=True)
+    assert loads_of(rec.log(), "x").tolist() == [3] * 96
 
 
 def test_loads_past_the_end_hit_the_guard_band(kernels):

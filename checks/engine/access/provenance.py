@@ -8,7 +8,8 @@ it keeps, per element of the region's body:
   origin. A copy the plan makes (a view's `copy_`, `clone`, `contiguous`, a dtype cast, a broadcasting `copy_`)
   gives each element of the result the origin of the element it was copied from. A kernel's store gives a stored
   lane the origin of a lane that the same program loaded with the same value (the same bits, of the same dtype; or,
-  where the stored block's handle carries `LOADED_AS`, the loaded value cast to the store's float type) at
+  where the stored block's handle carries `LOADED_AS`, the loaded value cast to the store's float type, or its bits
+  in an integer of the same width) at
   the same place in its block: the same position in the block's lanes (a copy, reshaped or not, masked or not, of
   a block gathered from anywhere), or the transposed position (`tl.trans`). Where several loads held that value
   there, the latest one's; and a load counts only as the source of at least `COPY_LANES` lanes of one store. Any
@@ -28,10 +29,10 @@ often does) is no copy, and matching values alone would take it for one; a value
 was loaded at is what a copy is. What it cannot see (the limits, said in docs/grading.md): a kernel that shuffles a
 block's lanes (`tl.gather`, `tl.join` of two blocks, a broadcast) before storing them, or that changes a value on the
 way (x * 2, a cast that rounds; a cast that keeps the value is followed through `LOADED_AS`, as are changes of
-shape, selects and arithmetic whose result is its operand: x + 0.0), or that passes it through a reduction, a matrix
-product or an integer bitcast, or that stores fewer than `COPY_LANES` lanes of one load at a time,
-makes data that is judged as the kernel's own work, not as a copy; integer loads are not followed (indices, not
-data); a result that equals a loaded value at its place by chance (the softmax of a single key is that key's value)
+shape, bitcasts, selects and arithmetic whose result is its operand: x + 0.0), or that passes it through a
+reduction or a matrix product, or that stores fewer than `COPY_LANES` lanes of one load at a time, makes data that is
+judged as the kernel's own work, not as a copy; a load of integers is matched with no store (indices, not data: an
+integer element holds an input's bits only where a kernel stored a float's bits there); a result that equals a loaded value at its place by chance (the softmax of a single key is that key's value)
 is taken for a copy of it.
 """
 
@@ -44,11 +45,11 @@ import numpy as np
 
 COPY_LANES = 8  # a load is the source of a store's lanes where it is of at least this many
 # A value block's handle in the interpreter (`TensorHandle.attr`) carries the numpy dtype of the load whose values it
-# holds unchanged, through these operations of the interpreter's builder: casts, changes of shape, selects
+# holds unchanged, through these operations of the interpreter's builder: casts, bitcasts, changes of shape, selects
 LOADED_AS = "checks.loaded_as"
 LINEAGE_OPERATIONS = (
-    "create_fp_ext", "create_fp_trunc", "create_fp_to_fp", "cast_impl", "create_reshape", "create_trans",
-    "create_expand_dims", "create_broadcast", "create_select",
+    "create_fp_ext", "create_fp_trunc", "create_fp_to_fp", "cast_impl", "create_bitcast", "create_reshape",
+    "create_trans", "create_expand_dims", "create_broadcast", "create_select",
 )  # fmt: skip
 # and these, where the result is an operand's value lane for lane (x + 0.0, x * 1.0, a maximum with itself)
 IDENTITY_OPERATIONS = (
@@ -220,16 +221,22 @@ def same_values(result: Any, operand: Any) -> bool:
 
 
 def cast_back(values: Any, mask: np.ndarray, loaded_as: Any) -> list[np.ndarray] | None:
-    """`place_keys` (and the transposed ones) of a stored block of floats whose handle says its values were loaded as
-    another float dtype (`LOADED_AS`): each lane as that dtype, where it converts back exactly (a lane the cast
-    rounded is no copy, key -1); None where there is nothing to follow this way."""
+    """`place_keys` (and the transposed ones) of a stored block whose handle says its values were loaded as another
+    float dtype (`LOADED_AS`): each lane as that dtype, where a float converts back exactly (a lane the cast rounded is
+    no copy, key -1), or its bits, where an integer of the same width holds them (`x.to(tl.int16, bitcast=True)`);
+    None where there is nothing to follow this way."""
     data = np.asarray(values)
     source = np.dtype(loaded_as) if loaded_as is not None else None
-    if source is None or source == data.dtype or data.dtype.kind != "f" or source.kind != "f":
+    if source is None or source == data.dtype or source.kind != "f":
         return None
-    with np.errstate(over="ignore", invalid="ignore"):
-        back = data.astype(source)
-        exact = (back.astype(data.dtype) == data) | (np.isnan(back) & np.isnan(data))
+    if data.dtype.kind in "iu" and data.dtype.itemsize == source.itemsize:  # a bitcast: the loaded bits, kept
+        back, exact = data.view(source), np.ones(data.shape, dtype=bool)
+    elif data.dtype.kind == "f":
+        with np.errstate(over="ignore", invalid="ignore"):
+            back = data.astype(source)
+            exact = (back.astype(data.dtype) == data) | (np.isnan(back) & np.isnan(data))
+    else:
+        return None
     keys = [place_keys(back, mask), place_keys(back, mask, transposed=True)]
     if keys[0] is None:
         return None

@@ -151,9 +151,11 @@ class AccessRecorder(RegionMap):
             first = place_keys(data, m)
             if first is not None:
                 places = [first, place_keys(data, m, transposed=True)] if kind == STORE else [first]
-            if kind == STORE and places is not None:  # a loaded value cast to this dtype: its keys as loaded
+            if kind == STORE:  # a loaded value cast (or bitcast) to this dtype: its keys as loaded
                 attr = getattr(values, "__dict__", {}).get("attr")
-                places += cast_back(data, m, attr.get(LOADED_AS) if isinstance(attr, dict) else None) or []
+                cast = cast_back(data, m, attr.get(LOADED_AS) if isinstance(attr, dict) else None)
+                if cast is not None:
+                    places = [*(places or []), *cast]
         if kind == LOAD:
             provenance.serial += 1
         regions, offsets = self._locate(on)
