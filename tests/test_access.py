@@ -63,6 +63,12 @@ def bits_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def int_copy(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(a_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
 def block_ptr_copy(a_ptr, out_ptr, M, N, stride_am, stride_an, BM: tl.constexpr, BN: tl.constexpr):
     src = tl.make_block_ptr(a_ptr, (M, N), (stride_am, stride_an), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
     dst = tl.make_block_ptr(out_ptr, (M, N), (N, 1), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
@@ -276,16 +282,17 @@ def test_a_kernels_copy_cast_to_another_dtype_is_read_as_the_input(kernels, scal
 
 
 def test_a_kernels_copy_of_the_bits_in_an_integer_buffer_is_read_as_the_input(kernels):
-    """A float16 input that a kernel stores bit for bit into an int16 buffer (a bitcast): each load of the buffer,
-    read as integers, is a load of x."""
+    """A float16 input that a kernel stores bit for bit into an int16 buffer (a bitcast), which another kernel copies
+    as integers: each load of either buffer is a load of x (1 + 1 + 2 per element)."""
     a = arena()
     x = make_input(a, (96,), torch.float16, "x")
     with record_access(a, {"x": x}) as rec, guard_allocations(a):
-        bits = torch.empty(96, dtype=torch.int16)
+        bits, again = torch.empty(96, dtype=torch.int16), torch.empty(96, dtype=torch.int16)
         kernels.bits_copy[(3,)](x, bits, 96, BLOCK=32)
+        kernels.int_copy[(3,)](bits, again, 96, BLOCK=32)
         out = torch.empty(96, dtype=torch.int16)
-        kernels.add[(3,)](bits, bits, out, 96, BLOCK=32, MASKED=True)
-    assert loads_of(rec.log(), "x").tolist() == [3] * 96
+        kernels.add[(3,)](again, again, out, 96, BLOCK=32, MASKED=True)
+    assert loads_of(rec.log(), "x").tolist() == [4] * 96
 
 
 def test_loads_past_the_end_hit_the_guard_band(kernels):

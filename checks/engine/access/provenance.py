@@ -31,9 +31,9 @@ block's lanes (`tl.gather`, `tl.join` of two blocks, a broadcast) before storing
 way (x * 2, a cast that rounds; a cast that keeps the value is followed through `LOADED_AS`, as are changes of
 shape, bitcasts, selects and arithmetic whose result is its operand: x + 0.0), or that passes it through a
 reduction or a matrix product, or that stores fewer than `COPY_LANES` lanes of one load at a time, makes data that is
-judged as the kernel's own work, not as a copy; a load of integers is matched with no store (indices, not data: an
-integer element holds an input's bits only where a kernel stored a float's bits there); a result that equals a loaded value at its place by chance (the softmax of a single key is that key's value)
-is taken for a copy of it.
+judged as the kernel's own work, not as a copy; a load of integers is no copy's source unless what it loads holds
+an input's float bits (indices are not data); a result that equals a loaded value at its place by chance (the softmax
+of a single key is that key's value) is taken for a copy of it.
 """
 
 from __future__ import annotations

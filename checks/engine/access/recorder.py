@@ -159,6 +159,8 @@ class AccessRecorder(RegionMap):
         if kind == LOAD:
             provenance.serial += 1
         regions, offsets = self._locate(on)
+        if kind == LOAD and places is None and data is not None and data.shape == m.shape:
+            places = self._bits_of_copies(values, data, m, regions, offsets)
         for r in np.unique(regions):
             if r < 0:
                 continue
@@ -175,6 +177,26 @@ class AccessRecorder(RegionMap):
                 if not provenance.is_input[r]:
                     self._tally_via(pid, ids[ids >= 0])
                     self._tally_derived(r, part[ids < 0])
+
+    def _bits_of_copies(self, values: Any, data: np.ndarray, m: np.ndarray, regions: np.ndarray,
+                        offsets: np.ndarray) -> list[np.ndarray] | None:  # fmt: skip
+        """A load of integers that holds some input's float bits (an element a kernel stored by a bitcast): the keys of
+        its lanes read as floats of the same width, and its handle marked as loaded so (`LOADED_AS`), so that a store
+        of those integers onwards is a copy too. None for any other load of integers (indices, not data)."""
+        if data.dtype.kind not in "iu" or data.dtype.itemsize not in (2, 4, 8):
+            return None
+        provenance = self.provenance
+        holds = any(
+            provenance.origin[int(r)] is not None and (provenance.origin[int(r)][offsets[regions == r]] >= 0).any()
+            for r in np.unique(regions)
+            if r >= 0
+        )
+        attr = getattr(values, "__dict__", {}).get("attr")
+        if not holds or not isinstance(attr, dict):
+            return None
+        as_float = data.view(f"f{data.dtype.itemsize}")
+        attr[LOADED_AS] = as_float.dtype
+        return [place_keys(as_float, m)]  # type: ignore[list-item]
 
     def _tally_derived(self, r: int, offsets: np.ndarray) -> None:
         """Loads of a region's elements that hold no input's value (what a kernel computed, or nothing)."""
