@@ -79,8 +79,8 @@ def submission(folder: Path, name: str, into: Path) -> Path:
 
     An edit file puts one mistake (or one attack) into another submission, so that it is all that tells them apart.
     Its `edits`, `append` and `doc` (the docstring) are solutions/wrong/'s (checks.authoring.wrong), applied to an
-    answer key (`base: 1`, puzzle 1's) or to another file of the folder (`from: name.py`, without that file's
-    docstring):
+    answer key (`base: 1`, puzzle 1's) or to another submission of the folder (`from: name.py`, or `from: name` for
+    one that is itself an edit file), without that submission's docstring:
 
         from: 09_causal_diagonal_left_out.py
         doc: |-
@@ -97,7 +97,8 @@ def submission(folder: Path, name: str, into: Path) -> Path:
     if "base" in spec:
         text = source_of(get_puzzle(str(spec["base"])), edit)
     else:
-        body = (folder / spec["from"]).read_text(encoding="utf-8")
+        source = folder / spec["from"]  # a .py of the folder, or the name of another edit file's submission
+        body = source.read_text(encoding="utf-8") if source.suffix == ".py" else submission_text(folder, spec["from"])
         if body.startswith('"""'):
             body = body[body.index('"""', 3) + 3 :].lstrip("\n")
         body = apply_edits(body, spec.get("edits", []), str(edit)) + spec.get("append", "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import textwrap
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
-from checks.engine.access.patches import record_access
+from checks.engine.access.patches import programs_reversed, record_access
 from checks.engine.access.queries import loads_of
 from checks.engine.access.traffic import traffic_lines
 from checks.engine.judging.rules.core import passes
@@ -126,6 +127,13 @@ def shared_by_atomics(x_ptr, out_ptr, part_ptr, sync_ptr, BLOCK: tl.constexpr, H
             pass
         tl.store(out_ptr + offs, tl.load(out_ptr + offs) + x)
         tl.atomic_xchg(sync_ptr, 0)
+    elif HOW == "unread":  # the same, behind atomics whose value program 1 never looks at: ordered only as it ran
+        if pid == 0:
+            tl.store(part_ptr + offs, x)
+            tl.atomic_add(sync_ptr, 1)
+        else:
+            tl.atomic_add(sync_ptr, 1)
+            tl.store(out_ptr + offs, tl.load(part_ptr + offs) + x)
     elif HOW == "read":  # program 1 loads what program 0 stored, with nothing that orders them
         if pid == 0:
             tl.store(part_ptr + offs, x)
@@ -469,6 +477,28 @@ def test_atomics_order_programs_only_where_a_gpu_would(kernels):
     assert found["xchg"] == found["cas_then_store"] == [("collision", [0, 1], [0])], found
     assert found["read"] == [("read", [0, 1], [0])] and found["relaxed"] == [("read", [0, 1], [0])], found
     assert found["lock"] == found["counter"] == [], found
+
+
+def test_a_load_ordered_by_atomics_is_noted_and_only_a_real_order_survives_the_programs_reversed(kernels):
+    """A load of what another program stored, ordered by atomics as the interpreter ran them, is noted (`ordered`) for
+    the replay's second run; run with the programs last to first, a lock and a counter the last program reads still
+    give the right values, and an atomic whose value the loading program never looks at does not."""
+    x = torch.arange(1.0, 17.0)
+    for how in ("lock", "counter", "unread"):
+        noted = {}
+        for order in ("as run", "reversed"):
+            out, part, sync = torch.zeros(8), torch.zeros(16), torch.zeros(1, dtype=torch.int32)
+            with contextlib.ExitStack() as stack:
+                rec = stack.enter_context(record_access())
+                if order == "reversed":
+                    stack.enter_context(programs_reversed())
+                kernels.shared_by_atomics[(2,)](x, out, part, sync, BLOCK=8, HOW=how)
+            noted[order] = [(f["kind"], f["programs"]) for f in rec.log().ordered_reads]
+            right = bool(torch.equal(out, x[:8] + x[8:]))
+            assert right == (order == "as run" or how != "unread"), (how, order, out)
+            assert rec.log().races == [], (how, order)
+        backwards = [] if how == "unread" else [("ordered", [1, 0])]  # unread: program 1 loads before 0 stores
+        assert noted == {"as run": [("ordered", [0, 1])], "reversed": backwards}, (how, noted)
 
 
 def test_atomics_into_memory_no_kernel_wrote_are_noted_with_their_line(kernels):

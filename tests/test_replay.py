@@ -549,6 +549,7 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     "stores_masked_at_t_behind_a_cas": ("no_race", "(a write collision)", "15", [0]),
     "lse_exchanged_past_the_sequence_end": ("no_race", "store different values to element [0, 37] of lse", "14", [0]),
     "split_merged_by_the_next_program": ("no_race", "(an unordered read)", "14", [0]),
+    "split_merged_behind_unread_atomics": ("no_race", "run with the programs last to first", "14", [0]),
     # a block of queries is the tokens one program loads of q over all its loads, not the box of each load
     "kv_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "14", [0]),
     "context_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "15", [0]),

@@ -55,6 +55,9 @@ class AccessLog:
     # keep (checks.engine.access.races): {"kind": "race" | "collision" | "read", "launch", "kernel", "function",
     # "line", "region", "index", "programs": [the earlier, the later]}
     races: list[dict[str, Any]] = field(default_factory=list)
+    # loads of what another program of the launch stored that an atomic ordered in the interpreter's order (as `races`,
+    # "kind": "ordered"): the replay runs such a call again with each launch's programs last to first
+    ordered_reads: list[dict[str, Any]] = field(default_factory=list)
     # atomics that added into an allocation still holding the grader's poison: {"region", "kernel", "function", "line"}
     atomics_on_poison: list[dict[str, Any]] = field(default_factory=list)
     # provenance (`checks.engine.access.provenance`): per region, the loads of its elements through copies of them
@@ -94,6 +97,7 @@ class AccessLog:
             "copies": [dict(copy) for copy in self.copies],
             "masked_poison": [dict(site) for site in self.masked_poison],
             "races": [dict(found) for found in self.races],
+            "ordered_reads": [dict(found) for found in self.ordered_reads],
             "atomics_on_poison": [dict(site) for site in self.atomics_on_poison],
             "via_reads": list(self.via_reads),
             "via_loaded": list(self.via_loaded),

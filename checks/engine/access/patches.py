@@ -147,6 +147,23 @@ def _poison_masked_lanes(recorder: AccessRecorder, original: Callable) -> Callab
 
 
 @contextlib.contextmanager
+def programs_reversed() -> Iterator[None]:
+    """Inside the block, the interpreter runs the programs of every launch last to first: the program it runs at each
+    step is the grid's mirror image of the one it would run (`tl.program_id` and the access log see that one). A GPU
+    may run them in this order as well as in the other."""
+    from triton.runtime import interpreter
+
+    original = interpreter.InterpreterBuilder.set_grid_idx
+
+    def set_grid_idx(self, x, y, z):
+        gx, gy, gz = self.grid_dim
+        return original(self, gx - 1 - x, gy - 1 - y, gz - 1 - z)
+
+    with replaced([(interpreter.InterpreterBuilder, "set_grid_idx", set_grid_idx)]):
+        yield
+
+
+@contextlib.contextmanager
 def masked_lanes_poisoned(spared: tuple[str, int]) -> Iterator[None]:
     """Inside the block, without an access log, the interpreter's masked loads without `other=` read poison as under
     `record_access`, all but the one at `spared` (function, line of the kernel's source), which reads 0 there: the

@@ -19,6 +19,14 @@ released, a flag set). Such a load is no unordered read, and a store after it (a
 race and no collision. An atomic on the element itself reads it in order. Atomics that accumulate (`tl.atomic_add`,
 max, min, and, or, xor) are the way to share an element and are not judged as stores.
 
+That order is the interpreter's: W ran before P, so P's atomic came after W's. On a GPU it may come first, and the load
+is then ordered only if P looked at what its atomic returned (the last program to count merges; a flag waited for).
+An atomic whose value P never looks at orders nothing, and no account of one run can tell. So each such load is noted
+(`ordered`), and the replay runs the call again with every launch's programs last to first
+(`checks.engine.access.patches.programs_reversed`): a load that an atomic truly orders gives the same result in either
+order, one that the interpreter's order alone put after the store gives another, which the judge compares with the
+reference (`checks.engine.judging.rules.races.no_race`).
+
 `RaceWatch` follows, for each launch and each element of every tensor that is not an input, the last program that
 stored it and when, and the last that loaded it and whether in order, and notes the first finding of each kind at
 each line in the launch (`found`: {"kind": "race" | "collision" | "read", "launch", "kernel", "function", "line",
@@ -71,6 +79,9 @@ class RaceWatch:
         self._atomics: dict[int, list[_Atomic]] = {}  # program -> its atomics in the launch
         self._acquired: dict[int, np.ndarray] = {}  # program -> the addresses it has acquired at, sorted
         self._released_after: dict[tuple[int, int], int] = {}  # (reader, writer) -> writer's last release it saw
+        # loads of what another program of the launch stored that an atomic ordered (in the interpreter's order):
+        # {"kind": "ordered", ...} as `found`; the replay runs such a call again with the programs last to first
+        self.ordered: list[dict[str, Any]] = []
 
     def new_launch(self) -> None:
         self._state.clear()
@@ -96,6 +107,10 @@ class RaceWatch:
         if not ordered.all():
             k = int(np.argmax(~ordered))
             self._note("read", r, int(offsets[k]), [int(writer[k]), pid])
+        excused = other & ordered
+        if excused.any():
+            k = int(np.argmax(excused))
+            self._note("ordered", r, int(offsets[k]), [int(writer[k]), pid])
 
     def stored(self, builder: Any, ptrs: Any, value: Any, mask: Any) -> None:
         """A plain store (or an atomic exchange) of the program the interpreter runs now, before it is made (the
@@ -208,7 +223,7 @@ class RaceWatch:
             return
         self._noted.add((kind, function, line))
         launches = self.recorder.launches
-        self.found.append({
+        (self.ordered if kind == "ordered" else self.found).append({
             "kind": kind, "launch": len(launches) - 1, "kernel": launches[-1]["kernel"] if launches else "?",
             "function": function, "line": line, "region": r, "index": self._index(r, offset), "programs": programs,
         })  # fmt: skip

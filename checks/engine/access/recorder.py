@@ -429,6 +429,7 @@ class AccessRecorder(RegionMap):
             copies=[dict(copy) for copy in self.copies],
             masked_poison=[dict(site) for site in self.masked_poison],
             races=[dict(found) for found in self.races.found],
+            ordered_reads=[dict(found) for found in self.races.ordered],
             atomics_on_poison=[dict(site) for site in self.atomics_on_poison],
             via_reads=[
                 torch.from_numpy(c) if c is not None else torch.zeros(0, dtype=torch.int32) for c in self._via_counts

@@ -62,6 +62,9 @@ class CaseObservation:
     plan_problem: dict[str, Any] | None = None  # what the grader found wrong in the plan (checks.engine.judging.plans)
     kept_changed: list[str] = field(default_factory=list)  # tensors kept between calls that earlier calls changed
     fresh_outputs: bool = False  # also run from its kept tensors' first state (protocol.fresh_outputs_path)
+    # (interpreter) a program loaded what another of its launch stored, ordered by an atomic in the interpreter's order
+    ordered_by_atomics: bool = False
+    reversed_outputs: bool = False  # also run with the programs last to first (protocol.reversed_outputs_path)
     # the configs the autotuned launches ran: {"kernel": name, "config": {argument: value}} (replay.perform.ran_config)
     configs: list[dict[str, Any]] = field(default_factory=list)
     # (interpreter) the loads without `other=` whose masked-off lanes read poison, when the call's outputs hold NaN

@@ -99,6 +99,12 @@ def outputs_path(workdir: Path, index: int) -> Path:
     return workdir / f"case_{index}.pt"
 
 
+def reversed_outputs_path(workdir: Path, index: int) -> Path:
+    """Where the replay saves what case `index` returns when run again with the programs of every launch last to first
+    (only for a call in which an atomic ordered a load of what another program of the launch stored)."""
+    return workdir / f"case_{index}_reversed.pt"
+
+
 def fresh_outputs_path(workdir: Path, index: int) -> Path:
     """Where the replay saves what case `index` returns when run again from the state its kept tensors were made in
     (only for a call that found them changed by the calls before it)."""

@@ -22,6 +22,7 @@ from checks.engine.contract.protocol import (
     access_path,
     fresh_outputs_path,
     outputs_path,
+    reversed_outputs_path,
     timing_outputs_path,
 )
 from checks.engine.inputs import draw
@@ -135,11 +136,16 @@ class Judge:
         if not obs.raised and not obs.plan_problem:  # a plan the grader refused was never replayed
             outputs = load_outputs(outputs_path(self.workdir, obs.index))
         fresh = load_outputs(fresh_outputs_path(self.workdir, obs.index)) if obs.fresh_outputs and outputs else None
+        backwards = (
+            load_outputs(reversed_outputs_path(self.workdir, obs.index)) if obs.reversed_outputs and outputs else None
+        )
         if obs.access is not None:
             obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected])
             if obs.index == 0:
                 self.first_access = obs.access
-        ctx = CaseContext(self.puzzle, case, inputs, expected, outputs, obs, fresh_outputs=fresh)
+        ctx = CaseContext(
+            self.puzzle, case, inputs, expected, outputs, obs, fresh_outputs=fresh, reversed_outputs=backwards
+        )
         return ctx, describe_case(case, inputs)
 
     def case_result(self, obs: CaseObservation) -> V.CaseResult:

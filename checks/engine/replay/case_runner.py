@@ -79,6 +79,7 @@ class Observer:
             torch.save(recorder.log().to_dict(), access_path(self.workdir, index))
             obs.access = {"saved": True}  # the grader reads the log from the file it names itself
             obs.masked_poison = poison_suspects(recorder, outputs)
+            obs.ordered_by_atomics = bool(recorder.races.ordered)
         return obs
 
 

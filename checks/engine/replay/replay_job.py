@@ -23,6 +23,7 @@ from checks.engine.contract.protocol import (
     Timings,
     fresh_outputs_path,
     outputs_path,
+    reversed_outputs_path,
 )
 from checks.engine.phases import mark
 from checks.engine.processes.hardening import REFUSED_EXIT, harden
@@ -128,6 +129,8 @@ def replay_all(
                 obs.masked_poison = masked_poison_reached(
                     plan, kernels, spec, cases[index], job, index, machine, workdir, obs.masked_poison
                 )
+            if obs.ordered_by_atomics and not obs.raised:  # the same call with the programs last to first
+                obs.reversed_outputs = rerun_reversed(plan, kernels, spec, cases[index], job, index, machine, workdir)
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
                 obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
             if replay.get("largest") and interpret and not obs.raised:  # checks.engine.replay.overflow
@@ -171,6 +174,30 @@ def rerun_fresh(
         torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], fresh_outputs_path(workdir, index))
         return True
     except Exception:  # noqa: BLE001 - without the second run the values rule judges the call alone
+        return False
+
+
+def rerun_reversed(
+    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Machine, workdir: Path
+) -> bool:
+    """Perform a case's plan again on the same inputs (its kept tensors as they were made) with the programs of every
+    launch run last to first, and save what it returns; whether that went through. The grader compares it with the
+    reference: an atomic that orders two programs of a launch orders them in either order."""
+    import torch
+
+    from checks.engine.access.patches import programs_reversed
+    from checks.engine.inputs import draw
+    from checks.engine.replay.perform import KeptState, Performer, Tuning
+
+    try:
+        arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
+        tuning = Tuning(job.alternative, job.chosen)
+        performer = Performer(plan, kernels, inputs, arena, machine.device, True, None, KeptState(), tuning=tuning)
+        with programs_reversed():
+            outputs = performer.run()
+        torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], reversed_outputs_path(workdir, index))
+        return True
+    except Exception:  # noqa: BLE001 - without the second run the call is judged as the interpreter ran it
         return False
 
 

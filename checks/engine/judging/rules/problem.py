@@ -38,6 +38,7 @@ class CaseContext:
     outputs: list[Any]  # what the learner's function returned, loaded from the observation
     obs: CaseObservation
     fresh_outputs: list[Any] | None = None  # the same call from its kept tensors' first state (obs.fresh_outputs)
+    reversed_outputs: list[Any] | None = None  # the same call, the programs last to first (obs.reversed_outputs)
 
 
 def say(message: str | None, default: str, measured: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from checks.engine.access.log import AccessLog
 from checks.engine.access.traffic import display_name
+from checks.engine.judging.rules.core import compare_all
 from checks.engine.judging.rules.declare import ACCESS_LOG, EVERY_CALL, rule
 from checks.engine.judging.rules.problem import CaseContext, Problem
 
@@ -15,7 +16,7 @@ from checks.engine.judging.rules.problem import CaseContext, Problem
         "in the interpreter, no two programs of one launch store one element where the order they run in matters: "
         "after loading it (a race), or with different values, by tl.store or tl.atomic_xchg (a write collision); and "
         "no program loads an element another program of the launch stored, unless an atomic orders the two (an "
-        "unordered read)"
+        "unordered read), and where one does, the outputs are right with the programs run last to first too"
     ),
     message=(
         "Give every element one program that stores it, add into a shared element with tl.atomic_add, and load what "
@@ -28,10 +29,13 @@ from checks.engine.judging.rules.problem import CaseContext, Problem
 def no_race(ctx: CaseContext) -> Problem | None:
     """In the interpreter: no element stored by two programs of one launch that loaded it, or with different
     values, and none loaded by a program that another stored with no atomic between that orders them, although the
-    interpreter, running the programs one after the other, computes the right values."""
+    interpreter, running the programs one after the other, computes the right values; and where an atomic ordered such
+    a load, the call run again with the programs last to first is right too (`checks.engine.access.races`)."""
     log = AccessLog.from_dict(ctx.obs.access) if ctx.obs.access else None
-    if log is None or not log.races:
+    if log is None:
         return None
+    if not log.races:
+        return _wrong_in_reverse(ctx, log)
     found = next((f for f in log.races if f["kind"] == "race"), log.races[0])
     region = log.regions[int(found["region"])] if 0 <= int(found["region"]) < len(log.regions) else {}
     name = display_name(region) if region else "a tensor"
@@ -59,4 +63,29 @@ def no_race(ctx: CaseContext) -> Problem | None:
         f"Programs {first} and {second} of {launch} store different values to {where}: on a GPU they run at once, so "
         "either value may be the one kept (a write collision). Give every element one program that stores it, with "
         "tl.store or tl.atomic_xchg."
+    )
+
+
+def _wrong_in_reverse(ctx: CaseContext, log: AccessLog) -> Problem | None:
+    """A load of what another program of the launch stored, which an atomic ordered in the interpreter's order, where
+    the same call with every launch's programs run last to first is wrong (and right as the interpreter ran it)."""
+    if not log.ordered_reads or ctx.reversed_outputs is None:
+        return None
+    wrong = [m for _, m in compare_all(ctx, ctx.reversed_outputs) if m is not None]
+    if not wrong or any(m is not None for _, m in compare_all(ctx, ctx.outputs)):
+        return None  # right either way, or wrong as it ran: the values rule says where
+    found = log.ordered_reads[0]
+    region = log.regions[int(found["region"])] if 0 <= int(found["region"]) < len(log.regions) else {}
+    name = display_name(region) if region else "a tensor"
+    first, second = found["programs"]
+    kernel, function = str(found.get("kernel", "")), str(found.get("function", ""))
+    inside = f"`{kernel}`" + (f" (in `{function}`)" if function and function != kernel else "")
+    return Problem(
+        f"Program {second} of launch {int(found['launch']) + 1} loads element {list(found['index'])} of {name}, at "
+        f"line {found['line']} of {inside}, which program {first} of the same launch stored; an atomic of each "
+        f"ordered the two as the interpreter ran them (program {first} first), but run with the programs last to "
+        f"first, as a GPU may run them, the call is wrong: {wrong[0].headline}. An atomic orders a load only when "
+        "the program looks at what the atomic returned (the program that finds the counter at its last value "
+        "merges); load what another program stored in a second launch, as puzzle 11's merge kernel does.",
+        details=list(wrong[0].lines),
     )
