@@ -261,6 +261,24 @@ def test_a_kept_tensor_is_carried_once_per_call_under_one_name_with_what_the_hos
         assert state.tensors[kept["id"]][0].item() == 1.0
 
 
+def test_a_run_past_its_time_limit_is_stopped_and_one_within_it_finishes():
+    """The bound on the replay's second run of a call with its programs last to first (a program that waits for a
+    flag a later program sets would wait forever there): the block stops with TooLong, the timer is then off."""
+    import time
+
+    from checks.engine.replay.replay_job import TooLong, time_limit
+
+    start = time.perf_counter()
+    with pytest.raises(TooLong), time_limit(0.2):
+        while True:
+            pass
+    assert time.perf_counter() - start < 2.0
+    with time_limit(0.2):
+        finished = sum(range(1000))
+    time.sleep(0.3)  # no timer left to fire
+    assert finished == 499500
+
+
 def test_a_constant_is_replayed_on_the_device_it_was_made_on():
     """A CPU tensor passed to a GPU kernel fails in the replay as it fails in the learner's process."""
     from checks.engine.replay.perform import Performer

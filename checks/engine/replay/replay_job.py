@@ -7,7 +7,9 @@ baseline (`checks.engine.replay.measure`). No line of the learner's host code ru
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -130,7 +132,9 @@ def replay_all(
                     plan, kernels, spec, cases[index], job, index, machine, workdir, obs.masked_poison
                 )
             if obs.ordered_by_atomics and not obs.raised:  # the same call with the programs last to first
-                obs.reversed_outputs = rerun_reversed(plan, kernels, spec, cases[index], job, index, machine, workdir)
+                obs.reversed_outputs = rerun_reversed(
+                    plan, kernels, spec, cases[index], job, index, machine, workdir, 2 + 4 * obs.seconds
+                )
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
                 obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
             if replay.get("largest") and interpret and not obs.raised:  # checks.engine.replay.overflow
@@ -177,12 +181,36 @@ def rerun_fresh(
         return False
 
 
+class TooLong(Exception):
+    """A run went on past its time (`time_limit`)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """The block, stopped by `TooLong` once it has run `seconds` (a timer's signal; the main thread only)."""
+    import signal
+
+    def too_long(signum: int, frame: Any) -> None:
+        raise TooLong
+
+    before = signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
 def rerun_reversed(
-    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Machine, workdir: Path
-) -> bool:
+    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Machine, workdir: Path,
+    seconds: float,
+) -> bool:  # fmt: skip
     """Perform a case's plan again on the same inputs (its kept tensors as they were made) with the programs of every
-    launch run last to first, and save what it returns; whether that went through. The grader compares it with the
-    reference: an atomic that orders two programs of a launch orders them in either order."""
+    launch run last to first, and save what it returns; whether that went through within `seconds`. The grader
+    compares it with the reference: an atomic that orders two programs of a launch orders them in either order. A run
+    that goes on past its time is left (a program that waits for a flag a later program sets waits forever when the
+    interpreter runs that one after it; on a GPU it does not): the call is judged as the interpreter first ran it."""
     import torch
 
     from checks.engine.access.patches import programs_reversed
@@ -193,7 +221,7 @@ def rerun_reversed(
         arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
         tuning = Tuning(job.alternative, job.chosen)
         performer = Performer(plan, kernels, inputs, arena, machine.device, True, None, KeptState(), tuning=tuning)
-        with programs_reversed():
+        with time_limit(seconds), programs_reversed():
             outputs = performer.run()
         torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], reversed_outputs_path(workdir, index))
         return True
