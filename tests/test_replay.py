@@ -568,6 +568,7 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     "lse_exchanged_past_the_sequence_end": ("no_race", "store different values to element [0, 37] of lse", "14", [0]),
     "split_merged_by_the_next_program": ("no_race", "(an unordered read)", "14", [0]),
     "split_merged_behind_unread_atomics": ("no_race", "run with the programs last to first", "14", [0]),
+    "last_split_by_number_behind_a_counter": ("no_race", "run with the programs last to first", "11", [0]),
     # a block of queries is the tokens one program loads of q over all its loads, not the box of each load
     "kv_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "14", [0]),
     "context_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "15", [0]),
@@ -606,6 +607,8 @@ SAME_HOLE_AS_ANOTHER = {
     "causal_unskipped_through_a_copy_kernel",
     # tests/test_access.py pins a cast copy through + 0.0, * 1.0 and a select, and that * 2.0 is no copy
     "kv_gathered_into_float32_through_identities",
+    # split_merged_behind_unread_atomics, on 11 (tests/test_access.py pins an unread atomic run both ways)
+    "last_split_by_number_behind_a_counter",
 }
 
 
