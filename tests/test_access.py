@@ -57,6 +57,18 @@ def cast_copy(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def laundered_copy(x_ptr, out_ptr, HOW: tl.constexpr):
+    # a 16 x 16 float16 tile stored as float32 through an operation that keeps every value
+    rows, cols = tl.arange(0, 16)[:, None], tl.arange(0, 16)[None, :]
+    x = tl.load(x_ptr + rows * 16 + cols)
+    if HOW == "dot":  # the identity times x
+        y = tl.dot((rows == cols).to(tl.float16), x)
+    else:  # a sum over an axis of size 1
+        y = tl.sum(x.to(tl.float32)[:, :, None], 2)
+    tl.store(out_ptr + rows * 16 + cols, y)
+
+
+@triton.jit
 def bits_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n)
@@ -287,6 +299,20 @@ def test_a_kernels_copy_cast_to_another_dtype_is_read_as_the_input(kernels, scal
         out = torch.empty(96)
         kernels.add[(3,)](wide, wide, out, 96, BLOCK=32, MASKED=True)
     assert loads_of(rec.log(), "x").tolist() == [reads] * 96
+
+
+@pytest.mark.parametrize("how", ["dot", "sum"])
+def test_a_copy_through_a_product_with_the_identity_or_a_sum_of_one_term_is_read_as_the_input(kernels, how):
+    """A float16 tile stored as float32 through `tl.dot` with the identity, or through a sum over an axis of size 1,
+    holds x's values at their places: each load of the copy is a load of x."""
+    a = arena()
+    x = make_input(a, (256,), torch.float16, "x")
+    with record_access(a, {"x": x}) as rec, guard_allocations(a):
+        wide = torch.empty(256)
+        kernels.laundered_copy[(1,)](x, wide, HOW=how)
+        out = torch.empty(256)
+        kernels.add[(8,)](wide, wide, out, 256, BLOCK=32, MASKED=True)
+    assert loads_of(rec.log(), "x").tolist() == [3] * 256
 
 
 def test_a_kernels_copy_of_the_bits_in_an_integer_buffer_is_read_as_the_input(kernels):

@@ -324,11 +324,33 @@ def _wrapped(owner: object, name: str, hook: Hook, recorder: AccessRecorder) -> 
     return None if original is None else (owner, name, functools.wraps(original)(hook(recorder, original)))
 
 
+def _reduction_lineage(recorder: AccessRecorder, original: Callable) -> Callable:
+    """A reduction or scan of the interpreter's (`ReduceScanOpInterface.apply`, which reduces in numpy, past the
+    builder) passes on the dtype an input was loaded as where a result holds that input's values lane for lane (a sum
+    over an axis of size 1)."""
+
+    def apply(self, input):
+        result = original(self, input)
+        inputs = input if isinstance(input, tuple) else (input,)
+        results = result if isinstance(result, tuple) else (result,)
+        for out in results:
+            attr = _attributes(getattr(out, "handle", None))
+            for arg in inputs:
+                loaded_as = (_attributes(getattr(arg, "handle", None)) or {}).get(LOADED_AS)
+                if attr is not None and loaded_as is not None and same_values(out.handle.data, arg.handle.data):
+                    attr[LOADED_AS] = loaded_as
+                    break
+        return result
+
+    return apply
+
+
 def _interpreter_hooks(recorder: AccessRecorder) -> list[Replacement]:
     from triton.runtime import interpreter
 
     hooks = [_wrapped(interpreter.InterpreterBuilder, name, hook, recorder) for name, hook in _BUILDER_HOOKS]
     hooks.append(_wrapped(interpreter.GridExecutor, "__call__", _launch, recorder))
+    hooks.append(_wrapped(interpreter.ReduceScanOpInterface, "apply", _reduction_lineage, recorder))
     return [replacement for replacement in hooks if replacement is not None]
 
 

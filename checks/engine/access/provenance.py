@@ -29,11 +29,11 @@ often does) is no copy, and matching values alone would take it for one; a value
 was loaded at is what a copy is. What it cannot see (the limits, said in docs/grading.md): a kernel that shuffles a
 block's lanes (`tl.gather`, `tl.join` of two blocks, a broadcast) before storing them, or that changes a value on the
 way (x * 2, a cast that rounds; a cast that keeps the value is followed through `LOADED_AS`, as are changes of
-shape, bitcasts, selects and arithmetic whose result is its operand: x + 0.0), or that passes it through a
-reduction or a matrix product, or that stores fewer than `COPY_LANES` lanes of one load at a time, makes data that is
-judged as the kernel's own work, not as a copy; a load of integers is no copy's source unless what it loads holds
-an input's float bits (indices are not data); a result that equals a loaded value at its place by chance (the softmax
-of a single key is that key's value) is taken for a copy of it.
+shape, bitcasts, selects, and arithmetic, matrix products, reductions and scans whose result is its operand lane for
+lane: x + 0.0, a product with the identity, a sum over an axis of size 1), or that stores fewer than `COPY_LANES`
+lanes of one load at a time, makes data that is judged as the kernel's own work, not as a copy; a load of integers
+is no copy's source unless what it loads holds an input's float bits (indices are not data); a result that equals a
+loaded value at its place by chance (the softmax of a single key is that key's value) is taken for a copy of it.
 """
 
 from __future__ import annotations
@@ -51,10 +51,11 @@ LINEAGE_OPERATIONS = (
     "create_fp_ext", "create_fp_trunc", "create_fp_to_fp", "cast_impl", "create_bitcast", "create_reshape",
     "create_trans", "create_expand_dims", "create_broadcast", "create_select",
 )  # fmt: skip
-# and these, where the result is an operand's value lane for lane (x + 0.0, x * 1.0, a maximum with itself)
+# and these, where the result is an operand's value lane for lane (x + 0.0, x * 1.0, a maximum with itself, a matrix
+# product with the identity); reductions and scans too (a sum over an axis of size 1), `patches._reduction_lineage`
 IDENTITY_OPERATIONS = (
     "create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_maximumf", "create_minimumf",
-    "create_maxnumf", "create_minnumf",
+    "create_maxnumf", "create_minnumf", "create_dot",
 )  # fmt: skip
 _SHIFT = 40  # a global element id: region << _SHIFT | offset in the region's body
 _MASK = (1 << _SHIFT) - 1
@@ -211,13 +212,21 @@ def _places(shape: tuple[int, ...], transposed: bool) -> np.ndarray:
 
 
 def same_values(result: Any, operand: Any) -> bool:
-    """Whether an operation's result holds its operand's values lane for lane (the operand broadcast to its shape)."""
+    """Whether an operation's result holds its operand's values lane for lane: the operand broadcast to the result's
+    shape (or, of as many lanes, reshaped: a reduction over an axis of size 1), a narrower float widened exactly to
+    the result's type (a matrix product's float32 sum of float16 operands)."""
     result, operand = np.asarray(result), np.asarray(operand)
+    if operand.dtype != result.dtype:
+        if not (operand.dtype.kind == result.dtype.kind == "f" and operand.dtype.itemsize < result.dtype.itemsize):
+            return False
+        operand = operand.astype(result.dtype)
+    if operand.size == result.size and operand.shape != result.shape:
+        operand = operand.reshape(result.shape)
     try:
         operand = np.broadcast_to(operand, result.shape)
     except ValueError:
         return False
-    return result.dtype == operand.dtype and bool(np.array_equal(result, operand, equal_nan=result.dtype.kind == "f"))
+    return bool(np.array_equal(result, operand, equal_nan=result.dtype.kind == "f"))
 
 
 def cast_back(values: Any, mask: np.ndarray, loaded_as: Any) -> list[np.ndarray] | None:
