@@ -35,7 +35,13 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, LOAD, STORE
-from checks.engine.access.provenance import IDENTITY_OPERATIONS, LINEAGE_OPERATIONS, LOADED_AS, same_values
+from checks.engine.access.provenance import (
+    IDENTITY_OPERATIONS,
+    LINEAGE_OPERATIONS,
+    LOADED_AS,
+    handle_attributes,
+    same_values,
+)
 from checks.engine.access.recorder import DEFAULT_MAX_RECORDS, AccessRecorder
 from checks.engine.patching import Replacement, replaced
 
@@ -48,20 +54,10 @@ def _load(recorder: AccessRecorder, original: Callable) -> Callable:
     def create_masked_load(self, ptrs, mask, *args, **kwargs):
         recorder.access(LOAD, self, ptrs, mask)
         result = original(self, ptrs, mask, *args, **kwargs)
-        recorder.follow(LOAD, self, ptrs, mask, result)  # the values loaded: where they came from
-        data = getattr(result, "data", None)
-        if isinstance(data, np.ndarray) and data.dtype.kind == "f":
-            result.attr[LOADED_AS] = data.dtype
+        recorder.follow(LOAD, self, ptrs, mask, result)  # the values loaded: where they came from, and as what
         return result
 
     return create_masked_load
-
-
-def _attributes(handle: Any) -> dict | None:
-    """A value handle's `attr` dict; None for anything else (read from its fields: a `tl.tuple` argument raises on any
-    attribute it lacks)."""
-    attr = getattr(handle, "__dict__", {}).get("attr")
-    return attr if isinstance(attr, dict) else None
 
 
 def _carrying_lineage(original: Callable, where_unchanged: bool) -> Callable:
@@ -71,10 +67,10 @@ def _carrying_lineage(original: Callable, where_unchanged: bool) -> Callable:
 
     def operation(self, *args, **kwargs):
         result = original(self, *args, **kwargs)
-        attr = _attributes(result)
+        attr = handle_attributes(result)
         if attr is not None:
             for arg in args:
-                loaded_as = (_attributes(arg) or {}).get(LOADED_AS)
+                loaded_as = (handle_attributes(arg) or {}).get(LOADED_AS)
                 if loaded_as is not None and (not where_unchanged or same_values(result.data, arg.data)):
                     attr[LOADED_AS] = loaded_as
                     break
@@ -334,9 +330,9 @@ def _reduction_lineage(recorder: AccessRecorder, original: Callable) -> Callable
         inputs = input if isinstance(input, tuple) else (input,)
         results = result if isinstance(result, tuple) else (result,)
         for out in results:
-            attr = _attributes(getattr(out, "handle", None))
+            attr = handle_attributes(getattr(out, "handle", None))
             for arg in inputs:
-                loaded_as = (_attributes(getattr(arg, "handle", None)) or {}).get(LOADED_AS)
+                loaded_as = (handle_attributes(getattr(arg, "handle", None)) or {}).get(LOADED_AS)
                 if attr is not None and loaded_as is not None and same_values(out.handle.data, arg.handle.data):
                     attr[LOADED_AS] = loaded_as
                     break

@@ -211,6 +211,13 @@ def _places(shape: tuple[int, ...], transposed: bool) -> np.ndarray:
     return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
 
 
+def handle_attributes(handle: Any) -> dict | None:
+    """A value handle's `attr` dict (where `LOADED_AS` is kept); None for anything else (read from its fields: a
+    `tl.tuple` argument raises on any attribute it lacks)."""
+    attr = getattr(handle, "__dict__", {}).get("attr")
+    return attr if isinstance(attr, dict) else None
+
+
 def same_values(result: Any, operand: Any) -> bool:
     """Whether an operation's result holds its operand's values lane for lane: the operand broadcast to the result's
     shape (or, of as many lanes, reshaped: a reduction over an axis of size 1), a narrower float widened exactly to

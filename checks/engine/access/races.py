@@ -120,13 +120,10 @@ class RaceWatch:
         if lanes is None:
             return
         on = np.asarray(ptrs.data).reshape(-1)[lanes].astype(np.int64)
-        place = self._place(on)
-        if place is None:
+        watched = self._watched(on)
+        if watched is None:
             return
-        r, offsets, inside = place
-        elements = self._elements(r)
-        if elements is None:
-            return
+        r, offsets, inside, elements = watched
         pid = _pid(builder)
         self._step += 1
         writer, loader = elements.writer[offsets], elements.loader[offsets]
@@ -164,13 +161,10 @@ class RaceWatch:
             seen = self._acquired.get(pid)
             self._acquired[pid] = addresses if seen is None else np.union1d(seen, addresses)
             self._released_after = {key: v for key, v in self._released_after.items() if key[0] != pid}
-        place = self._place(on)
-        if place is None:
+        watched = self._watched(on)
+        if watched is None:
             return
-        r, offsets, _ = place
-        elements = self._elements(r)
-        if elements is None:
-            return
+        _, offsets, _, elements = watched
         elements.loader[offsets] = pid
         elements.ordered[offsets] = True
         elements.writer[offsets] = pid
@@ -206,16 +200,18 @@ class RaceWatch:
             self._state[r] = _Elements(region.size)
         return self._state[r]
 
-    def _place(self, on: np.ndarray) -> tuple[int, np.ndarray, np.ndarray] | None:
-        """The region of these addresses, their offsets in its body that lie inside it, and which those are; None for
-        an access over several regions, or none (not judged here)."""
+    def _watched(self, on: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, _Elements] | None:
+        """The region of these addresses, their offsets in its body that lie inside it, which those are, and the
+        region's per-element state; None for an access over several regions, or none, or of an input (not judged
+        here)."""
         r = self.recorder.region_at(int(on.min()))
         if r < 0 or int(on.max()) >= self.recorder.regions[r].high:
             return None
         region = self.recorder.regions[r]
         offsets = (on - region.body) // region.element_size
         inside = (offsets >= 0) & (offsets < region.size)
-        return (r, offsets[inside], inside) if inside.any() else None
+        elements = self._elements(r) if inside.any() else None
+        return None if elements is None else (r, offsets[inside], inside, elements)
 
     def _note(self, kind: str, r: int, offset: int, programs: list[int]) -> None:
         function, line = self.where()

@@ -32,7 +32,15 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, MAX_DIMS, STORE, AccessLog, F
-from checks.engine.access.provenance import LOADED_AS, Provenance, cast_back, place_keys, program_id, split_ids
+from checks.engine.access.provenance import (
+    LOADED_AS,
+    Provenance,
+    cast_back,
+    handle_attributes,
+    place_keys,
+    program_id,
+    split_ids,
+)
 from checks.engine.access.races import RaceWatch
 from checks.engine.access.regions import Region, RegionMap
 
@@ -151,9 +159,11 @@ class AccessRecorder(RegionMap):
             first = place_keys(data, m)
             if first is not None:
                 places = [first, place_keys(data, m, transposed=True)] if kind == STORE else [first]
+            attr = handle_attributes(values)
+            if kind == LOAD and first is not None and attr is not None:  # its values, as loaded, for what they become
+                attr[LOADED_AS] = data.dtype
             if kind == STORE:  # a loaded value cast (or bitcast) to this dtype: its keys as loaded
-                attr = getattr(values, "__dict__", {}).get("attr")
-                cast = cast_back(data, m, attr.get(LOADED_AS) if isinstance(attr, dict) else None)
+                cast = cast_back(data, m, (attr or {}).get(LOADED_AS))
                 if cast is not None:
                     places = [*(places or []), *cast]
         if kind == LOAD:
@@ -191,8 +201,8 @@ class AccessRecorder(RegionMap):
             for r in np.unique(regions)
             if r >= 0
         )
-        attr = getattr(values, "__dict__", {}).get("attr")
-        if not holds or not isinstance(attr, dict):
+        attr = handle_attributes(values)
+        if not holds or attr is None:
             return None
         as_float = data.view(f"f{data.dtype.itemsize}")
         attr[LOADED_AS] = as_float.dtype

@@ -8,8 +8,9 @@ baseline (`checks.engine.replay.measure`). No line of the learner's host code ru
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -132,11 +133,14 @@ def replay_all(
                     plan, kernels, spec, cases[index], job, index, machine, workdir, obs.masked_poison
                 )
             if obs.ordered_by_atomics and not obs.raised:  # the same call with the programs last to first
-                obs.reversed_outputs = rerun_reversed(
-                    plan, kernels, spec, cases[index], job, index, machine, workdir, 2 + 4 * obs.seconds
-                )
+                obs.reversed_outputs = rerun(
+                    plan, kernels, spec, cases[index], job, index, machine, reversed_outputs_path(workdir, index),
+                    guarded=True, around=functools.partial(reversed_within, 2 + 4 * obs.seconds),
+                )  # fmt: skip
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
-                obs.fresh_outputs = rerun_fresh(plan, kernels, spec, cases[index], job, index, machine, workdir)
+                obs.fresh_outputs = rerun(
+                    plan, kernels, spec, cases[index], job, index, machine, fresh_outputs_path(workdir, index)
+                )
             if replay.get("largest") and interpret and not obs.raised:  # checks.engine.replay.overflow
                 from checks.engine.replay.overflow import largest_findings
 
@@ -155,29 +159,36 @@ def replay_all(
     return TimedReplay(job.timing_plan, kernels, key.parameters_of(puzzle), machine.device)
 
 
-def rerun_fresh(
-    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Machine, workdir: Path
-) -> bool:
-    """Perform a case's plan again on the same inputs, its kept tensors as they were made (a new `KeptState`), and
-    save what it returns; whether that went through. The grader compares the two: a call right from there and wrong
-    from where the earlier calls left its kept tensors is wrong because of them."""
+def rerun(
+    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Machine, path: Path,
+    guarded: bool = False, around: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> bool:  # fmt: skip
+    """Perform a case's plan again on the same inputs, its kept tensors as they were made (a new `KeptState`), inside
+    `around()` (with `guarded`, its allocations adopted into the case's arena, poisoned as in the first run), and save
+    what it returns at `path`; whether that went through. The grader compares it with the first run or the reference:
+    a call right from its kept tensors' first state and wrong from where the earlier calls left them is wrong because
+    of them (`fresh_outputs_path`); a call wrong with its programs run last to first depends on an order a GPU does
+    not keep (`reversed_outputs_path`)."""
     import torch
 
     from checks.engine.inputs import draw
     from checks.engine.replay.perform import KeptState, Performer, Tuning
 
     try:
-        _, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
+        arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
         interpret = machine.mode == "interpreter"
         tuning = Tuning(job.alternative, job.chosen)
-        outputs = Performer(
-            plan, kernels, inputs, None, machine.device, interpret, None, KeptState(), tuning=tuning
-        ).run()
+        performer = Performer(
+            plan, kernels, inputs, arena if guarded else None, machine.device, interpret, None, KeptState(),
+            tuning=tuning,
+        )  # fmt: skip
+        with around():
+            outputs = performer.run()
         if machine.device == "cuda":
             torch.cuda.synchronize()
-        torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], fresh_outputs_path(workdir, index))
+        torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], path)
         return True
-    except Exception:  # noqa: BLE001 - without the second run the values rule judges the call alone
+    except Exception:  # noqa: BLE001 - without the second run the call is judged by its first alone
         return False
 
 
@@ -202,31 +213,15 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, before)
 
 
-def rerun_reversed(
-    plan: dict, kernels: dict, spec: Any, case: Case, job: Job, index: int, machine: Machine, workdir: Path,
-    seconds: float,
-) -> bool:  # fmt: skip
-    """Perform a case's plan again on the same inputs (its kept tensors as they were made) with the programs of every
-    launch run last to first, and save what it returns; whether that went through within `seconds`. The grader
-    compares it with the reference: an atomic that orders two programs of a launch orders them in either order. A run
-    that goes on past its time is left (a program that waits for a flag a later program sets waits forever when the
-    interpreter runs that one after it; on a GPU it does not): the call is judged as the interpreter first ran it."""
-    import torch
-
+@contextlib.contextmanager
+def reversed_within(seconds: float) -> Iterator[None]:
+    """The programs of every launch run last to first (`programs_reversed`), for at most `seconds`: a program that
+    waits for a flag a later program sets waits forever when the interpreter runs that one after it (on a GPU it does
+    not), and such a run is left, the call judged as the interpreter first ran it."""
     from checks.engine.access.patches import programs_reversed
-    from checks.engine.inputs import draw
-    from checks.engine.replay.perform import KeptState, Performer, Tuning
 
-    try:
-        arena, inputs = draw(spec, case, job.seed, index, machine.device, job.data_seed + index)
-        tuning = Tuning(job.alternative, job.chosen)
-        performer = Performer(plan, kernels, inputs, arena, machine.device, True, None, KeptState(), tuning=tuning)
-        with time_limit(seconds), programs_reversed():
-            outputs = performer.run()
-        torch.save([t if isinstance(t, torch.Tensor) else None for t in outputs], reversed_outputs_path(workdir, index))
-        return True
-    except Exception:  # noqa: BLE001 - without the second run the call is judged as the interpreter ran it
-        return False
+    with time_limit(seconds), programs_reversed():
+        yield
 
 
 def masked_poison_reached(
