@@ -20,10 +20,12 @@ LN2 = tl.constexpr(0.6931471805599453)  # ln(2): turns a base-2 logarithm into a
 
 
 def launch_shape(head_dim: int, device: torch.device) -> tuple[int, int, int, int]:
-    """(BLOCK_M rows of queries, BLOCK_N keys, num_warps, num_stages), as puzzle 14's key."""
+    """(BLOCK_M rows of queries, BLOCK_N keys, num_warps, num_stages): puzzle 14's shapes, but 4 warps at D = 64,
+    the fastest of six shapes timed there on an H100, 1.2x 8 warps at a context of 0 and 1.4-1.55x at a context of
+    4096 (bench/results/2026-12-07-h100-prefill/)."""
     if device.type != "cuda":
         return 64, 32, 4, 1
-    return (128, 64, 8, 3)
+    return (128, 64, 4 if head_dim <= 64 else 8, 3)
 
 
 @triton.jit
