@@ -23,6 +23,11 @@ from tests.test_replay import ATTACKS, GPU_ATTACKS
 TAMPERING = Path(__file__).resolve().parent.parent / "tests" / "submissions" / "tampering"
 
 
+# Attacks whose GPU run is itself wrong, so that on a GPU the values of the GPU stage may fail first: name -> (rule,
+# words). An autotuner keeps the fastest config, and the fastest of ninth_config_skips_blocks is the one that skips.
+ON_A_GPU_ALSO = {"ninth_config_skips_blocks": ("values", "elements are wrong")}
+
+
 def expected() -> dict[str, tuple[str, str, str]]:
     """name -> (puzzle, the status or rule expected, words the report holds)."""
     found = {name: (str(number), status, "") for name, number, status in SUBMISSIONS}
@@ -52,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         if verdict.passed:
             said, bad = "GOT THROUGH", bad + 1
         else:
-            said = "as expected" if got == want and words in report else "rejected, for another reason"
+            right = [(want, words), *([ON_A_GPU_ALSO[name]] if verdict.mode == "gpu" and name in ON_A_GPU_ALSO else [])]
+            fits = any(got == rule and said_words in report for rule, said_words in right)
+            said = "as expected" if fits else "rejected, for another reason"
         summary = verdict.summary.replace("\n", " ")[:300]
         print(f"{name}\t{number}\t{verdict.mode}\t{got}\t{said}\t{time.perf_counter() - start:.1f}s\t{summary}",
               flush=True)  # fmt: skip

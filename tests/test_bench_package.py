@@ -203,3 +203,12 @@ def test_a_prefill_baseline_out_of_gpu_memory_is_a_row_not_the_end_of_the_run(mo
     row = {"step": "14", "lengths": "skewed", "G": 1, "D": 64, "key_ms": 1.0, "padded_sdpa_ms": None,
            "padded_sdpa_timing": "out of GPU memory", "varlen_attn_ms": 2.0}  # fmt: skip
     assert [f["baseline"] for f in prefill.figures([row])] == ["varlen_attn"]
+
+
+def test_a_gpu_side_expectation_names_a_tampering_attack_and_another_rule():
+    """bench tampering accepts a second rule on a GPU only for attacks it knows, and only one other than the CPU's."""
+    from bench.tampering_on_gpu import ON_A_GPU_ALSO, expected
+
+    table = expected()
+    for name, (rule, words) in ON_A_GPU_ALSO.items():
+        assert name in table and table[name][1] != rule and words
