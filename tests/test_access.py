@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from checks.engine.access.interleaving import programs_interleaved
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
 from checks.engine.access.patches import programs_reversed, record_access
 from checks.engine.access.queries import loads_of
@@ -145,6 +146,20 @@ def shared_by_atomics(x_ptr, out_ptr, part_ptr, sync_ptr, BLOCK: tl.constexpr, H
             tl.atomic_add(sync_ptr, 1)
         else:
             tl.atomic_add(sync_ptr, 1)
+            tl.store(out_ptr + offs, tl.load(part_ptr + offs) + x)
+    elif HOW == "ticket":  # the program that draws the last ticket merges, though the others may not have stored
+        ticket = tl.atomic_add(sync_ptr, 1)
+        tl.store(part_ptr + ticket * BLOCK + offs, tl.load(x_ptr + ticket * BLOCK + offs))
+        tl.atomic_add(sync_ptr + 1, 1)  # counted, never looked at
+        if ticket == tl.num_programs(0) - 1:
+            tl.store(out_ptr + offs, tl.load(part_ptr + offs) + tl.load(part_ptr + BLOCK + offs))
+    elif HOW == "flag":  # program 0 waits, reading a flag with volatile loads, for program 1 to store its part
+        if pid == 1:
+            tl.store(part_ptr + offs, x)
+            tl.atomic_xchg(sync_ptr, 1)
+        else:
+            while tl.load(sync_ptr, volatile=True) == 0:
+                pass
             tl.store(out_ptr + offs, tl.load(part_ptr + offs) + x)
     elif HOW == "read":  # program 1 loads what program 0 stored, with nothing that orders them
         if pid == 0:
@@ -525,6 +540,40 @@ def test_a_load_ordered_by_atomics_is_noted_and_only_a_real_order_survives_the_p
             assert rec.log().races == [], (how, order)
         backwards = [] if how == "unread" else [("ordered", [1, 0])]  # unread: program 1 loads before 0 stores
         assert noted == {"as run": [("ordered", [0, 1])], "reversed": backwards}, (how, noted)
+
+
+def test_a_ticket_is_no_order_when_the_programs_are_interleaved_at_their_atomics(kernels):
+    """Run with every program paused after its first atomic and then going on last to first (`programs_interleaved`),
+    the program that draws the last ticket merges before the other has stored: wrong there, though right as run and
+    reversed; a counter the last program reads and a lock give the right values in every order."""
+    x = torch.arange(1.0, 17.0)
+    orders = {"as run": contextlib.nullcontext, "reversed": programs_reversed, "interleaved": programs_interleaved}
+    right = {}
+    for how in ("ticket", "counter", "lock"):
+        for order, around in orders.items():
+            out, part, sync = torch.zeros(8), torch.full((16,), float("nan")), torch.zeros(2, dtype=torch.int32)
+            with around():
+                kernels.shared_by_atomics[(2,)](x, out, part, sync, BLOCK=8, HOW=how)
+            right[how, order] = bool(torch.equal(out, x[:8] + x[8:]))
+    wrong = [key for key, ok in right.items() if not ok]
+    assert wrong == [("ticket", "interleaved")], right
+
+
+def test_interleaved_programs_that_wait_for_each_other_finish_and_a_failure_is_raised(kernels):
+    """A program spinning on a lock that a program paused earlier holds gives way to it, and one reading a flag with
+    volatile loads to the program that sets it (the run ends, right; as the interpreter runs them, program 0 would
+    wait for program 1 forever); an error in one program ends the launch with that error, not a hang."""
+    x = torch.arange(1.0, 65.0)
+    out, part, sync = torch.zeros(8), torch.zeros(64), torch.zeros(2, dtype=torch.int32)
+    with programs_interleaved():
+        kernels.shared_by_atomics[(8,)](x, out, part, sync, BLOCK=8, HOW="lock")
+    torch.testing.assert_close(out, x.view(8, 8).sum(0))
+    out, sync = torch.zeros(8), torch.zeros(2, dtype=torch.int32)
+    with programs_interleaved():
+        kernels.shared_by_atomics[(2,)](x, out, part, sync, BLOCK=8, HOW="flag")
+    torch.testing.assert_close(out, x[:8] + x[8:16])
+    with programs_interleaved(), pytest.raises(Exception, match="power of 2"):
+        kernels.shared_by_atomics[(4,)](x, out, part, sync, BLOCK=6, HOW="lock")  # arange of 6: not a power of two
 
 
 def test_atomics_into_memory_no_kernel_wrote_are_noted_with_their_line(kernels):

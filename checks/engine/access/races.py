@@ -23,9 +23,10 @@ That order is the interpreter's: W ran before P, so P's atomic came after W's. O
 is then ordered only if P looked at what its atomic returned (the last program to count merges; a flag waited for).
 An atomic whose value P never looks at orders nothing, and no account of one run can tell. So each such load is noted
 (`ordered`), and the replay runs the call again with every launch's programs last to first
-(`checks.engine.access.patches.programs_reversed`): a load that an atomic truly orders gives the same result in either
-order, one that the interpreter's order alone put after the store gives another, which the judge compares with the
-reference (`checks.engine.judging.rules.races.no_race`).
+(`checks.engine.access.patches.programs_reversed`), and once more interleaved at their atomics
+(`checks.engine.access.interleaving`: a ticket drawn before storing orders nothing): a load that an atomic truly
+orders gives the same result in every order, one that the interpreter's order alone put after the store gives
+another, which the judge compares with the reference (`checks.engine.judging.rules.races.no_race`).
 
 `RaceWatch` follows, for each launch and each element of every tensor that is not an input, the last program that
 stored it and when, and the last that loaded it and whether in order, and notes the first finding of each kind at

@@ -65,6 +65,8 @@ class CaseObservation:
     # (interpreter) a program loaded what another of its launch stored, ordered by an atomic in the interpreter's order
     ordered_by_atomics: bool = False
     reversed_outputs: bool = False  # also run with the programs last to first (protocol.reversed_outputs_path)
+    # also run with the programs interleaved at their atomics (protocol.interleaved_outputs_path)
+    interleaved_outputs: bool = False
     # the configs the autotuned launches ran: {"kernel": name, "config": {argument: value}} (replay.perform.ran_config)
     configs: list[dict[str, Any]] = field(default_factory=list)
     # (interpreter) the loads without `other=` whose masked-off lanes read poison, when the call's outputs hold NaN

@@ -105,6 +105,12 @@ def reversed_outputs_path(workdir: Path, index: int) -> Path:
     return workdir / f"case_{index}_reversed.pt"
 
 
+def interleaved_outputs_path(workdir: Path, index: int) -> Path:
+    """Where the replay saves what case `index` returns when run again with the programs of every launch interleaved
+    at their atomics (`checks.engine.access.interleaving`; for the same calls as `reversed_outputs_path`)."""
+    return workdir / f"case_{index}_interleaved.pt"
+
+
 def fresh_outputs_path(workdir: Path, index: int) -> Path:
     """Where the replay saves what case `index` returns when run again from the state its kept tensors were made in
     (only for a call that found them changed by the calls before it)."""

@@ -21,6 +21,7 @@ from checks.engine.contract.protocol import (
     Timings,
     access_path,
     fresh_outputs_path,
+    interleaved_outputs_path,
     outputs_path,
     reversed_outputs_path,
     timing_outputs_path,
@@ -139,13 +140,19 @@ class Judge:
         backwards = (
             load_outputs(reversed_outputs_path(self.workdir, obs.index)) if obs.reversed_outputs and outputs else None
         )
+        interleaved = (
+            load_outputs(interleaved_outputs_path(self.workdir, obs.index))
+            if obs.interleaved_outputs and outputs
+            else None
+        )
         if obs.access is not None:
             obs.access = load_access(access_path(self.workdir, obs.index), [e.name for e in expected])
             if obs.index == 0:
                 self.first_access = obs.access
         ctx = CaseContext(
-            self.puzzle, case, inputs, expected, outputs, obs, fresh_outputs=fresh, reversed_outputs=backwards
-        )
+            self.puzzle, case, inputs, expected, outputs, obs, fresh_outputs=fresh, reversed_outputs=backwards,
+            interleaved_outputs=interleaved,
+        )  # fmt: skip
         return ctx, describe_case(case, inputs)
 
     def case_result(self, obs: CaseObservation) -> V.CaseResult:

@@ -25,6 +25,7 @@ from checks.engine.contract.protocol import (
     Refused,
     Timings,
     fresh_outputs_path,
+    interleaved_outputs_path,
     outputs_path,
     reversed_outputs_path,
 )
@@ -137,6 +138,10 @@ def replay_all(
                     plan, kernels, spec, cases[index], job, index, machine, reversed_outputs_path(workdir, index),
                     guarded=True, around=functools.partial(reversed_within, 2 + 4 * obs.seconds),
                 )  # fmt: skip
+                obs.interleaved_outputs = rerun(  # and with them interleaved at their atomics
+                    plan, kernels, spec, cases[index], job, index, machine, interleaved_outputs_path(workdir, index),
+                    guarded=True, around=functools.partial(interleaved_within, 2 + 4 * obs.seconds),
+                )  # fmt: skip
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
                 obs.fresh_outputs = rerun(
                     plan, kernels, spec, cases[index], job, index, machine, fresh_outputs_path(workdir, index)
@@ -221,6 +226,16 @@ def reversed_within(seconds: float) -> Iterator[None]:
     from checks.engine.access.patches import programs_reversed
 
     with time_limit(seconds), programs_reversed():
+        yield
+
+
+@contextlib.contextmanager
+def interleaved_within(seconds: float) -> Iterator[None]:
+    """The programs of every launch interleaved at their atomics (`programs_interleaved`: every program draws its
+    first atomic in order, then they finish last to first), for at most `seconds`, as `reversed_within`."""
+    from checks.engine.access.interleaving import programs_interleaved
+
+    with time_limit(seconds), programs_interleaved():
         yield
 
 

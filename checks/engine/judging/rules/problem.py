@@ -39,6 +39,7 @@ class CaseContext:
     obs: CaseObservation
     fresh_outputs: list[Any] | None = None  # the same call from its kept tensors' first state (obs.fresh_outputs)
     reversed_outputs: list[Any] | None = None  # the same call, the programs last to first (obs.reversed_outputs)
+    interleaved_outputs: list[Any] | None = None  # the same call, interleaved at atomics (obs.interleaved_outputs)
 
 
 def say(message: str | None, default: str, measured: str) -> str:

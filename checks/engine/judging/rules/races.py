@@ -16,7 +16,8 @@ from checks.engine.judging.rules.problem import CaseContext, Problem
         "in the interpreter, no two programs of one launch store one element where the order they run in matters: "
         "after loading it (a race), or with different values, by tl.store or tl.atomic_xchg (a write collision); and "
         "no program loads an element another program of the launch stored, unless an atomic orders the two (an "
-        "unordered read), and where one does, the outputs are right with the programs run last to first too"
+        "unordered read), and where one does, the outputs are right with the programs run last to first, and "
+        "interleaved at their atomics, too"
     ),
     message=(
         "Give every element one program that stores it, add into a shared element with tl.atomic_add, and load what "
@@ -30,12 +31,13 @@ def no_race(ctx: CaseContext) -> Problem | None:
     """In the interpreter: no element stored by two programs of one launch that loaded it, or with different
     values, and none loaded by a program that another stored with no atomic between that orders them, although the
     interpreter, running the programs one after the other, computes the right values; and where an atomic ordered such
-    a load, the call run again with the programs last to first is right too (`checks.engine.access.races`)."""
+    a load, the call run again with the programs last to first, and interleaved at their atomics, is right too
+    (`checks.engine.access.races`)."""
     log = AccessLog.from_dict(ctx.obs.access) if ctx.obs.access else None
     if log is None:
         return None
     if not log.races:
-        return _wrong_in_reverse(ctx, log)
+        return _wrong_in_another_order(ctx, log)
     found = next((f for f in log.races if f["kind"] == "race"), log.races[0])
     region = log.regions[int(found["region"])] if 0 <= int(found["region"]) < len(log.regions) else {}
     name = display_name(region) if region else "a tensor"
@@ -66,14 +68,26 @@ def no_race(ctx: CaseContext) -> Problem | None:
     )
 
 
-def _wrong_in_reverse(ctx: CaseContext, log: AccessLog) -> Problem | None:
+# the other orders the replay runs a call in, as the report says them (ctx's outputs of each)
+OTHER_ORDERS = (
+    ("reversed_outputs", "run with the programs last to first"),
+    ("interleaved_outputs", "run with each program paused after its first atomic, in order, then going last to first"),
+)
+
+
+def _wrong_in_another_order(ctx: CaseContext, log: AccessLog) -> Problem | None:
     """A load of what another program of the launch stored, which an atomic ordered in the interpreter's order, where
-    the same call with every launch's programs run last to first is wrong (and right as the interpreter ran it)."""
-    if not log.ordered_reads or ctx.reversed_outputs is None:
+    the same call is wrong with every launch's programs run in another order a GPU may run them in (last to first, or
+    interleaved at their atomics: `checks.engine.access.interleaving`), and right as the interpreter ran it."""
+    if not log.ordered_reads:
         return None
-    wrong = [m for _, m in compare_all(ctx, ctx.reversed_outputs) if m is not None]
-    if not wrong or any(m is not None for _, m in compare_all(ctx, ctx.outputs)):
-        return None  # right either way, or wrong as it ran: the values rule says where
+    if any(m is not None for _, m in compare_all(ctx, ctx.outputs)):
+        return None  # wrong as it ran: the values rule says where
+    runs = [(order, getattr(ctx, field)) for field, order in OTHER_ORDERS if getattr(ctx, field) is not None]
+    order, wrong = next(((o, w) for o, run in runs if (w := [m for _, m in compare_all(ctx, run) if m is not None])),
+                        ("", []))  # fmt: skip
+    if not wrong:
+        return None  # right in every order
     found = log.ordered_reads[0]
     region = log.regions[int(found["region"])] if 0 <= int(found["region"]) < len(log.regions) else {}
     name = display_name(region) if region else "a tensor"
@@ -83,9 +97,10 @@ def _wrong_in_reverse(ctx: CaseContext, log: AccessLog) -> Problem | None:
     return Problem(
         f"Program {second} of launch {int(found['launch']) + 1} loads element {list(found['index'])} of {name}, at "
         f"line {found['line']} of {inside}, which program {first} of the same launch stored; an atomic of each "
-        f"ordered the two as the interpreter ran them (program {first} first), but run with the programs last to "
-        f"first, as a GPU may run them, the call is wrong: {wrong[0].headline}. An atomic orders a load only when "
-        "the program looks at what the atomic returned (the program that finds the counter at its last value "
-        "merges); load what another program stored in a second launch, as puzzle 11's merge kernel does.",
+        f"ordered the two as the interpreter ran them (program {first} first), but {order}, as a GPU may run them, "
+        f"the call is wrong: {wrong[0].headline}. An atomic orders a load only when the program looks at what the "
+        "atomic returned and that value counts the stores it needs (the program that finds the counter at its last "
+        "value merges; a ticket drawn before storing counts no store); load what another program stored in a second "
+        "launch, as puzzle 11's merge kernel does.",
         details=list(wrong[0].lines),
     )
