@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from checks.engine.access import interleaving
 from checks.engine.access.interleaving import programs_interleaved
 from checks.engine.access.log import ATOMIC, FIELDS, LOAD, STORE, AccessLog, F
 from checks.engine.access.patches import programs_reversed, record_access
@@ -542,6 +543,7 @@ def test_a_load_ordered_by_atomics_is_noted_and_only_a_real_order_survives_the_p
         assert noted == {"as run": [("ordered", [0, 1])], "reversed": backwards}, (how, noted)
 
 
+@pytest.mark.slow  # 300 programs twice in the interpreter
 def test_a_ticket_is_no_order_when_the_programs_are_interleaved_at_their_atomics(kernels):
     """Run with every program paused after its first atomic and then going on last to first (`programs_interleaved`),
     the program that draws the last ticket merges before the other has stored: wrong there, though right as run and
@@ -557,6 +559,14 @@ def test_a_ticket_is_no_order_when_the_programs_are_interleaved_at_their_atomics
             right[how, order] = bool(torch.equal(out, x[:8] + x[8:]))
     wrong = [key for key, ok in right.items() if not ok]
     assert wrong == [("ticket", "interleaved")], right
+    many = 300  # more programs than pause after their first atomic, and than run in threads at once
+    assert many > max(interleaving.PAUSE_LIMIT, interleaving.THREAD_LIMIT)
+    x = torch.arange(1.0, 8.0 * many + 1)
+    for how in ("ticket", "counter"):
+        out, part, sync = torch.zeros(8), torch.full((8 * many,), float("nan")), torch.zeros(2, dtype=torch.int32)
+        with programs_interleaved():
+            kernels.shared_by_atomics[(many,)](x, out, part, sync, BLOCK=8, HOW=how)
+        assert bool(torch.equal(out, x[:8] + x[8:16])) == (how == "counter"), (how, out)
 
 
 def test_interleaved_programs_that_wait_for_each_other_finish_and_a_failure_is_raised(kernels):

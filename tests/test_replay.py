@@ -570,7 +570,7 @@ ATTACKS = {  # file -> (the rule that rejects it, words its report holds[, puzzl
     "split_merged_behind_unread_atomics": ("no_race", "run with the programs last to first", "14", [0]),
     "last_split_by_number_behind_a_counter": ("no_race", "run with the programs last to first", "11", [0]),
     # a ticket drawn in the order the programs start is not the order they finish in
-    "last_split_by_ticket": ("no_race", "paused after its first atomic", "11", [0]),
+    "last_split_by_ticket": ("no_race", "paused after their first atomic", "11", [0]),
     # a block of queries is the tokens one program loads of q over all its loads, not the box of each load
     "kv_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "14", [0]),
     "context_per_query_head_split_q_load": ("kv_once_per_query_block", "query heads share each kv head", "15", [0]),

@@ -5,19 +5,21 @@ finishes each program before the next begins. A program that takes a number from
 arrives in the same place in line in both orders, and the program that draws the last ticket finds every other
 program done. On a GPU the others may still be working: the last ticket is not the last to finish.
 
-`programs_interleaved` runs each launch's programs in threads that hand over only at atomics, one thread running at a
-time, in this order:
+`programs_interleaved` runs a launch's programs in threads, one running at a time, handing over only at atomics and
+volatile loads:
 
-1. first to last, each program runs up to and including its first atomic, and waits there (every ticket is drawn, in
-   the order of the programs);
-2. then, last to first, each runs on to its end; a program whose atomic returns what its previous atomic at the same
-   line and addresses returned is waiting for another (a lock, a flag, a count not yet reached), and gives way to the
-   next program that can run, until any other program's atomic. A volatile load that reads what the program's
-   previous one at that line read waits in the same way (a flag read with `volatile=True`).
+1. the programs start first to last; each of the first `PAUSE_LIMIT` stops after its first atomic (a ticket drawn, a
+   count made, a lock taken) and waits there while the next starts; later ones run on;
+2. once every program has started, the one started last that can run goes on, and after each atomic the choice is
+   made again, so that a program that waits for a count runs as soon as the count is reached;
+3. a program whose atomic, or volatile load, returns what its previous one at the same line and addresses returned
+   is waiting for another (a lock, a flag, a count not yet reached): it gives way, to a program not yet started if
+   there is one, else to the others, until an atomic of another returns something new.
 
 A program that waits for a count of the programs that have stored (the one that finds the counter at its last value
-merges) finds it in either order; one that trusted its ticket merges before the programs with the earlier tickets
-store. A launch of more programs than `MOST_PROGRAMS` runs in the interpreter's order.
+merges) finds every part stored in this order as in any; one that trusted its ticket merges while the programs paused
+after drawing theirs have not stored. At most `THREAD_LIMIT` programs are started and unfinished at once: past it,
+no program starts until one ends.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-MOST_PROGRAMS = 512  # a launch of more programs runs in the interpreter's order (one thread per program)
+PAUSE_LIMIT = 64  # programs that stop after their first atomic while later ones start
+THREAD_LIMIT = 256  # programs started and not finished, at most (a thread each)
 _running = threading.local()  # in a program's thread: its `schedule` and `program`
 
 
@@ -39,30 +42,38 @@ class Abandoned(BaseException):
 
 
 class _Schedule:
-    """Which program of one launch runs, and the hand-overs at its atomics."""
+    """Which program of one launch runs, and the hand-overs at its atomics (the order of the module's docstring)."""
 
-    def __init__(self, programs: list[tuple[int, int, int]], set_grid_idx: Callable[[int, int, int], Any]) -> None:
+    def __init__(
+        self, programs: list[tuple[int, int, int]], set_grid_idx: Callable[[int, int, int], Any],
+        run_program: Callable[[], Any],
+    ) -> None:  # fmt: skip
         self.programs = programs
         self.set_grid_idx = set_grid_idx
+        self.run_program = run_program
         self.turn: int | None = None
-        self.first_pass = True  # step 1: first to last, each up to its first atomic
-        self.started = [False] * len(programs)
-        self.done = [False] * len(programs)
-        self.waiting = [False] * len(programs)  # its last atomic returned what the one before it did
-        self.last_atomic: list[tuple | None] = [None] * len(programs)
-        self.last_volatile: dict[int, tuple] = {}  # a program's last volatile load (a flag it may be waiting for)
+        self.next_to_start = 0
+        self.live: list[int] = []  # started and not finished, in the order they started
+        self.pauses = 0  # programs that stopped after their first atomic
+        self.waiting: dict[int, bool] = {}  # its last atomic or volatile load read what the one before it did
+        self.last_atomic: dict[int, tuple] = {}
+        self.last_volatile: dict[int, tuple] = {}
         self.condition = threading.Condition()
         self.error: BaseException | None = None
         self.abandoned = False
 
+    @property
+    def finished(self) -> bool:
+        return self.next_to_start == len(self.programs) and not self.live
+
     # -- run by the program threads
 
-    def run(self, program: int, body: Callable[[], Any]) -> None:
+    def run(self, program: int) -> None:
         _running.schedule = self
         try:
             with self.condition:
                 self._wait_for_turn(program)
-            body()
+            self.run_program()
         except Abandoned:
             pass
         except BaseException as error:  # noqa: BLE001 - raised again by the launching thread
@@ -71,33 +82,36 @@ class _Schedule:
                 self.abandoned = True
         finally:
             with self.condition:
-                self.done[program] = True
-                self._hand_over()
+                self.live.remove(program)
+                self.waiting.pop(program, None)
+                self._start_or_pick()
+                self.condition.notify_all()
 
     def after_atomic(self, signature: tuple) -> None:
-        """Called by the running program after each of its atomics: hand over where the order above says so."""
+        """Called by the running program after each of its atomics: it goes on, or hands over (see the docstring)."""
         program = _running.program
         with self.condition:
             if self.abandoned:
                 raise Abandoned
-            waiting = self.last_atomic[program] == signature
+            first = program not in self.last_atomic
+            repeated = self.last_atomic.get(program) == signature
             self.last_atomic[program] = signature
-            if self.first_pass:
-                if any(not s for s in self.started):
-                    self._give_to(self.started.index(False))
-                    self._wait_for_turn(program)
-                    return
-                self.first_pass = False
-            if not waiting:  # an atomic that returned something new may be what the others wait for
-                self.waiting = [False] * len(self.programs)
-            self.waiting[program] = waiting
-            self._hand_over()
+            if first and self.pauses < PAUSE_LIMIT and self._can_start():
+                self.pauses += 1
+                self._start()
+            elif repeated:
+                self.waiting[program] = True
+                self._start_or_pick()
+            else:
+                self.waiting = dict.fromkeys(self.waiting, False)  # what it returned may be what they wait for
+                if self._can_start():
+                    return  # programs are still starting: this one runs on
+                self._pick()
             self._wait_for_turn(program)
 
     def after_volatile_load(self, signature: tuple) -> None:
-        """Called by the running program after each of its volatile loads: one that reads what its previous volatile
-        load at the same line and addresses read is waiting for another program (a flag), and gives way as a repeated
-        atomic does; any other goes on."""
+        """Called by the running program after each of its volatile loads: one that read what its previous one at the
+        same line and addresses read is waiting (a flag), and gives way; any other goes on."""
         program = _running.program
         with self.condition:
             if self.abandoned:
@@ -106,12 +120,8 @@ class _Schedule:
             self.last_volatile[program] = signature
             if not repeated:
                 return
-            if self.first_pass and any(not s for s in self.started):
-                self._give_to(self.started.index(False))
-            else:
-                self.first_pass = False
-                self.waiting[program] = True
-                self._hand_over()
+            self.waiting[program] = True
+            self._start_or_pick()
             self._wait_for_turn(program)
 
     def check(self) -> None:
@@ -128,28 +138,37 @@ class _Schedule:
         _running.program = program
         self.set_grid_idx(*self.programs[program])
 
-    def _give_to(self, program: int) -> None:
-        self.started[program] = True
+    def _can_start(self) -> bool:
+        return self.next_to_start < len(self.programs) and len(self.live) < THREAD_LIMIT
+
+    def _start(self) -> None:
+        program = self.next_to_start
+        self.next_to_start += 1
+        self.live.append(program)
         self.turn = program
+        threading.Thread(target=self.run, args=(program,), daemon=True, name=f"program {program}").start()
         self.condition.notify_all()
 
-    def _hand_over(self) -> None:
-        if self.first_pass and any(not s for s in self.started):
-            self._give_to(self.started.index(False))
-            return
-        self.first_pass = False
-        live = [p for p in reversed(range(len(self.programs))) if not self.done[p]]
-        if not live:
+    def _start_or_pick(self) -> None:
+        if self._can_start():
+            self._start()
+        else:
+            self._pick()
+
+    def _pick(self) -> None:
+        """The program started last that is not waiting runs; where all wait, the next after the one running."""
+        if not self.live:
             self.turn = None
             self.condition.notify_all()
             return
-        ready = [p for p in live if not self.waiting[p]]
+        newest_first = self.live[::-1]
+        ready = [p for p in newest_first if not self.waiting.get(p, False)]
         if not ready:  # every program waits: each may yet see another's atomic, so they take turns
-            for p in live:
-                self.waiting[p] = False
-            current = self.turn if self.turn in live else live[0]
-            ready = live[live.index(current) + 1 :] + live[: live.index(current) + 1]
-        self._give_to(ready[0])
+            self.waiting = dict.fromkeys(self.waiting, False)
+            at = newest_first.index(self.turn) if self.turn in newest_first else -1
+            ready = newest_first[at + 1 :] + newest_first[: at + 1]
+        self.turn = ready[0]
+        self.condition.notify_all()
 
 
 def _schedule() -> _Schedule | None:
@@ -164,26 +183,20 @@ def _signature(pointers: Any, result: Any) -> tuple:
 
 
 def _run_interleaved(
-    grid: tuple[int, int, int], run_program: Callable[[], Any], builder: Any, original_set: Any
-) -> None:
+    grid: tuple[int, ...], run_program: Callable[[], Any], builder: Any, original_set: Any
+) -> None:  # fmt: skip
     programs = [(x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2])]
     if not programs:
         return
-    schedule = _Schedule(programs, lambda x, y, z: original_set(builder, x, y, z))
-    threads = [
-        threading.Thread(target=schedule.run, args=(index, run_program), daemon=True, name=f"program {index}")
-        for index in range(len(programs))
-    ]
+    schedule = _Schedule(programs, lambda x, y, z: original_set(builder, x, y, z), run_program)
     try:
-        for thread in threads:
-            thread.start()
         with schedule.condition:
-            schedule._give_to(0)
-            while not all(schedule.done) and not schedule.abandoned:
+            schedule._start()
+            while not schedule.finished and not schedule.abandoned:
                 schedule.condition.wait(0.05)
     finally:
         with schedule.condition:  # a run left by its time limit stops its programs at their next access
-            if not all(schedule.done):
+            if not schedule.finished:
                 schedule.abandoned = True
             schedule.condition.notify_all()
     if schedule.error is not None:
@@ -248,14 +261,7 @@ def programs_interleaved() -> Iterator[None]:
             builder = interpreter.interpreter_builder
             builder.set_grid_dim(*grid)
             try:
-                if grid[0] * grid[1] * grid[2] > MOST_PROGRAMS:
-                    for x in range(grid[0]):
-                        for y in range(grid[1]):
-                            for z in range(grid[2]):
-                                builder.set_grid_idx(x, y, z)
-                                self.fn(**bound)
-                else:
-                    _run_interleaved(grid, lambda: self.fn(**bound), builder, original_set)
+                _run_interleaved(grid, lambda: self.fn(**bound), builder, original_set)
             except Exception as error:
                 raise interpreter.InterpreterError(repr(error)) from error
         finally:
