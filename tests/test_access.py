@@ -162,6 +162,15 @@ def shared_by_atomics(x_ptr, out_ptr, part_ptr, sync_ptr, BLOCK: tl.constexpr, H
             while tl.load(sync_ptr, volatile=True) == 0:
                 pass
             tl.store(out_ptr + offs, tl.load(part_ptr + offs) + x)
+    elif HOW == "chain":  # program p adds what program p - 1 left once p - 1's flag is up; the last stores the sum
+        if pid > 0:
+            while tl.atomic_add(sync_ptr + pid - 1, 0) == 0:
+                pass
+            x += tl.load(part_ptr + (pid - 1) * BLOCK + offs)
+        tl.store(part_ptr + pid * BLOCK + offs, x)
+        tl.atomic_xchg(sync_ptr + pid, 1)
+        if pid == tl.num_programs(0) - 1:
+            tl.store(out_ptr + offs, x)
     elif HOW == "read":  # program 1 loads what program 0 stored, with nothing that orders them
         if pid == 0:
             tl.store(part_ptr + offs, x)
@@ -570,9 +579,10 @@ def test_a_ticket_is_no_order_when_the_programs_are_interleaved_at_their_atomics
 
 
 def test_interleaved_programs_that_wait_for_each_other_finish_and_a_failure_is_raised(kernels):
-    """A program spinning on a lock that a program paused earlier holds gives way to it, and one reading a flag with
-    volatile loads to the program that sets it (the run ends, right; as the interpreter runs them, program 0 would
-    wait for program 1 forever); an error in one program ends the launch with that error, not a hang."""
+    """A program spinning on a lock that a program paused earlier holds gives way to it, one reading a flag with
+    volatile loads to the program that sets it (as the interpreter runs them, program 0 would wait for program 1
+    forever), and each of a chain of flags to the one before it: the runs end, right. An error in one program ends
+    the launch with that error, not a hang."""
     x = torch.arange(1.0, 65.0)
     out, part, sync = torch.zeros(8), torch.zeros(64), torch.zeros(2, dtype=torch.int32)
     with programs_interleaved():
@@ -582,6 +592,10 @@ def test_interleaved_programs_that_wait_for_each_other_finish_and_a_failure_is_r
     with programs_interleaved():
         kernels.shared_by_atomics[(2,)](x, out, part, sync, BLOCK=8, HOW="flag")
     torch.testing.assert_close(out, x[:8] + x[8:16])
+    out, part, sync = torch.zeros(8), torch.zeros(64), torch.zeros(8, dtype=torch.int32)
+    with programs_interleaved():  # a chain of flags, each program waiting for the one before it (stream-K's fix-up)
+        kernels.shared_by_atomics[(8,)](x, out, part, sync, BLOCK=8, HOW="chain")
+    torch.testing.assert_close(out, x.view(8, 8).sum(0))
     with programs_interleaved(), pytest.raises(Exception, match="power of 2"):
         kernels.shared_by_atomics[(4,)](x, out, part, sync, BLOCK=6, HOW="lock")  # arange of 6: not a power of two
 
