@@ -154,14 +154,26 @@ def shared_by_atomics(x_ptr, out_ptr, part_ptr, sync_ptr, BLOCK: tl.constexpr, H
         tl.atomic_add(sync_ptr + 1, 1)  # counted, never looked at
         if ticket == tl.num_programs(0) - 1:
             tl.store(out_ptr + offs, tl.load(part_ptr + offs) + tl.load(part_ptr + BLOCK + offs))
-    elif HOW == "flag":  # program 0 waits, reading a flag with volatile loads, for program 1 to store its part
+    elif HOW == "flag" or HOW == "plain_flag":  # program 0 waits, reading a flag, for program 1 to store its part
         if pid == 1:
             tl.store(part_ptr + offs, x)
             tl.atomic_xchg(sync_ptr, 1)
         else:
-            while tl.load(sync_ptr, volatile=True) == 0:
+            while tl.load(sync_ptr, volatile=HOW == "flag") == 0:
                 pass
             tl.store(out_ptr + offs, tl.load(part_ptr + offs) + x)
+    elif HOW == "padded_ticket":  # as "ticket", behind 64 programs that make an atomic and nothing else
+        if pid < 64:
+            tl.atomic_add(sync_ptr + 1, 0)
+        else:
+            ticket = tl.atomic_add(sync_ptr, 1)
+            tl.store(part_ptr + ticket * BLOCK + offs, tl.load(x_ptr + ticket * BLOCK + offs))
+            tl.atomic_add(sync_ptr + 1, 1)  # counted, never looked at
+            if ticket == tl.num_programs(0) - 65:
+                tl.store(out_ptr + offs, tl.load(part_ptr + offs) + tl.load(part_ptr + BLOCK + offs))
+    elif HOW == "forever":  # every program waits for a flag no program sets
+        while tl.atomic_add(sync_ptr, 0) == 0:
+            pass
     elif HOW == "chain":  # program p adds what program p - 1 left once p - 1's flag is up; the last stores the sum
         if pid > 0:
             while tl.atomic_add(sync_ptr + pid - 1, 0) == 0:
@@ -568,10 +580,10 @@ def test_a_ticket_is_no_order_when_the_programs_are_interleaved_at_their_atomics
             right[how, order] = bool(torch.equal(out, x[:8] + x[8:]))
     wrong = [key for key, ok in right.items() if not ok]
     assert wrong == [("ticket", "interleaved")], right
-    many = 300  # more programs than pause after their first atomic, and than run in threads at once
-    assert many > max(interleaving.PAUSE_LIMIT, interleaving.THREAD_LIMIT)
+    many = 300  # more programs than run in threads at once; "padded_ticket" draws its tickets behind 64 others
+    assert many > interleaving.THREAD_LIMIT
     x = torch.arange(1.0, 8.0 * many + 1)
-    for how in ("ticket", "counter"):
+    for how in ("ticket", "padded_ticket", "counter"):
         out, part, sync = torch.zeros(8), torch.full((8 * many,), float("nan")), torch.zeros(2, dtype=torch.int32)
         with programs_interleaved():
             kernels.shared_by_atomics[(many,)](x, out, part, sync, BLOCK=8, HOW=how)
@@ -579,25 +591,43 @@ def test_a_ticket_is_no_order_when_the_programs_are_interleaved_at_their_atomics
 
 
 def test_interleaved_programs_that_wait_for_each_other_finish_and_a_failure_is_raised(kernels):
-    """A program spinning on a lock that a program paused earlier holds gives way to it, one reading a flag with
-    volatile loads to the program that sets it (as the interpreter runs them, program 0 would wait for program 1
-    forever), and each of a chain of flags to the one before it: the runs end, right. An error in one program ends
-    the launch with that error, not a hang."""
+    """A program spinning on a lock that a program paused earlier holds gives way to it, one reading a flag (with
+    volatile loads or plain ones) to the program that sets it (as the interpreter runs them, program 0 would wait for
+    program 1 forever), and each of a chain of flags to the one before it: the runs end, right. An error in one
+    program ends the launch with that error, not a hang."""
     x = torch.arange(1.0, 65.0)
     out, part, sync = torch.zeros(8), torch.zeros(64), torch.zeros(2, dtype=torch.int32)
     with programs_interleaved():
         kernels.shared_by_atomics[(8,)](x, out, part, sync, BLOCK=8, HOW="lock")
     torch.testing.assert_close(out, x.view(8, 8).sum(0))
-    out, sync = torch.zeros(8), torch.zeros(2, dtype=torch.int32)
-    with programs_interleaved():
-        kernels.shared_by_atomics[(2,)](x, out, part, sync, BLOCK=8, HOW="flag")
-    torch.testing.assert_close(out, x[:8] + x[8:16])
+    for how in ("flag", "plain_flag"):  # read with volatile loads, and with plain ones
+        out, sync = torch.zeros(8), torch.zeros(2, dtype=torch.int32)
+        with programs_interleaved():
+            kernels.shared_by_atomics[(2,)](x, out, part, sync, BLOCK=8, HOW=how)
+        torch.testing.assert_close(out, x[:8] + x[8:16])
     out, part, sync = torch.zeros(8), torch.zeros(64), torch.zeros(8, dtype=torch.int32)
     with programs_interleaved():  # a chain of flags, each program waiting for the one before it (stream-K's fix-up)
         kernels.shared_by_atomics[(8,)](x, out, part, sync, BLOCK=8, HOW="chain")
     torch.testing.assert_close(out, x.view(8, 8).sum(0))
     with programs_interleaved(), pytest.raises(Exception, match="power of 2"):
         kernels.shared_by_atomics[(4,)](x, out, part, sync, BLOCK=6, HOW="lock")  # arange of 6: not a power of two
+
+
+def test_an_interleaved_run_that_never_ends_is_left_at_its_time_and_leaves_no_program_running(kernels):
+    """Every program waiting for a flag nobody sets: the replay's time limit ends the run (as `rerun` is ended), and
+    no program's thread is left behind."""
+    import threading
+    import time
+
+    from checks.engine.replay.replay_job import interleaved_within
+
+    x, out, part, sync = torch.ones(32), torch.zeros(8), torch.zeros(32), torch.zeros(2, dtype=torch.int32)
+    started = time.perf_counter()
+    with pytest.raises(Exception, match="TooLong"), interleaved_within(0.5):
+        kernels.shared_by_atomics[(4,)](x, out, part, sync, BLOCK=8, HOW="forever")
+    assert time.perf_counter() - started < 5
+    time.sleep(0.2)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("program ")]
 
 
 def test_atomics_into_memory_no_kernel_wrote_are_noted_with_their_line(kernels):

@@ -6,20 +6,21 @@ arrives in the same place in line in both orders, and the program that draws the
 program done. On a GPU the others may still be working: the last ticket is not the last to finish.
 
 `programs_interleaved` runs a launch's programs in threads, one running at a time, handing over only at atomics and
-volatile loads:
+at loads that read again what they read before:
 
-1. the programs start first to last; each of the first `PAUSE_LIMIT` stops after its first atomic (a ticket drawn, a
-   count made, a lock taken) and waits there while the next starts; later ones run on;
+1. the programs start first to last; each stops after its first atomic (a ticket drawn, a count made, a lock taken)
+   and waits there while the next starts, until `THREAD_LIMIT` are started and unfinished; then the one started last
+   runs on, and when it ends the next starts;
 2. once every program has started, the one started last that can run goes on, and after each atomic the choice is
    made again, so that a program that waits for a count runs as soon as the count is reached;
-3. a program whose atomic, or volatile load, returns what its previous one at the same line and addresses returned
-   is waiting for another (a lock, a flag, a count not yet reached): it gives way, to a program not yet started if
-   there is one, else to the others, until an atomic of another returns something new.
+3. a program whose atomic returns what its previous atomic at the same line and addresses returned, or whose load
+   reads what its previous load at that line read, may be waiting for another (a lock, a flag, a count not yet
+   reached): it gives way, to a program not yet started if there is one, else to the others, until an atomic of
+   another returns something new (or every program waits, and they take turns).
 
 A program that waits for a count of the programs that have stored (the one that finds the counter at its last value
 merges) finds every part stored in this order as in any; one that trusted its ticket merges while the programs paused
-after drawing theirs have not stored. At most `THREAD_LIMIT` programs are started and unfinished at once: past it,
-no program starts until one ends.
+after drawing theirs have not stored, however many programs come before them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-PAUSE_LIMIT = 64  # programs that stop after their first atomic while later ones start
 THREAD_LIMIT = 256  # programs started and not finished, at most (a thread each)
 _running = threading.local()  # in a program's thread: its `schedule` and `program`
 
@@ -54,11 +54,12 @@ class _Schedule:
         self.turn: int | None = None
         self.next_to_start = 0
         self.live: list[int] = []  # started and not finished, in the order they started
-        self.pauses = 0  # programs that stopped after their first atomic
-        self.waiting: dict[int, bool] = {}  # its last atomic or volatile load read what the one before it did
+        self.waiting: dict[int, bool] = {}  # its last atomic or load read what the one before it there did
         self.last_atomic: dict[int, tuple] = {}
-        self.last_volatile: dict[int, tuple] = {}
-        self.condition = threading.Condition()
+        self.last_load: dict[tuple, tuple] = {}  # (program, line) -> the last load there: addresses and values
+        self.lock = threading.Lock()  # held by the thread that changes whose turn it is
+        self.condition = threading.Condition(self.lock)  # the launching thread waits on it for the launch's end
+        self.turns: dict[int, threading.Condition] = {}  # a program's thread waits on its own for its turn
         self.error: BaseException | None = None
         self.abandoned = False
 
@@ -79,11 +80,12 @@ class _Schedule:
         except BaseException as error:  # noqa: BLE001 - raised again by the launching thread
             with self.condition:
                 self.error = self.error or error
-                self.abandoned = True
+                self.abandon()
         finally:
             with self.condition:
                 self.live.remove(program)
                 self.waiting.pop(program, None)
+                self.turns.pop(program, None)
                 self._start_or_pick()
                 self.condition.notify_all()
 
@@ -96,8 +98,7 @@ class _Schedule:
             first = program not in self.last_atomic
             repeated = self.last_atomic.get(program) == signature
             self.last_atomic[program] = signature
-            if first and self.pauses < PAUSE_LIMIT and self._can_start():
-                self.pauses += 1
+            if first and self._can_start():
                 self._start()
             elif repeated:
                 self.waiting[program] = True
@@ -109,15 +110,16 @@ class _Schedule:
                 self._pick()
             self._wait_for_turn(program)
 
-    def after_volatile_load(self, signature: tuple) -> None:
-        """Called by the running program after each of its volatile loads: one that read what its previous one at the
-        same line and addresses read is waiting (a flag), and gives way; any other goes on."""
+    def after_load(self, signature: tuple) -> None:
+        """Called by the running program after each of its loads: one that read, at the same addresses, what its
+        previous load at that line read may be waiting (a flag), and gives way; any other goes on."""
         program = _running.program
         with self.condition:
             if self.abandoned:
                 raise Abandoned
-            repeated = self.last_volatile.get(program) == signature
-            self.last_volatile[program] = signature
+            key = (program, signature[0])
+            repeated = self.last_load.get(key) == signature
+            self.last_load[key] = signature
             if not repeated:
                 return
             self.waiting[program] = True
@@ -128,11 +130,19 @@ class _Schedule:
         if self.abandoned:
             raise Abandoned
 
+    def abandon(self) -> None:
+        """Leave the run: every program stops at its next access, or as it wakes (called with the condition held)."""
+        self.abandoned = True
+        for wake in self.turns.values():
+            wake.notify()
+        self.condition.notify_all()
+
     # -- the order (called with the condition held)
 
     def _wait_for_turn(self, program: int) -> None:
+        wake = self.turns[program]
         while self.turn != program and not self.abandoned:
-            self.condition.wait()
+            wake.wait()
         if self.abandoned:
             raise Abandoned
         _running.program = program
@@ -145,9 +155,9 @@ class _Schedule:
         program = self.next_to_start
         self.next_to_start += 1
         self.live.append(program)
+        self.turns[program] = threading.Condition(self.lock)
         self.turn = program
         threading.Thread(target=self.run, args=(program,), daemon=True, name=f"program {program}").start()
-        self.condition.notify_all()
 
     def _start_or_pick(self) -> None:
         if self._can_start():
@@ -159,7 +169,7 @@ class _Schedule:
         """The program started last that is not waiting runs; where all wait, the next after the one running."""
         if not self.live:
             self.turn = None
-            self.condition.notify_all()
+            self.condition.notify_all()  # the launch has ended, or waits for its next program to start
             return
         newest_first = self.live[::-1]
         ready = [p for p in newest_first if not self.waiting.get(p, False)]
@@ -168,7 +178,7 @@ class _Schedule:
             at = newest_first.index(self.turn) if self.turn in newest_first else -1
             ready = newest_first[at + 1 :] + newest_first[: at + 1]
         self.turn = ready[0]
-        self.condition.notify_all()
+        self.turns[self.turn].notify()
 
 
 def _schedule() -> _Schedule | None:
@@ -197,8 +207,7 @@ def _run_interleaved(
     finally:
         with schedule.condition:  # a run left by its time limit stops its programs at their next access
             if not schedule.finished:
-                schedule.abandoned = True
-            schedule.condition.notify_all()
+                schedule.abandon()
     if schedule.error is not None:
         raise schedule.error
 
@@ -234,8 +243,8 @@ def programs_interleaved() -> Iterator[None]:
         if schedule is not None:
             schedule.check()
         result = original_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
-        if schedule is not None and is_volatile:
-            schedule.after_volatile_load(_signature(ptrs, result))
+        if schedule is not None:
+            schedule.after_load(_signature(ptrs, result))
         return result
 
     def masked_store(self, *args, **kwargs):

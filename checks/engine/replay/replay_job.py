@@ -140,7 +140,7 @@ def replay_all(
                 )  # fmt: skip
                 obs.interleaved_outputs = rerun(  # and with them interleaved at their atomics
                     plan, kernels, spec, cases[index], job, index, machine, interleaved_outputs_path(workdir, index),
-                    guarded=True, around=functools.partial(interleaved_within, 2 + 4 * obs.seconds),
+                    guarded=True, around=functools.partial(interleaved_within, 5 + 10 * obs.seconds),
                 )  # fmt: skip
             if obs.kept_changed and not obs.raised:  # the same call from the state its kept tensors were made in
                 obs.fresh_outputs = rerun(
@@ -231,8 +231,9 @@ def reversed_within(seconds: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def interleaved_within(seconds: float) -> Iterator[None]:
-    """The programs of every launch interleaved at their atomics (`programs_interleaved`: every program draws its
-    first atomic in order, then they finish last to first), for at most `seconds`, as `reversed_within`."""
+    """The programs of every launch interleaved at their atomics (`programs_interleaved`), for at most `seconds`, as
+    `reversed_within`: its hand-overs cost threads and turns that the interpreter's order does not take, so the replay
+    gives it more time than that one (5 s + 10x the call's own)."""
     from checks.engine.access.interleaving import programs_interleaved
 
     with time_limit(seconds), programs_interleaved():

@@ -71,7 +71,7 @@ def no_race(ctx: CaseContext) -> Problem | None:
 # the other orders the replay runs a call in, as the report says them (ctx's outputs of each)
 OTHER_ORDERS = (
     ("reversed_outputs", "run with the programs last to first"),
-    ("interleaved_outputs", "run with the first programs paused after their first atomic while the later ones run"),
+    ("interleaved_outputs", "run with the programs paused after their first atomic while later ones start"),
 )
 
 
