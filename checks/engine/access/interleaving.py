@@ -56,7 +56,7 @@ class _Schedule:
         self.live: list[int] = []  # started and not finished, in the order they started
         self.waiting: dict[int, bool] = {}  # its last atomic or load read what the one before it there did
         self.last_atomic: dict[int, tuple] = {}
-        self.last_load: dict[tuple, tuple] = {}  # (program, line) -> the last load there: addresses and values
+        self.last_load: dict[int, dict[tuple, tuple]] = {}  # program -> line -> its last load there
         self.lock = threading.Lock()  # held by the thread that changes whose turn it is
         self.condition = threading.Condition(self.lock)  # the launching thread waits on it for the launch's end
         self.turns: dict[int, threading.Condition] = {}  # a program's thread waits on its own for its turn
@@ -84,8 +84,8 @@ class _Schedule:
         finally:
             with self.condition:
                 self.live.remove(program)
-                self.waiting.pop(program, None)
-                self.turns.pop(program, None)
+                for state in (self.waiting, self.turns, self.last_atomic, self.last_load):
+                    state.pop(program, None)
                 self._start_or_pick()
                 self.condition.notify_all()
 
@@ -117,9 +117,9 @@ class _Schedule:
         with self.condition:
             if self.abandoned:
                 raise Abandoned
-            key = (program, signature[0])
-            repeated = self.last_load.get(key) == signature
-            self.last_load[key] = signature
+            seen = self.last_load.setdefault(program, {})
+            repeated = seen.get(signature[0]) == signature
+            seen[signature[0]] = signature
             if not repeated:
                 return
             self.waiting[program] = True
@@ -187,9 +187,11 @@ def _schedule() -> _Schedule | None:
 
 
 def _signature(pointers: Any, result: Any) -> tuple:
+    """(the kernel's line, its addresses, what it read): hashes, so that a program's last access at a line costs
+    little to keep."""
     from checks.engine.access.recorder import kernel_line
 
-    return kernel_line(), np.asarray(pointers.data).tobytes(), np.asarray(result.data).tobytes()
+    return kernel_line(), hash(np.asarray(pointers.data).tobytes()), hash(np.asarray(result.data).tobytes())
 
 
 def _run_interleaved(
