@@ -226,19 +226,17 @@ def programs_interleaved() -> Iterator[None]:
     original_rmw, original_cas = builder_type.create_atomic_rmw, builder_type.create_atomic_cas
     original_load, original_store = builder_type.create_masked_load, builder_type.create_masked_store
 
-    def atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
-        result = original_rmw(self, rmw_op, ptr, val, mask, sem, scope)
+    def handed_over(ptr: Any, result: Any) -> Any:
         schedule = _schedule()
         if schedule is not None:
             schedule.after_atomic(_signature(ptr, result))
         return result
 
+    def atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
+        return handed_over(ptr, original_rmw(self, rmw_op, ptr, val, mask, sem, scope))
+
     def atomic_cas(self, ptr, cmp, val, sem, scope):
-        result = original_cas(self, ptr, cmp, val, sem, scope)
-        schedule = _schedule()
-        if schedule is not None:
-            schedule.after_atomic(_signature(ptr, result))
-        return result
+        return handed_over(ptr, original_cas(self, ptr, cmp, val, sem, scope))
 
     def masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
         schedule = _schedule()

@@ -35,13 +35,7 @@ import numpy as np
 import torch
 
 from checks.engine.access.log import ATOMIC, LOAD, STORE
-from checks.engine.access.provenance import (
-    IDENTITY_OPERATIONS,
-    LINEAGE_OPERATIONS,
-    LOADED_AS,
-    handle_attributes,
-    same_values,
-)
+from checks.engine.access.provenance import IDENTITY_OPERATIONS, LINEAGE_OPERATIONS, carry_lineage
 from checks.engine.access.recorder import DEFAULT_MAX_RECORDS, AccessRecorder
 from checks.engine.patching import Replacement, replaced
 
@@ -67,13 +61,7 @@ def _carrying_lineage(original: Callable, where_unchanged: bool) -> Callable:
 
     def operation(self, *args, **kwargs):
         result = original(self, *args, **kwargs)
-        attr = handle_attributes(result)
-        if attr is not None:
-            for arg in args:
-                loaded_as = (handle_attributes(arg) or {}).get(LOADED_AS)
-                if loaded_as is not None and (not where_unchanged or same_values(result.data, arg.data)):
-                    attr[LOADED_AS] = loaded_as
-                    break
+        carry_lineage(result, args, where_unchanged)
         return result
 
     return operation
@@ -328,14 +316,8 @@ def _reduction_lineage(recorder: AccessRecorder, original: Callable) -> Callable
     def apply(self, input):
         result = original(self, input)
         inputs = input if isinstance(input, tuple) else (input,)
-        results = result if isinstance(result, tuple) else (result,)
-        for out in results:
-            attr = handle_attributes(getattr(out, "handle", None))
-            for arg in inputs:
-                loaded_as = (handle_attributes(getattr(arg, "handle", None)) or {}).get(LOADED_AS)
-                if attr is not None and loaded_as is not None and same_values(out.handle.data, arg.handle.data):
-                    attr[LOADED_AS] = loaded_as
-                    break
+        for out in result if isinstance(result, tuple) else (result,):
+            carry_lineage(getattr(out, "handle", None), [getattr(arg, "handle", None) for arg in inputs], True)
         return result
 
     return apply

@@ -218,6 +218,20 @@ def handle_attributes(handle: Any) -> dict | None:
     return attr if isinstance(attr, dict) else None
 
 
+def carry_lineage(result: Any, operands: Any, where_unchanged: bool) -> None:
+    """Mark value handle `result` as holding values loaded as the dtype the first of `operands` (value handles) that
+    carries one was loaded as (`LOADED_AS`); with `where_unchanged`, only an operand whose values `result` holds lane
+    for lane (`same_values`)."""
+    attr = handle_attributes(result)
+    if attr is None:
+        return
+    for operand in operands:
+        loaded_as = (handle_attributes(operand) or {}).get(LOADED_AS)
+        if loaded_as is not None and (not where_unchanged or same_values(result.data, operand.data)):
+            attr[LOADED_AS] = loaded_as
+            return
+
+
 def same_values(result: Any, operand: Any) -> bool:
     """Whether an operation's result holds its operand's values lane for lane: the operand broadcast to the result's
     shape (or, of as many lanes, reshaped: a reduction over an axis of size 1), a narrower float widened exactly to

@@ -172,8 +172,8 @@ def rerun(
     `around()` (with `guarded`, its allocations adopted into the case's arena, poisoned as in the first run), and save
     what it returns at `path`; whether that went through. The grader compares it with the first run or the reference:
     a call right from its kept tensors' first state and wrong from where the earlier calls left them is wrong because
-    of them (`fresh_outputs_path`); a call wrong with its programs run last to first depends on an order a GPU does
-    not keep (`reversed_outputs_path`)."""
+    of them (`fresh_outputs_path`); a call wrong with its programs run last to first (`reversed_outputs_path`), or
+    interleaved at their atomics (`interleaved_outputs_path`), depends on an order a GPU does not keep."""
     import torch
 
     from checks.engine.inputs import draw
