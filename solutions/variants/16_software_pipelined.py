@@ -74,6 +74,7 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_ptr, lse_ptr, sm_scale, N,
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    gl.static_assert(STAGES >= 2, "the ring needs two slots: block j's keys land while block j - 1's values are read")
 
     start_m = gl.program_id(0) * BLOCK_M
     bh = gl.program_id(1)
