@@ -59,7 +59,8 @@ The rooms of checks/engine, one per role around the plan contract (pyproject.tom
                            engine.learner_output (the learner's exception and printed output, as a report shows them,
                            for the recording and the replay), engine.inputs, engine.machine, engine.submission,
                            engine.patching, engine.phases, engine.compiler_arguments (the interpreter types a
-                           kernel's scalars as Triton's compiler does), engine.lean_interpreter.
+                           kernel's scalars as Triton's compiler does), engine.lean_interpreter,
+                           engine.interpreted_launch (a launch bound as the interpreter binds it).
 
 How a submission is graded:
 

@@ -3,7 +3,7 @@
 Not the answer key (solutions/16_hopper_attention_fwd.py splits the same loop over a TMA producer warp and two
 consumer warpgroups): lesson 16 times it beside the key to measure what warp specialisation adds.
 
-One program owns BLOCK_M query rows of one (batch, head), split over two warpgroups (64 rows each). K and V blocks
+One program owns BLOCK_M query rows of one (batch, head), 64 rows to each warpgroup of its warps. K and V blocks
 arrive by TMA into a ring of STAGES slots, each half with its own mbarrier, so the scores S = Q K^T of block j can start
 before V_j has landed. In the loop, the product P_{j-1} V_{j-1} runs on the tensor cores while the warps compute the
 softmax of S_j: the two asynchronous wgmma groups are waited for in the order they were issued. The same warps also
@@ -161,8 +161,10 @@ def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
     B, H, N, D = q.shape
     o = torch.empty_like(q)
     lse = torch.empty((B, H, N), device=q.device, dtype=torch.float32)
-    BLOCK_M, BLOCK_N = 128, 128
-    STAGES = 2 if D == 128 else 3
+    # D = 128: 64 x 64 tiles on one warpgroup, 3 stages (115 KB of shared memory), so two programs share an SM and
+    # one's softmax runs while the other's products do; D = 64: 128 x 128 tiles on two warpgroups, 3 stages
+    # (launch shapes timed in bench/results/2026-12-07-h100-c/)
+    BLOCK_M, BLOCK_N, STAGES, num_warps = (64, 64, 3, 4) if D == 128 else (128, 128, 3, 8)
     q_desc = TensorDescriptor.from_tensor(q.view(B * H * N, D), [BLOCK_M, D],
                                           gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], gl.float16))
     kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], gl.float16)
@@ -170,5 +172,5 @@ def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
     v_desc = TensorDescriptor.from_tensor(v.view(B * H * N, D), [BLOCK_N, D], kv_layout)
     grid = (triton.cdiv(N, BLOCK_M), B * H)
     _attn_fwd[grid](q_desc, k_desc, v_desc, o, lse, sm_scale, N, HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                    CAUSAL=causal, STAGES=STAGES, num_warps=8)
+                    CAUSAL=causal, STAGES=STAGES, num_warps=num_warps)
     return o, lse

@@ -26,12 +26,13 @@ after drawing theirs have not stored, however many programs come before them.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+
+from checks.engine.interpreted_launch import bound_launch, taken_keywords
 
 THREAD_LIMIT = 256  # programs started and not finished, at most (a thread each)
 _running = threading.local()  # in a program's thread: its `schedule` and `program`
@@ -256,25 +257,15 @@ def programs_interleaved() -> Iterator[None]:
     def call(self: Any, *args_dev: Any, **kwargs: Any) -> None:
         """`GridExecutor.__call__` as Triton's interpreter runs it (arguments copied to the host and back, the
         language patched for the kernel), but with the grid's programs run by `_run_interleaved`."""
-        names = inspect.getfullargspec(self.fn).args
-        kwargs = {k: v for k, v in kwargs.items() if k in names}
+        kwargs = taken_keywords(self, kwargs)
         args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
         for hook in self.pre_run_hooks:
             hook(*args_hst, **kwargs_hst)
-        scope = interpreter._patch_lang(self.fn)
-        try:
-            bound = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
-            bound = {k: v if k in self.constexprs else interpreter._implicit_cvt(v) for k, v in bound.items()}
-            grid = self.grid(bound) if callable(self.grid) else self.grid
-            grid = tuple(grid) + (1,) * (3 - len(grid))
-            builder = interpreter.interpreter_builder
-            builder.set_grid_dim(*grid)
+        with bound_launch(self, args_hst, kwargs_hst) as (bound, grid):
             try:
-                _run_interleaved(grid, lambda: self.fn(**bound), builder, original_set)
+                _run_interleaved(grid, lambda: self.fn(**bound), interpreter.interpreter_builder, original_set)
             except Exception as error:
                 raise interpreter.InterpreterError(repr(error)) from error
-        finally:
-            scope.restore()
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     with replaced([

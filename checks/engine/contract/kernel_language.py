@@ -9,8 +9,8 @@ forbidden. The reference page's list of `tl` functions (notebooks/src/reference.
 
 A `@gluon.jit` kernel (the Hopper track, 16a, 16b, 16) resolves against a table of its own, `GLUON`: paths inside
 `triton.experimental.gluon.language` (`arange`, `nvidia.hopper.mbarrier.wait`), exactly the names those steps' answer
-keys use, and `GLUON_ATTRIBUTES` beside `ATTRIBUTES` (a descriptor's block type, a shared buffer's `.index`). A Triton
-kernel cannot reach Gluon's names, nor a Gluon kernel triton.language's.
+keys and their variants use, and `GLUON_ATTRIBUTES` beside `ATTRIBUTES` (a descriptor's block type, a shared
+buffer's `.index`). A Triton kernel cannot reach Gluon's names, nor a Gluon kernel triton.language's.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def lookup(path: str) -> str | None:
 # -- Gluon (triton.experimental.gluon.language), for @gluon.jit kernels: the names the Hopper track's keys use
 GLUON_ROOT = "triton.experimental.gluon.language"
 _GLUON_FUNCTIONS = """
-allocate_shared_memory arange cdiv convert_layout exp2 log2 max maximum minimum num_programs program_id static_range
-store sum warp_specialize where zeros
+allocate_shared_memory arange cdiv convert_layout exp2 log2 max maximum minimum num_programs program_id static_assert
+static_range store sum warp_specialize where zeros
 nvidia.hopper.fence_async_shared nvidia.hopper.warpgroup_mma nvidia.hopper.warpgroup_mma_wait
 nvidia.hopper.mbarrier.arrive nvidia.hopper.mbarrier.expect nvidia.hopper.mbarrier.init
 nvidia.hopper.mbarrier.invalidate nvidia.hopper.mbarrier.wait

@@ -29,7 +29,6 @@ them (`checks.engine.judging.rules.overflow`).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import itertools
 import linecache
 import sys
@@ -41,6 +40,7 @@ import numpy as np
 import torch
 
 from checks.engine.contract.plan import PlanError
+from checks.engine.interpreted_launch import bound_launch
 from checks.engine.patching import replaced
 from checks.engine.replay.perform import KeptState, Performer, Tuning, interpreted_choice
 
@@ -328,21 +328,12 @@ def _ends_only(findings: Findings) -> Any:
     from triton.runtime import interpreter
 
     def call(self: Any, *args: Any, **kwargs: Any) -> None:
-        names = inspect.getfullargspec(self.fn).args
-        kwargs = {k: v for k, v in kwargs.items() if k in names}
-        scope = interpreter._patch_lang(self.fn)  # `_ends_kept`'s while probed: tl.range runs its ends only
-        try:
-            bound = inspect.getcallargs(self.fn, *args, **kwargs)
-            bound = {k: v if k in self.constexprs else interpreter._implicit_cvt(v) for k, v in bound.items()}
-            grid = self.grid(bound) if callable(self.grid) else self.grid
-            grid = tuple(grid) + (1,) * (3 - len(grid))
-            interpreter.interpreter_builder.set_grid_dim(*grid)
+        # `_ends_kept`'s `_patch_lang` while probed: tl.range runs its ends only
+        with bound_launch(self, args, kwargs) as (bound, grid):
             for program in ends(grid):
                 findings.program = program
                 interpreter.interpreter_builder.set_grid_idx(*program)
                 self.fn(**bound)
-        finally:
-            scope.restore()
 
     return call
 
