@@ -7,7 +7,8 @@ One program owns BLOCK_M query rows of one (batch, head), 64 rows to each warpgr
 arrive by TMA into a ring of STAGES slots, each half with its own mbarrier, so the scores S = Q K^T of block j can start
 before V_j has landed. In the loop, the product P_{j-1} V_{j-1} runs on the tensor cores while the warps compute the
 softmax of S_j: the two asynchronous wgmma groups are waited for in the order they were issued. The same warps also
-issue the loads, so the next loads wait behind each step's softmax.
+issue the loads, each as soon as its slot is free: K's at the start of a step (the last step waited for the scores
+that read it), V's as soon as its product is done.
 """
 
 import torch
@@ -35,6 +36,12 @@ def _attn_step(j, p, m_i, l_i, acc, q_tile, k_tiles, v_tiles, k_bars, v_bars, k_
                p_layout: gl.constexpr):
     slot = j % STAGES
     prev = (j - 1) % STAGES
+    ahead = j - 1 + STAGES  # the block that takes over block j - 1's slots
+    present = ahead < n_blocks
+    # -- K_{j-1} was read by S_{j-1}, which the last step waited for: its slot's next block goes now
+    mbarrier.expect(k_bars.index(prev), k_desc.block_type.nbytes, pred=present)
+    tma.async_copy_global_to_shared(k_desc, [row0 + ahead * BLOCK_N, 0], k_bars.index(prev), k_tiles.index(prev),
+                                    pred=present)
     # -- S_j = Q K_j^T and O += P_{j-1} V_{j-1}, both in flight
     mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
     s = warpgroup_mma(q_tile, k_tiles.index(slot).permute((1, 0)),
@@ -50,16 +57,11 @@ def _attn_step(j, p, m_i, l_i, acc, q_tile, k_tiles, v_tiles, k_bars, v_bars, k_
     p = gl.exp2(s * qk_scale - m_new[:, None])
     l_i = l_i * alpha + gl.sum(p, 1)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-    # -- block j - 1 is done with: its slot takes block j - 1 + STAGES
-    ahead = j - 1 + STAGES
-    present = ahead < n_blocks
-    mbarrier.expect(k_bars.index(prev), k_desc.block_type.nbytes, pred=present)
-    tma.async_copy_global_to_shared(k_desc, [row0 + ahead * BLOCK_N, 0], k_bars.index(prev), k_tiles.index(prev),
-                                    pred=present)
+    # -- P_{j-1} V_{j-1} is done: V_{j-1}'s slot takes its next block too
     mbarrier.expect(v_bars.index(prev), v_desc.block_type.nbytes, pred=present)
     tma.async_copy_global_to_shared(v_desc, [row0 + ahead * BLOCK_N, 0], v_bars.index(prev), v_tiles.index(prev),
                                     pred=present)
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     return p, m_new, l_i, acc
 
 
