@@ -166,7 +166,7 @@ def hopper_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
     # D = 128: 64 x 64 tiles on one warpgroup, 3 stages (115 KB of shared memory), so two programs share an SM and
     # one's softmax runs while the other's products do; D = 64: 128 x 128 tiles on two warpgroups, 3 stages
     # (launch shapes timed in bench/results/2026-12-07-h100-c/)
-    BLOCK_M, BLOCK_N, STAGES, num_warps = (64, 64, 3, 4) if D == 128 else (128, 128, 3, 8)
+    BLOCK_M, BLOCK_N, STAGES, num_warps = (64, 64, 3, 4) if D == 128 else (64, 128, 3, 4)
     q_desc = TensorDescriptor.from_tensor(q.view(B * H * N, D), [BLOCK_M, D],
                                           gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], gl.float16))
     kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], gl.float16)
