@@ -39,13 +39,7 @@ def no_race(ctx: CaseContext) -> Problem | None:
     if not log.races:
         return _wrong_in_another_order(ctx, log)
     found = next((f for f in log.races if f["kind"] == "race"), log.races[0])
-    region = log.regions[int(found["region"])] if 0 <= int(found["region"]) < len(log.regions) else {}
-    name = display_name(region) if region else "a tensor"
-    first, second = found["programs"]
-    kernel, function = str(found.get("kernel", "")), str(found.get("function", ""))
-    inside = f"`{kernel}`" + (f" (in `{function}`)" if function and function != kernel else "")
-    where = f"element {list(found['index'])} of {name}, at line {found['line']} of {inside}"
-    launch = f"launch {int(found['launch']) + 1}"
+    first, second, launch, where = _said(log, found)
     if found["kind"] == "race":
         return Problem(
             f"Programs {first} and {second} of {launch} both load and store {where}: the interpreter runs one program "
@@ -68,6 +62,18 @@ def no_race(ctx: CaseContext) -> Problem | None:
     )
 
 
+def _said(log: AccessLog, found: dict) -> tuple[int, int, str, str]:
+    """A finding of the access log (a race, or a read another program's store reached) as the report says it: the two
+    programs, "launch N", and "element [i, j] of NAME, at line L of `kernel` (in `function`)"."""
+    region = log.regions[int(found["region"])] if 0 <= int(found["region"]) < len(log.regions) else {}
+    name = display_name(region) if region else "a tensor"
+    first, second = found["programs"]
+    kernel, function = str(found.get("kernel", "")), str(found.get("function", ""))
+    inside = f"`{kernel}`" + (f" (in `{function}`)" if function and function != kernel else "")
+    where = f"element {list(found['index'])} of {name}, at line {found['line']} of {inside}"
+    return first, second, f"launch {int(found['launch']) + 1}", where
+
+
 # the other orders the replay runs a call in, as the report says them (ctx's outputs of each)
 OTHER_ORDERS = (
     ("reversed_outputs", "run with the programs last to first"),
@@ -88,19 +94,13 @@ def _wrong_in_another_order(ctx: CaseContext, log: AccessLog) -> Problem | None:
                         ("", []))  # fmt: skip
     if not wrong:
         return None  # right in every order
-    found = log.ordered_reads[0]
-    region = log.regions[int(found["region"])] if 0 <= int(found["region"]) < len(log.regions) else {}
-    name = display_name(region) if region else "a tensor"
-    first, second = found["programs"]
-    kernel, function = str(found.get("kernel", "")), str(found.get("function", ""))
-    inside = f"`{kernel}`" + (f" (in `{function}`)" if function and function != kernel else "")
+    first, second, launch, where = _said(log, log.ordered_reads[0])
     return Problem(
-        f"Program {second} of launch {int(found['launch']) + 1} loads element {list(found['index'])} of {name}, at "
-        f"line {found['line']} of {inside}, which program {first} of the same launch stored; an atomic of each "
-        f"ordered the two as the interpreter ran them (program {first} first), but {order}, as a GPU may run them, "
-        f"the call is wrong: {wrong[0].headline}. An atomic orders a load only when the program looks at what the "
-        "atomic returned and that value counts the stores it needs (the program that finds the counter at its last "
-        "value merges; a ticket drawn before storing counts no store); load what another program stored in a second "
-        "launch, as puzzle 11's merge kernel does.",
+        f"Program {second} of {launch} loads {where}, which program {first} of the same launch stored; an atomic "
+        f"of each ordered the two as the interpreter ran them (program {first} first), but {order}, as a GPU may "
+        f"run them, the call is wrong: {wrong[0].headline}. An atomic orders a load only when the program looks at "
+        "what the atomic returned and that value counts the stores it needs (the program that finds the counter at "
+        "its last value merges; a ticket drawn before storing counts no store); load what another program stored in "
+        "a second launch, as puzzle 11's merge kernel does.",
         details=list(wrong[0].lines),
     )
